@@ -1,0 +1,10 @@
+//! One module per subcommand: argument definitions and the glue that calls the libraries.
+
+pub mod calibrate;
+pub mod compare;
+pub mod profile;
+pub mod report;
+pub mod run;
+pub mod sweep;
+pub mod trace;
+pub mod validate;

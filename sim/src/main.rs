@@ -1,0 +1,61 @@
+//! `sim`: replay MoE router traces through a simulator of expert paging mechanisms and
+//! retention policies. Each subcommand lives in its own module under `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Simulate how MoE expert weights are paged into GPU memory, from recorded router traces.
+///
+/// Replays which experts each layer's router selected for each token through a model of the
+/// paging mechanisms (per-expert VMM commits, packed chunks, committed regions, OS paging) and
+/// retention policies, and reports memory held, bytes moved and time per decode step.
+#[derive(Parser)]
+#[command(name = "sim", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one mechanism (and optionally a retention policy and a hardware profile) on a trace.
+    Run(cmd::run::RunArgs),
+    /// Run many mechanisms / policies / budgets on a trace and print one row per combination.
+    Sweep(cmd::sweep::SweepArgs),
+    /// Trace tools: import, export, statistics, synthetic generation.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
+    /// Hardware profiles: list the shipped ones, show one.
+    #[command(subcommand)]
+    Profile(cmd::profile::ProfileCommand),
+    /// Measure the cost constants on the local NVIDIA GPU and write a hardware profile.
+    Calibrate(cmd::calibrate::CalibrateArgs),
+    /// Replay a trace for real on the local GPU and compare with the simulator's prediction.
+    Validate(cmd::validate::ValidateArgs),
+    /// Compare mechanisms and policies on traces and write a report (Markdown, HTML, CSV, JSON, SVG).
+    Compare(cmd::compare::CompareArgs),
+    /// Regenerate a report from a results.json, or merge sharded results.
+    Report(cmd::report::ReportArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => cmd::run::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
+        Command::Trace(c) => cmd::trace::run(c),
+        Command::Profile(c) => cmd::profile::run(c),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Report(a) => cmd::report::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

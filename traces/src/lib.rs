@@ -1,0 +1,12 @@
+//! MoE router traces: which experts each MoE layer's router selected for each token.
+//!
+//! This crate owns the trace data model ([`Header`], [`Trace`]), the versioned binary format
+//! (see `FORMAT.md`), the streaming reader and the atomic writer, importers and exporters,
+//! the synthetic generator and trace statistics. It knows nothing about GPUs, paging mechanisms
+//! or eviction policies: those live in the `policies` and `sim` crates.
+
+pub mod model;
+pub mod trace;
+
+pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
+pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};

@@ -1,0 +1,170 @@
+//! The trace header: model geometry, provenance and the list of sequences.
+
+use serde::{Deserialize, Serialize};
+
+/// One transformer layer of the model as seen by the router.
+///
+/// A dense layer (no routed experts, such as DeepSeek-V3's first three) has `experts == 0`
+/// and `top_k == 0`; it appears in the geometry but holds no selections in the payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerSpec {
+    /// Routed experts in this layer (0 for a dense layer). At most 65,535 (ids are u16).
+    pub experts: u16,
+    /// Experts the router selects per token in this layer (0 for a dense layer).
+    pub top_k: u16,
+    /// Shared (always-active) experts of this layer; they are not part of the selections.
+    pub shared_experts: u16,
+}
+
+impl LayerSpec {
+    /// True when the layer has routed experts and therefore selections in the payload.
+    pub fn is_moe(&self) -> bool {
+        self.experts > 0 && self.top_k > 0
+    }
+}
+
+/// Model geometry recorded in the trace header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Model name, e.g. `granite-3.0-1b-a400m-instruct`.
+    pub name: String,
+    /// Model revision (commit or tag) when known.
+    pub revision: Option<String>,
+    /// Every transformer layer in order, dense layers included.
+    pub layers: Vec<LayerSpec>,
+    /// Hidden (model) dimension, when known; with `expert_ffn` it gives the expert size.
+    pub hidden_size: Option<u32>,
+    /// Intermediate (FFN) dimension of one routed expert, when known.
+    pub expert_ffn: Option<u32>,
+}
+
+impl ModelSpec {
+    /// A model whose `layers` MoE layers all have `experts` experts and `top_k` selections.
+    pub fn uniform(name: &str, layers: usize, experts: u16, top_k: u16) -> Self {
+        ModelSpec {
+            name: name.to_string(),
+            revision: None,
+            layers: vec![
+                LayerSpec {
+                    experts,
+                    top_k,
+                    shared_experts: 0
+                };
+                layers
+            ],
+            hidden_size: None,
+            expert_ffn: None,
+        }
+    }
+
+    /// Indices (into `layers`) of the layers that have routed experts, in order.
+    pub fn moe_layers(&self) -> Vec<usize> {
+        self.layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.is_moe())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Parameters of one routed expert (gate, up and down projections: 3 x hidden x ffn),
+    /// when both sizes are known.
+    pub fn expert_params(&self) -> Option<u64> {
+        Some(3 * self.hidden_size? as u64 * self.expert_ffn? as u64)
+    }
+}
+
+/// Weight data types an expert may be stored in, for deriving expert bytes from geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// bfloat16: 2 bytes per parameter.
+    Bf16,
+    /// IEEE half: 2 bytes per parameter.
+    Fp16,
+    /// 8-bit float (E4M3/E5M2): 1 byte per parameter.
+    Fp8,
+    /// 4-bit integers with one fp16 scale per group of 128 parameters (GPTQ/AWQ-style):
+    /// 0.5 + 2/128 bytes per parameter.
+    Int4,
+    /// 4-bit integers without group scales: 0.5 bytes per parameter.
+    Int4NoScale,
+    /// NVIDIA NVFP4: 4-bit values with one FP8 scale per 16 values: 0.5 + 1/16 bytes per parameter.
+    Nvfp4,
+    /// OCP MXFP4: 4-bit values with one 8-bit shared exponent per 32 values: 0.5 + 1/32 bytes.
+    Mxfp4,
+}
+
+impl DType {
+    /// Bytes of `params` parameters stored in this dtype, scales included, rounded up to a byte.
+    ///
+    /// Sources: bf16/fp16/fp8 by definition; int4 group size 128 with fp16 scales as in
+    /// GPTQ/AWQ defaults; NVFP4 block of 16 with an E4M3 scale (NVIDIA Blackwell docs);
+    /// MXFP4 block of 32 with an E8M0 scale (OCP Microscaling Formats spec v1.0).
+    pub fn bytes_for(self, params: u64) -> u64 {
+        // bytes = params * num / den, exactly, rounded up
+        let (num, den) = match self {
+            DType::Bf16 | DType::Fp16 => (2, 1),
+            DType::Fp8 => (1, 1),
+            DType::Int4 => (64 + 2, 128), // 0.5 B + 2 B / 128
+            DType::Int4NoScale => (1, 2),
+            DType::Nvfp4 => (8 + 1, 16),  // 0.5 B + 1 B / 16
+            DType::Mxfp4 => (16 + 1, 32), // 0.5 B + 1 B / 32
+        };
+        (params * num).div_ceil(den)
+    }
+
+    /// Parse the names accepted by `--dtype`: bf16, fp16, fp8, int4, int4-noscale, nvfp4, mxfp4.
+    pub fn parse(s: &str) -> Option<DType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "bf16" => DType::Bf16,
+            "fp16" | "f16" => DType::Fp16,
+            "fp8" => DType::Fp8,
+            "int4" => DType::Int4,
+            "int4-noscale" => DType::Int4NoScale,
+            "nvfp4" => DType::Nvfp4,
+            "mxfp4" => DType::Mxfp4,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a trace came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Origin of the data, e.g. the source repository and file.
+    pub source: String,
+    /// Tool (and version) that recorded or converted it.
+    pub tool: String,
+    /// Date of recording or conversion, ISO 8601.
+    pub date: String,
+    /// Labels of the prompts, in sequence order where there is one per sequence.
+    pub prompt_labels: Vec<String>,
+    /// True for generated traces.
+    pub synthetic: bool,
+    /// Generator parameters (JSON text) and seed, for synthetic traces.
+    pub generator: Option<String>,
+    /// Licence / attribution notice that must travel with the data.
+    pub licence: Option<String>,
+}
+
+/// One recorded sequence (one prompt and its continuation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceInfo {
+    /// Name, e.g. the prompt key `english_prose`.
+    pub name: String,
+    /// Prompt tokens whose selections were recorded (prefill phase).
+    pub prefill_tokens: u64,
+    /// Generated tokens whose selections were recorded (decode phase).
+    pub decode_tokens: u64,
+}
+
+/// The trace header: everything but the payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub model: ModelSpec,
+    pub provenance: Provenance,
+    pub sequences: Vec<SequenceInfo>,
+    /// True when every selection is followed by its router weights (f32) in the payload.
+    pub has_weights: bool,
+}
