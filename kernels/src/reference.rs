@@ -1,0 +1,111 @@
+//! CPU reference of the expert FFN on the packed int4 layout, and random expert weights.
+
+use crate::geometry::ExpertGeometry;
+use rand::Rng;
+use rand_pcg::Pcg64;
+
+/// SiLU activation `v / (1 + e^-v)`.
+pub fn silu(v: f32) -> f32 {
+    v / (1.0 + (-v).exp())
+}
+
+/// Dequantized weight at `(row, col)` of a packed int4 matrix with `cols` columns whose rows
+/// start at `weights` and whose scales (`cols/group` per row) start at `scales`.
+fn weight(weights: &[u8], scales: &[u8], cols: usize, group: usize, row: usize, col: usize) -> f32 {
+    let byte = weights[row * cols / 2 + col / 2];
+    let nibble = if col.is_multiple_of(2) {
+        byte & 0xF
+    } else {
+        byte >> 4
+    };
+    let s = (row * (cols / group) + col / group) * 4;
+    let scale = f32::from_le_bytes(scales[s..s + 4].try_into().expect("4 bytes"));
+    (nibble as i32 - 8) as f32 * scale
+}
+
+/// `out[r] = sum_c W[r][c] * x[c]` for a packed int4 matrix of `rows x x.len()`.
+fn matvec(weights: &[u8], scales: &[u8], rows: usize, group: usize, x: &[f32]) -> Vec<f32> {
+    let cols = x.len();
+    (0..rows)
+        .map(|r| {
+            (0..cols)
+                .map(|c| weight(weights, scales, cols, group, r, c) * x[c])
+                .sum()
+        })
+        .collect()
+}
+
+/// One expert's FFN for one token: `down(silu(gate x) * (up x))`.
+///
+/// `expert` is the expert's byte block (`geom.expert_bytes()` long), `x` the token's activation
+/// (`geom.hidden` values); returns `geom.hidden` values.
+pub fn expert_ffn(geom: &ExpertGeometry, expert: &[u8], x: &[f32]) -> Vec<f32> {
+    assert_eq!(expert.len(), geom.expert_bytes(), "expert block length");
+    assert_eq!(x.len(), geom.hidden, "activation length");
+    let gu = gate_up(geom, expert, x);
+    down(geom, expert, &gu)
+}
+
+/// The gate+up projection of one token: `2*ffn` values, gate first (before SiLU).
+pub fn gate_up(geom: &ExpertGeometry, expert: &[u8], x: &[f32]) -> Vec<f32> {
+    let w = &expert[..geom.gate_up_weight_bytes()];
+    let s = &expert[geom.gate_up_scale_offset()..geom.down_scale_offset()];
+    matvec(w, s, 2 * geom.ffn, geom.group, x)
+}
+
+/// The down projection applied to `silu(gate) * up` of a gate+up output `gu` (`2*ffn` values).
+pub fn down(geom: &ExpertGeometry, expert: &[u8], gu: &[f32]) -> Vec<f32> {
+    let h: Vec<f32> = (0..geom.ffn)
+        .map(|j| silu(gu[j]) * gu[geom.ffn + j])
+        .collect();
+    let w = &expert[geom.down_weight_offset()..geom.gate_up_scale_offset()];
+    let s = &expert[geom.down_scale_offset()..geom.expert_bytes()];
+    matvec(w, s, geom.hidden, geom.group, &h)
+}
+
+/// A layer's routed slots on the CPU: slot `i` applies expert `sel[i]` (a block of `bank`
+/// at `sel[i] * geom.expert_stride()`) to token `slot_token[i]` of `x` (`tokens x hidden`).
+/// Returns `slots x hidden` values, slot-major.
+pub fn moe_slots(
+    geom: &ExpertGeometry,
+    bank: &[u8],
+    x: &[f32],
+    slot_token: &[u32],
+    sel: &[u32],
+) -> Vec<f32> {
+    assert_eq!(slot_token.len(), sel.len(), "one token per slot");
+    let mut out = Vec::with_capacity(sel.len() * geom.hidden);
+    for (&t, &e) in slot_token.iter().zip(sel) {
+        let start = e as usize * geom.expert_stride();
+        let expert = &bank[start..start + geom.expert_bytes()];
+        let xt = &x[t as usize * geom.hidden..(t as usize + 1) * geom.hidden];
+        out.extend(expert_ffn(geom, expert, xt));
+    }
+    out
+}
+
+/// A bank of `experts` random experts, `geom.expert_stride()` apart (padding zero).
+///
+/// Nibbles are uniform over 0..16; scales uniform in [0.5, 1.5] / sqrt(columns), which keeps
+/// outputs of order one for activations of order one (a choice for testing, not a model value).
+pub fn random_bank(geom: &ExpertGeometry, experts: usize, rng: &mut Pcg64) -> Vec<u8> {
+    let stride = geom.expert_stride();
+    let mut bank = vec![0u8; experts * stride];
+    for e in 0..experts {
+        let block = &mut bank[e * stride..e * stride + geom.expert_bytes()];
+        let (weights, scales) = block.split_at_mut(geom.gate_up_scale_offset());
+        rng.fill(weights);
+        let gu_scales = geom.gate_up_scale_bytes() / 4;
+        for (i, chunk) in scales.chunks_exact_mut(4).enumerate() {
+            let cols = if i < gu_scales { geom.hidden } else { geom.ffn };
+            let s: f32 = rng.gen_range(0.5f32..1.5) / (cols as f32).sqrt();
+            chunk.copy_from_slice(&s.to_le_bytes());
+        }
+    }
+    bank
+}
+
+/// `n` activations uniform in [-1, 1].
+pub fn random_activations(n: usize, rng: &mut Pcg64) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
+}
