@@ -1,0 +1,84 @@
+//! Belady's MIN: the offline optimum.
+
+use super::{Admission, At, EvictionPolicy, Protect, NEVER};
+use std::collections::BinaryHeap;
+
+/// MIN (Belady 1966): the victim is the resident unit whose next use is farthest in the
+/// future; units never used again go first. Next uses are precomputed by the caller and
+/// passed in [`At::next_use`] as access positions; since a unit appears at most once per group,
+/// ordering by next access position is ordering by next use counted in groups, with ties
+/// inside one future group broken by the later position in that group (which cannot change
+/// page-in counts under group semantics: both tied units are needed by the same group).
+/// Among units never used again, the highest unit id goes first.
+///
+/// A max-heap of (next use, unit) with lazy invalidation: every access pushes a fresh entry
+/// and stale entries (the unit was accessed again or evicted since) are dropped when they
+/// surface. O(log n) per access; the heap is rebuilt when stale entries outnumber live ones.
+#[derive(Clone, Debug)]
+pub struct Belady {
+    /// Current next use of each resident unit; `None` when not resident.
+    next: Vec<Option<u32>>,
+    heap: BinaryHeap<(u32, u32)>,
+    live: usize,
+    /// Entries popped because protected, to push back after a victim is found.
+    skipped: Vec<(u32, u32)>,
+}
+
+impl Belady {
+    /// An empty MIN cache over unit ids `0..units`.
+    pub fn new(units: usize) -> Self {
+        Belady {
+            next: vec![None; units],
+            heap: BinaryHeap::new(),
+            live: 0,
+            skipped: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, u: u32, next_use: u32) {
+        self.next[u as usize] = Some(next_use);
+        self.heap.push((next_use, u));
+        if self.heap.len() > 2 * self.live + 64 {
+            let next = &self.next;
+            self.heap.retain(|&(n, v)| next[v as usize] == Some(n));
+        }
+    }
+}
+
+impl EvictionPolicy for Belady {
+    #[inline]
+    fn on_hit(&mut self, u: u32, at: At) {
+        self.set(u, at.next_use);
+    }
+
+    #[inline]
+    fn on_miss(&mut self, u: u32, at: At) -> Admission {
+        self.live += 1;
+        self.set(u, at.next_use);
+        Admission::Retain
+    }
+
+    fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        let mut victim = None;
+        while let Some((n, u)) = self.heap.pop() {
+            if self.next[u as usize] != Some(n) {
+                continue; // stale
+            }
+            if protect.is(u) {
+                self.skipped.push((n, u));
+                continue;
+            }
+            victim = Some(u);
+            break;
+        }
+        self.heap.extend(self.skipped.drain(..));
+        let v = victim?;
+        self.next[v as usize] = None;
+        self.live -= 1;
+        Some(v)
+    }
+}
+
+// NEVER sorts above every real position, so never-used-again units surface first.
+const _: () = assert!(NEVER == u32::MAX);

@@ -1,0 +1,40 @@
+//! First in, first out.
+
+use super::list::DList;
+use super::{Admission, At, EvictionPolicy, Protect};
+
+/// FIFO: the victim is the resident unit admitted longest ago; hits do not reorder. Under
+/// group semantics protected units (hits of the current group that happen to be old) are
+/// skipped, keeping their place in the queue.
+#[derive(Clone, Debug)]
+pub struct Fifo {
+    /// Resident units, newest admission at the head.
+    queue: DList,
+}
+
+impl Fifo {
+    /// An empty FIFO over unit ids `0..units`.
+    pub fn new(units: usize) -> Self {
+        Fifo {
+            queue: DList::new(units),
+        }
+    }
+}
+
+impl EvictionPolicy for Fifo {
+    #[inline]
+    fn on_hit(&mut self, _u: u32, _at: At) {}
+
+    #[inline]
+    fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.queue.push_head(u);
+        Admission::Retain
+    }
+
+    #[inline]
+    fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        let v = self.queue.oldest_where(|u| protect.is(u))?;
+        self.queue.remove(v);
+        Some(v)
+    }
+}

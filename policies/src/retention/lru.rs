@@ -1,0 +1,47 @@
+//! Least recently used.
+
+use super::list::DList;
+use super::{Admission, At, EvictionPolicy, Protect};
+
+/// LRU: the victim is the resident unit whose last access is oldest. Under group semantics the
+/// current group's units were all just touched, so the first unprotected unit from the cold
+/// end is found at once; when the whole cache is the current group, the victim is the group's
+/// earliest-accessed unit.
+#[derive(Clone, Debug)]
+pub struct Lru {
+    /// Resident units, most recent at the head.
+    order: DList,
+}
+
+impl Lru {
+    /// An empty LRU over unit ids `0..units`.
+    pub fn new(units: usize) -> Self {
+        Lru {
+            order: DList::new(units),
+        }
+    }
+}
+
+impl EvictionPolicy for Lru {
+    #[inline]
+    fn on_hit(&mut self, u: u32, _at: At) {
+        self.order.move_to_head(u);
+    }
+
+    #[inline]
+    fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.order.push_head(u);
+        Admission::Retain
+    }
+
+    #[inline]
+    fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        let v = if protect.is_none() {
+            self.order.tail()?
+        } else {
+            self.order.oldest_where(|u| protect.is(u))?
+        };
+        self.order.remove(v);
+        Some(v)
+    }
+}
