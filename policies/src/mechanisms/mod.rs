@@ -1,0 +1,145 @@
+//! Residency mechanisms: how expert instances (keys) map to commit units.
+//!
+//! A mechanism is a [`Mechanism`]: given the model's [`KeySpace`], the resolved [`Sizes`]
+//! (expert and granule bytes) and, for orders that need one, a [`ProfileStats`] of a profile
+//! trace, it builds a [`UnitMap`]. Each family lives in its own file:
+//!
+//! | spec | family | file |
+//! |---|---|---|
+//! | `e1`, `eN`, `eN:index`, `eN:hot`, `eN:coact` | N experts of one layer per VMM chunk | [`packing`] |
+//! | `region:R`, `region:R:index`, `region:R:hot` | R MiB regions, experts packed layer-major | [`region`] |
+//! | `os4k`, `os64k`, `os2m` | OS pages, each page its own unit | [`os_pages`] |
+//!
+//! The order in which a layer's experts are chunked (`index`, `hot`, `coact`) is in [`order`];
+//! spec parsing is in [`spec`]; expert and granule sizes are resolved in [`sizes`].
+//! A new mechanism implements [`Mechanism`] in one file and adds its form to [`spec::parse`].
+
+pub mod order;
+pub mod os_pages;
+pub mod packing;
+pub mod region;
+pub mod sizes;
+pub mod spec;
+
+pub use order::{ChunkOrder, ProfileStats};
+pub use os_pages::OsPages;
+pub use packing::Packing;
+pub use region::Region;
+pub use sizes::{SizeError, SizeOptions, Sizes, DEFAULT_GRANULE_BYTES, MIB};
+pub use spec::{parse, SpecError, ACCEPTED_FORMS};
+
+use crate::units::UnitMap;
+use traces::KeySpace;
+
+/// Everything a mechanism needs to lay out units.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildContext<'a> {
+    /// Dense numbering of the model's (MoE layer, expert) keys.
+    pub keyspace: &'a KeySpace,
+    /// Expert bytes and VMM granule bytes.
+    pub sizes: Sizes,
+    /// Selection counts and co-activation of the profile trace; required by the `hot` and
+    /// `coact` orders, ignored by the others.
+    pub profile: Option<&'a ProfileStats>,
+}
+
+/// Errors of [`Mechanism::build`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    /// A region of `region_bytes` cannot hold one whole expert of `expert_bytes`.
+    #[error(
+        "region of {region_bytes} bytes is smaller than one expert ({expert_bytes} bytes); \
+         experts are never split across regions, so use region:R with R >= {min_mib} MiB"
+    )]
+    RegionTooSmall {
+        region_bytes: u64,
+        expert_bytes: u64,
+        min_mib: u64,
+    },
+    /// The `hot` or `coact` order was asked for without profile statistics.
+    #[error("the `{order}` chunk order needs a profile trace, but none was given")]
+    MissingProfile { order: &'static str },
+    /// The `coact` order was asked for but the profile was built without co-activation.
+    #[error("the `coact` chunk order needs co-activation counts; build the profile with them")]
+    MissingCoactivation,
+    /// The profile trace's model has a different key space from the evaluated trace.
+    #[error("the profile trace has {profile_keys} expert instances but the trace has {keys}")]
+    ProfileMismatch { profile_keys: usize, keys: usize },
+}
+
+/// A residency mechanism: lays every expert instance out into commit units.
+///
+/// Implementations are pure functions of their parameters and the [`BuildContext`], so the
+/// same inputs always give the same [`UnitMap`] (the engine and the sweep rely on it).
+pub trait Mechanism: Send + Sync + std::fmt::Debug {
+    /// The canonical spec, e.g. `e2:hot` for the input `e2`.
+    fn spec(&self) -> String;
+
+    /// True when [`BuildContext::profile`] must carry co-activation counts.
+    fn needs_coactivation(&self) -> bool {
+        false
+    }
+
+    /// True when [`BuildContext::profile`] is read (hot or coact orders).
+    fn needs_profile(&self) -> bool {
+        false
+    }
+
+    /// Lay out every key of `ctx.keyspace` into units.
+    fn build(&self, ctx: &BuildContext) -> Result<UnitMap, BuildError>;
+}
+
+/// `bytes` rounded up to a whole number of `granule` bytes (`granule` > 0).
+#[inline]
+pub fn round_up(bytes: u64, granule: u64) -> u64 {
+    bytes.div_ceil(granule) * granule
+}
+
+/// Check that a profile matches the key space it will order.
+pub(crate) fn check_profile<'a>(
+    ctx: &BuildContext<'a>,
+    order: &'static str,
+) -> Result<&'a ProfileStats, BuildError> {
+    let p = ctx.profile.ok_or(BuildError::MissingProfile { order })?;
+    if p.counts.len() != ctx.keyspace.num_keys() {
+        return Err(BuildError::ProfileMismatch {
+            profile_keys: p.counts.len(),
+            keys: ctx.keyspace.num_keys(),
+        });
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use traces::{
+        Header, ModelSpec, Phase, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace,
+    };
+
+    /// A one-sequence decode-only trace of `layers` MoE layers x `experts`, top-k = width of
+    /// each selection; `tokens[t][m]` is token t's selection in layer m.
+    pub fn trace(layers: usize, experts: u16, tokens: &[Vec<Vec<u16>>]) -> Trace {
+        let k = tokens[0][0].len() as u16;
+        let model = ModelSpec::uniform("tiny", layers, experts, k);
+        let ids: Vec<u16> = tokens.iter().flatten().flatten().copied().collect();
+        let t = Trace {
+            header: Header {
+                model,
+                provenance: Provenance::default(),
+                sequences: vec![SequenceInfo {
+                    name: "s".into(),
+                    prefill_tokens: 0,
+                    decode_tokens: tokens.len() as u64,
+                }],
+                has_weights: false,
+            },
+            sequences: vec![SequenceData {
+                prefill: TokenBlock::default(),
+                decode: TokenBlock { ids, weights: None },
+            }],
+        };
+        t.check().unwrap();
+        let _ = Phase::Decode;
+        t
+    }
+}

@@ -1,0 +1,148 @@
+//! Parsing of mechanism specs (`--policy e2`, `--policies e1,e4:coact,region:64,os4k`).
+
+use super::{ChunkOrder, Mechanism, OsPages, Packing, Region};
+
+/// The accepted spec forms, for error messages and `--help`.
+pub const ACCEPTED_FORMS: &str = "eN or eN:ORDER with N >= 1 and ORDER one of index, hot, coact \
+(plain eN means eN:hot; e1 is one expert per commit), region:R or region:R:ORDER with R >= 1 \
+MiB and ORDER one of index, hot (plain region:R means index), os4k, os64k, os2m";
+
+/// Why a spec did not parse. Messages list [`ACCEPTED_FORMS`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    #[error("unknown mechanism spec `{0}`; accepted forms: {ACCEPTED_FORMS}")]
+    Unknown(String),
+    #[error("`{0}`: N must be at least 1 (e1 is one expert per commit); accepted forms: {ACCEPTED_FORMS}")]
+    ZeroN(String),
+    #[error("`{spec}`: unknown order `{order}` (accepted: {accepted}); accepted forms: {ACCEPTED_FORMS}")]
+    Order {
+        spec: String,
+        order: String,
+        accepted: &'static str,
+    },
+    #[error("`{0}`: the region size must be a whole number of MiB >= 1, e.g. region:64; accepted forms: {ACCEPTED_FORMS}")]
+    RegionSize(String),
+}
+
+/// Parse one spec into its mechanism. Whitespace around the spec is ignored; the spec is
+/// case-sensitive (all forms are lower case).
+pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
+    let s = spec.trim();
+    if let Some(&(_, page_bytes)) = OsPages::SIZES.iter().find(|(n, _)| *n == s) {
+        return Ok(Box::new(OsPages { page_bytes }));
+    }
+    let mut parts = s.split(':');
+    let head = parts.next().unwrap_or_default();
+    if head == "region" {
+        let size = parts
+            .next()
+            .ok_or_else(|| SpecError::RegionSize(s.into()))?;
+        let mib: u64 = size
+            .parse()
+            .ok()
+            .filter(|&r| r >= 1)
+            .ok_or_else(|| SpecError::RegionSize(s.into()))?;
+        let order = order(s, parts.next(), ChunkOrder::Index, "index, hot")?;
+        if order == ChunkOrder::Coact || parts.next().is_some() {
+            return Err(if order == ChunkOrder::Coact {
+                SpecError::Order {
+                    spec: s.into(),
+                    order: "coact".into(),
+                    accepted: "index, hot",
+                }
+            } else {
+                SpecError::Unknown(s.into())
+            });
+        }
+        return Ok(Box::new(Region { mib, order }));
+    }
+    if let Some(digits) = head.strip_prefix('e') {
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let n: u32 = digits.parse().map_err(|_| SpecError::Unknown(s.into()))?;
+            if n == 0 {
+                return Err(SpecError::ZeroN(s.into()));
+            }
+            let order = order(s, parts.next(), ChunkOrder::Hot, "index, hot, coact")?;
+            if parts.next().is_some() {
+                return Err(SpecError::Unknown(s.into()));
+            }
+            return Ok(Box::new(Packing { n, order }));
+        }
+    }
+    Err(SpecError::Unknown(s.into()))
+}
+
+fn order(
+    spec: &str,
+    suffix: Option<&str>,
+    default: ChunkOrder,
+    accepted: &'static str,
+) -> Result<ChunkOrder, SpecError> {
+    match suffix {
+        None => Ok(default),
+        Some(o) => ChunkOrder::parse(o).ok_or_else(|| SpecError::Order {
+            spec: spec.into(),
+            order: o.into(),
+            accepted,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_specs() {
+        for (input, canonical) in [
+            ("e1", "e1"),
+            ("e1:coact", "e1"),
+            ("e2", "e2:hot"),
+            ("e4:index", "e4:index"),
+            ("e2:coact", "e2:coact"),
+            ("e16:hot", "e16:hot"),
+            ("region:64", "region:64"),
+            ("region:64:index", "region:64"),
+            ("region:64:hot", "region:64:hot"),
+            ("os4k", "os4k"),
+            (" os64k ", "os64k"),
+            ("os2m", "os2m"),
+        ] {
+            assert_eq!(parse(input).unwrap().spec(), canonical, "{input}");
+        }
+    }
+
+    #[test]
+    fn bad_specs_name_the_problem() {
+        assert_eq!(parse("e0").unwrap_err(), SpecError::ZeroN("e0".into()));
+        assert_eq!(parse("lru").unwrap_err(), SpecError::Unknown("lru".into()));
+        assert_eq!(parse("e").unwrap_err(), SpecError::Unknown("e".into()));
+        assert_eq!(
+            parse("e2:hot:x").unwrap_err(),
+            SpecError::Unknown("e2:hot:x".into())
+        );
+        assert_eq!(
+            parse("os8k").unwrap_err(),
+            SpecError::Unknown("os8k".into())
+        );
+        assert!(matches!(parse("e2:warm"), Err(SpecError::Order { .. })));
+        assert!(matches!(
+            parse("region:64:coact"),
+            Err(SpecError::Order { .. })
+        ));
+        assert_eq!(
+            parse("region:0").unwrap_err(),
+            SpecError::RegionSize("region:0".into())
+        );
+        assert_eq!(
+            parse("region").unwrap_err(),
+            SpecError::RegionSize("region".into())
+        );
+        assert_eq!(
+            parse("region:1.5").unwrap_err(),
+            SpecError::RegionSize("region:1.5".into())
+        );
+        let msg = parse("lru").unwrap_err().to_string();
+        assert!(msg.contains("region:R") && msg.contains("os4k"), "{msg}");
+    }
+}
