@@ -5,8 +5,18 @@
 //! the synthetic generator and trace statistics. It knows nothing about GPUs, paging mechanisms
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
+pub mod error;
+pub mod format;
+pub mod import_onnx;
 pub mod model;
+pub mod reader;
 pub mod trace;
+pub mod writer;
 
 pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
+
+pub use error::{TokenPos, TraceError};
+pub use reader::{read_bytes, read_file, read_header, TokenRef, TraceReader};
+pub use writer::{write_file, TraceWriter};
+pub use import_onnx::{import_onnx_genai_json, ImportOptions, OnnxGenaiImport};

@@ -9,4 +9,5 @@ pub mod report;
 pub mod run;
 pub mod sweep;
 pub mod trace;
+pub mod trace_io;
 pub mod validate;

@@ -3,8 +3,13 @@
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum TraceCommand {}
+pub enum TraceCommand {
+    /// Convert a trace from another format (onnx-genai JSON, CSV, JSONL) into trace files.
+    Import(super::trace_io::ImportArgs),
+}
 
 pub fn run(cmd: TraceCommand) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        TraceCommand::Import(a) => super::trace_io::run_import(a),
+    }
 }
