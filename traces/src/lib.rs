@@ -17,6 +17,6 @@ pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 
 pub use error::{TokenPos, TraceError};
+pub use import_onnx::{import_onnx_genai_json, ImportOptions, OnnxGenaiImport};
 pub use reader::{read_bytes, read_file, read_header, TokenRef, TraceReader};
 pub use writer::{write_file, TraceWriter};
-pub use import_onnx::{import_onnx_genai_json, ImportOptions, OnnxGenaiImport};
