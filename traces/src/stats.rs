@@ -65,20 +65,26 @@ pub enum StatsError {
     #[error("the trace has no {phase} tokens; choose another phase with --phase (decode, prefill or all)")]
     NoTokens { phase: &'static str },
     /// A token record of the wrong length was pushed.
-    #[error("sequence {sequence}: token record holds {got} ids, the model needs {expected} per token")]
+    #[error(
+        "sequence {sequence}: token record holds {got} ids, the model needs {expected} per token"
+    )]
     RecordLength {
         sequence: usize,
         got: usize,
         expected: usize,
     },
     /// Tokens were pushed for a sequence after a later sequence had started.
-    #[error("sequence {sequence} arrived after sequence {current}; tokens must come in sequence order")]
+    #[error(
+        "sequence {sequence} arrived after sequence {current}; tokens must come in sequence order"
+    )]
     OutOfOrder { sequence: usize, current: usize },
     /// A sequence index beyond the header's sequence list.
     #[error("sequence {sequence} is not in the header, which lists {count} sequences")]
     UnknownSequence { sequence: usize, count: usize },
     /// An expert id at or above its layer's expert count.
-    #[error("sequence {sequence} token {token} layer {layer}: expert id {expert} >= {experts} experts")]
+    #[error(
+        "sequence {sequence} token {token} layer {layer}: expert id {expert} >= {experts} experts"
+    )]
     ExpertOutOfRange {
         sequence: usize,
         token: u64,
@@ -764,13 +770,12 @@ impl TraceStats {
             );
         }
         if self.sequences.len() > 50 {
-            let _ = writeln!(
-                o,
-                "  ... {} more (see --json)",
-                self.sequences.len() - 50
-            );
+            let _ = writeln!(o, "  ... {} more (see --json)", self.sequences.len() - 50);
         }
-        let _ = writeln!(o, "\nconcentration (share of accesses taken by the hottest keys)");
+        let _ = writeln!(
+            o,
+            "\nconcentration (share of accesses taken by the hottest keys)"
+        );
         for c in &self.concentration {
             let _ = writeln!(
                 o,

@@ -75,7 +75,10 @@ fn small_trace() -> Trace {
     let a = vec![vec![0, 1, 2, 3], vec![0, 2, 2, 0], vec![0, 1, 3, 2]];
     let b = vec![vec![0, 3, 2, 1], vec![3, 0, 1, 2]];
     // A one-token prompt on sequence 0, to check phase selection.
-    trace_of(small_model(), vec![(vec![vec![1, 2, 0, 1]], a), (vec![], b)])
+    trace_of(
+        small_model(),
+        vec![(vec![vec![1, 2, 0, 1]], a), (vec![], b)],
+    )
 }
 
 #[test]
@@ -128,7 +131,10 @@ fn hand_computed_small_trace() {
     }
     // Successor rows of layer 1 -> 2: [1,2,5,2], [0,0,2,2], [1,0,1,0], [0,2,2,0]; top-2 sums
     // 7 + 4 + 2 + 4 = 17 of 5 tokens x 2 x 2 pairs.
-    assert!(close(st.layers[0].next_layer_predictability.unwrap(), 17.0 / 20.0));
+    assert!(close(
+        st.layers[0].next_layer_predictability.unwrap(),
+        17.0 / 20.0
+    ));
     assert!(close(st.layers[0].next_layer_chance.unwrap(), 0.5));
     assert_eq!(st.layers[1].next_layer_predictability, None);
     assert!(close(st.next_layer_predictability.unwrap(), 0.85));
@@ -218,7 +224,10 @@ fn non_uniform_model_reports_null_top_level_geometry() {
     assert_eq!(st.num_keys, 10);
     // One token: every selected key is always-on; predictability is 1 (each row's top-3 is
     // exactly the 3 successors seen).
-    assert_eq!(st.always_on_keys, vec![[0, 0], [0, 1], [1, 3], [1, 4], [1, 5]]);
+    assert_eq!(
+        st.always_on_keys,
+        vec![[0, 0], [0, 1], [1, 3], [1, 4], [1, 5]]
+    );
     assert!(close(st.next_layer_predictability.unwrap(), 1.0));
     assert!(close(st.layers[0].next_layer_chance.unwrap(), 0.5));
     let json = serde_json::to_value(&st).unwrap();
@@ -254,10 +263,7 @@ fn errors_are_reported_not_panics() {
         })
     ));
     let acc = StatsAccumulator::new(&t.header, PhaseSel::Decode);
-    assert_eq!(
-        acc.finish(),
-        Err(StatsError::NoTokens { phase: "decode" })
-    );
+    assert_eq!(acc.finish(), Err(StatsError::NoTokens { phase: "decode" }));
 }
 
 /// A deterministic pseudo-random trace (a tiny LCG keeps the test free of the generator
@@ -293,10 +299,7 @@ fn random_trace(seqs: &[usize], layers: usize, experts: u16, k: u16, seed: u64) 
             (vec![], toks)
         })
         .collect();
-    trace_of(
-        ModelSpec::uniform("random", layers, experts, k),
-        data,
-    )
+    trace_of(ModelSpec::uniform("random", layers, experts, k), data)
 }
 
 /// The naive reference: each metric straight from its definition, with maps and sets.
@@ -399,8 +402,7 @@ fn agrees_with_naive_implementation_on_random_traces() {
             }
         }
         for (s, want) in nv.always_on.iter().enumerate() {
-            let got: BTreeSet<[u32; 2]> =
-                st.sequences[s].always_on_keys.iter().copied().collect();
+            let got: BTreeSet<[u32; 2]> = st.sequences[s].always_on_keys.iter().copied().collect();
             assert_eq!(&got, want, "sequence {s}, batch {batch}");
         }
     }
