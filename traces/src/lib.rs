@@ -10,6 +10,7 @@ pub mod format;
 pub mod import_onnx;
 pub mod model;
 pub mod reader;
+pub mod stats;
 pub mod trace;
 pub mod writer;
 
