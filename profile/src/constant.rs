@@ -1,0 +1,258 @@
+//! One cost constant: value, unit, optional measured range, and where it came from.
+
+use serde::{Deserialize, Serialize};
+
+/// Physical dimension of a constant; fixes which units are accepted and the canonical unit
+/// [`Constant::canonical`] converts to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dimension {
+    /// Memory size. Units `B`, `KiB`, `MiB`, `GiB`; canonical: bytes.
+    Bytes,
+    /// Duration. Units `ns`, `us` (or `µs`), `ms`, `s`; canonical: µs.
+    Time,
+    /// Throughput. Units `MB/s`, `GB/s`, `TB/s` (decimal), `GiB/s`; canonical: bytes per µs.
+    Bandwidth,
+    /// Dimensionless ratio. Unit `ratio`; canonical: the value itself.
+    Ratio,
+}
+
+impl Dimension {
+    /// Accepted units and their factor to the canonical unit.
+    pub fn units(self) -> &'static [(&'static str, f64)] {
+        match self {
+            Dimension::Bytes => &[
+                ("B", 1.0),
+                ("KiB", 1024.0),
+                ("MiB", 1024.0 * 1024.0),
+                ("GiB", 1024.0 * 1024.0 * 1024.0),
+            ],
+            Dimension::Time => &[
+                ("ns", 1e-3),
+                ("us", 1.0),
+                ("µs", 1.0),
+                ("ms", 1e3),
+                ("s", 1e6),
+            ],
+            // bytes per µs: 1 GB/s = 1e9 B / 1e6 µs = 1e3 B/µs
+            Dimension::Bandwidth => &[
+                ("MB/s", 1.0),
+                ("GB/s", 1e3),
+                ("TB/s", 1e6),
+                ("GiB/s", 1024.0 * 1024.0 * 1024.0 / 1e6),
+            ],
+            Dimension::Ratio => &[("ratio", 1.0)],
+        }
+    }
+
+    /// Factor from `unit` to the canonical unit, or `None` when the unit does not fit.
+    pub fn factor(self, unit: &str) -> Option<f64> {
+        self.units()
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .map(|&(_, f)| f)
+    }
+
+    /// The accepted units as a comma-separated list, for error messages.
+    pub fn unit_list(self) -> String {
+        self.units()
+            .iter()
+            .map(|(u, _)| *u)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+macro_rules! constant_names {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal : $dim:ident ),* $(,)?) => {
+        /// The catalogue of cost constants a profile may hold. The JSON key of each is its
+        /// [`ConstantName::as_str`] name; per-granule VMM costs are per 2 MiB granule call.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ConstantName {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl ConstantName {
+            /// Every constant, in catalogue order.
+            pub const ALL: &'static [ConstantName] = &[ $( ConstantName::$variant, )* ];
+
+            /// The JSON key.
+            pub fn as_str(self) -> &'static str {
+                match self { $( ConstantName::$variant => $name, )* }
+            }
+
+            /// The physical dimension (which units are accepted).
+            pub fn dimension(self) -> Dimension {
+                match self { $( ConstantName::$variant => Dimension::$dim, )* }
+            }
+
+            /// Parse a JSON key.
+            pub fn parse(s: &str) -> Option<ConstantName> {
+                match s { $( $name => Some(ConstantName::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+constant_names! {
+    /// Total device memory (cuMemGetInfo total).
+    VramTotal = "vram_total": Bytes,
+    /// Memory free to the application at idle (cuMemGetInfo free); the oversubscription curve
+    /// and the admission cap are relative to it.
+    VramUsable = "vram_usable": Bytes,
+    /// Fraction of usable VRAM past which the runtime refuses growth.
+    AdmissionCap = "admission_cap": Ratio,
+    /// VMM allocation granule (cuMemGetAllocationGranularity).
+    VmmGranule = "vmm_granule": Bytes,
+    /// cuMemCreate, per granule.
+    CuMemCreate = "cu_mem_create": Time,
+    /// cuMemMap, per granule.
+    CuMemMap = "cu_mem_map": Time,
+    /// cuMemSetAccess, per granule (one call per granule).
+    CuMemSetAccess = "cu_mem_set_access": Time,
+    /// cuMemUnmap, per granule.
+    CuMemUnmap = "cu_mem_unmap": Time,
+    /// cuMemRelease, per granule.
+    CuMemRelease = "cu_mem_release": Time,
+    /// Commit (create + map + set access) per granule, for profiles where only the sum was
+    /// measured; used instead of the three calls when present.
+    VmmCommit = "vmm_commit": Time,
+    /// Decommit (unmap + release) per granule, where only the sum was measured.
+    VmmDecommit = "vmm_decommit": Time,
+    /// Fixed driver cost per committed unit (per page-in call sequence), on top of the
+    /// per-granule cost; optional term.
+    VmmCommitFixed = "vmm_commit_fixed": Time,
+    /// Fixed driver cost per decommitted unit (per eviction), on top of the per-granule cost.
+    VmmDecommitFixed = "vmm_decommit_fixed": Time,
+    /// Bandwidth of an expert page-in copy host to device (the copy engine's rate).
+    H2dBandwidth = "h2d_bandwidth": Bandwidth,
+    /// Peak H2D from pinned memory in a copy benchmark (informational).
+    H2dPinnedBandwidth = "h2d_pinned_bandwidth": Bandwidth,
+    /// H2D from pageable host memory (informational).
+    H2dPageableBandwidth = "h2d_pageable_bandwidth": Bandwidth,
+    /// Fixed latency of one H2D copy; optional term.
+    H2dLatency = "h2d_latency": Time,
+    /// Rate at which a decode kernel reads device-resident weights.
+    DeviceReadBandwidth = "device_read_bandwidth": Bandwidth,
+    /// Throughput of demand faults of managed memory (host-resident pages touched on the GPU).
+    FaultBandwidth = "fault_bandwidth": Bandwidth,
+    /// Throughput of a managed-memory prefetch (cuMemPrefetchAsync) to the device.
+    PrefetchBandwidth = "prefetch_bandwidth": Bandwidth,
+    /// Launch of one tiny kernel, back to back.
+    KernelLaunch = "kernel_launch": Time,
+    /// First touch of a fresh granule below 90% of usable VRAM (base of the fill-level curve).
+    FirstTouchBelow90 = "first_touch_below_90": Time,
+    /// First touch of a fresh granule at 90-100% of usable VRAM.
+    FirstTouch90To100 = "first_touch_90_100": Time,
+    /// First touch of a fresh granule above 100% of usable VRAM (oversubscribed).
+    FirstTouchAbove100 = "first_touch_above_100": Time,
+}
+
+impl std::fmt::Display for ConstantName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How and where a constant was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// GPU model, e.g. `NVIDIA H200 SXM 141 GB`.
+    pub gpu: String,
+    /// Driver version, e.g. `580.159.04`.
+    pub driver: String,
+    /// CUDA version, e.g. `13.0`.
+    pub cuda: String,
+    /// Date of the measurement, ISO 8601.
+    pub date: String,
+    /// What was timed and how (API calls, sizes, synchronisation).
+    pub method: String,
+    /// Repetitions the value summarises, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
+    /// Relative spread of the repetitions, (max - min) / value, when known (0.15 = 15%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
+    /// What `value` is: `median`, `mean`, `midpoint of range`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<String>,
+    /// Publication or program the figure comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Where a constant's value came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Provenance {
+    /// Measured on a real GPU.
+    Measured(Measurement),
+    /// Computed from measured figures (e.g. a fit); `from` names them, `method` says how.
+    Derived { from: String, method: String },
+    /// Not measured; the reason the value is believed.
+    Assumed { reason: String },
+}
+
+/// One constant: `value` in `unit`, optional measured `min`/`max` (same unit) and provenance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Constant {
+    pub value: f64,
+    pub unit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    pub provenance: Provenance,
+}
+
+impl Constant {
+    /// A measured constant (what `sim calibrate` writes).
+    pub fn measured(value: f64, unit: &str, m: Measurement) -> Self {
+        Constant {
+            value,
+            unit: unit.to_string(),
+            min: None,
+            max: None,
+            provenance: Provenance::Measured(m),
+        }
+    }
+
+    /// An assumed constant with the reason it is believed.
+    pub fn assumed(value: f64, unit: &str, reason: &str) -> Self {
+        Constant {
+            value,
+            unit: unit.to_string(),
+            min: None,
+            max: None,
+            provenance: Provenance::Assumed {
+                reason: reason.to_string(),
+            },
+        }
+    }
+
+    /// The same constant with a measured range `[min, max]` in its unit.
+    pub fn with_range(mut self, min: f64, max: f64) -> Self {
+        self.min = Some(min);
+        self.max = Some(max);
+        self
+    }
+
+    /// Value in the canonical unit of `dim` (bytes, µs, bytes per µs, ratio), or `None`
+    /// when the unit does not fit the dimension.
+    pub fn canonical(&self, dim: Dimension) -> Option<f64> {
+        dim.factor(&self.unit).map(|f| self.value * f)
+    }
+
+    /// Relative spread of the measurement: `spread` of a [`Measurement`] if recorded, else
+    /// (max - min) / value when a range is recorded; `None` when neither is known.
+    pub fn relative_spread(&self) -> Option<f64> {
+        if let Provenance::Measured(m) = &self.provenance {
+            if let Some(s) = m.spread {
+                return Some(s);
+            }
+        }
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) if self.value > 0.0 => Some((hi - lo) / self.value),
+            _ => None,
+        }
+    }
+}

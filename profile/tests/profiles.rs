@@ -1,0 +1,133 @@
+//! Shipped profiles, validation errors and the save/load round trip.
+
+use profile::{load, shipped_names, Constant, ConstantName, Device, Profile, ProfileError};
+
+#[test]
+fn shipped_profiles_load_and_convert_units() {
+    assert_eq!(shipped_names(), vec!["rtx4060-laptop-wddm", "h200-linux"]);
+    let rtx = load("rtx4060-laptop-wddm").unwrap();
+    // 5.6 GB/s = 5.6e9 B / 1e6 µs = 5600 B/µs
+    assert_eq!(rtx.get(ConstantName::H2dBandwidth), Some(5600.0));
+    assert_eq!(
+        rtx.get(ConstantName::VramUsable),
+        Some(7959.0 * 1024.0 * 1024.0)
+    );
+    assert_eq!(rtx.get(ConstantName::VmmGranule), Some(2.0 * 1048576.0));
+    assert!(!rtx.os_paging.as_ref().unwrap().prefetch_hints);
+    assert_eq!(rtx.get(ConstantName::PrefetchBandwidth), None);
+
+    let h200 = load("h200-linux").unwrap();
+    // 4.46 TB/s = 4.46e12 B / 1e6 µs
+    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 4.46e6).abs() < 1e-6);
+    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(32.5));
+    assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
+}
+
+#[test]
+fn rtx_vmm_fit_reproduces_the_small_expert_churn_rows() {
+    // Independent recomputation from measurements.md: driver µs per page-in (commit of the
+    // new expert + decommit of the victim) = map/unmap ms per step / (page-ins / 200 steps).
+    let per = |pageins: f64, ms: f64| ms * 1000.0 / (pageins / 200.0);
+    let one_granule = (per(1345.0, 3.48) + per(719.0, 2.01)) / 2.0; // 2 MiB rows
+    let two_granules = (per(1229.0, 3.26) + per(649.0, 1.85)) / 2.0; // 3 MiB rows
+    let p = load("rtx4060-laptop-wddm").unwrap();
+    let g = |n| p.get(n).unwrap();
+    let fixed = g(ConstantName::VmmCommitFixed) + g(ConstantName::VmmDecommitFixed);
+    let per_granule = g(ConstantName::VmmCommit) + g(ConstantName::VmmDecommit);
+    assert!((fixed + per_granule - one_granule).abs() < 0.3);
+    assert!((fixed + 2.0 * per_granule - two_granules).abs() < 0.3);
+}
+
+#[test]
+fn missing_constant_names_itself_and_the_profile() {
+    let rtx = load("rtx4060-laptop-wddm").unwrap();
+    let e = rtx
+        .require(ConstantName::CuMemCreate, "--handle-pool")
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ProfileError::Missing {
+            constant: "cu_mem_create",
+            ..
+        }
+    ));
+    let msg = e.to_string();
+    assert!(msg.contains("rtx4060-laptop-wddm") && msg.contains("cu_mem_create"));
+    assert!(msg.contains("--handle-pool"));
+}
+
+#[test]
+fn unknown_profile_lists_the_shipped_ones() {
+    let e = load("no-such-gpu").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("no-such-gpu") && msg.contains("h200-linux"),
+        "{msg}"
+    );
+}
+
+fn tiny() -> Profile {
+    let mut p = Profile::new("tiny", "test", Device::default());
+    p.set(
+        ConstantName::H2dBandwidth,
+        Constant::assumed(10.0, "GB/s", "test"),
+    );
+    p
+}
+
+#[test]
+fn bad_unit_is_rejected_with_the_accepted_units() {
+    let mut p = tiny();
+    p.set(
+        ConstantName::CuMemMap,
+        Constant::assumed(3.0, "GB/s", "test"),
+    );
+    let e = Profile::from_json(&p.to_json(), "tiny").unwrap_err();
+    assert!(matches!(e, ProfileError::BadUnit { .. }));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cu_mem_map") && msg.contains("GB/s") && msg.contains("ms"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_constant_schema_version_and_bad_values_are_rejected() {
+    let json = tiny().to_json().replace("h2d_bandwidth", "h2d_bandwith");
+    let e = Profile::from_json(&json, "tiny").unwrap_err();
+    assert!(e.to_string().contains("h2d_bandwith"));
+
+    let json = tiny()
+        .to_json()
+        .replace("\"schema_version\": 1", "\"schema_version\": 9");
+    assert!(matches!(
+        Profile::from_json(&json, "tiny").unwrap_err(),
+        ProfileError::SchemaVersion { found: 9, .. }
+    ));
+
+    let mut p = tiny();
+    p.set(
+        ConstantName::H2dBandwidth,
+        Constant::assumed(0.0, "GB/s", "test"),
+    );
+    assert!(matches!(p.validate(), Err(ProfileError::BadValue { .. })));
+
+    let mut p = tiny();
+    p.set(
+        ConstantName::CuMemMap,
+        Constant::assumed(5.0, "us", "test").with_range(1.0, 2.0),
+    );
+    assert!(p.validate().unwrap_err().to_string().contains("range"));
+}
+
+#[test]
+fn save_then_load_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    let p = load("h200-linux").unwrap();
+    p.save(&path).unwrap();
+    let q = load(path.to_str().unwrap()).unwrap();
+    assert_eq!(p, q);
+    // nothing else (no leftover temporary) in the directory
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
