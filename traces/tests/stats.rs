@@ -407,3 +407,43 @@ fn agrees_with_naive_implementation_on_random_traces() {
         }
     }
 }
+
+/// The granite facts from ../shared/traces/granite-3.0-1b-a400m/README.md, decode phase.
+#[test]
+fn granite_decode_facts() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/granite");
+    let common = vec![[1, 8], [1, 13], [1, 19], [2, 24], [2, 26]];
+    let with = |extra: [u32; 2]| {
+        let mut v = common.clone();
+        v.push(extra);
+        v.sort_unstable();
+        v
+    };
+    let cases = [
+        ("english_prose.bin", 743, common.clone()),
+        ("prose.bin", 743, common.clone()),
+        ("code.bin", 684, with([22, 3])),
+        ("math.bin", 723, with([20, 21])),
+    ];
+    for (file, distinct, always_on) in cases {
+        let t = traces::read_file(dir.join(file)).unwrap();
+        let st = trace_stats(&t, PhaseSel::Decode).unwrap();
+        assert_eq!(st.num_layers, 24, "{file}");
+        assert_eq!(st.num_experts, Some(32));
+        assert_eq!(st.top_k, Some(8));
+        assert_eq!(st.tokens, 64, "{file}");
+        assert_eq!(st.accesses, 12_288, "{file}");
+        assert_eq!(st.distinct_keys, distinct, "{file}");
+        assert_eq!(st.always_on_keys, always_on, "{file}");
+        assert_eq!(st.sequences[0].always_on_keys, always_on, "{file}");
+    }
+    let t = traces::read_file(dir.join("all.bin")).unwrap();
+    let st = trace_stats(&t, PhaseSel::Decode).unwrap();
+    assert_eq!(st.tokens, 192);
+    assert_eq!(st.accesses, 3 * 12_288);
+    let per_seq: Vec<u64> = st.sequences.iter().map(|s| s.distinct_keys).collect();
+    assert_eq!(per_seq, vec![743, 684, 723]);
+    assert_eq!(st.always_on_keys, common);
+    assert_eq!(st.sequences[1].always_on_keys, with([22, 3]));
+    assert_eq!(st.sequences[2].always_on_keys, with([20, 21]));
+}

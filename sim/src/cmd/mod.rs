@@ -10,4 +10,5 @@ pub mod run;
 pub mod sweep;
 pub mod trace;
 pub mod trace_io;
+pub mod trace_stats;
 pub mod validate;
