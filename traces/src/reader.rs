@@ -83,6 +83,16 @@ enum State {
     Failed,
 }
 
+impl<R: Read> std::fmt::Debug for TraceReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("file", &self.file)
+            .field("next_position", &self.cursor.current())
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
 impl TraceReader<File> {
     /// Open a trace file and read and check its header.
     ///

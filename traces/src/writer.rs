@@ -37,6 +37,16 @@ pub struct TraceWriter {
     offset: u64,
 }
 
+impl std::fmt::Debug for TraceWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceWriter")
+            .field("file", &self.file)
+            .field("next_position", &self.cursor.current())
+            .field("bytes_written", &self.offset)
+            .finish()
+    }
+}
+
 impl TraceWriter {
     /// Create the temporary file next to `path` and write the preamble and `header`.
     ///
