@@ -1,3 +1,19 @@
 //! Policy comparison reports rendered from run results (the JSON objects `sim run --json`
-//! prints): Markdown, CSV, JSON and self-contained HTML with SVG plots. Running the grid is
-//! the `sim` binary's job; this crate only renders.
+//! prints): `results.json`, `results.csv`, `report.md`, a self-contained `report.html` and
+//! `plots/*.svg`. It also shards and merges result sets.
+//!
+//! This crate only renders: running the grid (mechanisms, policies, the event engine) is the
+//! `sim` crate's job, and trace statistics are the `traces` crate's. Rendering is a pure
+//! function of [`Results`], so a report regenerated from its `results.json`, or merged from
+//! shards, is byte-for-byte the report of the original run.
+
+pub mod content;
+pub mod doc;
+pub mod flatten;
+pub mod metrics;
+pub mod output;
+pub mod plots;
+pub mod results;
+
+pub use output::write_report;
+pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};

@@ -1,0 +1,346 @@
+//! SVG charts drawn with plotters: line charts (trade curves, bytes per token against budget,
+//! latency CDFs, tokens per second against batch, concentration curves), stacked bars (time
+//! split) and a heat map (per-layer skew). Each function returns the SVG text; the series
+//! names appear as legend text so a reader (and the tests) can tell the lines apart.
+
+use plotters::prelude::*;
+
+/// Size of every chart in pixels (width, height).
+pub const SIZE: (u32, u32) = (900, 480);
+
+/// One line of a line chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// (x, y) points, drawn in the given order.
+    pub points: Vec<(f64, f64)>,
+    /// Dashed line: used for bounds (Belady, the ideal) and secondary quantities.
+    pub dashed: bool,
+    /// Draw points as steps (x held until the next point), for CDFs.
+    pub step: bool,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            name: name.into(),
+            points,
+            dashed: false,
+            step: false,
+        }
+    }
+    pub fn dashed(mut self) -> Series {
+        self.dashed = true;
+        self
+    }
+    pub fn step(mut self) -> Series {
+        self.step = true;
+        self
+    }
+}
+
+/// Axis scale of a line chart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scale {
+    Linear,
+    /// Base-2 logarithmic x axis (chunk sizes, batch sizes); all x must be > 0.
+    Log2,
+}
+
+/// Labels and scale of a line chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub x_scale: Scale,
+    /// Start the y axis at 0 (true for quantities such as MiB and tokens/s).
+    pub y_from_zero: bool,
+}
+
+fn color(i: usize) -> RGBColor {
+    // Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), black reserved for bounds.
+    const P: [RGBColor; 7] = [
+        RGBColor(0, 114, 178),
+        RGBColor(213, 94, 0),
+        RGBColor(0, 158, 115),
+        RGBColor(204, 121, 167),
+        RGBColor(230, 159, 0),
+        RGBColor(86, 180, 233),
+        RGBColor(140, 110, 60),
+    ];
+    P[i % P.len()]
+}
+
+fn span(v: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    v.filter(|x| x.is_finite()).fold(None, |acc, x| match acc {
+        None => Some((x, x)),
+        Some((a, b)) => Some((a.min(x), b.max(x))),
+    })
+}
+
+fn pad(lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
+    let lo = if from_zero { lo.min(0.0) } else { lo };
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        (
+            lo - 1.0_f64.max(lo.abs() * 0.1),
+            hi + 1.0_f64.max(hi.abs() * 0.1),
+        )
+    } else {
+        let m = (hi - lo) * 0.05;
+        (if from_zero && lo >= 0.0 { lo } else { lo - m }, hi + m)
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("drawing a chart: {e}")
+}
+
+/// Draw a line chart; a chart with no point says "no data" instead of failing.
+pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let xs = span(series.iter().flat_map(|s| {
+            s.points.iter().map(|p| match spec.x_scale {
+                Scale::Linear => p.0,
+                Scale::Log2 => p.0.log2(),
+            })
+        }));
+        let ys = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let (Some((x0, x1)), Some((y0, y1))) = (xs, ys) else {
+            root.titled(spec.title, ("sans-serif", 20)).map_err(err)?;
+            root.draw_text(
+                "no data",
+                &("sans-serif", 16).into_text_style(&root),
+                (SIZE.0 as i32 / 2 - 30, SIZE.1 as i32 / 2),
+            )
+            .map_err(err)?;
+            root.present().map_err(err)?;
+            drop(root);
+            return Ok(svg);
+        };
+        let (x0, x1) = pad(x0, x1, false);
+        let (y0, y1) = pad(y0, y1, spec.y_from_zero);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(spec.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(err)?;
+        let log2 = spec.x_scale == Scale::Log2;
+        let fmt_x = move |x: &f64| {
+            if log2 {
+                trim(2f64.powf(*x))
+            } else {
+                trim(*x)
+            }
+        };
+        let fmt_y = |y: &f64| trim(*y);
+        chart
+            .configure_mesh()
+            .x_desc(spec.x_label)
+            .y_desc(spec.y_label)
+            .x_label_formatter(&fmt_x)
+            .y_label_formatter(&fmt_y)
+            .light_line_style(RGBColor(240, 240, 240))
+            .draw()
+            .map_err(err)?;
+        for (i, s) in series.iter().enumerate() {
+            let c = if s.dashed && s.name.to_lowercase().contains("belady")
+                || s.name.to_lowercase().contains("bound")
+            {
+                BLACK
+            } else {
+                color(i)
+            };
+            let mut pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .map(|&(x, y)| (if log2 { x.log2() } else { x }, y))
+                .collect();
+            if s.step {
+                let mut st = Vec::with_capacity(pts.len() * 2);
+                for (j, &(x, y)) in pts.iter().enumerate() {
+                    if j > 0 {
+                        st.push((x, pts[j - 1].1));
+                    }
+                    st.push((x, y));
+                }
+                pts = st;
+            }
+            let style = ShapeStyle::from(&c).stroke_width(2);
+            let anno = if s.dashed {
+                chart
+                    .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
+                    .map_err(err)?
+            } else {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), style))
+                    .map_err(err)?
+            };
+            anno.label(s.name.clone()).legend(move |(x, y)| {
+                PathElement::new(
+                    vec![(x, y), (x + 20, y)],
+                    ShapeStyle::from(&c).stroke_width(2),
+                )
+            });
+            if !s.step {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                    .map_err(err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Stacked bars: one bar per category, one stacked part per `(name, value per category)`.
+pub fn stacked_bars(
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    parts: &[(String, Vec<f64>)],
+) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let totals: Vec<f64> = (0..categories.len())
+            .map(|c| parts.iter().map(|p| p.1[c].max(0.0)).sum())
+            .collect();
+        let top = totals.iter().cloned().fold(0.0, f64::max);
+        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let n = categories.len().max(1);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..n as f64, 0f64..top)
+            .map_err(err)?;
+        let cats = categories.to_vec();
+        let fmt_x = move |x: &f64| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 1e-9 {
+                cats.get(i).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(2 * n + 1)
+            .x_label_formatter(&fmt_x)
+            .y_desc(y_label)
+            .y_label_formatter(&|y: &f64| trim(*y))
+            .light_line_style(RGBColor(240, 240, 240))
+            .draw()
+            .map_err(err)?;
+        let mut base = vec![0.0; categories.len()];
+        for (pi, (name, vals)) in parts.iter().enumerate() {
+            let c = color(pi);
+            let rects: Vec<_> = (0..categories.len())
+                .map(|i| {
+                    let lo = base[i];
+                    let hi = lo + vals[i].max(0.0);
+                    base[i] = hi;
+                    Rectangle::new([(i as f64 + 0.2, lo), (i as f64 + 0.8, hi)], c.filled())
+                })
+                .collect();
+            chart
+                .draw_series(rects)
+                .map_err(err)?
+                .label(name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Heat map of `rows[r][c]` in [0, max]: row r drawn bottom-up as y = r, column c as x = c,
+/// white (0) to dark blue (max).
+pub fn heat_map(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    rows: &[Vec<f64>],
+) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let nr = rows.len().max(1);
+        let nc = rows.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let max = rows
+            .iter()
+            .flatten()
+            .cloned()
+            .fold(0.0, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..nc as f64, 0f64..nr as f64)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .x_label_formatter(&|x: &f64| format!("{}", x.floor() as i64))
+            .y_label_formatter(&|y: &f64| format!("{}", y.floor() as i64))
+            .draw()
+            .map_err(err)?;
+        let cells = rows.iter().enumerate().flat_map(|(r, row)| {
+            row.iter().enumerate().map(move |(c, &v)| {
+                let t = (v / max).clamp(0.0, 1.0);
+                let shade = RGBColor(
+                    (255.0 - t * (255.0 - 8.0)) as u8,
+                    (255.0 - t * (255.0 - 48.0)) as u8,
+                    (255.0 - t * (255.0 - 107.0)) as u8,
+                );
+                Rectangle::new(
+                    [(c as f64, r as f64), (c as f64 + 1.0, r as f64 + 1.0)],
+                    shade.filled(),
+                )
+            })
+        });
+        chart.draw_series(cells).map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Short number text for axis labels: integers without decimals, others to 3 significant digits.
+pub fn trim(x: f64) -> String {
+    if x == x.round() && x.abs() < 1e12 {
+        format!("{}", x as i64)
+    } else {
+        let s = format!("{:.3}", x);
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_string()
+    }
+}

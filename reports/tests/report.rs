@@ -1,0 +1,475 @@
+//! Reports rendered from a tiny hand-made comparison (2 MoE layers x 4 experts, top-2, 4 tokens)
+//! whose run objects follow the `sim run --json` keys of the run, retention and timing issues.
+
+use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use traces::{ModelSpec, Provenance, SequenceInfo};
+
+fn trace(name: &str) -> TraceInfo {
+    TraceInfo {
+        name: name.into(),
+        file: format!("{name}.bin"),
+        model: ModelSpec::uniform("tiny", 2, 4, 2),
+        provenance: Provenance {
+            source: "hand-made".into(),
+            tool: "test".into(),
+            ..Default::default()
+        },
+        sequences: vec![SequenceInfo {
+            name: "s".into(),
+            prefill_tokens: 0,
+            decode_tokens: 4,
+        }],
+        phase: "decode".into(),
+        tokens: 4,
+        accesses: 16,
+        // 4 tokens x top-2 = 8 selections per layer
+        expert_counts: vec![vec![4, 3, 1, 0], vec![2, 2, 2, 2]],
+        stats: Some(json!({"tokens": 4, "accesses": 16, "distinct_keys": 7})),
+    }
+}
+
+/// Expert size 3 MiB: useful_mib_total = 8 keys x 3 MiB = 24.
+fn streaming(resident: f64, transfer: f64) -> Value {
+    json!({
+        "resident_mib_per_layer_step": resident,
+        "transfer_mib_per_layer_step": transfer,
+        "resident_experts_per_layer_step": transfer / 3.0,
+        "hot_units_per_layer_step": 2.0,
+        "waste_factor": 1.3333333333333333,
+        "selectivity": transfer / 6.0,
+        "always_on_units": 1,
+        "units_per_layer": 4,
+        "committed_mib_total": 32.0,
+        "useful_mib_total": 24.0
+    })
+}
+
+fn cache(bytes_per_token: f64, page_ins: u64) -> Value {
+    json!({
+        "tokens": 4, "accesses": 16, "page_ins": page_ins,
+        "page_ins_per_token": page_ins as f64 / 4.0, "miss_rate": page_ins as f64 / 16.0,
+        "bytes_per_token": bytes_per_token, "evictions": page_ins.saturating_sub(2),
+        "budget_units": 2, "peak_resident_mib": 6.0
+    })
+}
+
+fn timing(p50: f64, tps: f64) -> Value {
+    json!({
+        "step_ms_p50": p50, "step_ms_p90": p50 * 1.5, "step_ms_p99": p50 * 2.0,
+        "step_ms_max": p50 * 3.0, "step_ms_mean": p50 * 1.1, "tokens_per_s": tps,
+        "compute_ms_per_step": 1.0, "h2d_ms_per_step": p50 - 1.5, "vmm_ms_per_step": 0.5,
+        "fault_ms_per_step": 0.0, "stall_ms_per_step": 0.0, "peak_mapped_mib": 12.0,
+        "map_calls": 10, "unmap_calls": 8, "prefetch_issued": 0, "prefetch_used": 0
+    })
+}
+
+fn entry(
+    run: usize,
+    t: &str,
+    mech: &str,
+    evict: Option<&str>,
+    budget: Option<&str>,
+    blocks: Vec<(&str, Value)>,
+) -> RunEntry {
+    let mut result = Map::new();
+    result.insert(
+        "inputs".into(),
+        json!({"policy": mech, "trace": t, "expert_bytes": 3 * 1048576, "dtype": null}),
+    );
+    for (k, v) in blocks {
+        result.insert(k.into(), v);
+    }
+    RunEntry {
+        run,
+        grid: RunCoords {
+            trace: t.into(),
+            profile_trace: t.into(),
+            mechanism: mech.into(),
+            evict: evict.map(Into::into),
+            budget: budget.map(Into::into),
+            batch: None,
+        },
+        result,
+    }
+}
+
+const MIB: f64 = 1048576.0;
+
+fn fixture(with_timing: bool) -> Results {
+    let mut runs = vec![
+        entry(
+            0,
+            "a",
+            "e1",
+            None,
+            None,
+            vec![("streaming", streaming(6.0, 6.0))],
+        ),
+        entry(
+            1,
+            "a",
+            "e2:index",
+            None,
+            None,
+            vec![("streaming", streaming(9.0, 9.0))],
+        ),
+        entry(
+            2,
+            "a",
+            "e2:hot",
+            None,
+            None,
+            vec![("streaming", streaming(7.5, 7.5))],
+        ),
+        entry(
+            3,
+            "a",
+            "e4:hot",
+            None,
+            None,
+            vec![("streaming", streaming(12.0, 12.0))],
+        ),
+        entry(
+            4,
+            "a",
+            "e4:index",
+            None,
+            None,
+            vec![("streaming", streaming(12.0, 12.0))],
+        ),
+    ];
+    let mut n = runs.len();
+    for (budget, scale) in [("25%", 2.0), ("50%", 1.0)] {
+        for (p, bytes) in [("lru", 4.0), ("belady", 2.0), ("static-pin", 3.0)] {
+            let mut blocks = vec![("cache", cache(bytes * scale * MIB, 2 + n as u64))];
+            if with_timing {
+                blocks.push(("timing", timing(2.0 + bytes, 1000.0 / (2.0 + bytes))));
+            }
+            runs.push(entry(n, "a", "e1", Some(p), Some(budget), blocks));
+            n += 1;
+        }
+    }
+    // cross-trace: e2:hot packed on b, evaluated on a
+    let mut cross = entry(
+        n,
+        "a",
+        "e2:hot",
+        None,
+        None,
+        vec![("streaming", streaming(9.0, 9.0))],
+    );
+    cross.grid.profile_trace = "b".into();
+    runs.push(cross);
+    n += 1;
+    Results {
+        format: FORMAT.into(),
+        grid: json!({"mechanisms": ["e1", "e2:index", "e2:hot", "e4:hot", "e4:index"], "admission_cap": null}),
+        traces: vec![trace("a"), trace("b")],
+        profile: with_timing.then(|| json!({"name": "rtx4060-laptop-wddm"})),
+        total_runs: n,
+        shard: None,
+        runs,
+    }
+}
+
+fn read(dir: &Path, f: &str) -> String {
+    std::fs::read_to_string(dir.join(f)).unwrap()
+}
+
+#[test]
+fn csv_and_json_agree() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let json: Value = serde_json::from_str(&read(&out, "results.json")).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let mut rdr = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), runs.len());
+    // Independent count of the scalar leaves: every one must be a column.
+    fn leaves(prefix: &str, v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        if let Value::Object(m) = v {
+            for (k, c) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                leaves(&p, c, out);
+            }
+        } else {
+            out.insert(prefix.to_string());
+        }
+    }
+    let mut all = std::collections::BTreeSet::new();
+    for r in runs {
+        leaves("", r, &mut all);
+    }
+    assert_eq!(all, header.iter().cloned().collect());
+    assert!(header.contains(&"streaming.resident_mib_per_layer_step".to_string()));
+    assert!(header.contains(&"cache.bytes_per_token".to_string()));
+    assert!(header.contains(&"timing.tokens_per_s".to_string()));
+    assert!(header.contains(&"grid.mechanism".to_string()));
+    for (run, row) in runs.iter().zip(&rows) {
+        for (h, cell) in header.iter().zip(row.iter()) {
+            let v = h.split('.').try_fold(run, |v, k| v.get(k));
+            match v {
+                None | Some(Value::Null) => assert_eq!(cell, "", "{h}"),
+                Some(Value::Number(n)) => {
+                    assert_eq!(cell.parse::<f64>().unwrap(), n.as_f64().unwrap(), "{h}")
+                }
+                Some(Value::String(s)) => assert_eq!(cell, s, "{h}"),
+                Some(other) => assert_eq!(cell, other.to_string(), "{h}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn every_plot_is_valid_svg_with_expected_series() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(out.join("plots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "bytes_per_token_a_e1.svg",
+            "concentration.svg",
+            "skew_a.svg",
+            "skew_b.svg",
+            "step_cdf_a_25_.svg",
+            "step_cdf_a_50_.svg",
+            "time_split_a_25_.svg",
+            "time_split_a_50_.svg",
+            "trade_curve_a.svg",
+        ]
+    );
+    let texts = |f: &str| -> Vec<String> {
+        let s = read(&out.join("plots"), f);
+        let doc = roxmltree::Document::parse(&s).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg", "{f}");
+        doc.descendants()
+            .filter(|n| n.is_text())
+            .map(|n| n.text().unwrap().trim().to_string())
+            .collect()
+    };
+    for f in &files {
+        texts(f);
+    }
+    let has = |f: &str, series: &[&str]| {
+        let t = texts(f);
+        for s in series {
+            assert!(t.iter().any(|x| x == s), "{f} lacks series {s:?}: {t:?}");
+        }
+    };
+    has(
+        "trade_curve_a.svg",
+        &[
+            "resident, index",
+            "transfer, index",
+            "resident, hot",
+            "transfer, hot",
+            "ideal bound (top-k x expert)",
+        ],
+    );
+    has(
+        "bytes_per_token_a_e1.svg",
+        &["lru", "static-pin", "belady (lower bound)"],
+    );
+    has(
+        "time_split_a_25_.svg",
+        &["compute", "H2D copy", "VMM calls", "faults", "stalls"],
+    );
+    has(
+        "step_cdf_a_25_.svg",
+        &["e1 / lru", "e1 / belady", "e1 / static-pin"],
+    );
+    has("concentration.svg", &["a", "b"]);
+}
+
+#[test]
+fn html_has_no_external_references() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let html = read(&out, "report.html").to_lowercase();
+    assert!(html.contains("<svg"), "plots are inlined");
+    assert!(!html.contains("<link"));
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("<img"));
+    assert!(!html.contains("url("));
+    assert!(!html.contains("@import"));
+    for attr in ["src=", "href=", "xlink:href="] {
+        for (i, _) in html.match_indices(attr) {
+            let v = html[i + attr.len()..].trim_start_matches(['"', '\'']);
+            assert!(
+                !v.starts_with("http:") && !v.starts_with("https:") && !v.starts_with("//"),
+                "external reference at {}",
+                &html[i..i + 60]
+            );
+        }
+    }
+}
+
+#[test]
+fn report_marks_best_cells_and_distance_from_the_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let md = read(&out, "report.md");
+    // expert MiB = 24 MiB / 8 keys = 3, ideal = top-2 x 3 = 6 MiB; e1 holds 6 (1x, best),
+    // e2:index 9 (1.5x)
+    assert!(md.contains("| e1 | **6** |"), "{md}");
+    assert!(md.contains("| e2:index | 9 |"));
+    assert!(md.contains("| 1.50x |"));
+    assert!(md.contains("least memory held is `e1` at 6 MiB per layer step, 1x the ideal of 6 MiB"));
+    // budget 25%: lru 8 MiB/token, belady 4, static-pin 6 -> 2x and 1.5x the bound; static-pin best
+    assert!(md.contains("| lru | 8 (2x) | 4 (2x) |"), "{md}");
+    assert!(md.contains("| static-pin | **6 (1.50x)** | **3 (1.50x)** |"));
+    assert!(md.contains("| belady (bound) | 4 (1x) | 2 (1x) |"));
+    assert!(md.contains("fewest bytes moved by `e1 / static-pin @ 25%` with 6 MiB per token; Belady/MIN needs 4 MiB, so it is 1.50x the bound"));
+    // timing: step p50 = 2 + bytes: lru 6, belady 4 -> 1.50x
+    assert!(md.contains("on `rtx4060-laptop-wddm`"));
+    // cross-trace: 9 vs 7.5 on itself = +20.0%
+    assert!(
+        md.contains("| e2:hot | `b` | `a` | resident MiB/layer step | 9 | 7.50 | +20.0% |"),
+        "{md}"
+    );
+    let html = read(&out, "report.html");
+    assert!(html.contains("<td class=\"best\">6</td>"));
+}
+
+#[test]
+fn degrades_gracefully_without_cache_and_timing() {
+    let mut r = fixture(false);
+    r.runs
+        .retain(|e| e.grid.evict.is_none() && !e.grid.is_cross());
+    r.total_runs = r.runs.len();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&r, &out).unwrap();
+    let md = read(&out, "report.md");
+    assert!(md.contains("No run in these results has a `cache` block"));
+    assert!(md.contains("No run in these results has a `timing` block"));
+    assert!(md.contains("Not in these results: retention under a budget"));
+    assert!(!md.contains("Cross-trace stability"));
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    for sub in ["", "plots"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                let name = format!("{sub}/{}", e.file_name().to_string_lossy());
+                v.push((name, std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_run_byte_for_byte() {
+    let full = fixture(true);
+    let d = tempfile::tempdir().unwrap();
+    let whole = d.path().join("whole");
+    reports::write_report(&full, &whole).unwrap();
+    for n in [1, 2, 3, 5] {
+        let mut parts = Vec::new();
+        // write shards in reverse order to show the order of the arguments does not matter
+        for i in (0..n).rev() {
+            let s = Shard { index: i, count: n };
+            let mut part = full.clone();
+            part.shard = Some(s);
+            part.runs.retain(|r| s.holds(r.run));
+            let dir = d.path().join(format!("s{i}of{n}"));
+            reports::write_report(&part, &dir).unwrap();
+            parts.push(Results::load(&dir.join("results.json")).unwrap());
+        }
+        let merged = Results::merge(parts).unwrap();
+        let out = d.path().join(format!("merged{n}"));
+        reports::write_report(&merged, &out).unwrap();
+        assert_eq!(files(&whole), files(&out), "n = {n}");
+    }
+}
+
+#[test]
+fn regenerating_from_results_json_reproduces_the_report() {
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("a");
+    reports::write_report(&fixture(true), &a).unwrap();
+    let again = Results::load(&a.join("results.json")).unwrap();
+    // in place: replaces the previous report directory
+    reports::write_report(&again, &a).unwrap();
+    let b = d.path().join("b");
+    reports::write_report(&again, &b).unwrap();
+    assert_eq!(files(&a), files(&b));
+    // no temporary directories left behind
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+}
+
+#[test]
+fn refuses_to_replace_a_directory_that_is_not_a_report() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("precious.txt"), "data").unwrap();
+    let e = reports::write_report(&fixture(false), d.path()).unwrap_err();
+    assert!(e.to_string().contains("not a report directory"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("precious.txt")).unwrap(),
+        "data"
+    );
+}
+
+#[test]
+fn merge_and_shard_errors_name_the_problem() {
+    let full = fixture(false);
+    let shard = |i, n| {
+        let s = Shard { index: i, count: n };
+        let mut p = full.clone();
+        p.shard = Some(s);
+        p.runs.retain(|r| s.holds(r.run));
+        p
+    };
+    let e = Results::merge(vec![shard(0, 3), shard(2, 3)]).unwrap_err();
+    assert!(e.to_string().contains("shard 1/3 is missing"), "{e}");
+    let e = Results::merge(vec![shard(0, 2), shard(0, 2), shard(1, 2)]).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    let mut other = shard(1, 2);
+    other.grid = json!({"mechanisms": ["e8"]});
+    let e = Results::merge(vec![shard(0, 2), other]).unwrap_err();
+    assert!(e.to_string().contains("different comparisons"), "{e}");
+    assert!(Results::merge(vec![full.clone()]).is_err());
+
+    assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
+    for bad in ["4/4", "1/0", "x/2", "3", "-1/2"] {
+        assert!(Shard::parse(bad).unwrap_err().contains("--shard"), "{bad}");
+    }
+    // a shard whose runs do not belong to it is rejected when read
+    let mut wrong = shard(0, 2);
+    wrong.shard = Some(Shard { index: 1, count: 2 });
+    let e = Results::from_json(&wrong.to_json(), "x/results.json").unwrap_err();
+    assert!(
+        e.to_string().contains("does not belong to shard 1/2"),
+        "{e}"
+    );
+    let e = Results::from_json("{\"format\": \"other\"}", "y/results.json").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("y/results.json: not a results.json"),
+        "{e}"
+    );
+}
