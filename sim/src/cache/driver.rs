@@ -1,0 +1,326 @@
+//! The cache-regime simulator, driven one group (or one access) at a time.
+
+use super::tiers::DramTier;
+use super::CacheError;
+use policies::retention::{Admission, At, EvictionPolicy, Protect, NEVER};
+use policies::UnitMap;
+use serde::{Deserialize, Serialize};
+
+/// When eviction is checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Semantics {
+    /// All units of a group are admitted, then victims are evicted until the budget holds;
+    /// the group's units are never victims unless every resident unit belongs to it.
+    #[default]
+    Group,
+    /// Eviction after every single access, no protection (ordinary cache simulators).
+    Access,
+}
+
+/// How the budget is shared between layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Split {
+    /// One pool shared by all layers.
+    #[default]
+    Global,
+    /// One pool per MoE layer, each with round(fraction x its units) slots.
+    PerLayer,
+}
+
+/// The `cache` block of a run report (exact JSON keys).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// Tokens (requests) decoded.
+    pub tokens: u64,
+    /// Unit accesses (each unit at most once per group).
+    pub accesses: u64,
+    /// Accesses to a non-resident unit, first touches included; static pins excluded.
+    pub page_ins: u64,
+    /// page_ins / tokens.
+    pub page_ins_per_token: f64,
+    /// page_ins / accesses.
+    pub miss_rate: f64,
+    /// Useful bytes of every paged-in unit, summed, / tokens (bytes). Units of unequal
+    /// useful bytes (regions, the last OS page of an expert) contribute their actual bytes.
+    pub bytes_per_token: f64,
+    /// Units evicted from VRAM (streamed units of static pin are not evictions).
+    pub evictions: u64,
+    /// The budget in units (summed over pools for the per-layer split).
+    pub budget_units: u64,
+    /// Largest committed bytes resident, measured after each group (group semantics) or
+    /// each access (access semantics) completes, pins included, in MiB (2^20 bytes).
+    pub peak_resident_mib: f64,
+}
+
+/// One pool: a policy instance, its budget and its units (local ids `0..globals.len()`).
+struct Pool<P: ?Sized> {
+    policy: Box<P>,
+    capacity: usize,
+    len: usize,
+    /// Group stamp of each local unit (protection under group semantics).
+    stamp: Vec<u32>,
+    /// Global unit id of each local id.
+    globals: Vec<u32>,
+}
+
+/// What one group did, for a caller that prices it (the discrete-event engine).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupOutcome {
+    /// Units paged in, in access order.
+    pub page_ins: Vec<u32>,
+    /// Units evicted from VRAM, in eviction order.
+    pub evicted: Vec<u32>,
+}
+
+/// The cache-regime simulator. Feed it the groups of an access stream in order with
+/// [`CacheSim::group`]; read the totals with [`CacheSim::report`].
+pub struct CacheSim<'a, P: ?Sized + EvictionPolicy = dyn EvictionPolicy> {
+    semantics: Semantics,
+    pools: Vec<Pool<P>>,
+    unit_pool: Vec<u32>,
+    unit_local: Vec<u32>,
+    resident: Vec<bool>,
+    useful: Vec<u64>,
+    committed: Vec<u64>,
+    next_use: Option<&'a [u32]>,
+    dram: Option<DramTier>,
+    pos: u32,
+    group_stamp: u32,
+    tokens: u64,
+    accesses: u64,
+    page_ins: u64,
+    page_in_bytes: u128,
+    evictions: u64,
+    resident_bytes: u64,
+    peak_bytes: u64,
+    outcome: GroupOutcome,
+}
+
+/// Pool layout: `pool_of[u]` for every unit; pools are numbered `0..pools`.
+pub fn pool_layout(map: &UnitMap, split: Split) -> Result<Vec<u32>, CacheError> {
+    match split {
+        Split::Global => Ok(vec![0; map.num_units()]),
+        Split::PerLayer => map
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, info)| {
+                if info.first_moe_layer != info.last_moe_layer {
+                    Err(CacheError::Input(format!(
+                        "--split per-layer needs units inside one layer, but unit {u} of `{}` spans MoE layers {}..={}; use --split global or a per-expert mechanism (e1, eN, os*)",
+                        map.spec, info.first_moe_layer, info.last_moe_layer
+                    )))
+                } else {
+                    Ok(info.first_moe_layer)
+                }
+            })
+            .collect(),
+    }
+}
+
+impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
+    /// A simulator over `map`'s units. `pool_of[u]` names each unit's pool; `policies[i]` and
+    /// `capacities[i]` are pool i's policy (over local ids: a pool's units numbered in
+    /// ascending global id) and budget in units. `next_use` (from
+    /// [`super::AccessStream::next_use`]) is required by offline policies and must belong to
+    /// the stream that will be fed. `dram` adds a DRAM tier of that many units.
+    pub fn new(
+        map: &UnitMap,
+        pool_of: &[u32],
+        policies: Vec<Box<P>>,
+        capacities: &[usize],
+        semantics: Semantics,
+        next_use: Option<&'a [u32]>,
+        dram: Option<usize>,
+    ) -> Self {
+        let n = map.num_units();
+        let mut pools: Vec<Pool<P>> = policies
+            .into_iter()
+            .zip(capacities)
+            .map(|(policy, &capacity)| Pool {
+                policy,
+                capacity,
+                len: 0,
+                stamp: Vec::new(),
+                globals: Vec::new(),
+            })
+            .collect();
+        let mut unit_local = vec![0u32; n];
+        for (u, &p) in pool_of.iter().enumerate() {
+            let pool = &mut pools[p as usize];
+            unit_local[u] = pool.globals.len() as u32;
+            pool.globals.push(u as u32);
+        }
+        for pool in &mut pools {
+            pool.stamp = vec![0; pool.globals.len()];
+        }
+        let mut sim = CacheSim {
+            semantics,
+            pools,
+            unit_pool: pool_of.to_vec(),
+            unit_local,
+            resident: vec![false; n],
+            useful: map.units.iter().map(|u| u.useful_bytes).collect(),
+            committed: map.units.iter().map(|u| u.committed_bytes).collect(),
+            next_use,
+            dram: dram.map(|cap| DramTier::new(n, cap)),
+            pos: 0,
+            group_stamp: 0,
+            tokens: 0,
+            accesses: 0,
+            page_ins: 0,
+            page_in_bytes: 0,
+            evictions: 0,
+            resident_bytes: 0,
+            peak_bytes: 0,
+            outcome: GroupOutcome::default(),
+        };
+        for p in 0..sim.pools.len() {
+            for local in sim.pools[p].policy.preloaded() {
+                let u = sim.pools[p].globals[local as usize];
+                sim.resident[u as usize] = true;
+                sim.pools[p].len += 1;
+                sim.resident_bytes += sim.committed[u as usize];
+                if let Some(d) = &mut sim.dram {
+                    d.preload(u);
+                }
+            }
+        }
+        sim.peak_bytes = sim.resident_bytes;
+        sim
+    }
+
+    /// Count `tokens` decoded tokens (the caller's batch step).
+    pub fn add_tokens(&mut self, tokens: u64) {
+        self.tokens += tokens;
+    }
+
+    /// True when unit `u` is resident in VRAM.
+    pub fn is_resident(&self, u: u32) -> bool {
+        self.resident[u as usize]
+    }
+
+    /// Units resident in pool `p` (pins included).
+    pub fn pool_len(&self, p: usize) -> usize {
+        self.pools[p].len
+    }
+
+    /// Budget of pool `p`, in units.
+    pub fn pool_capacity(&self, p: usize) -> usize {
+        self.pools[p].capacity
+    }
+
+    /// Access the units of one group (distinct, in selection order) and evict per the
+    /// semantics. Returns what was paged in and evicted.
+    pub fn group(&mut self, units: &[u32]) -> &GroupOutcome {
+        self.outcome.page_ins.clear();
+        self.outcome.evicted.clear();
+        self.group_stamp += 1;
+        let g = self.group_stamp;
+        let mut bypassed = 0usize;
+        for &u in units {
+            let (p, l) = (
+                self.unit_pool[u as usize] as usize,
+                self.unit_local[u as usize],
+            );
+            let at = At {
+                pos: self.pos,
+                next_use: self.next_use.map_or(NEVER, |n| n[self.pos as usize]),
+            };
+            self.pos += 1;
+            self.accesses += 1;
+            let pool = &mut self.pools[p];
+            pool.stamp[l as usize] = g;
+            if self.resident[u as usize] {
+                pool.policy.on_hit(l, at);
+            } else {
+                self.page_ins += 1;
+                self.page_in_bytes += self.useful[u as usize] as u128;
+                if let Some(d) = &mut self.dram {
+                    d.page_in(u);
+                }
+                self.outcome.page_ins.push(u);
+                match pool.policy.on_miss(l, at) {
+                    Admission::Retain => {
+                        self.resident[u as usize] = true;
+                        pool.len += 1;
+                        self.resident_bytes += self.committed[u as usize];
+                    }
+                    Admission::Bypass => bypassed += 1,
+                }
+            }
+            if self.semantics == Semantics::Access {
+                self.enforce(p, false);
+                self.peak_bytes = self.peak_bytes.max(self.resident_bytes);
+            }
+        }
+        if self.semantics == Semantics::Group {
+            for &u in units {
+                self.enforce(self.unit_pool[u as usize] as usize, true);
+            }
+            self.peak_bytes = self.peak_bytes.max(self.resident_bytes);
+        }
+        if bypassed > 0 {
+            // Streamed units pass through VRAM and leave it after the group.
+            if let Some(d) = &mut self.dram {
+                for &u in &self.outcome.page_ins {
+                    if !self.resident[u as usize] {
+                        d.demote(u);
+                    }
+                }
+            }
+        }
+        &self.outcome
+    }
+
+    /// Evict from pool `p` until its budget holds.
+    #[inline]
+    fn enforce(&mut self, p: usize, protect_group: bool) {
+        let g = self.group_stamp;
+        let pool = &mut self.pools[p];
+        while pool.len > pool.capacity {
+            let victim = if protect_group {
+                let protect = Protect::new(&pool.stamp, g);
+                pool.policy
+                    .evict(protect)
+                    .or_else(|| pool.policy.evict(Protect::none()))
+            } else {
+                pool.policy.evict(Protect::none())
+            };
+            let Some(l) = victim else { break };
+            let u = pool.globals[l as usize];
+            debug_assert!(self.resident[u as usize]);
+            self.resident[u as usize] = false;
+            pool.len -= 1;
+            self.evictions += 1;
+            self.resident_bytes -= self.committed[u as usize];
+            self.outcome.evicted.push(u);
+            if let Some(d) = &mut self.dram {
+                d.demote(u);
+            }
+        }
+    }
+
+    /// Totals so far.
+    pub fn report(&self) -> CacheReport {
+        let per = |x: f64, d: u64| if d == 0 { 0.0 } else { x / d as f64 };
+        CacheReport {
+            tokens: self.tokens,
+            accesses: self.accesses,
+            page_ins: self.page_ins,
+            page_ins_per_token: per(self.page_ins as f64, self.tokens),
+            miss_rate: per(self.page_ins as f64, self.accesses),
+            bytes_per_token: per(self.page_in_bytes as f64, self.tokens),
+            evictions: self.evictions,
+            budget_units: self.pools.iter().map(|p| p.capacity as u64).sum(),
+            peak_resident_mib: self.peak_bytes as f64 / (1u64 << 20) as f64,
+        }
+    }
+
+    /// DRAM tier totals, when a DRAM tier was configured.
+    pub fn tiers(&self) -> Option<super::TiersReport> {
+        self.dram.as_ref().map(|d| d.report.clone())
+    }
+}

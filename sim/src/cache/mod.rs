@@ -1,0 +1,248 @@
+//! The cache regime: retention of units across tokens under a VRAM budget.
+//!
+//! Builds the access stream of groups from a trace and a mechanism's [`UnitMap`]
+//! ([`stream`]), batches and schedules requests ([`schedule`]), resolves budgets
+//! ([`budget`]), and drives the retention policies of `policies::retention` over the stream
+//! ([`driver`]), optionally with a DRAM tier behind VRAM ([`tiers`]). Definitions follow
+//! DESIGN.md ("cache regime", "tiers", "batching") and issue 4. This module does not price
+//! time: the discrete-event engine drives [`CacheSim`] step by step for that.
+
+pub mod budget;
+pub mod driver;
+pub mod schedule;
+pub mod stream;
+pub mod target;
+pub mod tiers;
+
+pub use budget::Budget;
+pub use driver::{CacheReport, CacheSim, GroupOutcome, Semantics, Split};
+pub use schedule::{Schedule, ScheduleReport};
+pub use stream::{AccessStream, ProfileStats, Request};
+pub use tiers::TiersReport;
+
+use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
+use policies::UnitMap;
+use traces::{KeySpace, PhaseSel, Trace};
+
+/// Errors of the cache regime; each message says what was wrong and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A budget of 0, above the bank, or unparseable.
+    #[error("{0}")]
+    Budget(String),
+    /// A profile trace whose model geometry differs from the evaluated trace.
+    #[error("{0}")]
+    Geometry(String),
+    /// Any other bad input (batch, queue, split, policy).
+    #[error("{0}")]
+    Input(String),
+}
+
+/// Everything that selects one cache-regime run besides the stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    pub policy: PolicyKind,
+    pub budget: Budget,
+    pub split: Split,
+    pub semantics: Semantics,
+    /// DRAM tier budget, same syntax as the VRAM budget, over the same bank.
+    pub dram: Option<Budget>,
+    /// Seed of randomised policies.
+    pub seed: u64,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheOutcome {
+    pub cache: CacheReport,
+    pub tiers: Option<TiersReport>,
+}
+
+/// A trace prepared for cache-regime runs: the batched access stream, its next uses (for
+/// Belady), the profile statistics (for the pinning policies) and the schedule summary.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub stream: AccessStream,
+    pub next_use: Vec<u32>,
+    pub profile: ProfileStats,
+    /// Present when a queue (`--queue`) was given.
+    pub schedule: Option<ScheduleReport>,
+}
+
+/// Batching options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    pub batch: usize,
+    pub queue: Option<usize>,
+    pub schedule: Schedule,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching {
+            batch: 1,
+            queue: None,
+            schedule: Schedule::Fifo,
+        }
+    }
+}
+
+/// Check that a profile trace has the evaluated trace's geometry (MoE layers, experts and
+/// top-k per layer), so the same unit map applies to both.
+pub fn check_same_geometry(evaluated: &KeySpace, profile: &KeySpace) -> Result<(), CacheError> {
+    let shape = |k: &KeySpace| {
+        format!(
+            "{} MoE layers, experts {:?}, top-k {:?}",
+            k.num_moe_layers(),
+            dedup(&k.experts),
+            dedup(&k.top_k)
+        )
+    };
+    fn dedup(v: &[u16]) -> Vec<u16> {
+        let mut d = v.to_vec();
+        d.dedup();
+        d
+    }
+    if evaluated.experts != profile.experts || evaluated.top_k != profile.top_k {
+        return Err(CacheError::Geometry(format!(
+            "the profile trace has a different geometry ({}) than the evaluated trace ({}); profile with a trace of the same model",
+            shape(profile),
+            shape(evaluated)
+        )));
+    }
+    Ok(())
+}
+
+impl Workload {
+    /// Prepare `trace` (tokens of `phases`) for `map`. The pinning policies rank units by
+    /// `profile` (another trace of the same geometry) or, when `None`, by the evaluated trace
+    /// itself (an offline oracle).
+    pub fn build(
+        trace: &Trace,
+        map: &UnitMap,
+        phases: PhaseSel,
+        batching: Batching,
+        profile: Option<&Trace>,
+    ) -> Result<Workload, CacheError> {
+        let ks = trace.keyspace();
+        if map.key_first.len() != ks.num_keys() {
+            return Err(CacheError::Input(format!(
+                "the unit map `{}` covers {} keys but the trace has {}; build the mechanism from this trace's model",
+                map.spec,
+                map.key_first.len(),
+                ks.num_keys()
+            )));
+        }
+        let requests = stream::round_robin_requests(trace, phases);
+        let (batches, delays) = schedule::form_batches(
+            trace,
+            &ks,
+            map,
+            &requests,
+            batching.batch,
+            batching.queue,
+            batching.schedule,
+        )?;
+        let s = AccessStream::build(trace, &ks, map, &batches)?;
+        let profile = match profile {
+            None if batching.batch == 1 && batching.schedule == Schedule::Fifo => {
+                ProfileStats::from_stream(&s)
+            }
+            other => {
+                let p = other.unwrap_or(trace);
+                let pks = p.keyspace();
+                check_same_geometry(&ks, &pks)?;
+                let singles: Vec<Vec<Request>> = stream::round_robin_requests(p, phases)
+                    .into_iter()
+                    .map(|r| vec![r])
+                    .collect();
+                ProfileStats::from_stream(&AccessStream::build(p, &pks, map, &singles)?)
+            }
+        };
+        let schedule = batching
+            .queue
+            .map(|_| ScheduleReport::new(&delays, s.units.len() as u64, s.tokens));
+        Ok(Workload {
+            next_use: s.next_use(),
+            stream: s,
+            profile,
+            schedule,
+        })
+    }
+
+    /// Run one configuration over the whole stream.
+    pub fn run(&self, map: &UnitMap, cfg: &CacheConfig) -> Result<CacheOutcome, CacheError> {
+        let (mut sim, _) = self.simulator(map, cfg)?;
+        for b in 0..self.stream.batch_start.len() - 1 {
+            for g in self.stream.batch_start[b]..self.stream.batch_start[b + 1] {
+                sim.group(self.stream.group(g as usize));
+            }
+        }
+        sim.add_tokens(self.stream.tokens);
+        Ok(CacheOutcome {
+            cache: sim.report(),
+            tiers: sim.tiers(),
+        })
+    }
+
+    /// A fresh simulator for `cfg`, for callers that step through the stream themselves
+    /// (the discrete-event engine); also returns the pool of every unit.
+    pub fn simulator<'a>(
+        &'a self,
+        map: &UnitMap,
+        cfg: &CacheConfig,
+    ) -> Result<(CacheSim<'a>, Vec<u32>), CacheError> {
+        let n = map.num_units();
+        let max_unit = map.units.iter().map(|u| u.committed_bytes).max().unwrap_or(1);
+        let global = cfg.budget.resolve(n, max_unit)?;
+        let pool_of = driver::pool_layout(map, cfg.split)?;
+        let pools = pool_of.iter().map(|&p| p as usize + 1).max().unwrap_or(1);
+        let mut pool_units = vec![0usize; pools];
+        for &p in &pool_of {
+            pool_units[p as usize] += 1;
+        }
+        let capacities = match cfg.split {
+            Split::Global => vec![global],
+            Split::PerLayer => budget::split_per_layer(&cfg.budget, global, n, &pool_units),
+        };
+        let dram = cfg
+            .dram
+            .as_ref()
+            .map(|d| d.resolve(n, max_unit))
+            .transpose()?;
+        let mut policies: Vec<Box<dyn EvictionPolicy>> = Vec::with_capacity(pools);
+        for p in 0..pools {
+            let local = |v: &[u64]| -> Vec<u64> {
+                (0..n).filter(|&u| pool_of[u] as usize == p).map(|u| v[u]).collect()
+            };
+            let setup = PolicySetup {
+                units: pool_units[p],
+                capacity: capacities[p],
+                seed: cfg.seed,
+                pool: p as u64,
+                profile_counts: cfg
+                    .policy
+                    .needs_profile()
+                    .then(|| local(&self.profile.counts)),
+                profile_always_on: cfg.policy.needs_profile().then(|| {
+                    (0..n)
+                        .filter(|&u| pool_of[u] as usize == p)
+                        .map(|u| self.profile.always_on[u])
+                        .collect()
+                }),
+            };
+            policies.push(retention::build(cfg.policy, &setup).map_err(CacheError::Input)?);
+        }
+        let next_use = cfg.policy.needs_next_use().then_some(&self.next_use[..]);
+        let sim = CacheSim::new(
+            map,
+            &pool_of,
+            policies,
+            &capacities,
+            cfg.semantics,
+            next_use,
+            dram,
+        );
+        Ok((sim, pool_of))
+    }
+}

@@ -1,0 +1,159 @@
+//! Batching and route-aware scheduling of requests.
+
+use super::stream::Request;
+use super::CacheError;
+use hdrhistogram::Histogram;
+use policies::UnitMap;
+use serde::{Deserialize, Serialize};
+use traces::{KeySpace, Trace};
+
+/// How batches are formed from the waiting requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Consecutive groups of W requests in arrival order.
+    #[default]
+    Fifo,
+    /// From the Q oldest waiting requests: the oldest, then repeatedly the one that grows the
+    /// batch's union of units least (ties: earliest arrival), up to W.
+    RouteAware,
+}
+
+/// The `schedule` block of a run report (exact JSON keys).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleReport {
+    /// Unit accesses (sum of every group's union) per token.
+    pub unions_per_token: f64,
+    /// Dispatch delay (dispatch rank minus arrival rank, in requests; negative when a
+    /// request overtook older ones) at the 50th percentile.
+    pub delay_p50: i64,
+    /// ... at the 99th percentile.
+    pub delay_p99: i64,
+    /// ... the largest.
+    pub delay_max: i64,
+}
+
+/// Form batches of `batch` requests from `requests` (arrival order). With `queue`, the
+/// route-aware schedule picks among the `queue` oldest waiting requests; the FIFO schedule
+/// ignores the window. Returns the batches and each request's dispatch delay in arrival
+/// order. Errors when `batch` is 0 or `queue < batch`.
+pub fn form_batches(
+    trace: &Trace,
+    ks: &KeySpace,
+    map: &UnitMap,
+    requests: &[Request],
+    batch: usize,
+    queue: Option<usize>,
+    schedule: Schedule,
+) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
+    if batch == 0 {
+        return Err(CacheError::Input(
+            "--batch 0: a batch holds at least one request".into(),
+        ));
+    }
+    if let Some(q) = queue {
+        if q < batch {
+            return Err(CacheError::Input(format!(
+                "--queue {q} is smaller than --batch {batch}: the scheduler picks a batch among the queue, so give --queue >= --batch"
+            )));
+        }
+    }
+    if schedule == Schedule::Fifo {
+        let batches = requests.chunks(batch).map(<[Request]>::to_vec).collect();
+        return Ok((batches, vec![0i64; requests.len()]));
+    }
+    let window = queue.unwrap_or(batch);
+    let units_of_request = |r: &Request| -> Vec<u32> {
+        let rec = trace.token(ks, r.sequence as usize, r.phase, r.token as usize);
+        let mut out = Vec::new();
+        for m in 0..ks.num_moe_layers() {
+            for &e in &rec[ks.sel_offsets[m]..ks.sel_offsets[m + 1]] {
+                out.extend(map.units_of(ks.key(m, e)));
+            }
+        }
+        out
+    };
+    // Waiting requests as arrival indices, oldest first.
+    let mut waiting: std::collections::VecDeque<usize> = (0..requests.len()).collect();
+    let mut in_union = vec![0u32; map.num_units()];
+    let mut stamp = 0u32;
+    let mut batches = Vec::new();
+    let mut delay = vec![0i64; requests.len()];
+    let mut dispatched = 0usize;
+    while !waiting.is_empty() {
+        stamp += 1;
+        let w = window.min(waiting.len());
+        let mut candidates: Vec<(usize, Vec<u32>)> = waiting
+            .iter()
+            .take(w)
+            .map(|&i| (i, units_of_request(&requests[i])))
+            .collect();
+        let mut picked = Vec::with_capacity(batch);
+        // The oldest always goes first; then the least growth, ties to the earliest arrival
+        // (candidates are in arrival order and `min_by_key` keeps the first minimum).
+        let mut next = 0usize;
+        loop {
+            let (i, units) = candidates.remove(next);
+            for u in units {
+                in_union[u as usize] = stamp;
+            }
+            picked.push(i);
+            if picked.len() == batch || candidates.is_empty() {
+                break;
+            }
+            next = candidates
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, us))| {
+                    // Distinct new units (a unit shared by two selected experts counts once).
+                    let mut seen: Vec<u32> = us
+                        .iter()
+                        .copied()
+                        .filter(|&u| in_union[u as usize] != stamp)
+                        .collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    seen.len()
+                })
+                .map(|(k, _)| k)
+                .expect("candidates is not empty");
+        }
+        for &i in &picked {
+            delay[i] = dispatched as i64 - i as i64;
+            dispatched += 1;
+        }
+        waiting.retain(|i| !picked.contains(i));
+        batches.push(picked.iter().map(|&i| requests[i]).collect());
+    }
+    Ok((batches, delay))
+}
+
+impl ScheduleReport {
+    /// Summarise dispatch delays (one per request) and the stream's unions.
+    pub fn new(delays: &[i64], accesses: u64, tokens: u64) -> ScheduleReport {
+        // The histogram holds non-negative values: record delays shifted by the smallest.
+        let lo = delays.iter().copied().min().unwrap_or(0);
+        let mut h = Histogram::<u64>::new(5).expect("5 significant figures is valid");
+        for &d in delays {
+            h.record((d - lo) as u64)
+                .expect("auto-resizing histogram records any u64");
+        }
+        let q = |p: f64| {
+            if delays.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p) as i64 + lo
+            }
+        };
+        ScheduleReport {
+            unions_per_token: if tokens == 0 {
+                0.0
+            } else {
+                accesses as f64 / tokens as f64
+            },
+            delay_p50: q(0.5),
+            delay_p99: q(0.99),
+            delay_max: if delays.is_empty() { 0 } else { h.max() as i64 + lo },
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The access stream of the cache regime: groups of unit accesses built from a trace, a
+//! unit map and a batching plan.
+
+use policies::retention::NEVER;
+use policies::UnitMap;
+use traces::{KeySpace, Phase, PhaseSel, Trace};
+
+/// One request: one token of one sequence (a decode step, or a prompt position).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub sequence: u32,
+    pub phase: Phase,
+    pub token: u32,
+}
+
+/// The requests of a trace in arrival order: interleaved round-robin across sequences
+/// (token 0 of every sequence in sequence order, then token 1, ...). A sequence's tokens are
+/// its selected phases in trace order (prefill before decode); a sequence with fewer tokens
+/// drops out of the rotation once exhausted, and the others continue.
+pub fn round_robin_requests(trace: &Trace, phases: PhaseSel) -> Vec<Request> {
+    let per_seq: Vec<Vec<Request>> = (0..trace.sequences.len())
+        .map(|s| {
+            phases
+                .phases()
+                .iter()
+                .flat_map(|&phase| {
+                    (0..trace.tokens(s, phase) as u32).map(move |token| Request {
+                        sequence: s as u32,
+                        phase,
+                        token,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let longest = per_seq.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| per_seq.iter().filter_map(move |r| r.get(i).copied()))
+        .collect()
+}
+
+/// Every access of a run, group-major. A group is the accesses of one (batch step, MoE
+/// layer): the union, in selection order (request order in the batch, then the router's
+/// order, then a key's units in order), of the units holding the experts its requests
+/// selected; a unit appears at most once per group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessStream {
+    /// Unit ids, group after group.
+    pub units: Vec<u32>,
+    /// Group g's accesses are `units[group_start[g] .. group_start[g + 1]]`.
+    pub group_start: Vec<u32>,
+    /// MoE layer (KeySpace index) of each group.
+    pub group_layer: Vec<u32>,
+    /// Batch step b's groups are `batch_start[b] .. batch_start[b + 1]`.
+    pub batch_start: Vec<u32>,
+    /// Tokens (requests) the stream decodes.
+    pub tokens: u64,
+    /// Units in the bank (ids are below this).
+    pub num_units: usize,
+}
+
+impl AccessStream {
+    /// An empty stream over `num_units` units.
+    pub fn new(num_units: usize) -> Self {
+        AccessStream {
+            group_start: vec![0],
+            batch_start: vec![0],
+            num_units,
+            ..Default::default()
+        }
+    }
+
+    /// Number of groups.
+    pub fn num_groups(&self) -> usize {
+        self.group_layer.len()
+    }
+
+    /// Units of group `g`.
+    #[inline]
+    pub fn group(&self, g: usize) -> &[u32] {
+        &self.units[self.group_start[g] as usize..self.group_start[g + 1] as usize]
+    }
+
+    /// Append a group (its units must be distinct).
+    pub fn push_group(&mut self, layer: u32, units: &[u32]) {
+        self.units.extend_from_slice(units);
+        self.group_start.push(self.units.len() as u32);
+        self.group_layer.push(layer);
+    }
+
+    /// Close the current batch step, which decoded `tokens` requests.
+    pub fn end_batch(&mut self, tokens: u64) {
+        self.batch_start.push(self.group_layer.len() as u32);
+        self.tokens += tokens;
+    }
+
+    /// For every access, the position of the next access to the same unit, or
+    /// [`NEVER`]. One backward pass, O(accesses + units).
+    pub fn next_use(&self) -> Vec<u32> {
+        let mut last = vec![NEVER; self.num_units];
+        let mut next = vec![NEVER; self.units.len()];
+        for (pos, &u) in self.units.iter().enumerate().rev() {
+            next[pos] = last[u as usize];
+            last[u as usize] = pos as u32;
+        }
+        next
+    }
+
+    /// Build the stream of `batches` (lists of requests decoded together), every MoE layer
+    /// in order per batch. Errors when the stream would exceed 2^32 - 1 accesses (positions
+    /// are u32).
+    pub fn build(
+        trace: &Trace,
+        ks: &KeySpace,
+        map: &UnitMap,
+        batches: &[Vec<Request>],
+    ) -> Result<AccessStream, super::CacheError> {
+        let mut s = AccessStream::new(map.num_units());
+        let mut stamp = vec![0u32; map.num_units()];
+        let mut group_units: Vec<u32> = Vec::new();
+        let mut g = 0u32;
+        for batch in batches {
+            for m in 0..ks.num_moe_layers() {
+                g += 1;
+                group_units.clear();
+                for r in batch {
+                    let sel = trace.selection(
+                        ks,
+                        r.sequence as usize,
+                        r.phase,
+                        r.token as usize,
+                        m,
+                    );
+                    for &e in sel {
+                        for u in map.units_of(ks.key(m, e)) {
+                            if stamp[u as usize] != g {
+                                stamp[u as usize] = g;
+                                group_units.push(u);
+                            }
+                        }
+                    }
+                }
+                s.push_group(m as u32, &group_units);
+            }
+            s.end_batch(batch.len() as u64);
+            if s.units.len() >= NEVER as usize {
+                return Err(super::CacheError::Input(format!(
+                    "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",
+                    NEVER - 1
+                )));
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Statistics of a profile trace that the pinning policies rank units by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileStats {
+    /// Groups (token, layer) of the profile that access each unit, batch 1.
+    pub counts: Vec<u64>,
+    /// Whether each unit is accessed in every token of the profile.
+    pub always_on: Vec<bool>,
+    /// Tokens of the profile.
+    pub tokens: u64,
+}
+
+impl ProfileStats {
+    /// Statistics of a stream built with batch 1 (one token per batch step).
+    pub fn from_stream(s: &AccessStream) -> ProfileStats {
+        let mut counts = vec![0u64; s.num_units];
+        let mut tokens_with = vec![0u64; s.num_units];
+        let mut stamp = vec![u32::MAX; s.num_units];
+        for b in 0..s.batch_start.len() - 1 {
+            for g in s.batch_start[b] as usize..s.batch_start[b + 1] as usize {
+                for &u in s.group(g) {
+                    counts[u as usize] += 1;
+                    if stamp[u as usize] != b as u32 {
+                        stamp[u as usize] = b as u32;
+                        tokens_with[u as usize] += 1;
+                    }
+                }
+            }
+        }
+        let steps = (s.batch_start.len() - 1) as u64;
+        ProfileStats {
+            counts,
+            always_on: tokens_with.iter().map(|&n| steps > 0 && n == steps).collect(),
+            tokens: s.tokens,
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The inverse question: the smallest budget that reaches a tokens-per-second target when
+//! every page-in crosses the link (the transfer floor).
+
+use super::{Budget, CacheConfig, CacheError, Workload};
+use policies::UnitMap;
+use serde::{Deserialize, Serialize};
+
+/// Answer of a target search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// Tokens per second asked for.
+    pub target_tokens_per_s: f64,
+    /// Link bandwidth, GB/s (10^9 bytes per second).
+    pub link_gbps: f64,
+    /// Smallest budget (units, the value given to `--budget`) that reaches the target, or
+    /// `None` when even the whole bank does not.
+    pub budget_units: Option<u64>,
+    /// bytes_per_token at that budget (at the whole bank when no budget reaches the target).
+    pub bytes_per_token: f64,
+    /// Transfer-floor tokens per second at that budget: link bytes/s / bytes_per_token
+    /// (`None` when nothing crosses the link: unbounded by transfers).
+    pub tokens_per_s: Option<f64>,
+    /// `binary` (policy monotone in the budget) or `scan` (every unit count tried).
+    pub search: String,
+    /// Simulations run.
+    pub evaluations: u64,
+}
+
+/// Smallest unit budget for `cfg` (its `budget` is ignored) whose bytes per token over a
+/// `link_gbps` GB/s link gives at least `target` tokens per second. Binary search over unit
+/// counts when the policy is monotone in the budget, else a scan from 1 upwards.
+pub fn smallest_budget(
+    w: &Workload,
+    map: &UnitMap,
+    cfg: &CacheConfig,
+    target: f64,
+    link_gbps: f64,
+) -> Result<TargetReport, CacheError> {
+    if !(target > 0.0 && target.is_finite()) || !(link_gbps > 0.0 && link_gbps.is_finite()) {
+        return Err(CacheError::Input(format!(
+            "--target-tokens-per-s {target} and --link-gbps {link_gbps} must be positive numbers"
+        )));
+    }
+    let link = link_gbps * 1e9;
+    let mut evaluations = 0u64;
+    let mut bpt = |units: usize| -> Result<f64, CacheError> {
+        evaluations += 1;
+        let c = CacheConfig {
+            budget: Budget::Units(units as u64),
+            ..cfg.clone()
+        };
+        Ok(w.run(map, &c)?.cache.bytes_per_token)
+    };
+    let ok = |b: f64| b == 0.0 || link / b >= target;
+    let n = map.num_units();
+    let monotone = cfg.policy.monotone_in_budget();
+    let mut found = None;
+    if monotone {
+        let (mut lo, mut hi) = (1usize, n);
+        if ok(bpt(n)?) {
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if ok(bpt(mid)?) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            found = Some(lo);
+        }
+    } else {
+        for units in 1..=n {
+            if ok(bpt(units)?) {
+                found = Some(units);
+                break;
+            }
+        }
+    }
+    let at = found.unwrap_or(n);
+    let b = bpt(at)?;
+    Ok(TargetReport {
+        target_tokens_per_s: target,
+        link_gbps,
+        budget_units: found.map(|u| u as u64),
+        bytes_per_token: b,
+        tokens_per_s: (b > 0.0).then(|| link / b),
+        search: if monotone { "binary" } else { "scan" }.into(),
+        evaluations,
+    })
+}
