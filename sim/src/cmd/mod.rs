@@ -1,6 +1,7 @@
 //! One module per subcommand: argument definitions and the glue that calls the libraries.
 
 pub mod args_cache;
+pub mod args_input;
 pub mod args_timing;
 pub mod calibrate;
 pub mod compare;

@@ -1,11 +1,148 @@
-//! `sim run`.
+//! `sim run`: one mechanism on one trace.
 
+use super::args_cache::CacheArgs;
+use super::args_input::{emit, InputArgs};
+use super::args_timing::TimingArgs;
+use anyhow::Result;
 use clap::Args;
+use sim::runner::{self, RunConfig, RunReport};
+use std::fmt::Write;
+use std::path::PathBuf;
 
 /// Arguments of `sim run`.
 #[derive(Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
 
-pub fn run(_args: RunArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`sim run` is not built yet")
+    /// Residency mechanism: eN[:index|hot|coact] (N experts of one layer per VMM chunk; plain
+    /// eN = eN:hot; e1 = one expert per commit), region:R[:index|hot] (R MiB regions, experts
+    /// packed layer-major), os4k, os64k, os2m (OS pages).
+    #[arg(long, default_value = "e2", value_name = "SPEC")]
+    pub policy: String,
+
+    /// Print one JSON object (inputs echo and metric blocks) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub cache: CacheArgs,
+
+    #[command(flatten)]
+    pub timing: TimingArgs,
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let workload = args.input.workload()?;
+    let cfg = RunConfig {
+        policy: args.policy.clone(),
+        phase: args.input.phase,
+        sizes: args.input.sizes(),
+    };
+    let report = runner::run(&cfg, &workload)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        summary(&report)
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// The human-readable summary of a run.
+fn summary(r: &RunReport) -> String {
+    let i = &r.inputs;
+    let mut s = String::new();
+    let dtype = i.dtype.map_or("--expert-mib".to_string(), |d| {
+        format!("{d:?}").to_lowercase()
+    });
+    let _ = writeln!(
+        s,
+        "trace     {} ({}, {} MoE layers, {} {} tokens)",
+        i.trace,
+        i.model,
+        i.moe_layers,
+        i.tokens,
+        i.phase.as_str()
+    );
+    let _ = writeln!(
+        s,
+        "policy    {}   expert {:.3} MiB ({})   granule {} KiB   profile {}",
+        i.policy,
+        i.expert_mib,
+        dtype,
+        i.granule_bytes / 1024,
+        i.profile_trace
+    );
+    if let Some(m) = &r.streaming {
+        let _ = writeln!(
+            s,
+            "\nstreaming regime (nothing retained across steps), per MoE layer per step:"
+        );
+        let rows = [
+            (
+                "resident",
+                format!("{:.3} MiB", m.resident_mib_per_layer_step),
+                "committed bytes of the hot units",
+            ),
+            (
+                "transfer",
+                format!("{:.3} MiB", m.transfer_mib_per_layer_step),
+                "useful bytes of the hot units (H2D)",
+            ),
+            (
+                "resident experts",
+                format!("{:.3}", m.resident_experts_per_layer_step),
+                "experts inside the hot units",
+            ),
+            (
+                "hot units",
+                format!("{:.3}", m.hot_units_per_layer_step),
+                "units holding a selected expert",
+            ),
+            (
+                "selectivity",
+                format!("{:.1} %", m.selectivity * 100.0),
+                "resident experts / top-k",
+            ),
+        ];
+        for (k, v, note) in rows {
+            let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
+        }
+        let _ = writeln!(s, "whole model:");
+        let rows = [
+            (
+                "units per layer",
+                format!("{:.3}", m.units_per_layer),
+                "commit units / MoE layers",
+            ),
+            (
+                "always-on units",
+                m.always_on_units.to_string(),
+                "units hot in every step",
+            ),
+            (
+                "waste factor",
+                format!("{:.4}", m.waste_factor),
+                "committed / useful bytes",
+            ),
+            (
+                "committed",
+                format!("{:.1} MiB", m.committed_mib_total),
+                "all units",
+            ),
+            (
+                "useful",
+                format!("{:.1} MiB", m.useful_mib_total),
+                "the expert bank",
+            ),
+        ];
+        for (k, v, note) in rows {
+            let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
+        }
+    }
+    s
 }

@@ -1,11 +1,229 @@
-//! `sim sweep`.
+//! `sim sweep`: many mechanisms on one trace, one row each, run in parallel.
+//!
+//! The grid is built by [`grid`]: one [`RunConfig`] per mechanism spec today. Retention lists
+//! (`--evict`, `--budget`, `--batch`) multiply it by mapping each config of the current grid to
+//! several, keeping the order nested (spec outermost), so rows stay deterministic.
 
-use clap::Args;
+use super::args_cache::CacheArgs;
+use super::args_input::{emit, InputArgs};
+use super::args_timing::TimingArgs;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use policies::mechanisms::ChunkOrder;
+use sim::runner::{self, parse_policy, RunConfig, RunReport};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// Output format of `sim sweep`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for reading.
+    #[default]
+    Table,
+    /// One header row and one row per run (column names = the JSON keys).
+    Csv,
+    /// A JSON array with one `sim run --json` object per run.
+    Json,
+}
 
 /// Arguments of `sim sweep`.
 #[derive(Args)]
-pub struct SweepArgs {}
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
 
-pub fn run(_args: SweepArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`sim sweep` is not built yet")
+    /// Comma-separated mechanism specs, e.g. e1,e2:index,e2:hot,e4:coact,region:64,os4k
+    /// (same forms as `sim run --policy`). Conflicts with --e/--orders.
+    #[arg(long, value_delimiter = ',', value_name = "SPECS", conflicts_with_all = ["e", "orders"])]
+    pub policies: Vec<String>,
+
+    /// Comma-separated chunk sizes N for eN specs, crossed with --orders.
+    /// Default (with neither --policies nor --e): 1,2,3,4,6,8,16,32.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub e: Vec<u32>,
+
+    /// Comma-separated chunk orders for --e: index, hot, coact. Default: index,hot,coact.
+    #[arg(long, value_delimiter = ',', value_name = "ORDERS")]
+    pub orders: Vec<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub cache: CacheArgs,
+
+    #[command(flatten)]
+    pub timing: TimingArgs,
+}
+
+/// Chunk sizes of the default trade curve.
+const DEFAULT_E: [u32; 8] = [1, 2, 3, 4, 6, 8, 16, 32];
+
+/// The mechanism specs asked for, canonical and without repeats (`e1:index` and `e1:hot` are
+/// both `e1`; the first occurrence keeps its place).
+pub fn specs(args: &SweepArgs) -> Result<Vec<String>> {
+    let raw: Vec<(String, &str)> = if !args.policies.is_empty() {
+        args.policies
+            .iter()
+            .map(|p| (p.clone(), "--policies"))
+            .collect()
+    } else {
+        let es = if args.e.is_empty() {
+            DEFAULT_E.to_vec()
+        } else {
+            args.e.clone()
+        };
+        let orders: Vec<String> = if args.orders.is_empty() {
+            vec!["index".into(), "hot".into(), "coact".into()]
+        } else {
+            args.orders.clone()
+        };
+        for o in &orders {
+            if ChunkOrder::parse(o.trim()).is_none() {
+                bail!("bad --orders value `{o}`; accepted: index, hot, coact");
+            }
+        }
+        let mut v = Vec::new();
+        for n in es {
+            if n == 0 {
+                bail!("bad --e value 0; N must be at least 1 (e1 is one expert per commit)");
+            }
+            for o in &orders {
+                v.push((format!("e{n}:{}", o.trim()), "--e/--orders"));
+            }
+        }
+        v
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (spec, flag) in raw {
+        let canonical = parse_policy(&spec, flag)?.spec();
+        if !out.contains(&canonical) {
+            out.push(canonical);
+        }
+    }
+    if out.is_empty() {
+        bail!("--policies is empty; give at least one spec, e.g. --policies e1,e2");
+    }
+    Ok(out)
+}
+
+/// The run configurations of the sweep, in output order.
+pub fn grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
+    let base = RunConfig {
+        phase: args.input.phase,
+        sizes: args.input.sizes(),
+        ..RunConfig::default()
+    };
+    Ok(specs(args)?
+        .into_iter()
+        .map(|policy| RunConfig {
+            policy,
+            ..base.clone()
+        })
+        .collect())
+}
+
+pub fn run(args: SweepArgs) -> Result<()> {
+    let configs = grid(&args)?;
+    let workload = args.input.workload()?;
+    let mut reports = Vec::with_capacity(configs.len());
+    for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
+        reports.push(r.with_context(|| format!("sweep row `{}`", cfg.policy))?);
+    }
+    let text = match args.format {
+        Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
+        Format::Csv => csv_text(&reports)?,
+        Format::Table => table(&reports),
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// CSV: column `policy`, then every scalar of every metric block, named by its JSON key
+/// (`streaming` keys bare, keys of other blocks as `block.key`), in JSON order.
+fn csv_text(reports: &[RunReport]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for (n, r) in reports.iter().enumerate() {
+        let mut cols: Vec<(String, String)> = vec![("policy".into(), r.inputs.policy.clone())];
+        if let serde_json::Value::Object(blocks) = serde_json::to_value(r)? {
+            for (block, v) in blocks.iter().filter(|(k, _)| *k != "inputs") {
+                if let serde_json::Value::Object(fields) = v {
+                    for (k, x) in fields
+                        .iter()
+                        .filter(|(_, x)| !x.is_object() && !x.is_array())
+                    {
+                        let name = if block == "streaming" {
+                            k.clone()
+                        } else {
+                            format!("{block}.{k}")
+                        };
+                        let text = match x {
+                            serde_json::Value::String(t) => t.clone(),
+                            other => other.to_string(),
+                        };
+                        cols.push((name, text));
+                    }
+                }
+            }
+        }
+        if n == 0 {
+            w.write_record(cols.iter().map(|c| c.0.as_str()))?;
+        }
+        w.write_record(cols.iter().map(|c| c.1.as_str()))?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+fn table(reports: &[RunReport]) -> String {
+    let mut s = String::new();
+    if let Some(r) = reports.first() {
+        let i = &r.inputs;
+        let _ = writeln!(
+            s,
+            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB, granule {} KiB",
+            i.trace,
+            i.model,
+            i.moe_layers,
+            i.tokens,
+            i.phase.as_str(),
+            i.expert_mib,
+            i.granule_bytes / 1024
+        );
+        let _ = writeln!(s, "streaming regime, per MoE layer per step:");
+    }
+    let _ = writeln!(
+        s,
+        "{:<16} {:>10} {:>13} {:>13} {:>9} {:>9} {:>11} {:>7} {:>9}",
+        "policy",
+        "units/lay",
+        "resident MiB",
+        "transfer MiB",
+        "experts",
+        "hot units",
+        "selectivity",
+        "waste",
+        "always-on"
+    );
+    for r in reports {
+        if let Some(m) = &r.streaming {
+            let _ = writeln!(
+                s,
+                "{:<16} {:>10.2} {:>13.3} {:>13.3} {:>9.3} {:>9.3} {:>10.1}% {:>7.4} {:>9}",
+                r.inputs.policy,
+                m.units_per_layer,
+                m.resident_mib_per_layer_step,
+                m.transfer_mib_per_layer_step,
+                m.resident_experts_per_layer_step,
+                m.hot_units_per_layer_step,
+                m.selectivity * 100.0,
+                m.waste_factor,
+                m.always_on_units
+            );
+        }
+    }
+    s
 }

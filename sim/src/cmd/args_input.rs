@@ -1,0 +1,106 @@
+//! Input options shared by `sim run` and `sim sweep`: the trace, the phase, the profile trace
+//! and the sizes the mechanisms need (expert size, dtype, granule); plus the atomic output
+//! helper both commands use.
+
+use anyhow::{Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
+use policies::mechanisms::SizeOptions;
+use sim::runner::{TraceInput, Workload};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use traces::{DType, PhaseSel};
+
+/// Which trace to replay and how big its experts are.
+#[derive(Args, Clone, Debug)]
+pub struct InputArgs {
+    /// Trace file (the `sim trace` binary format). Default: the bundled granite-3.0-1b-a400m
+    /// prose trace, embedded in the binary.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// Phases of the trace to replay: decode (generated tokens), prefill (prompt tokens) or
+    /// all. The profile trace is read with the same phases.
+    #[arg(long, default_value = "decode", value_name = "PHASE",
+          value_parser = PossibleValuesParser::new(["decode", "prefill", "all"]).map(|s| parse_phase(&s)))]
+    pub phase: PhaseSel,
+
+    /// Trace whose selection counts order experts for the `hot` and `coact` chunk orders.
+    /// Default: the evaluated trace itself. Must come from the same model.
+    #[arg(long, value_name = "FILE")]
+    pub profile_trace: Option<PathBuf>,
+
+    /// Size of one expert in MiB (may be fractional), instead of deriving it from the trace
+    /// header's hidden and expert FFN sizes. Conflicts with --dtype.
+    #[arg(long, value_name = "MIB")]
+    pub expert_mib: Option<f64>,
+
+    /// Weight dtype for deriving the expert size from the header geometry (3 x hidden x
+    /// expert FFN parameters): bf16 (default), fp16, fp8, int4 (with one fp16 scale per 128
+    /// weights), int4-noscale, nvfp4, mxfp4.
+    #[arg(long, value_name = "DTYPE",
+          value_parser = PossibleValuesParser::new(["bf16", "fp16", "fp8", "int4", "int4-noscale", "nvfp4", "mxfp4"])
+              .map(|s| DType::parse(&s).expect("listed names parse")))]
+    pub dtype: Option<DType>,
+
+    /// VMM allocation granule in MiB, a power of two in bytes (default 2, the granule
+    /// measured on the RTX 4060 Laptop and the H200). Ignored by the os* mechanisms.
+    #[arg(long, value_name = "MIB")]
+    pub granule_mib: Option<f64>,
+}
+
+fn parse_phase(s: &str) -> PhaseSel {
+    match s {
+        "prefill" => PhaseSel::Prefill,
+        "all" => PhaseSel::All,
+        _ => PhaseSel::Decode,
+    }
+}
+
+impl InputArgs {
+    /// The size options for [`sim::runner::RunConfig`].
+    pub fn sizes(&self) -> SizeOptions {
+        SizeOptions {
+            expert_mib: self.expert_mib,
+            dtype: self.dtype,
+            granule_mib: self.granule_mib,
+        }
+    }
+
+    /// Load the trace and the profile trace.
+    pub fn workload(&self) -> Result<Workload> {
+        let trace = match &self.trace {
+            Some(p) => TraceInput::load(Some(p)).context("--trace")?,
+            None => TraceInput::load(None)?,
+        };
+        let profile = match &self.profile_trace {
+            Some(p) => Some(TraceInput::load(Some(p)).context("--profile-trace")?),
+            None => None,
+        };
+        Workload::new(trace, profile)
+    }
+}
+
+/// Write `text` to `out` atomically (a temporary file in the same directory, renamed when
+/// complete), or to stdout when `out` is `None`.
+pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {
+    match out {
+        None => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(text.as_bytes())?;
+            o.flush()?;
+        }
+        Some(path) => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let mut tmp = tempfile::NamedTempFile::new_in(dir)
+                .with_context(|| format!("--out: cannot create a file in `{}`", dir.display()))?;
+            tmp.write_all(text.as_bytes())?;
+            tmp.persist(path)
+                .with_context(|| format!("--out: cannot write `{}`", path.display()))?;
+        }
+    }
+    Ok(())
+}

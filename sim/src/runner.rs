@@ -1,0 +1,227 @@
+//! The library entry point of `sim run` and `sim sweep`: resolve a [`RunConfig`] against a
+//! [`Workload`] (the evaluated trace and its profile trace) and produce a [`RunReport`].
+//!
+//! Open for extension: retention (`cache`), tiers, scheduling and timing add their own config
+//! fields to [`RunConfig`] and optional blocks to [`RunReport`]; a block that is `None` is left
+//! out of the JSON. The streaming block is computed for every run (it needs no budget).
+
+use crate::streaming::{streaming_metrics, StreamingMetrics};
+use anyhow::{bail, Context, Result};
+use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
+use policies::{Mechanism, UnitMap};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::OnceLock;
+use traces::{DType, PhaseSel, Trace};
+
+/// The bundled granite-3.0-1b-a400m prose trace (prompt `english_prose`, 64 decode tokens),
+/// embedded so `sim run` works from any directory. Attribution: traces/data/granite/NOTICE.
+pub static EMBEDDED_PROSE: &[u8] = include_bytes!("../../traces/data/granite/prose.bin");
+
+/// The label [`TraceInput::label`] takes for [`EMBEDDED_PROSE`].
+pub const EMBEDDED_PROSE_LABEL: &str = "embedded:prose";
+
+/// A loaded trace and where it came from.
+#[derive(Clone, Debug)]
+pub struct TraceInput {
+    /// The path as given, or [`EMBEDDED_PROSE_LABEL`].
+    pub label: String,
+    pub trace: Trace,
+}
+
+impl TraceInput {
+    /// Read the trace at `path`, or the embedded prose trace when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<TraceInput> {
+        match path {
+            Some(p) => Ok(TraceInput {
+                label: p.display().to_string(),
+                trace: traces::read_file(p)
+                    .with_context(|| format!("cannot read trace `{}`", p.display()))?,
+            }),
+            None => Ok(TraceInput {
+                label: EMBEDDED_PROSE_LABEL.to_string(),
+                trace: traces::read_bytes(EMBEDDED_PROSE, EMBEDDED_PROSE_LABEL)
+                    .context("the embedded prose trace is damaged (rebuild the binary)")?,
+            }),
+        }
+    }
+}
+
+/// One run: which mechanism, which phase, which sizes. Build with struct update syntax from
+/// [`RunConfig::default`] so added fields keep old call sites compiling.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunConfig {
+    /// Mechanism spec as the user wrote it (see [`mechanisms::ACCEPTED_FORMS`]).
+    pub policy: String,
+    /// Phases of the trace to replay (`--phase`); the profile trace uses the same phases.
+    pub phase: PhaseSel,
+    /// `--expert-mib`, `--dtype`, `--granule-mib`.
+    pub sizes: SizeOptions,
+}
+
+impl Default for RunConfig {
+    /// `e2` (= `e2:hot`), decode phase, sizes from the header geometry in bf16, 2 MiB granule.
+    fn default() -> Self {
+        RunConfig {
+            policy: "e2".to_string(),
+            phase: PhaseSel::Decode,
+            sizes: SizeOptions::default(),
+        }
+    }
+}
+
+/// The evaluated trace and the profile trace (for `hot` / `coact` orders), with profile
+/// statistics computed once per phase on first use and shared by every run of a sweep.
+pub struct Workload {
+    pub trace: TraceInput,
+    /// `None`: the evaluated trace is its own profile.
+    pub profile: Option<TraceInput>,
+    /// Per phase (decode, prefill, all): selection counts only, and counts + co-activation.
+    counts: [OnceLock<ProfileStats>; 3],
+    coact: [OnceLock<ProfileStats>; 3],
+}
+
+impl Workload {
+    /// Pair a trace with an optional profile trace. Error when the profile trace's model has
+    /// other expert counts per MoE layer than the evaluated trace's.
+    pub fn new(trace: TraceInput, profile: Option<TraceInput>) -> Result<Workload> {
+        if let Some(p) = &profile {
+            let (a, b) = (trace.trace.keyspace(), p.trace.keyspace());
+            if a.experts != b.experts {
+                bail!(
+                    "--profile-trace `{}` has {} MoE layers with {:?} experts, but the trace `{}` \
+                     has {} MoE layers with {:?}; the profile must come from the same model",
+                    p.label,
+                    b.num_moe_layers(),
+                    dedup(&b.experts),
+                    trace.label,
+                    a.num_moe_layers(),
+                    dedup(&a.experts)
+                );
+            }
+        }
+        Ok(Workload {
+            trace,
+            profile,
+            counts: Default::default(),
+            coact: Default::default(),
+        })
+    }
+
+    /// The label of the profile trace (the evaluated trace's when none was given).
+    pub fn profile_label(&self) -> &str {
+        self.profile.as_ref().unwrap_or(&self.trace).label.as_str()
+    }
+
+    /// Profile statistics for `phase`, with co-activation counts when `coactivation`.
+    pub fn profile_stats(&self, phase: PhaseSel, coactivation: bool) -> &ProfileStats {
+        let i = match phase {
+            PhaseSel::Decode => 0,
+            PhaseSel::Prefill => 1,
+            PhaseSel::All => 2,
+        };
+        let cell = if coactivation {
+            &self.coact[i]
+        } else {
+            &self.counts[i]
+        };
+        let t = &self.profile.as_ref().unwrap_or(&self.trace).trace;
+        cell.get_or_init(|| ProfileStats::new(t, phase, coactivation))
+    }
+}
+
+/// Distinct values in order, for short messages about per-layer expert counts.
+fn dedup(v: &[u16]) -> Vec<u16> {
+    let mut out: Vec<u16> = v.to_vec();
+    out.dedup();
+    out
+}
+
+/// The resolved inputs of a run, echoed so a result file documents itself.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunInputs {
+    /// Canonical mechanism spec (`e2` resolves to `e2:hot`).
+    pub policy: String,
+    /// The trace's path as given, or `embedded:prose`.
+    pub trace: String,
+    /// The profile trace (the trace itself unless `--profile-trace` was given).
+    pub profile_trace: String,
+    pub phase: PhaseSel,
+    /// Model name from the trace header.
+    pub model: String,
+    /// MoE layers (layers with routed experts).
+    pub moe_layers: usize,
+    /// Steps replayed: tokens of the selected phases over all sequences.
+    pub tokens: u64,
+    /// Dtype the expert size was derived with; `null` when `--expert-mib` set it.
+    pub dtype: Option<DType>,
+    /// Bytes of one expert, and the same in MiB.
+    pub expert_bytes: u64,
+    pub expert_mib: f64,
+    /// Commit granularity of the mechanism in bytes: the VMM granule, or the OS page size.
+    pub granule_bytes: u64,
+}
+
+/// The result of one run. Blocks other than `inputs` are optional and left out when `None`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    pub inputs: RunInputs,
+    /// Streaming-regime metrics (nothing retained across steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<StreamingMetrics>,
+}
+
+/// Parse a spec, naming the flag it came from in the error.
+pub fn parse_policy(spec: &str, flag: &str) -> Result<Box<dyn Mechanism>> {
+    mechanisms::parse(spec).with_context(|| format!("bad {flag} value `{}`", spec.trim()))
+}
+
+/// Build the unit map of `cfg`'s mechanism for the workload's model.
+pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
+    let mech = parse_policy(&cfg.policy, "--policy")?;
+    let model = &w.trace.trace.header.model;
+    let sizes = Sizes::resolve(model, &cfg.sizes)?;
+    let ks = w.trace.trace.keyspace();
+    let profile = mech
+        .needs_profile()
+        .then(|| w.profile_stats(cfg.phase, mech.needs_coactivation()));
+    let ctx = BuildContext {
+        keyspace: &ks,
+        sizes,
+        profile,
+    };
+    let map = mech
+        .build(&ctx)
+        .with_context(|| format!("--policy {}", mech.spec()))?;
+    Ok((map, sizes))
+}
+
+/// Run one configuration on a workload.
+pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
+    let (map, sizes) = build_units(cfg, w)?;
+    let trace = &w.trace.trace;
+    let streaming = streaming_metrics(trace, cfg.phase, &map)?;
+    Ok(RunReport {
+        inputs: RunInputs {
+            policy: map.spec.clone(),
+            trace: w.trace.label.clone(),
+            profile_trace: w.profile_label().to_string(),
+            phase: cfg.phase,
+            model: trace.header.model.name.clone(),
+            moe_layers: trace.keyspace().num_moe_layers(),
+            tokens: trace.total_tokens(cfg.phase) as u64,
+            dtype: sizes.dtype,
+            expert_bytes: sizes.expert_bytes,
+            expert_mib: sizes.expert_bytes as f64 / mechanisms::MIB as f64,
+            granule_bytes: map.granule_bytes,
+        },
+        streaming: Some(streaming),
+    })
+}
+
+/// Run every configuration in parallel on the current rayon pool; results in `configs` order
+/// whatever the thread count (each run is independent and deterministic).
+pub fn sweep(configs: &[RunConfig], w: &Workload) -> Vec<Result<RunReport>> {
+    configs.par_iter().map(|c| run(c, w)).collect()
+}

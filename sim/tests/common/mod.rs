@@ -1,0 +1,51 @@
+//! Tiny hand-made traces for the sim tests.
+#![allow(dead_code)]
+
+use sim::runner::{RunConfig, TraceInput, Workload};
+use traces::{Header, ModelSpec, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
+
+/// A one-sequence decode-only trace; `tokens[t][m]` is token t's selection in MoE layer m.
+pub fn trace(layers: usize, experts: u16, tokens: &[Vec<Vec<u16>>]) -> Trace {
+    let k = tokens[0][0].len() as u16;
+    let model = ModelSpec::uniform("tiny", layers, experts, k);
+    let ids: Vec<u16> = tokens.iter().flatten().flatten().copied().collect();
+    let t = Trace {
+        header: Header {
+            model,
+            provenance: Provenance::default(),
+            sequences: vec![SequenceInfo {
+                name: "s".into(),
+                prefill_tokens: 0,
+                decode_tokens: tokens.len() as u64,
+            }],
+            has_weights: false,
+        },
+        sequences: vec![SequenceData {
+            prefill: TokenBlock::default(),
+            decode: TokenBlock { ids, weights: None },
+        }],
+    };
+    t.check().expect("hand-made trace is valid");
+    t
+}
+
+pub fn workload(t: Trace) -> Workload {
+    Workload::new(
+        TraceInput {
+            label: "tiny".into(),
+            trace: t,
+        },
+        None,
+    )
+    .unwrap()
+}
+
+/// A config for `policy` with experts of `expert_mib` MiB and the default 2 MiB granule.
+pub fn cfg(policy: &str, expert_mib: f64) -> RunConfig {
+    let mut c = RunConfig {
+        policy: policy.into(),
+        ..RunConfig::default()
+    };
+    c.sizes.expert_mib = Some(expert_mib);
+    c
+}
