@@ -9,7 +9,7 @@
 use crate::doc::{Block, Cell, Doc};
 use crate::metrics::{self, best, fmt, Better, Metric};
 use crate::plots::{self, LineChart, Scale, Series};
-use crate::results::{Results, RunEntry, TraceInfo};
+use crate::results::{Results, RunCoords, RunEntry, TraceInfo};
 use serde_json::Value;
 
 /// Title of every report.
@@ -17,7 +17,11 @@ pub const TITLE: &str = "MoE expert paging: mechanism and policy comparison";
 
 /// Readable label of a run: `e2:hot`, `e2:hot / lru @ 25%`, with ` x8` for batch 8.
 pub fn run_label(r: &RunEntry) -> String {
-    let g = &r.grid;
+    run_label_of(&r.grid)
+}
+
+/// [`run_label`] from grid coordinates alone.
+pub fn run_label_of(g: &RunCoords) -> String {
     let mut s = g.mechanism.clone();
     if let Some(e) = &g.evict {
         s.push_str(" / ");

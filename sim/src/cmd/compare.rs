@@ -1,11 +1,386 @@
-//! `sim compare`.
+//! `sim compare`: run the grid traces x mechanisms x (policies x budgets x batches) through the
+//! run library in parallel and write a report directory (see the `reports` crate).
 
+use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use policies::mechanisms::SizeOptions;
+use rayon::prelude::*;
+use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo};
+use serde_json::{json, Value};
+use sim::runner::{self, RunConfig, TraceInput, Workload};
+use std::path::PathBuf;
+use traces::{DType, PhaseSel, Trace};
 
 /// Arguments of `sim compare`.
 #[derive(Args)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// Trace to compare on; repeat the flag for several traces (e.g. one per workload). With
+    /// several traces, cross-trace stability runs are added (see --no-cross-trace).
+    #[arg(long = "trace", value_name = "FILE", required = true)]
+    pub traces: Vec<PathBuf>,
 
-pub fn run(_args: CompareArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`sim compare` is not built yet")
+    /// Mechanisms to compare, comma-separated: eN[:index|hot|coact], region:R[:index|hot],
+    /// os4k, os64k, os2m (as `sim run --policy`). Each gets a streaming-regime run (nothing
+    /// retained), and one run per policy x budget x batch when --evict is given.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SPECS",
+        default_value = "e1,e2:index,e2:hot,e4:hot,region:64,os4k"
+    )]
+    pub policies: Vec<String>,
+
+    /// Eviction policies under a budget, comma-separated (lru, fifo, lfu, belady, random,
+    /// static-pin, pin-lru, arc, s3fifo). Belady/MIN is always added as the bound. Without
+    /// --evict only the streaming regime is compared.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "POLICIES",
+        requires = "budgets"
+    )]
+    pub evict: Vec<String>,
+
+    /// VRAM budgets, comma-separated: a fraction of the bank (`25%`), a unit count (`120`) or
+    /// bytes (`3GiB`). Required with --evict.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "BUDGETS",
+        requires = "evict"
+    )]
+    pub budgets: Vec<String>,
+
+    /// Batch sizes (sequences decoded together), comma-separated, e.g. `1,8`. Default: the
+    /// run's default (1) without a batch column.
+    #[arg(long, value_delimiter = ',', value_name = "SIZES")]
+    pub batch: Vec<u32>,
+
+    /// Phases of the traces to replay: decode, prefill or all.
+    #[arg(long, default_value = "decode", value_name = "PHASE",
+          value_parser = PossibleValuesParser::new(["decode", "prefill", "all"]))]
+    pub phase: String,
+
+    /// Size of one expert in MiB (may be fractional), instead of deriving it from the trace
+    /// header's geometry. Conflicts with --dtype. Same as `sim run --expert-mib`.
+    #[arg(long, value_name = "MIB", conflicts_with = "dtype")]
+    pub expert_mib: Option<f64>,
+
+    /// Weight dtype for deriving the expert size from the header geometry: bf16 (default),
+    /// fp16, fp8, int4, int4-noscale, nvfp4, mxfp4. Same as `sim run --dtype`.
+    #[arg(long, value_name = "DTYPE",
+          value_parser = PossibleValuesParser::new(["bf16", "fp16", "fp8", "int4", "int4-noscale", "nvfp4", "mxfp4"])
+              .map(|s| DType::parse(&s).expect("listed names parse")))]
+    pub dtype: Option<DType>,
+
+    /// VMM allocation granule in MiB (default 2). Same as `sim run --granule-mib`.
+    #[arg(long, value_name = "MIB")]
+    pub granule_mib: Option<f64>,
+
+    /// Leave out the cross-trace stability runs (packing or pinning chosen on one trace and
+    /// evaluated on each other trace).
+    #[arg(long)]
+    pub no_cross_trace: bool,
+
+    /// Report directory to write (created; a previous report there is replaced atomically).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Run only slice I of N of the grid (0-based: runs whose index r has r % N == I), for job
+    /// arrays; merge the slices with `sim report --merge DIR... --out DIR`.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// No progress bar on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    Shard::parse(s)
+}
+
+fn phase_sel(s: &str) -> PhaseSel {
+    match s {
+        "prefill" => PhaseSel::Prefill,
+        "all" => PhaseSel::All,
+        _ => PhaseSel::Decode,
+    }
+}
+
+/// One point of the grid: indices into the loaded traces plus the coordinates.
+#[derive(Clone, Debug)]
+struct Point {
+    trace: usize,
+    profile: usize,
+    coords: RunCoords,
+}
+
+/// Enumerate the grid in its fixed order: per evaluated trace, the streaming runs of every
+/// mechanism, then mechanism x batch x budget x policy; then the cross-trace runs.
+fn grid(args: &CompareArgs, names: &[String], evicts: &[String]) -> Result<Vec<Point>> {
+    let batches: Vec<Option<u32>> = if args.batch.is_empty() {
+        vec![None]
+    } else {
+        args.batch.iter().map(|&b| Some(b)).collect()
+    };
+    let mut pts = Vec::new();
+    let mut push = |t: usize,
+                    p: usize,
+                    mech: &str,
+                    evict: Option<&str>,
+                    budget: Option<&str>,
+                    batch: Option<u32>| {
+        pts.push(Point {
+            trace: t,
+            profile: p,
+            coords: RunCoords {
+                trace: names[t].clone(),
+                profile_trace: names[p].clone(),
+                mechanism: mech.to_string(),
+                evict: evict.map(str::to_string),
+                budget: budget.map(str::to_string),
+                batch,
+            },
+        })
+    };
+    let cache_points = |t: usize,
+                        p: usize,
+                        mech: &str,
+                        evicts: &[String],
+                        push: &mut dyn FnMut(
+        usize,
+        usize,
+        &str,
+        Option<&str>,
+        Option<&str>,
+        Option<u32>,
+    )| {
+        for &batch in &batches {
+            for budget in &args.budgets {
+                for e in evicts {
+                    push(t, p, mech, Some(e), Some(budget), batch);
+                }
+            }
+        }
+    };
+    for t in 0..names.len() {
+        for m in &args.policies {
+            push(t, t, m, None, None, None);
+        }
+        for m in &args.policies {
+            cache_points(t, t, m, evicts, &mut push);
+        }
+    }
+    if names.len() > 1 && !args.no_cross_trace {
+        // Only what a profile trace changes: profile-ordered packings, and pinning policies.
+        let pinning: Vec<String> = evicts
+            .iter()
+            .filter(|e| matches!(e.as_str(), "static-pin" | "pin-lru"))
+            .cloned()
+            .collect();
+        for t in 0..names.len() {
+            for p in (0..names.len()).filter(|&p| p != t) {
+                for m in &args.policies {
+                    let mech = runner::parse_policy(m, "--policies")?;
+                    if mech.needs_profile() {
+                        push(t, p, m, None, None, None);
+                    }
+                }
+                for m in &args.policies {
+                    cache_points(t, p, m, &pinning, &mut push);
+                }
+            }
+        }
+    }
+    Ok(pts)
+}
+
+/// What the report says about one trace, computed from the loaded trace.
+fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceInfo {
+    let ks = trace.keyspace();
+    let mut counts: Vec<Vec<u64>> = ks.experts.iter().map(|&e| vec![0; e as usize]).collect();
+    let mut tokens = 0u64;
+    for s in 0..trace.sequences.len() {
+        for &ph in phase.phases() {
+            for t in 0..trace.tokens(s, ph) {
+                tokens += 1;
+                for (m, c) in counts.iter_mut().enumerate() {
+                    for &e in trace.selection(&ks, s, ph, t, m) {
+                        c[e as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+    let accesses = counts.iter().flatten().sum();
+    let stats = traces::stats::trace_stats(trace, phase)
+        .ok()
+        .and_then(|s| serde_json::to_value(s).ok());
+    TraceInfo {
+        name: name.to_string(),
+        file: file.to_string(),
+        model: trace.header.model.clone(),
+        provenance: trace.header.provenance.clone(),
+        sequences: trace.header.sequences.clone(),
+        phase: phase.as_str().to_string(),
+        tokens,
+        accesses,
+        expert_counts: counts,
+        stats,
+    }
+}
+
+/// The run library's configuration of one grid point.
+fn config(args: &CompareArgs, p: &Point) -> Result<RunConfig> {
+    if p.coords.evict.is_some() || p.coords.batch.is_some() {
+        bail!("retention runs (--evict, --budgets, --batch) need the cache block of the run library, which this build does not have yet");
+    }
+    Ok(RunConfig {
+        policy: p.coords.mechanism.clone(),
+        phase: phase_sel(&args.phase),
+        sizes: SizeOptions {
+            expert_mib: args.expert_mib,
+            dtype: args.dtype,
+            granule_mib: args.granule_mib,
+        },
+        ..RunConfig::default()
+    })
+}
+
+pub fn run(args: CompareArgs) -> Result<()> {
+    let phase = phase_sel(&args.phase);
+    // Load every trace once; names are the file stems and must be distinct.
+    let mut inputs = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for path in &args.traces {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .with_context(|| format!("--trace {}: not a file name", path.display()))?;
+        if names.contains(&name) {
+            bail!("--trace {}: another trace is also named `{name}`; the report names traces by file stem, so give each a distinct file name", path.display());
+        }
+        inputs.push(
+            TraceInput::load(Some(path)).with_context(|| format!("--trace {}", path.display()))?,
+        );
+        names.push(name);
+    }
+    for m in &args.policies {
+        runner::parse_policy(m, "--policies")?;
+    }
+    let mut evicts: Vec<String> = args.evict.iter().map(|e| e.trim().to_string()).collect();
+    if !evicts.is_empty() && !evicts.iter().any(|e| e == "belady") {
+        evicts.push("belady".into());
+    }
+    if args.batch.contains(&0) {
+        bail!("--batch: a batch size must be at least 1");
+    }
+    let points = grid(&args, &names, &evicts)?;
+    let total = points.len();
+    // Fail on a bad configuration before spending time on the grid.
+    for p in &points {
+        config(&args, p)
+            .with_context(|| format!("run {}", reports::content::run_label_of(&p.coords)))?;
+    }
+    let mine: Vec<(usize, &Point)> = points
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| args.shard.map_or(true, |s| s.holds(*i)))
+        .collect();
+
+    // One workload per (evaluated, profile) pair the slice needs.
+    let mut pairs: Vec<(usize, usize)> = mine.iter().map(|(_, p)| (p.trace, p.profile)).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut workloads = std::collections::BTreeMap::new();
+    for (t, p) in pairs {
+        let profile = (p != t).then(|| inputs[p].clone());
+        workloads.insert((t, p), Workload::new(inputs[t].clone(), profile)?);
+    }
+
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(mine.len() as u64).with_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        )
+    };
+    bar.set_prefix("sim compare");
+    let work = || -> Vec<Result<RunEntry>> {
+        mine.par_iter()
+            .map(|&(i, p)| {
+                let cfg = config(&args, p)?;
+                let report = runner::run(&cfg, &workloads[&(p.trace, p.profile)])
+                    .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
+                let result = match serde_json::to_value(&report)? {
+                    Value::Object(m) => m,
+                    _ => bail!("run {i}: the run library did not return a JSON object"),
+                };
+                if result.contains_key("run") || result.contains_key("grid") {
+                    bail!("run {i}: the run object uses the key `run` or `grid`, which results.json reserves");
+                }
+                bar.inc(1);
+                Ok(RunEntry {
+                    run: i,
+                    grid: p.coords.clone(),
+                    result,
+                })
+            })
+            .collect()
+    };
+    let done = match args.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .context("--threads")?
+            .install(work),
+        None => work(),
+    };
+    bar.finish_and_clear();
+    let runs = done.into_iter().collect::<Result<Vec<_>>>()?;
+
+    let traces: Vec<TraceInfo> = inputs
+        .iter()
+        .zip(&names)
+        .map(|(ti, n)| trace_info(n, &ti.label, &ti.trace, phase))
+        .collect();
+    let grid = json!({
+        "traces": names,
+        "mechanisms": args.policies,
+        "evict": evicts,
+        "budgets": args.budgets,
+        "batches": args.batch,
+        "phase": args.phase,
+        "expert_mib": args.expert_mib,
+        "dtype": args.dtype,
+        "granule_mib": args.granule_mib,
+        "cross_trace": names.len() > 1 && !args.no_cross_trace,
+    });
+    let results = Results {
+        format: reports::FORMAT.to_string(),
+        grid,
+        traces,
+        profile: None,
+        total_runs: total,
+        shard: args.shard,
+        runs,
+    };
+    reports::write_report(&results, &args.out)?;
+    eprintln!(
+        "wrote {} of {total} runs to {} (report.md, report.html, results.json, results.csv, plots/)",
+        results.runs.len(),
+        args.out.display()
+    );
+    Ok(())
 }
