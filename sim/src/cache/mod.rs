@@ -113,6 +113,17 @@ pub fn check_same_geometry(evaluated: &KeySpace, profile: &KeySpace) -> Result<(
     Ok(())
 }
 
+/// Run every configuration of `cfgs` on one workload, in parallel (rayon), results in the
+/// order of `cfgs` whatever the thread count.
+pub fn run_grid(
+    w: &Workload,
+    map: &UnitMap,
+    cfgs: &[CacheConfig],
+) -> Vec<Result<CacheOutcome, CacheError>> {
+    use rayon::prelude::*;
+    cfgs.par_iter().map(|c| w.run(map, c)).collect()
+}
+
 impl Workload {
     /// Prepare `trace` (tokens of `phases`) for `map`. The pinning policies rank units by
     /// `profile` (another trace of the same geometry) or, when `None`, by the evaluated trace
@@ -193,7 +204,12 @@ impl Workload {
         cfg: &CacheConfig,
     ) -> Result<(CacheSim<'a>, Vec<u32>), CacheError> {
         let n = map.num_units();
-        let max_unit = map.units.iter().map(|u| u.committed_bytes).max().unwrap_or(1);
+        let max_unit = map
+            .units
+            .iter()
+            .map(|u| u.committed_bytes)
+            .max()
+            .unwrap_or(1);
         let global = cfg.budget.resolve(n, max_unit)?;
         let pool_of = driver::pool_layout(map, cfg.split)?;
         let pools = pool_of.iter().map(|&p| p as usize + 1).max().unwrap_or(1);
@@ -213,7 +229,10 @@ impl Workload {
         let mut policies: Vec<Box<dyn EvictionPolicy>> = Vec::with_capacity(pools);
         for p in 0..pools {
             let local = |v: &[u64]| -> Vec<u64> {
-                (0..n).filter(|&u| pool_of[u] as usize == p).map(|u| v[u]).collect()
+                (0..n)
+                    .filter(|&u| pool_of[u] as usize == p)
+                    .map(|u| v[u])
+                    .collect()
             };
             let setup = PolicySetup {
                 units: pool_units[p],

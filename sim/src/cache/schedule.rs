@@ -153,7 +153,11 @@ impl ScheduleReport {
             },
             delay_p50: q(0.5),
             delay_p99: q(0.99),
-            delay_max: if delays.is_empty() { 0 } else { h.max() as i64 + lo },
+            delay_max: if delays.is_empty() {
+                0
+            } else {
+                h.max() as i64 + lo
+            },
         }
     }
 }

@@ -124,13 +124,8 @@ impl AccessStream {
                 g += 1;
                 group_units.clear();
                 for r in batch {
-                    let sel = trace.selection(
-                        ks,
-                        r.sequence as usize,
-                        r.phase,
-                        r.token as usize,
-                        m,
-                    );
+                    let sel =
+                        trace.selection(ks, r.sequence as usize, r.phase, r.token as usize, m);
                     for &e in sel {
                         for u in map.units_of(ks.key(m, e)) {
                             if stamp[u as usize] != g {
@@ -185,7 +180,10 @@ impl ProfileStats {
         let steps = (s.batch_start.len() - 1) as u64;
         ProfileStats {
             counts,
-            always_on: tokens_with.iter().map(|&n| steps > 0 && n == steps).collect(),
+            always_on: tokens_with
+                .iter()
+                .map(|&n| steps > 0 && n == steps)
+                .collect(),
             tokens: s.tokens,
         }
     }
