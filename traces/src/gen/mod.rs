@@ -1,0 +1,369 @@
+//! Synthetic router traces (`sim trace gen`): labelled traces for models nobody has recorded.
+//!
+//! # The model of a router
+//! Each MoE layer L has a fixed popularity ranking of its experts: a random permutation
+//! (drawn from the seed) maps popularity rank r (0 = hottest) to an expert id, and a fresh
+//! draw picks rank r with probability proportional to `1 / (r+1)^skew_L` (a Zipf law with
+//! exponent `skew_L`; 0 = uniform). For every token, layer L's selection of `k_L` distinct
+//! experts is built slot by slot:
+//! 1. **temporal locality**: each expert of the previous token's selection in layer L (same
+//!    sequence) is kept, independently, with probability `locality_L`;
+//! 2. **cross-layer correlation**: each remaining slot i (0-based, `i < k_{L-1}`) is, with
+//!    probability `cross_layer`, the *successor* of slot i of layer L-1's selection for this
+//!    token: the expert of layer L whose popularity rank equals that expert's rank in layer L-1
+//!    (scaled by `E_L / E_{L-1}` when the expert counts differ). Mapping rank to rank keeps each
+//!    layer's popularity law intact while making consecutive layers co-select;
+//! 3. every slot still empty (or whose successor was already chosen) is a fresh Zipf draw
+//!    **without replacement**: ranks are drawn from an alias table and redrawn while they hit
+//!    an expert already in the selection; after 64 misses (very high skew) the draw falls back
+//!    to an exact weighted draw over the remaining experts, so the law is exact either way.
+//!
+//! All randomness comes from one `rand_pcg::Pcg64` seeded with `seed`, consumed in a fixed
+//! order, so the same model, parameters and seed give a bit-identical trace. Large traces
+//! are written token by token through [`TraceWriter`]; nothing proportional to the token count
+//! is held in memory.
+//!
+//! The fitting of skew and locality to a real trace lives in [`fit`].
+
+pub mod fit;
+
+use crate::error::TraceError;
+use crate::model::{Header, ModelSpec, Provenance, SequenceInfo};
+use crate::trace::{KeySpace, SequenceData, TokenBlock, Trace};
+use crate::writer::TraceWriter;
+use rand::distributions::{Distribution, WeightedIndex};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_distr::WeightedAliasIndex;
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Fresh draws that may hit an already-chosen expert before the exact fallback is used.
+const MAX_REJECTIONS: usize = 64;
+
+/// Largest accepted Zipf exponent: beyond it the hottest expert takes all but ~1e-19 of the
+/// draws at 32 experts, so larger values only cost time in the fallback path.
+pub const MAX_SKEW: f64 = 64.0;
+
+/// Errors of the generator's parameters.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    /// A parameter out of its range; the message names it and the range.
+    #[error("{0}")]
+    Param(String),
+    /// Writing the trace failed.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// Generator parameters; serialized as JSON into the trace's provenance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GenParams {
+    /// The geometry preset used, if any (the geometry itself is in the header).
+    pub preset: Option<String>,
+    /// Zipf exponent of each MoE layer's popularity law (>= 0; 0 = uniform). One value applies
+    /// to every MoE layer; otherwise one value per MoE layer, in order.
+    pub skew: Vec<f64>,
+    /// Probability in [0, 1] that each of the previous token's experts is selected again, per
+    /// MoE layer (one value for all, or one per MoE layer).
+    pub locality: Vec<f64>,
+    /// Probability in [0, 1] that a free slot takes the successor of the previous layer's
+    /// expert in the same slot (see the module doc). 0 = layers independent.
+    pub cross_layer: f64,
+    /// Number of sequences.
+    pub sequences: u64,
+    /// Decode tokens per sequence (generated traces have no prefill tokens).
+    pub tokens: u64,
+    /// Seed of the `Pcg64` generator.
+    pub seed: u64,
+    /// The trace the skew and locality were fitted to (`--fit-to`), if any.
+    pub fitted_to: Option<String>,
+}
+
+impl GenParams {
+    /// `values` expanded to one per MoE layer, or an error naming `what`.
+    fn per_layer(values: &[f64], layers: usize, what: &str) -> Result<Vec<f64>, GenError> {
+        match values.len() {
+            1 => Ok(vec![values[0]; layers]),
+            n if n == layers => Ok(values.to_vec()),
+            n => Err(GenError::Param(format!(
+                "--{what} has {n} values; give one value for all MoE layers or one per MoE layer ({layers})"
+            ))),
+        }
+    }
+
+    /// Check every parameter against `model`; the error names the parameter and its range.
+    pub fn validate(&self, model: &ModelSpec) -> Result<(), GenError> {
+        let m = model.moe_layers().len();
+        if m == 0 {
+            return Err(GenError::Param(
+                "the model has no MoE layer (every layer has 0 experts or top-k 0)".into(),
+            ));
+        }
+        for &l in &model.moe_layers() {
+            let ls = &model.layers[l];
+            if ls.top_k > ls.experts {
+                return Err(GenError::Param(format!(
+                    "layer {l}: top-k {} exceeds its {} experts",
+                    ls.top_k, ls.experts
+                )));
+            }
+        }
+        for s in Self::per_layer(&self.skew, m, "skew")? {
+            if !(0.0..=MAX_SKEW).contains(&s) {
+                return Err(GenError::Param(format!(
+                    "--skew {s} is out of range: the Zipf exponent must be in [0, {MAX_SKEW}]"
+                )));
+            }
+        }
+        for l in Self::per_layer(&self.locality, m, "locality")? {
+            if !(0.0..=1.0).contains(&l) {
+                return Err(GenError::Param(format!(
+                    "--locality {l} is out of range: it is a probability in [0, 1]"
+                )));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.cross_layer) {
+            return Err(GenError::Param(format!(
+                "--cross-layer {} is out of range: it is a probability in [0, 1]",
+                self.cross_layer
+            )));
+        }
+        if self.sequences == 0 || self.tokens == 0 {
+            return Err(GenError::Param(
+                "--sequences and --tokens must both be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The trace header: `model`, one decode-only sequence entry per sequence, and provenance
+    /// marking the trace synthetic with these parameters (JSON, seed included). The date is
+    /// left empty so that identical inputs give identical files.
+    pub fn header(&self, model: &ModelSpec) -> Header {
+        Header {
+            model: model.clone(),
+            provenance: Provenance {
+                source: "synthetic (sim trace gen)".into(),
+                tool: format!("traces {} generator", env!("CARGO_PKG_VERSION")),
+                date: String::new(),
+                prompt_labels: Vec::new(),
+                synthetic: true,
+                generator: Some(serde_json::to_string(self).expect("parameters serialize")),
+                licence: None,
+            },
+            sequences: (0..self.sequences)
+                .map(|i| SequenceInfo {
+                    name: format!("synthetic-{i}"),
+                    prefill_tokens: 0,
+                    decode_tokens: self.tokens,
+                })
+                .collect(),
+            has_weights: false,
+        }
+    }
+}
+
+/// Per-MoE-layer generator state.
+struct LayerGen {
+    k: usize,
+    /// Popularity rank -> expert id.
+    perm: Vec<u16>,
+    /// Expert id -> popularity rank.
+    rank_of: Vec<u16>,
+    /// Zipf weights by rank, for the exact fallback.
+    weights: Vec<f64>,
+    alias: WeightedAliasIndex<f64>,
+    locality: f64,
+    /// The previous token's selection in this layer (empty at a sequence start).
+    prev: Vec<u16>,
+    /// Experts in the selection being built (cleared after each selection).
+    chosen: Vec<bool>,
+}
+
+impl LayerGen {
+    /// Build this layer's selection into `out` (length k). `upstream` is the previous MoE
+    /// layer's selection for this token with that layer's rank table and expert count.
+    fn select(
+        &mut self,
+        rng: &mut Pcg64,
+        out: &mut [u16],
+        upstream: Option<(&[u16], &[u16])>,
+        cross: f64,
+    ) {
+        let mut n = 0;
+        if self.locality > 0.0 {
+            for &e in &self.prev {
+                if rng.gen::<f64>() < self.locality {
+                    out[n] = e;
+                    self.chosen[e as usize] = true;
+                    n += 1;
+                }
+            }
+        }
+        let experts = self.perm.len();
+        while n < self.k {
+            if let Some((up, up_rank)) = upstream {
+                if cross > 0.0 && n < up.len() && rng.gen::<f64>() < cross {
+                    let r = up_rank[up[n] as usize] as usize * experts / up_rank.len();
+                    let e = self.perm[r];
+                    if !self.chosen[e as usize] {
+                        out[n] = e;
+                        self.chosen[e as usize] = true;
+                        n += 1;
+                        continue;
+                    }
+                }
+            }
+            let e = self.fresh(rng);
+            out[n] = e;
+            self.chosen[e as usize] = true;
+            n += 1;
+        }
+        for &e in &out[..self.k] {
+            self.chosen[e as usize] = false;
+        }
+        self.prev.clear();
+        self.prev.extend_from_slice(&out[..self.k]);
+    }
+
+    /// One Zipf draw among the experts not yet chosen.
+    fn fresh(&self, rng: &mut Pcg64) -> u16 {
+        for _ in 0..MAX_REJECTIONS {
+            let e = self.perm[self.alias.sample(rng)];
+            if !self.chosen[e as usize] {
+                return e;
+            }
+        }
+        let w: Vec<f64> = self
+            .weights
+            .iter()
+            .zip(&self.perm)
+            .map(|(&w, &e)| if self.chosen[e as usize] { 0.0 } else { w })
+            .collect();
+        // Fewer than k <= E experts are chosen, so some weight is positive.
+        let r = WeightedIndex::new(&w).expect("an unchosen expert remains");
+        self.perm[r.sample(rng)]
+    }
+}
+
+/// Draws token records one at a time; see the module documentation for the model.
+pub struct Generator {
+    ks: KeySpace,
+    layers: Vec<LayerGen>,
+    cross: f64,
+    rng: Pcg64,
+}
+
+impl Generator {
+    /// A generator for `model` with `params` (validated here).
+    pub fn new(model: &ModelSpec, params: &GenParams) -> Result<Self, GenError> {
+        params.validate(model)?;
+        let ks = KeySpace::new(model);
+        let m = ks.num_moe_layers();
+        let skew = GenParams::per_layer(&params.skew, m, "skew")?;
+        let locality = GenParams::per_layer(&params.locality, m, "locality")?;
+        let mut rng = Pcg64::seed_from_u64(params.seed);
+        let mut layers = Vec::with_capacity(m);
+        for i in 0..m {
+            let experts = ks.experts[i] as usize;
+            let mut perm: Vec<u16> = (0..experts as u16).collect();
+            perm.shuffle(&mut rng);
+            let mut rank_of = vec![0u16; experts];
+            for (r, &e) in perm.iter().enumerate() {
+                rank_of[e as usize] = r as u16;
+            }
+            let weights: Vec<f64> = (0..experts)
+                .map(|r| ((r + 1) as f64).powf(-skew[i]))
+                .collect();
+            let alias = WeightedAliasIndex::new(weights.clone())
+                .map_err(|e| GenError::Param(format!("layer {}: Zipf weights: {e}", i)))?;
+            layers.push(LayerGen {
+                k: ks.top_k[i] as usize,
+                perm,
+                rank_of,
+                weights,
+                alias,
+                locality: locality[i],
+                prev: Vec::new(),
+                chosen: vec![false; experts],
+            });
+        }
+        Ok(Generator {
+            ks,
+            layers,
+            cross: params.cross_layer,
+            rng,
+        })
+    }
+
+    /// The key space of the model (its `ids_per_token` is the record length).
+    pub fn keyspace(&self) -> &KeySpace {
+        &self.ks
+    }
+
+    /// Forget the previous token: the next token starts a new sequence.
+    pub fn start_sequence(&mut self) {
+        for l in &mut self.layers {
+            l.prev.clear();
+        }
+    }
+
+    /// Draw the next token's record (every MoE layer's selection) into `out`, whose length
+    /// must be `keyspace().ids_per_token()`.
+    pub fn next_token(&mut self, out: &mut [u16]) {
+        let so = &self.ks.sel_offsets;
+        for m in 0..self.layers.len() {
+            let (done, rest) = out.split_at_mut(so[m]);
+            let cur = &mut rest[..so[m + 1] - so[m]];
+            let (before, after) = self.layers.split_at_mut(m);
+            let upstream = before
+                .last()
+                .map(|u| (&done[so[m - 1]..so[m]], u.rank_of.as_slice()));
+            after[0].select(&mut self.rng, cur, upstream, self.cross);
+        }
+    }
+}
+
+/// Generate a whole trace in memory (for small traces and tests; use [`write_trace`] for
+/// large ones).
+pub fn generate_trace(model: &ModelSpec, params: &GenParams) -> Result<Trace, GenError> {
+    let mut g = Generator::new(model, params)?;
+    let header = params.header(model);
+    let stride = g.keyspace().ids_per_token();
+    let mut rec = vec![0u16; stride];
+    let sequences = (0..params.sequences)
+        .map(|_| {
+            g.start_sequence();
+            let mut ids = Vec::with_capacity(params.tokens as usize * stride);
+            for _ in 0..params.tokens {
+                g.next_token(&mut rec);
+                ids.extend_from_slice(&rec);
+            }
+            SequenceData {
+                prefill: TokenBlock::default(),
+                decode: TokenBlock { ids, weights: None },
+            }
+        })
+        .collect();
+    Ok(Trace { header, sequences })
+}
+
+/// Generate a trace straight into the file `path` with the streaming writer (temporary file
+/// renamed on success), holding one token record in memory.
+pub fn write_trace(path: &Path, model: &ModelSpec, params: &GenParams) -> Result<(), GenError> {
+    let mut g = Generator::new(model, params)?;
+    let header = params.header(model);
+    let mut w = TraceWriter::create(path, &header)?;
+    let mut rec = vec![0u16; g.keyspace().ids_per_token()];
+    for _ in 0..params.sequences {
+        g.start_sequence();
+        for _ in 0..params.tokens {
+            g.next_token(&mut rec);
+            w.write_token(&rec, None)?;
+        }
+    }
+    w.finish()?;
+    Ok(())
+}
