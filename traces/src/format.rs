@@ -275,7 +275,7 @@ impl TokenCursor {
     /// The position of the next token, or None after the last one.
     #[inline]
     pub(crate) fn current(&self) -> Option<TokenPos> {
-        (self.sequence < self.counts.len()).then(|| TokenPos {
+        (self.sequence < self.counts.len()).then_some(TokenPos {
             sequence: self.sequence,
             phase: if self.phase == 0 {
                 crate::trace::Phase::Prefill

@@ -6,9 +6,11 @@
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
 pub mod error;
+pub mod export;
 pub mod format;
 pub mod gen;
 pub mod import_onnx;
+pub mod import_rows;
 pub mod model;
 pub mod presets;
 pub mod reader;
@@ -21,5 +23,6 @@ pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 
 pub use error::{TokenPos, TraceError};
 pub use import_onnx::{import_onnx_genai_json, ImportOptions, OnnxGenaiImport};
+pub use import_rows::{import_csv, import_jsonl, RowImportOptions};
 pub use reader::{read_bytes, read_file, read_header, TokenRef, TraceReader};
 pub use writer::{write_file, TraceWriter};

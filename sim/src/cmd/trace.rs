@@ -6,6 +6,8 @@ use clap::Subcommand;
 pub enum TraceCommand {
     /// Convert a trace from another format (onnx-genai JSON, CSV, JSONL) into trace files.
     Import(super::trace_io::ImportArgs),
+    /// Export a trace to CSV rows or to libCacheSim's oracleGeneral binary format.
+    Export(super::trace_io::ExportArgs),
     /// Statistics of a trace: popularity skew, concentration, always-on keys, temporal reuse,
     /// next-layer predictability (one streaming pass; --json for machine-readable output).
     Stats(super::trace_stats::StatsArgs),
@@ -14,6 +16,7 @@ pub enum TraceCommand {
 pub fn run(cmd: TraceCommand) -> anyhow::Result<()> {
     match cmd {
         TraceCommand::Import(a) => super::trace_io::run_import(a),
+        TraceCommand::Export(a) => super::trace_io::run_export(a),
         TraceCommand::Stats(a) => super::trace_stats::run_stats(a),
     }
 }

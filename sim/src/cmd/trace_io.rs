@@ -78,9 +78,116 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             write(&a.out.join("all.bin"), &imported.all)?;
         }
         ImportFormat::Csv | ImportFormat::Jsonl => {
-            bail!("--format csv/jsonl is not available yet")
+            let ropts = traces::RowImportOptions {
+                common: opts,
+                num_experts: a.num_experts,
+            };
+            let trace = match a.format {
+                ImportFormat::Csv => traces::import_csv(&a.file, &ropts)?,
+                _ => traces::import_jsonl(&a.file, &ropts)?,
+            };
+            let stem = a
+                .file
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .filter(|s| !s.is_empty())
+                .with_context(|| {
+                    format!(
+                        "{} has no usable file name to name the output after",
+                        a.file.display()
+                    )
+                })?;
+            write(&a.out.join(format!("{stem}.bin")), &trace)?;
         }
     }
+    Ok(())
+}
+
+/// Output formats of `sim trace export`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormat {
+    /// CSV rows `sequence,phase,token,layer,experts[,weights]`, readable by `sim trace import --format csv`.
+    Csv,
+    /// libCacheSim's oracleGeneral binary requests (24 bytes: u32 time = token index, u64 object
+    /// id = MoE layer x experts + expert, u32 size, i64 1-based position of the next request
+    /// for the same object or -1).
+    OracleGeneral,
+}
+
+/// Phases to export.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PhaseArg {
+    /// Generated tokens only.
+    Decode,
+    /// Prompt tokens only.
+    Prefill,
+    /// Both, each sequence's prefill tokens before its decode tokens.
+    All,
+}
+
+impl From<PhaseArg> for traces::PhaseSel {
+    fn from(p: PhaseArg) -> Self {
+        match p {
+            PhaseArg::Decode => traces::PhaseSel::Decode,
+            PhaseArg::Prefill => traces::PhaseSel::Prefill,
+            PhaseArg::All => traces::PhaseSel::All,
+        }
+    }
+}
+
+/// Arguments of `sim trace export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// The trace file to export.
+    pub file: PathBuf,
+    /// Output file (written to a temporary file and renamed when complete).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Which tokens to export.
+    #[arg(long, value_enum, default_value = "decode")]
+    pub phase: PhaseArg,
+    /// oracle-general only: object size in bytes written in every record (1 = count objects,
+    /// so a libCacheSim cache size is a number of experts).
+    #[arg(long, default_value_t = 1, conflicts_with = "dtype")]
+    pub object_size: u32,
+    /// oracle-general only: write each expert's size in bytes in this dtype (bf16, fp16, fp8,
+    /// int4, int4-noscale, nvfp4, mxfp4), from the header's hidden and expert FFN sizes.
+    #[arg(long)]
+    pub dtype: Option<String>,
+}
+
+pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
+    let phases: traces::PhaseSel = a.phase.into();
+    let n = match a.format {
+        ExportFormat::Csv => traces::export::export_csv_file(&a.file, phases, &a.out)?,
+        ExportFormat::OracleGeneral => {
+            let size = match &a.dtype {
+                None => a.object_size,
+                Some(d) => {
+                    let dtype = traces::DType::parse(d).with_context(|| {
+                        format!("unknown --dtype {d:?}; use bf16, fp16, fp8, int4, int4-noscale, nvfp4 or mxfp4")
+                    })?;
+                    let header = traces::read_header(&a.file)?;
+                    let params = header.model.expert_params().with_context(|| {
+                        format!("{} does not record the hidden and expert FFN sizes, so expert bytes are unknown; give --object-size instead", a.file.display())
+                    })?;
+                    let bytes = dtype.bytes_for(params);
+                    u32::try_from(bytes).with_context(|| {
+                        format!("an expert of {bytes} bytes does not fit oracleGeneral's u32 size field")
+                    })?
+                }
+            };
+            traces::export::export_oracle_general_file(&a.file, phases, size, &a.out)?
+        }
+    };
+    let unit = match a.format {
+        ExportFormat::Csv => "rows",
+        ExportFormat::OracleGeneral => "requests",
+    };
+    eprintln!("wrote {} ({n} {unit})", a.out.display());
     Ok(())
 }
 

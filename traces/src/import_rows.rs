@@ -1,0 +1,435 @@
+//! Importer for row-per-selection traces in CSV or JSON Lines, the generic way to bring
+//! selections recorded by any tool into the trace format.
+//!
+//! One row per (sequence, phase, token, MoE layer):
+//!
+//! | column     | type                    | meaning |
+//! |------------|-------------------------|---------|
+//! | `sequence` | string (or JSON number) | sequence name; sequences are ordered by first appearance |
+//! | `phase`    | `prefill` or `decode`   | optional; default `decode` |
+//! | `token`    | integer >= 0            | token index inside that phase of that sequence |
+//! | `layer`    | integer >= 0            | model layer index (layers never named are dense) |
+//! | `experts`  | ids                     | the top-k expert ids in router order (CSV: separated by spaces or `;`; JSONL: an array) |
+//! | `weights`  | floats                  | optional router weights, same count as `experts`; all rows or none |
+//!
+//! Rows may come in any order. Each named layer must have the same number of ids in every
+//! row (its top-k); every token of a (sequence, phase) must be present from 0 up to its count
+//! with every named layer exactly once. Experts per layer are `--num-experts` when given,
+//! else the largest id seen + 1 (the same for every MoE layer).
+
+use crate::error::TraceError;
+use crate::import_onnx::ImportOptions;
+use crate::model::{Header, LayerSpec, ModelSpec, SequenceInfo};
+use crate::trace::{Phase, SequenceData, TokenBlock, Trace};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+/// Options of the row importers beyond [`ImportOptions`].
+#[derive(Clone, Debug, Default)]
+pub struct RowImportOptions {
+    /// Model name, provenance and geometry the rows do not carry.
+    pub common: ImportOptions,
+    /// Routed experts per MoE layer; default: the largest id seen + 1.
+    pub num_experts: Option<u16>,
+}
+
+/// One parsed row, whatever the input format.
+struct Row {
+    /// Line number in the input (1-based), for errors.
+    line: u64,
+    sequence: usize,
+    phase: Phase,
+    token: u64,
+    layer: usize,
+    experts: Vec<u16>,
+    weights: Option<Vec<f32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NameOrNumber {
+    Name(String),
+    Number(u64),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonRow {
+    sequence: NameOrNumber,
+    #[serde(default)]
+    phase: Option<String>,
+    token: u64,
+    layer: usize,
+    experts: Vec<u16>,
+    #[serde(default)]
+    weights: Option<Vec<f32>>,
+}
+
+#[derive(Deserialize)]
+struct CsvRow {
+    sequence: String,
+    #[serde(default)]
+    phase: Option<String>,
+    token: u64,
+    layer: usize,
+    experts: String,
+    #[serde(default)]
+    weights: Option<String>,
+}
+
+/// Interns sequence names in order of first appearance.
+#[derive(Default)]
+struct Names {
+    index: HashMap<String, usize>,
+    order: Vec<String>,
+}
+
+impl Names {
+    fn get(&mut self, name: String) -> usize {
+        if let Some(&i) = self.index.get(&name) {
+            return i;
+        }
+        self.order.push(name.clone());
+        self.index.insert(name, self.order.len() - 1);
+        self.order.len() - 1
+    }
+}
+
+fn parse_phase(p: Option<&str>) -> Result<Phase, String> {
+    match p.map(str::trim) {
+        None | Some("") | Some("decode") => Ok(Phase::Decode),
+        Some("prefill") => Ok(Phase::Prefill),
+        Some(other) => Err(format!(
+            "phase {other:?} is neither \"prefill\" nor \"decode\""
+        )),
+    }
+}
+
+fn split_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
+    s.split([' ', ';'])
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<T>()
+                .map_err(|_| format!("{what} entry {x:?} is not a valid number"))
+        })
+        .collect()
+}
+
+/// Import a CSV file with a header row naming the columns above.
+pub fn import_csv(path: impl AsRef<Path>, opts: &RowImportOptions) -> Result<Trace, TraceError> {
+    let file = path.as_ref().display().to_string();
+    let f = std::fs::File::open(path.as_ref()).map_err(|e| TraceError::io(&file, "opening", e))?;
+    parse_csv(f, &file, opts)
+}
+
+/// Import CSV text from any reader; `file` names it in errors.
+pub fn parse_csv(
+    input: impl std::io::Read,
+    file: &str,
+    opts: &RowImportOptions,
+) -> Result<Trace, TraceError> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(input);
+    let csv_err = |e: csv::Error| {
+        let line = e.position().map(|p| p.line()).unwrap_or(1);
+        TraceError::Import {
+            file: file.to_string(),
+            location: format!("line {line}"),
+            detail: format!("{e} (expected columns sequence,phase,token,layer,experts[,weights])"),
+        }
+    };
+    let headers = rdr.headers().map_err(csv_err)?.clone();
+    let mut names = Names::default();
+    let mut rows = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(csv_err)?;
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let rec: CsvRow = rec
+            .deserialize(Some(&headers))
+            .map_err(|e| TraceError::Import {
+                file: file.to_string(),
+                location: format!("line {line}"),
+                detail: format!(
+                    "{e} (expected columns sequence,phase,token,layer,experts[,weights])"
+                ),
+            })?;
+        let err = |detail: String| TraceError::Import {
+            file: file.to_string(),
+            location: format!("line {line}"),
+            detail,
+        };
+        let weights = match rec.weights.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(w) => Some(split_list::<f32>(w, "weights").map_err(err)?),
+        };
+        rows.push(Row {
+            line,
+            sequence: names.get(rec.sequence),
+            phase: parse_phase(rec.phase.as_deref()).map_err(err)?,
+            token: rec.token,
+            layer: rec.layer,
+            experts: split_list::<u16>(&rec.experts, "experts").map_err(err)?,
+            weights,
+        });
+    }
+    build(rows, names.order, file, "csv", opts)
+}
+
+/// Import a JSON Lines file, one object per line (blank lines are skipped).
+pub fn import_jsonl(path: impl AsRef<Path>, opts: &RowImportOptions) -> Result<Trace, TraceError> {
+    let file = path.as_ref().display().to_string();
+    let f = std::fs::File::open(path.as_ref()).map_err(|e| TraceError::io(&file, "opening", e))?;
+    parse_jsonl(std::io::BufReader::new(f), &file, opts)
+}
+
+/// Import JSON Lines from any buffered reader; `file` names it in errors.
+pub fn parse_jsonl(
+    input: impl BufRead,
+    file: &str,
+    opts: &RowImportOptions,
+) -> Result<Trace, TraceError> {
+    let mut names = Names::default();
+    let mut rows = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        let err = |detail: String| TraceError::Import {
+            file: file.to_string(),
+            location: format!("line {line_no}"),
+            detail,
+        };
+        let text = line.map_err(|e| TraceError::io(file, "reading", e))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let r: JsonRow = serde_json::from_str(&text).map_err(|e| {
+            err(format!(
+                "{e} (expected {{\"sequence\", \"phase\"?, \"token\", \"layer\", \"experts\": [ids], \"weights\"?: [floats]}})"
+            ))
+        })?;
+        let name = match r.sequence {
+            NameOrNumber::Name(s) => s,
+            NameOrNumber::Number(n) => n.to_string(),
+        };
+        rows.push(Row {
+            line: line_no,
+            sequence: names.get(name),
+            phase: parse_phase(r.phase.as_deref()).map_err(err)?,
+            token: r.token,
+            layer: r.layer,
+            experts: r.experts,
+            weights: r.weights,
+        });
+    }
+    build(rows, names.order, file, "jsonl", opts)
+}
+
+/// Infer the geometry, check completeness and assemble the trace.
+fn build(
+    mut rows: Vec<Row>,
+    names: Vec<String>,
+    file: &str,
+    format: &str,
+    opts: &RowImportOptions,
+) -> Result<Trace, TraceError> {
+    let at = |line: u64, detail: String| TraceError::Import {
+        file: file.to_string(),
+        location: format!("line {line}"),
+        detail,
+    };
+    if rows.is_empty() {
+        return Err(TraceError::Import {
+            file: file.to_string(),
+            location: "input".into(),
+            detail: "no rows".into(),
+        });
+    }
+    // Geometry: top-k per named layer, from the first row naming it.
+    let num_layers = rows.iter().map(|r| r.layer).max().unwrap_or(0) + 1;
+    let mut top_k: Vec<Option<(u16, u64)>> = vec![None; num_layers];
+    let mut max_id = 0u16;
+    let has_weights = rows[0].weights.is_some();
+    for r in &rows {
+        let k = u16::try_from(r.experts.len()).map_err(|_| {
+            at(
+                r.line,
+                format!("{} expert ids in one selection", r.experts.len()),
+            )
+        })?;
+        if k == 0 {
+            return Err(at(r.line, "empty expert list".into()));
+        }
+        match top_k[r.layer] {
+            None => top_k[r.layer] = Some((k, r.line)),
+            Some((k0, line0)) if k0 != k => {
+                return Err(at(
+                    r.line,
+                    format!("layer {} has {k} expert ids here but {k0} on line {line0}; top-k must be constant per layer", r.layer),
+                ))
+            }
+            _ => {}
+        }
+        if r.weights.is_some() != has_weights {
+            return Err(at(
+                r.line,
+                "router weights must be given on every row or on none".into(),
+            ));
+        }
+        if let Some(w) = &r.weights {
+            if w.len() != r.experts.len() {
+                return Err(at(
+                    r.line,
+                    format!("{} weights for {} expert ids", w.len(), r.experts.len()),
+                ));
+            }
+        }
+        max_id = max_id.max(r.experts.iter().copied().max().unwrap_or(0));
+    }
+    let experts = match opts.num_experts {
+        Some(e) => e,
+        None => max_id.checked_add(1).ok_or_else(|| {
+            at(
+                0,
+                "expert id 65535 needs 65,536 experts, more than the format's u16 ids allow".into(),
+            )
+        })?,
+    };
+    let layers: Vec<LayerSpec> = top_k
+        .iter()
+        .map(|k| match k {
+            Some((k, _)) => LayerSpec {
+                experts,
+                top_k: *k,
+                shared_experts: 0,
+            },
+            None => LayerSpec {
+                experts: 0,
+                top_k: 0,
+                shared_experts: 0,
+            },
+        })
+        .collect();
+    let common = &opts.common;
+    let model = ModelSpec {
+        name: common
+            .model_name
+            .clone()
+            .unwrap_or_else(|| "unknown".into()),
+        revision: common.revision.clone(),
+        layers,
+        hidden_size: common.hidden_size,
+        expert_ffn: common.expert_ffn,
+    };
+    crate::format::validate_geometry(&model, file)?;
+    let ks = crate::trace::KeySpace::new(&model);
+    // MoE index of each model layer.
+    let mut moe_index = vec![usize::MAX; num_layers];
+    for (m, &l) in ks.moe_layers.iter().enumerate() {
+        moe_index[l] = m;
+    }
+    let n_moe = ks.num_moe_layers();
+    let stride = ks.ids_per_token();
+
+    rows.sort_by_key(|r| (r.sequence, r.phase, r.token, moe_index[r.layer]));
+    let mut infos: Vec<SequenceInfo> = names
+        .iter()
+        .map(|n| SequenceInfo {
+            name: n.clone(),
+            prefill_tokens: 0,
+            decode_tokens: 0,
+        })
+        .collect();
+    let mut datas: Vec<SequenceData> = names.iter().map(|_| SequenceData::default()).collect();
+    if has_weights {
+        for d in &mut datas {
+            d.prefill.weights = Some(Vec::new());
+            d.decode.weights = Some(Vec::new());
+        }
+    }
+    // Sorted rows come in groups of n_moe per token; check each group is complete.
+    let mut i = 0;
+    while i < rows.len() {
+        let first = &rows[i];
+        let (s, phase, token) = (first.sequence, first.phase, first.token);
+        let info = &mut infos[s];
+        let count = match phase {
+            Phase::Prefill => &mut info.prefill_tokens,
+            Phase::Decode => &mut info.decode_tokens,
+        };
+        let phase_name = if phase == Phase::Prefill {
+            "prefill"
+        } else {
+            "decode"
+        };
+        if token != *count {
+            return Err(at(
+                first.line,
+                format!(
+                    "sequence {:?} {phase_name}: token {token} present but token {} missing",
+                    names[s], *count
+                ),
+            ));
+        }
+        let block: &mut TokenBlock = match phase {
+            Phase::Prefill => &mut datas[s].prefill,
+            Phase::Decode => &mut datas[s].decode,
+        };
+        for m in 0..n_moe {
+            let r = rows
+                .get(i + m)
+                .filter(|r| r.sequence == s && r.phase == phase && r.token == token);
+            let Some(r) = r else {
+                return Err(at(
+                    first.line,
+                    format!(
+                        "sequence {:?} {phase_name} token {token}: layer {} missing",
+                        names[s], ks.moe_layers[m]
+                    ),
+                ));
+            };
+            if moe_index[r.layer] != m {
+                return Err(at(
+                    r.line,
+                    format!("sequence {:?} {phase_name} token {token}: layer {} given twice (or layer {} missing)", names[s], r.layer, ks.moe_layers[m]),
+                ));
+            }
+            block.ids.extend_from_slice(&r.experts);
+            if let (Some(dst), Some(w)) = (block.weights.as_mut(), &r.weights) {
+                dst.extend_from_slice(w);
+            }
+        }
+        if let Some(r) = rows
+            .get(i + n_moe)
+            .filter(|r| r.sequence == s && r.phase == phase && r.token == token)
+        {
+            return Err(at(
+                r.line,
+                format!(
+                    "sequence {:?} {phase_name} token {token}: layer {} given twice",
+                    names[s], r.layer
+                ),
+            ));
+        }
+        debug_assert_eq!(block.ids.len() as u64, (*count + 1) * stride as u64);
+        *count += 1;
+        i += n_moe;
+    }
+    let trace = Trace {
+        header: Header {
+            model,
+            provenance: common.provenance(file, format, names),
+            sequences: infos,
+            has_weights,
+        },
+        sequences: datas,
+    };
+    // Ids in range and no repeats (message names sequence, phase, token and layer).
+    trace.check().map_err(|d| TraceError::Import {
+        file: file.to_string(),
+        location: "rows".into(),
+        detail: d,
+    })?;
+    Ok(trace)
+}
