@@ -1,3 +1,17 @@
-//! GPU calibration of the cost constants and real-GPU replay of traces, through cudarc with
-//! dynamic loading. Every entry point checks that the CUDA driver can be loaded and returns an
-//! error (never a panic) when it cannot.
+//! GPU calibration of the simulator's cost constants and real-GPU replay of traces, through
+//! cudarc with dynamic loading.
+//!
+//! Owned here: the measurements ([`calibrate`]), their statistics ([`stats`]), the conversion
+//! into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the replay.
+//! Not here: the kernels themselves (`kernels`), the profile schema (`profile`) or the
+//! simulator's prediction (`sim` runs it and compares). Every entry point checks that the CUDA
+//! driver and NVRTC load and returns an error, never a panic, when they do not.
+
+pub mod calibrate;
+pub mod device;
+pub mod stats;
+pub mod to_profile;
+pub mod vmm;
+
+pub use calibrate::{calibrate, CalibrateError, CalibrateOptions, Calibration};
+pub use device::DeviceInfo;

@@ -1,11 +1,129 @@
-//! `sim calibrate`.
+//! `sim calibrate`: measure the cost constants on the local GPU and write a hardware profile.
 
+use anyhow::Context;
 use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `sim calibrate`.
 #[derive(Args)]
-pub struct CalibrateArgs {}
+pub struct CalibrateArgs {
+    /// Where to write the hardware profile (JSON, the `profile` crate's schema). The full
+    /// measurement set is written beside it as `<stem>.measurements.json`.
+    #[arg(long, value_name = "FILE.json")]
+    pub out: PathBuf,
+    /// Fast pass: 3 repetitions, fewer sizes and fill levels (about 10 s on an H200).
+    #[arg(long)]
+    pub quick: bool,
+    /// Name stored in the profile (what `--hw` and `sim profile show` refer to).
+    #[arg(long, default_value = "calibrated")]
+    pub name: String,
+    /// CUDA device ordinal to calibrate.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Seed of the random expert choices of the kernel measurements.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Print the full measurement set as JSON on stdout (progress still goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: CalibrateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`sim calibrate` is not built yet")
+/// `<stem>.measurements.json` beside the profile.
+fn measurements_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    out.with_file_name(format!("{stem}.measurements.json"))
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory.
+fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    // Fail before measuring anything when the output cannot be written or no GPU is usable.
+    let dir = args
+        .out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    anyhow::ensure!(
+        dir.is_dir(),
+        "--out {}: directory {} does not exist",
+        args.out.display(),
+        dir.display()
+    );
+    kernels::check_cuda_libraries().context("`sim calibrate` needs an NVIDIA GPU")?;
+    let opts = validate::CalibrateOptions {
+        quick: args.quick,
+        device: args.device,
+        seed: args.seed,
+    };
+    let cal = validate::calibrate(&opts, &mut |line| eprintln!("calibrate: {line}"))
+        .context("calibration failed")?;
+    let profile = validate::to_profile::to_profile(&cal, &args.name);
+    let measurements = serde_json::to_string_pretty(&cal)?;
+    let mpath = measurements_path(&args.out);
+    write_atomic(&mpath, &measurements)?;
+    profile
+        .save(&args.out)
+        .with_context(|| format!("writing profile {}", args.out.display()))?;
+    eprintln!(
+        "calibrate: wrote {} and {} in {:.1} s",
+        args.out.display(),
+        mpath.display(),
+        cal.wall_s
+    );
+    if args.json {
+        println!("{measurements}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measurements_sit_beside_the_profile() {
+        assert_eq!(
+            measurements_path(Path::new("out/h200.json")),
+            PathBuf::from("out/h200.measurements.json")
+        );
+    }
+
+    #[test]
+    fn without_a_gpu_calibrate_fails_at_once_and_writes_nothing() {
+        if kernels::check_cuda_libraries().is_ok() {
+            return; // a GPU machine: the ignored GPU tests cover it
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("p.json");
+        let args = CalibrateArgs {
+            out: out.clone(),
+            quick: true,
+            name: "x".into(),
+            device: 0,
+            seed: 1,
+            json: false,
+        };
+        let err = format!("{:#}", run(args).unwrap_err());
+        assert!(
+            err.contains("needs an NVIDIA GPU") && err.contains("driver"),
+            "{err}"
+        );
+        assert!(!out.exists() && !measurements_path(&out).exists());
+    }
 }

@@ -1,0 +1,715 @@
+//! GPU calibration: measures the cost constants of the simulator on the local GPU.
+//!
+//! Every arm runs one discarded warm-up, then `reps` repetitions; where several arms share a
+//! phase they are interleaved repetition by repetition, so slow drifts (clocks, temperature)
+//! hit all arms alike. Each arm reports the median and the spread of its repetitions.
+
+use crate::device::DeviceInfo;
+use crate::stats::{LinearFit, Summary};
+use crate::vmm;
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, DevicePtr};
+use kernels::{ExpertGeometry, Kernels, Variant};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How much to measure.
+#[derive(Clone, Debug)]
+pub struct CalibrateOptions {
+    /// A fast pass (fewer repetitions, sizes and fill levels): about ten seconds on an H200.
+    pub quick: bool,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Seed of the expert choices of the kernel arms.
+    pub seed: u64,
+}
+
+/// VMM call latencies at one fill level, µs per 2 MiB granule (one call per granule).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VmmAtFill {
+    /// Fraction of total VRAM allocated (by others and by the filler) while measuring.
+    pub fill_fraction: f64,
+    pub granules: u32,
+    pub create_us: Summary,
+    pub map_us: Summary,
+    pub set_access_us: Summary,
+    /// cuMemsetD8 over all granules + synchronize, divided by the granule count.
+    pub first_touch_us: Summary,
+    pub unmap_us: Summary,
+    pub release_us: Summary,
+}
+
+/// One copy size: median time in µs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CopyPoint {
+    pub bytes: u64,
+    pub time_us: Summary,
+}
+
+/// H2D copies of one host-memory kind over sizes, and the fit of `latency + bytes / bandwidth`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CopyCurve {
+    pub points: Vec<CopyPoint>,
+    /// Fit over the medians of all sizes.
+    pub fit: Option<LinearFit>,
+}
+
+/// Managed memory touched from the GPU with one read per `stride` bytes (demand faults).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FaultPoint {
+    pub stride: u64,
+    pub bytes: u64,
+    /// Bytes of the buffer per µs of the touch kernel (= MB/s).
+    pub bytes_per_us: Summary,
+    /// Kernel time per touched page, µs.
+    pub per_page_us: Summary,
+}
+
+/// Managed-memory results; `None` fields were unsupported on this platform.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ManagedResult {
+    pub faults: Vec<FaultPoint>,
+    /// cuMemPrefetchAsync of host-resident managed memory to the device, bytes per µs.
+    pub prefetch_bytes_per_us: Option<Summary>,
+    /// Why prefetch is missing, when it is.
+    pub prefetch_unsupported: Option<String>,
+}
+
+/// One expert-kernel arm.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelPoint {
+    pub hidden: usize,
+    pub ffn: usize,
+    pub group: usize,
+    pub expert_bytes: u64,
+    pub tokens: usize,
+    pub slots: usize,
+    pub distinct: usize,
+    pub variant: String,
+    /// Time of the layer's two launches (gate+up, down), µs.
+    pub time_us: Summary,
+    /// distinct experts x expert bytes / median time, bytes per µs.
+    pub weight_bytes_per_us: f64,
+}
+
+/// Everything the calibration measured, before conversion into a profile.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Calibration {
+    pub device: DeviceInfo,
+    pub quick: bool,
+    /// Repetitions per arm (after the discarded warm-up).
+    pub reps: u32,
+    /// cuMemGetAllocationGranularity (minimum, recommended), bytes.
+    pub granularity_min: u64,
+    pub granularity_recommended: u64,
+    pub vmm: Vec<VmmAtFill>,
+    pub h2d_pinned: CopyCurve,
+    pub h2d_pageable: CopyCurve,
+    pub managed: ManagedResult,
+    /// Back-to-back launches of an empty kernel, µs each.
+    pub launch_us: Summary,
+    /// Plain streaming read over `stream_read_bytes`, bytes per µs.
+    pub stream_read_bytes: u64,
+    pub stream_read_bytes_per_us: Summary,
+    pub kernels: Vec<KernelPoint>,
+    /// Wall time of the whole calibration, s.
+    pub wall_s: f64,
+}
+
+/// A calibration failure, naming the step.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error(transparent)]
+    Kernel(#[from] kernels::KernelError),
+    #[error("CUDA call failed during {step}: {source}")]
+    Driver {
+        step: &'static str,
+        source: cudarc::driver::DriverError,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+trait Step<T> {
+    fn during(self, step: &'static str) -> Result<T, CalibrateError>;
+}
+impl<T> Step<T> for Result<T, cudarc::driver::DriverError> {
+    fn during(self, step: &'static str) -> Result<T, CalibrateError> {
+        self.map_err(|source| CalibrateError::Driver { step, source })
+    }
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Times `f` on `stream` with CUDA events; returns µs.
+fn time_events(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    f: &mut dyn FnMut() -> Result<(), CalibrateError>,
+) -> Result<f64, CalibrateError> {
+    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let a: CudaEvent = ctx.new_event(flags).during("event create")?;
+    let b: CudaEvent = ctx.new_event(flags).during("event create")?;
+    a.record(stream).during("event record")?;
+    f()?;
+    b.record(stream).during("event record")?;
+    b.synchronize().during("event synchronize")?;
+    Ok(a.elapsed_ms(&b).during("event elapsed")? as f64 * 1e3)
+}
+
+fn summary(v: &[f64]) -> Result<Summary, CalibrateError> {
+    Summary::of(v).ok_or_else(|| CalibrateError::Other("no finite samples".into()))
+}
+
+/// Runs the calibration on `opts.device`. Fails at once, with a message naming the missing
+/// library, when no CUDA driver or NVRTC can be loaded. `log` receives one line per phase.
+pub fn calibrate(
+    opts: &CalibrateOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Calibration, CalibrateError> {
+    let t0 = Instant::now();
+    let ctx = kernels::open_device(opts.device)?;
+    let stream = ctx.default_stream();
+    let device = DeviceInfo::read(&ctx).during("device query")?;
+    log(&format!(
+        "device: {} (driver {}, CUDA {}), {} MiB free of {} MiB",
+        device.gpu,
+        device.driver,
+        device.cuda,
+        device.vram_free / MIB,
+        device.vram_total / MIB
+    ));
+    let k = Kernels::load(&ctx)?;
+    let reps: u32 = if opts.quick { 3 } else { 7 };
+    let dev = opts.device as i32;
+    let (gmin, grec) = vmm::granularity(dev).during("cuMemGetAllocationGranularity")?;
+    log(&format!(
+        "granularity: minimum {gmin} B, recommended {grec} B"
+    ));
+
+    let vmm = measure_vmm(&ctx, &stream, &device, gmin, reps, opts.quick, log)?;
+    let (h2d_pinned, h2d_pageable) = measure_h2d(&ctx, &stream, reps, opts.quick, log)?;
+    let managed = measure_managed(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
+
+    let mut launches = Vec::new();
+    let n_launch = 1000;
+    for r in 0..=reps {
+        let t = time_events(&ctx, &stream, &mut || {
+            for _ in 0..n_launch {
+                k.launch_empty(&stream)?;
+            }
+            Ok(())
+        })?;
+        if r > 0 {
+            launches.push(t / n_launch as f64);
+        }
+    }
+    let launch_us = summary(&launches)?;
+    log(&format!("launch: {:.2} µs", launch_us.median));
+
+    let sr_bytes = if opts.quick { GIB } else { 4 * GIB };
+    let sr_bytes = sr_bytes.min(device.vram_free / 8);
+    let (stream_read_bytes_per_us, kernels) = {
+        let buf = stream
+            .alloc_zeros::<u8>(sr_bytes as usize)
+            .during("stream-read buffer")?;
+        let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
+        let mut bw = Vec::new();
+        for r in 0..=reps {
+            let t = time_events(&ctx, &stream, &mut || {
+                Ok(k.launch_stream_read(&stream, &buf, &mut sink)?)
+            })?;
+            if r > 0 {
+                bw.push(sr_bytes as f64 / t);
+            }
+        }
+        let s = summary(&bw)?;
+        log(&format!(
+            "stream read: {:.0} GB/s over {} MiB",
+            s.median / 1e3,
+            sr_bytes / MIB
+        ));
+        drop(buf);
+        (s, measure_kernels(&ctx, &stream, &k, reps, opts, log)?)
+    };
+
+    Ok(Calibration {
+        device,
+        quick: opts.quick,
+        reps,
+        granularity_min: gmin as u64,
+        granularity_recommended: grec as u64,
+        vmm,
+        h2d_pinned,
+        h2d_pageable,
+        managed,
+        launch_us,
+        stream_read_bytes: sr_bytes,
+        stream_read_bytes_per_us,
+        kernels,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// VMM call latencies at several fill levels. The filler is plain cuMemAlloc memory in 1 GiB
+/// pieces up to a fraction of the memory free at start, keeping 4 GiB (or 1/8 of free, if less)
+/// back so the measurement itself and the driver never run out.
+fn measure_vmm(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    device: &DeviceInfo,
+    granule: usize,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<VmmAtFill>, CalibrateError> {
+    let dev = ctx.ordinal() as i32;
+    let n: usize = if quick { 64 } else { 256 };
+    let fills: &[f64] = if quick {
+        &[0.0, 0.5]
+    } else {
+        &[0.0, 0.3, 0.6, 0.9]
+    };
+    let reserve_back = (4 * GIB).min(device.vram_free / 8) + (n * granule) as u64;
+    let va = vmm::Reservation::new(n * granule, granule).during("cuMemAddressReserve")?;
+    let mut out = Vec::new();
+    for &fill in fills {
+        let (free_now, _) = ctx.mem_get_info().during("cuMemGetInfo")?;
+        let target = ((device.vram_free as f64 * fill) as u64)
+            .min((free_now as u64).saturating_sub(reserve_back));
+        let mut filler = Vec::new();
+        let mut have = 0u64;
+        while have + GIB <= target {
+            let mut p = 0;
+            // SAFETY: out-pointer valid; freed below.
+            unsafe { sys::cuMemAlloc_v2(&mut p, GIB as usize) }
+                .result()
+                .during("filler cuMemAlloc")?;
+            filler.push(p);
+            have += GIB;
+        }
+        let (free_fill, total) = ctx.mem_get_info().during("cuMemGetInfo")?;
+        let fill_fraction = 1.0 - free_fill as f64 / total as f64;
+        let mut arms: [Vec<f64>; 6] = Default::default();
+        for r in 0..=reps {
+            let mut handles = Vec::with_capacity(n);
+            let mut per = [0f64; 6];
+            let t = Instant::now();
+            for _ in 0..n {
+                handles.push(vmm::create(granule, dev).during("cuMemCreate")?);
+            }
+            per[0] = t.elapsed().as_secs_f64() * 1e6;
+            let t = Instant::now();
+            for (i, &h) in handles.iter().enumerate() {
+                vmm::map(va.base + (i * granule) as u64, granule, h).during("cuMemMap")?;
+            }
+            per[1] = t.elapsed().as_secs_f64() * 1e6;
+            let t = Instant::now();
+            for i in 0..n {
+                vmm::set_access(va.base + (i * granule) as u64, granule, dev)
+                    .during("cuMemSetAccess")?;
+            }
+            per[2] = t.elapsed().as_secs_f64() * 1e6;
+            let t = Instant::now();
+            // SAFETY: the whole range is mapped and accessible.
+            unsafe { sys::cuMemsetD8Async(va.base, 1, n * granule, stream.cu_stream()) }
+                .result()
+                .during("first touch")?;
+            stream.synchronize().during("first touch")?;
+            per[3] = t.elapsed().as_secs_f64() * 1e6;
+            let t = Instant::now();
+            for i in 0..n {
+                vmm::unmap(va.base + (i * granule) as u64, granule).during("cuMemUnmap")?;
+            }
+            per[4] = t.elapsed().as_secs_f64() * 1e6;
+            let t = Instant::now();
+            for h in handles {
+                vmm::release(h).during("cuMemRelease")?;
+            }
+            per[5] = t.elapsed().as_secs_f64() * 1e6;
+            if r > 0 {
+                for (a, v) in arms.iter_mut().zip(per) {
+                    a.push(v / n as f64);
+                }
+            }
+        }
+        for p in filler {
+            // SAFETY: allocated above, freed once.
+            unsafe { sys::cuMemFree_v2(p) }
+                .result()
+                .during("filler cuMemFree")?;
+        }
+        let point = VmmAtFill {
+            fill_fraction,
+            granules: n as u32,
+            create_us: summary(&arms[0])?,
+            map_us: summary(&arms[1])?,
+            set_access_us: summary(&arms[2])?,
+            first_touch_us: summary(&arms[3])?,
+            unmap_us: summary(&arms[4])?,
+            release_us: summary(&arms[5])?,
+        };
+        log(&format!(
+            "vmm at {:.0}% fill: create {:.1} map {:.1} set_access {:.1} touch {:.2} unmap {:.1} release {:.1} µs/granule",
+            fill_fraction * 100.0,
+            point.create_us.median,
+            point.map_us.median,
+            point.set_access_us.median,
+            point.first_touch_us.median,
+            point.unmap_us.median,
+            point.release_us.median
+        ));
+        out.push(point);
+    }
+    Ok(out)
+}
+
+/// Pinned host memory from cuMemHostAlloc, freed on drop.
+struct Pinned {
+    ptr: *mut u8,
+    len: usize,
+}
+impl Pinned {
+    fn new(len: usize) -> Result<Self, CalibrateError> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        unsafe { sys::cuMemHostAlloc(&mut p, len, 0) }
+            .result()
+            .during("cuMemHostAlloc")?;
+        // SAFETY: fresh allocation of len bytes.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0x5A, len) };
+        Ok(Self {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+}
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc.
+        let _ = unsafe { sys::cuMemFreeHost(self.ptr as *mut _) };
+        let _ = self.len;
+    }
+}
+
+/// H2D copy time over 64 KiB..256 MiB (x4 steps), pinned and pageable interleaved per repetition.
+fn measure_h2d(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<(CopyCurve, CopyCurve), CalibrateError> {
+    let sizes: Vec<u64> = if quick {
+        vec![64 << 10, 1 << 20, 16 << 20, 256 << 20]
+    } else {
+        (0..7).map(|i| (64u64 << 10) << (2 * i)).collect()
+    };
+    let max = *sizes.last().expect("sizes") as usize;
+    let pinned = Pinned::new(max)?;
+    let pageable = vec![0x5Au8; max];
+    let dst = stream.alloc_zeros::<u8>(max).during("H2D destination")?;
+    let (dptr, _g) = dst.device_ptr(stream);
+    let mut samples = vec![[Vec::new(), Vec::new()]; sizes.len()];
+    for r in 0..=reps {
+        for (i, &s) in sizes.iter().enumerate() {
+            for (kind, src) in [pinned.ptr as *const u8, pageable.as_ptr()]
+                .into_iter()
+                .enumerate()
+            {
+                let t = time_events(ctx, stream, &mut || {
+                    // SAFETY: src and dst hold at least `max >= s` bytes.
+                    unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(
+                            dptr,
+                            src as *const _,
+                            s as usize,
+                            stream.cu_stream(),
+                        )
+                    }
+                    .result()
+                    .during("cuMemcpyHtoDAsync")
+                })?;
+                if r > 0 {
+                    samples[i][kind].push(t);
+                }
+            }
+        }
+    }
+    let mut curves = Vec::new();
+    for kind in 0..2 {
+        let points: Vec<CopyPoint> = sizes
+            .iter()
+            .zip(&samples)
+            .map(|(&bytes, s)| {
+                Ok(CopyPoint {
+                    bytes,
+                    time_us: summary(&s[kind])?,
+                })
+            })
+            .collect::<Result<_, CalibrateError>>()?;
+        let fit = LinearFit::fit(
+            &points
+                .iter()
+                .map(|p| (p.bytes as f64, p.time_us.median))
+                .collect::<Vec<_>>(),
+        );
+        if let Some(f) = &fit {
+            log(&format!(
+                "H2D {}: latency {:.1} µs, {:.1} GB/s (r2 {:.4})",
+                ["pinned", "pageable"][kind],
+                f.latency_us,
+                f.bytes_per_us / 1e3,
+                f.r2
+            ));
+        }
+        curves.push(CopyCurve { points, fit });
+    }
+    let pageable_curve = curves.pop().expect("two");
+    Ok((curves.pop().expect("two"), pageable_curve))
+}
+
+/// Managed memory: demand faults per touch stride, and prefetch where the platform supports it.
+/// Never asks for more managed memory than a quarter of the free device memory.
+fn measure_managed(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    device: &DeviceInfo,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<ManagedResult, CalibrateError> {
+    let bytes = (if quick { 256 * MIB } else { GIB }).min(device.vram_free / 4);
+    let strides = [4u64 << 10, 64 << 10, 2 << 20];
+    let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
+    let alloc_host_resident = || -> Result<u64, CalibrateError> {
+        let mut p = 0;
+        // SAFETY: out-pointer valid; freed by the caller.
+        unsafe {
+            sys::cuMemAllocManaged(&mut p, bytes as usize, 1 /* CU_MEM_ATTACH_GLOBAL */)
+        }
+        .result()
+        .during("cuMemAllocManaged")?;
+        // The host writes every byte so all pages start host-resident.
+        // SAFETY: managed memory is host-accessible after allocation with no kernel running.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 1, bytes as usize) };
+        Ok(p)
+    };
+    let free_managed = |p: u64| -> Result<(), CalibrateError> {
+        // SAFETY: allocated by cuMemAllocManaged, freed once.
+        unsafe { sys::cuMemFree_v2(p) }
+            .result()
+            .during("cuMemFree managed")
+    };
+    let mut fault_samples = vec![(Vec::new(), Vec::new()); strides.len()];
+    let mut prefetch = Vec::new();
+    let mut prefetch_unsupported = if device.concurrent_managed_access {
+        None
+    } else {
+        Some(
+            "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS is 0 (e.g. Windows WDDM): no prefetch"
+                .to_string(),
+        )
+    };
+    for r in 0..=reps {
+        for (i, &stride) in strides.iter().enumerate() {
+            let p = alloc_host_resident()?;
+            let t = time_events(ctx, stream, &mut || {
+                Ok(k.launch_page_touch(stream, p, bytes, stride, &mut sink)?)
+            })?;
+            free_managed(p)?;
+            if r > 0 {
+                fault_samples[i].0.push(bytes as f64 / t);
+                fault_samples[i].1.push(t / (bytes / stride) as f64);
+            }
+        }
+        if prefetch_unsupported.is_none() {
+            let p = alloc_host_resident()?;
+            let loc = sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: ctx.ordinal() as i32,
+            };
+            let mut err = None;
+            let t = time_events(ctx, stream, &mut || {
+                // SAFETY: p is a managed range of `bytes` bytes.
+                if let Err(e) = unsafe {
+                    sys::cuMemPrefetchAsync_v2(p, bytes as usize, loc, 0, stream.cu_stream())
+                }
+                .result()
+                {
+                    err = Some(e);
+                }
+                Ok(())
+            })?;
+            free_managed(p)?;
+            match err {
+                Some(e) => prefetch_unsupported = Some(format!("cuMemPrefetchAsync failed: {e}")),
+                None if r > 0 => prefetch.push(bytes as f64 / t),
+                None => {}
+            }
+        }
+    }
+    let faults = strides
+        .iter()
+        .zip(&fault_samples)
+        .map(|(&stride, (bw, lat))| {
+            Ok(FaultPoint {
+                stride,
+                bytes,
+                bytes_per_us: summary(bw)?,
+                per_page_us: summary(lat)?,
+            })
+        })
+        .collect::<Result<Vec<_>, CalibrateError>>()?;
+    for f in &faults {
+        log(&format!(
+            "demand faults, stride {} KiB: {:.2} GB/s, {:.2} µs per page",
+            f.stride >> 10,
+            f.bytes_per_us.median / 1e3,
+            f.per_page_us.median
+        ));
+    }
+    let prefetch_bytes_per_us = if prefetch_unsupported.is_none() {
+        Some(summary(&prefetch)?)
+    } else {
+        None
+    };
+    match (&prefetch_bytes_per_us, &prefetch_unsupported) {
+        (Some(s), _) => log(&format!("prefetch: {:.1} GB/s", s.median / 1e3)),
+        (None, Some(why)) => log(&format!("prefetch unsupported: {why}")),
+        _ => {}
+    }
+    Ok(ManagedResult {
+        faults,
+        prefetch_bytes_per_us,
+        prefetch_unsupported,
+    })
+}
+
+/// One family of kernel arms sharing a bank of random experts.
+struct KernelArm {
+    tokens: usize,
+    slots: usize,
+    distinct: usize,
+    variant: Variant,
+}
+
+/// Expert-kernel time vs expert bytes (batch 1, top-8, per-slot), the 60-slot bandwidth
+/// geometry, and the 60-slot distinct-expert sweep (per-slot vs union, interleaved).
+fn measure_kernels(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    opts: &CalibrateOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<KernelPoint>, CalibrateError> {
+    let geo =
+        |h, f| ExpertGeometry::new(h, f, 128).map_err(|e| CalibrateError::Other(e.to_string()));
+    // (geometry, experts in bank, arms)
+    let mut families: Vec<(ExpertGeometry, usize, Vec<KernelArm>)> = Vec::new();
+    let ffns: &[usize] = if opts.quick {
+        &[256, 768]
+    } else {
+        &[256, 512, 768, 1024, 1536]
+    };
+    for &f in ffns {
+        let g = geo(2048, f)?;
+        families.push((
+            g,
+            128,
+            vec![KernelArm {
+                tokens: 1,
+                slots: 8,
+                distinct: 8,
+                variant: Variant::PerSlot,
+            }],
+        ));
+    }
+    let big = geo(2560, 640)?;
+    let distincts: &[usize] = if opts.quick {
+        &[60, 6]
+    } else {
+        &[60, 30, 20, 15, 12, 10, 6]
+    };
+    let mut arms = Vec::new();
+    for &d in distincts {
+        for v in [Variant::PerSlot, Variant::Union] {
+            arms.push(KernelArm {
+                tokens: 6,
+                slots: 60,
+                distinct: d,
+                variant: v,
+            });
+        }
+    }
+    families.push((big, 512, arms));
+
+    let mut rng = Pcg64::seed_from_u64(opts.seed);
+    let mut out = Vec::new();
+    for (g, experts, arms) in families {
+        let bank_bytes = experts * g.expert_stride();
+        // Random bytes: timing does not depend on values, only on bytes read.
+        let bank_host: Vec<u8> = {
+            let mut b = vec![0u8; bank_bytes];
+            rand::Rng::fill(&mut rng, &mut b[..]);
+            b
+        };
+        let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
+        let (base, _g) = bank.device_ptr(stream);
+        let mut samples = vec![Vec::new(); arms.len()];
+        for r in 0..=reps {
+            for (a, arm) in arms.iter().enumerate() {
+                // Fresh experts every repetition so the L2 (50-60 MB on Hopper) holds none of them.
+                let mut ids: Vec<usize> = (0..experts).collect();
+                ids.shuffle(&mut rng);
+                let pool = &ids[..arm.distinct];
+                let ptrs: Vec<u64> = (0..arm.slots)
+                    .map(|s| base + (pool[s % arm.distinct] * g.expert_stride()) as u64)
+                    .collect();
+                let slot_token: Vec<u32> = (0..arm.slots)
+                    .map(|s| (s * arm.tokens / arm.slots) as u32)
+                    .collect();
+                let x = vec![0.01f32; arm.tokens * g.hidden];
+                let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
+                stream.synchronize().during("prepare")?;
+                let t = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?;
+                if r > 0 {
+                    samples[a].push(t);
+                }
+            }
+        }
+        for (arm, s) in arms.iter().zip(&samples) {
+            let time_us = summary(s)?;
+            let p = KernelPoint {
+                hidden: g.hidden,
+                ffn: g.ffn,
+                group: g.group,
+                expert_bytes: g.expert_bytes() as u64,
+                tokens: arm.tokens,
+                slots: arm.slots,
+                distinct: arm.distinct,
+                variant: format!("{:?}", arm.variant),
+                weight_bytes_per_us: (arm.distinct * g.expert_bytes()) as f64 / time_us.median,
+                time_us,
+            };
+            log(&format!(
+                "kernel {}x{} slots {} distinct {} {}: {:.1} µs, {:.0} GB/s of distinct weights",
+                p.hidden,
+                p.ffn,
+                p.slots,
+                p.distinct,
+                p.variant,
+                p.time_us.median,
+                p.weight_bytes_per_us / 1e3
+            ));
+            out.push(p);
+        }
+    }
+    Ok(out)
+}

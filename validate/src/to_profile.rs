@@ -1,0 +1,196 @@
+//! Converts a [`Calibration`] into a hardware profile of the `profile` crate's schema.
+//! Constants that were not measured (or were unsupported) are left out, never zero.
+
+use crate::calibrate::Calibration;
+use crate::stats::Summary;
+use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
+
+/// Builds the profile `name` from `c`. Every constant carries GPU, driver, CUDA version, date,
+/// method, repetitions and the spread of its repetitions; the value is their median.
+pub fn to_profile(c: &Calibration, name: &str) -> Profile {
+    let d = &c.device;
+    let mut p = Profile::new(
+        name,
+        &format!(
+            "{} measured by `sim calibrate`{} on {}",
+            d.gpu,
+            if c.quick { " --quick" } else { "" },
+            d.date
+        ),
+        Device {
+            gpu: d.gpu.clone(),
+            os: d.os.clone(),
+            driver: d.driver.clone(),
+            cuda: d.cuda.clone(),
+            link: None,
+            host: None,
+        },
+    );
+    let m = |method: String, s: Option<&Summary>| Measurement {
+        gpu: d.gpu.clone(),
+        driver: d.driver.clone(),
+        cuda: d.cuda.clone(),
+        date: d.date.clone(),
+        method,
+        repetitions: s.map(|s| s.n).or(Some(1)),
+        spread: s.map(|s| s.spread),
+        statistic: Some(
+            if s.is_some() {
+                "median"
+            } else {
+                "single reading"
+            }
+            .into(),
+        ),
+        source: Some("sim calibrate (validate crate)".into()),
+    };
+    let ranged = |v: f64, s: &Summary, f: f64, unit: &str, meas: Measurement| {
+        Constant::measured(v, unit, meas).with_range(s.min * f, s.max * f)
+    };
+    p.set(
+        N::VramTotal,
+        Constant::measured(
+            d.vram_total as f64,
+            "B",
+            m("cuMemGetInfo total".into(), None),
+        ),
+    );
+    p.set(
+        N::VramUsable,
+        Constant::measured(
+            d.vram_free as f64,
+            "B",
+            m("cuMemGetInfo free at the start of calibration".into(), None),
+        ),
+    );
+    p.set(
+        N::VmmGranule,
+        Constant::measured(
+            c.granularity_min as f64,
+            "B",
+            m(
+                format!(
+                    "cuMemGetAllocationGranularity minimum (recommended {} B)",
+                    c.granularity_recommended
+                ),
+                None,
+            ),
+        ),
+    );
+
+    if let Some(v) = c.vmm.first() {
+        let how = |call: &str| {
+            format!("{call}, one call per {} B granule, {} granules per repetition, timed on the host, at {:.0}% of VRAM allocated", c.granularity_min, v.granules, v.fill_fraction * 100.0)
+        };
+        for (name, s, call) in [
+            (N::CuMemCreate, &v.create_us, "cuMemCreate"),
+            (N::CuMemMap, &v.map_us, "cuMemMap"),
+            (N::CuMemSetAccess, &v.set_access_us, "cuMemSetAccess"),
+            (N::CuMemUnmap, &v.unmap_us, "cuMemUnmap"),
+            (N::CuMemRelease, &v.release_us, "cuMemRelease"),
+        ] {
+            p.set(name, ranged(s.median, s, 1.0, "us", m(how(call), Some(s))));
+        }
+    }
+    // First touch per fill band: the highest-fill measurement inside each band.
+    for (name, lo, hi) in [
+        (N::FirstTouchBelow90, 0.0, 0.9),
+        (N::FirstTouch90To100, 0.9, 1.0),
+    ] {
+        if let Some(v) = c
+            .vmm
+            .iter()
+            .filter(|v| v.fill_fraction >= lo && v.fill_fraction < hi)
+            .last()
+        {
+            let s = &v.first_touch_us;
+            p.set(name, ranged(s.median, s, 1.0, "us", m(format!("cuMemsetD8 over {} freshly mapped granules + synchronize, per granule, at {:.0}% of VRAM allocated", v.granules, v.fill_fraction * 100.0), Some(s))));
+        }
+    }
+    if let Some(f) = &c.h2d_pinned.fit {
+        let sizes = format!(
+            "{}..{} B",
+            c.h2d_pinned.points.first().map_or(0, |p| p.bytes),
+            c.h2d_pinned.points.last().map_or(0, |p| p.bytes)
+        );
+        let reps = c.h2d_pinned.points.first().map(|p| p.time_us.clone());
+        let meas = |what: &str| {
+            Measurement { statistic: Some("least-squares fit over per-size medians".into()), ..m(format!("cuMemcpyHtoDAsync from cuMemHostAlloc memory, CUDA events, sizes {sizes}; {what} (r2 {:.5})", f.r2), reps.as_ref()) }
+        };
+        p.set(
+            N::H2dBandwidth,
+            Constant::measured(f.bytes_per_us, "MB/s", meas("1 / slope")),
+        );
+        if f.latency_us > 0.0 {
+            p.set(
+                N::H2dLatency,
+                Constant::measured(f.latency_us, "us", meas("intercept")),
+            );
+        }
+    }
+    for (name, curve, kind) in [
+        (
+            N::H2dPinnedBandwidth,
+            &c.h2d_pinned,
+            "pinned (cuMemHostAlloc)",
+        ),
+        (
+            N::H2dPageableBandwidth,
+            &c.h2d_pageable,
+            "pageable (Vec<u8>)",
+        ),
+    ] {
+        if let Some(pt) = curve.points.last() {
+            let s = &pt.time_us;
+            let bw = |t: f64| pt.bytes as f64 / t;
+            p.set(
+                name,
+                Constant::measured(
+                    bw(s.median),
+                    "MB/s",
+                    m(
+                        format!(
+                            "cuMemcpyHtoDAsync of {} B from {kind} host memory, CUDA events",
+                            pt.bytes
+                        ),
+                        Some(s),
+                    ),
+                )
+                .with_range(bw(s.max), bw(s.min)),
+            );
+        }
+    }
+    // The decode kernel's weight-read rate: the 60-slot per-slot launch with 60 distinct experts.
+    if let Some(k) = c
+        .kernels
+        .iter()
+        .find(|k| k.slots == 60 && k.distinct == 60 && k.variant == "PerSlot")
+    {
+        let s = &k.time_us;
+        let bw = |t: f64| (k.distinct as u64 * k.expert_bytes) as f64 / t;
+        p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of the gate+up and down launches, CUDA events", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes), Some(s))).with_range(bw(s.max), bw(s.min)));
+    }
+    if let Some(f) = c.managed.faults.iter().find(|f| f.stride == 4096) {
+        let s = &f.bytes_per_us;
+        p.set(N::FaultBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemAllocManaged of {} B written by the host, then a kernel reading one byte per 4 KiB page; buffer bytes / kernel time", f.bytes), Some(s))));
+    }
+    if let Some(s) = &c.managed.prefetch_bytes_per_us {
+        let bytes = c.managed.faults.first().map_or(0, |f| f.bytes);
+        p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))));
+    }
+    let s = &c.launch_us;
+    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m("1000 back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch".into(), Some(s))));
+    p.os_paging = Some(OsPaging {
+        prefetch_hints: c.managed.prefetch_bytes_per_us.is_some(),
+        note: c.managed.prefetch_unsupported.clone().unwrap_or_else(|| {
+            "cuMemPrefetchAsync to the device succeeded during calibration".into()
+        }),
+    });
+    p.notes.push(format!(
+        "Streaming read by a plain kernel over {} B: {:.0} GB/s (median of {}). The full measurement set (VMM latencies at every fill level, H2D curves, fault strides, kernel sweeps) is in the calibration's measurements JSON.",
+        c.stream_read_bytes,
+        c.stream_read_bytes_per_us.median / 1e3,
+        c.stream_read_bytes_per_us.n
+    ));
+    p
+}
