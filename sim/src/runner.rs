@@ -58,6 +58,8 @@ pub struct RunConfig {
     pub phase: PhaseSel,
     /// `--expert-mib`, `--dtype`, `--granule-mib`.
     pub sizes: SizeOptions,
+    /// Retention under a budget (`--evict`, `--budget`, ...); `None`: streaming regime only.
+    pub retention: Option<crate::cache::RetentionConfig>,
 }
 
 impl Default for RunConfig {
@@ -67,6 +69,7 @@ impl Default for RunConfig {
             policy: "e2".to_string(),
             phase: PhaseSel::Decode,
             sizes: SizeOptions::default(),
+            retention: None,
         }
     }
 }
@@ -170,6 +173,21 @@ pub struct RunReport {
     /// Streaming-regime metrics (nothing retained across steps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming: Option<StreamingMetrics>,
+    /// Retention inputs echo (policy, budget as given, split, semantics, batching).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::cache::RetentionInputs>,
+    /// Cache-regime totals under the budget (issue 4's exact keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheReport>,
+    /// DRAM/SSD tier totals, with `--dram`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<crate::cache::TiersReport>,
+    /// Batching summary, with `--queue`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::cache::ScheduleReport>,
+    /// Smallest budget reaching a tokens-per-second target, with `--target-tokens-per-s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::cache::TargetReport>,
 }
 
 /// Parse a spec, naming the flag it came from in the error.
@@ -202,6 +220,19 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
     let (map, sizes) = build_units(cfg, w)?;
     let trace = &w.trace.trace;
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
+    let retention = cfg
+        .retention
+        .as_ref()
+        .map(|rc| {
+            crate::cache::run_retention(
+                trace,
+                w.profile.as_ref().map(|p| &p.trace),
+                &map,
+                cfg.phase,
+                rc,
+            )
+        })
+        .transpose()?;
     Ok(RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
@@ -217,6 +248,11 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
             granule_bytes: map.granule_bytes,
         },
         streaming: Some(streaming),
+        retention: retention.as_ref().map(|r| r.inputs.clone()),
+        cache: retention.as_ref().map(|r| r.cache.clone()),
+        tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
+        schedule: retention.as_ref().and_then(|r| r.schedule.clone()),
+        target: retention.and_then(|r| r.target),
     })
 }
 

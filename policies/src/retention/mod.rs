@@ -237,6 +237,13 @@ impl std::fmt::Display for PolicyKind {
     }
 }
 
+/// Serialized as its `--evict` name.
+impl serde::Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl std::str::FromStr for PolicyKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

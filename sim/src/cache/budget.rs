@@ -119,7 +119,8 @@ impl Budget {
         }
         if n > units as u128 {
             return Err(CacheError::Budget(format!(
-                "budget {self} ({n} units) is above the bank ({units} units); give at most 100% / {units} units"
+                "budget {self}{} is above the bank ({units} units); give at most 100% / {units} units",
+                if matches!(self, Budget::Units(_)) { String::new() } else { format!(" ({n} units)") }
             )));
         }
         Ok(n as usize)
@@ -142,6 +143,13 @@ impl std::fmt::Display for Budget {
             Budget::Units(n) => write!(f, "{n} units"),
             Budget::Bytes(b) => write!(f, "{b} B"),
         }
+    }
+}
+
+/// Serialized as written back by `Display` (`25%`, `192 units`, `3221225472 B`).
+impl serde::Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
     }
 }
 

@@ -18,6 +18,7 @@ pub use budget::Budget;
 pub use driver::{CacheReport, CacheSim, GroupOutcome, Semantics, Split};
 pub use schedule::{Schedule, ScheduleReport};
 pub use stream::{AccessStream, ProfileStats, Request};
+pub use target::TargetReport;
 pub use tiers::TiersReport;
 
 use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
@@ -39,7 +40,7 @@ pub enum CacheError {
 }
 
 /// Everything that selects one cache-regime run besides the stream.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct CacheConfig {
     pub policy: PolicyKind,
     pub budget: Budget,
@@ -70,7 +71,7 @@ pub struct Workload {
 }
 
 /// Batching options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Batching {
     pub batch: usize,
     pub queue: Option<usize>,
@@ -264,4 +265,84 @@ impl Workload {
         );
         Ok((sim, pool_of))
     }
+}
+
+/// A retention run as `sim run` / `sim sweep` ask for it: policy, budget, batching, and
+/// optionally the inverse (target tokens per second) question.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RetentionConfig {
+    pub cache: CacheConfig,
+    pub batching: Batching,
+    /// (target tokens per second, link GB/s): search the smallest budget instead of using
+    /// `cache.budget`.
+    pub target: Option<(f64, f64)>,
+}
+
+/// The retention inputs echoed in a run report (the `retention` block).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RetentionInputs {
+    pub evict: PolicyKind,
+    /// The budget as given (`25%`, `192 units`, bytes); `cache.budget_units` is the resolved count.
+    pub budget: Budget,
+    pub split: Split,
+    pub semantics: Semantics,
+    pub batch: usize,
+    pub queue: Option<usize>,
+    pub schedule: Schedule,
+    pub dram: Option<Budget>,
+    pub seed: u64,
+    /// `binary` or `scan`, for the target search (policy monotone in the budget or not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_search: Option<String>,
+}
+
+/// Every block a retention run adds to a run report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetentionOutcome {
+    pub inputs: RetentionInputs,
+    pub cache: CacheReport,
+    pub tiers: Option<TiersReport>,
+    pub schedule: Option<ScheduleReport>,
+    pub target: Option<TargetReport>,
+}
+
+/// Run one retention configuration of `trace` (phases `phases`) over `map`'s units; the
+/// pinning policies rank units by `profile` (or the trace itself when `None`).
+pub fn run_retention(
+    trace: &Trace,
+    profile: Option<&Trace>,
+    map: &UnitMap,
+    phases: PhaseSel,
+    rc: &RetentionConfig,
+) -> Result<RetentionOutcome, CacheError> {
+    let w = Workload::build(trace, map, phases, rc.batching, profile)?;
+    let mut cfg = rc.cache.clone();
+    let target = match rc.target {
+        Some((tps, gbps)) => {
+            let t = target::smallest_budget(&w, map, &cfg, tps, gbps)?;
+            let units = t.budget_units.unwrap_or(map.num_units() as u64);
+            cfg.budget = Budget::Units(units);
+            Some(t)
+        }
+        None => None,
+    };
+    let out = w.run(map, &cfg)?;
+    Ok(RetentionOutcome {
+        inputs: RetentionInputs {
+            evict: cfg.policy,
+            budget: cfg.budget.clone(),
+            split: cfg.split,
+            semantics: cfg.semantics,
+            batch: rc.batching.batch,
+            queue: rc.batching.queue,
+            schedule: rc.batching.schedule,
+            dram: cfg.dram.clone(),
+            seed: cfg.seed,
+            target_search: target.as_ref().map(|t| t.search.clone()),
+        },
+        cache: out.cache,
+        tiers: out.tiers,
+        schedule: w.schedule.clone(),
+        target,
+    })
 }

@@ -42,12 +42,13 @@ pub fn run(args: RunArgs) -> Result<()> {
         policy: args.policy.clone(),
         phase: args.input.phase,
         sizes: args.input.sizes(),
+        retention: args.cache.for_run()?,
     };
     let report = runner::run(&cfg, &workload)?;
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        summary(&report)
+        summary(&report) + &super::args_cache::retention_summary(&report)
     };
     emit(args.out.as_deref(), &text)
 }
@@ -70,11 +71,11 @@ fn summary(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "policy    {}   expert {:.3} MiB ({})   granule {} KiB   profile {}",
+        "policy    {}   expert {:.3} MiB ({})   granule {}   profile {}",
         i.policy,
         i.expert_mib,
         dtype,
-        i.granule_bytes / 1024,
+        granule_text(i.granule_bytes),
         i.profile_trace
     );
     if let Some(m) = &r.streaming {
@@ -145,4 +146,13 @@ fn summary(r: &RunReport) -> String {
         }
     }
     s
+}
+
+/// A granule or page size in the unit that reads best: `2 MiB`, `64 KiB`.
+pub fn granule_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes as f64 / 1024.0)
+    }
 }
