@@ -105,7 +105,7 @@ impl<'a> StreamingPass<'a> {
             });
         }
         let key_base = (0..ks.num_moe_layers())
-            .flat_map(|m| std::iter::repeat(ks.offsets[m]).take(ks.top_k[m] as usize))
+            .flat_map(|m| vec![ks.offsets[m]; ks.top_k[m] as usize])
             .collect();
         let single = map.key_count.iter().all(|&c| c == 1);
         let nu = map.num_units();

@@ -86,7 +86,7 @@ impl ProfileStats {
         let mut counts = vec![0u64; ks.num_keys()];
         // key base of each position inside a token record
         let base: Vec<u32> = (0..ks.num_moe_layers())
-            .flat_map(|m| std::iter::repeat(ks.offsets[m]).take(ks.top_k[m] as usize))
+            .flat_map(|m| vec![ks.offsets[m]; ks.top_k[m] as usize])
             .collect();
         for seq in &trace.sequences {
             for &p in phases.phases() {

@@ -65,7 +65,11 @@ impl Sizes {
             None => DEFAULT_GRANULE_BYTES,
             Some(g) => {
                 let b = mib_to_bytes(g);
-                if !(g > 0.0) || !b.is_power_of_two() || (b as f64 - g * MIB as f64).abs() > 1e-6 {
+                if g.is_nan()
+                    || g <= 0.0
+                    || !b.is_power_of_two()
+                    || (b as f64 - g * MIB as f64).abs() > 1e-6
+                {
                     return Err(SizeError::GranuleNotPowerOfTwo(g));
                 }
                 b
@@ -74,7 +78,7 @@ impl Sizes {
         let (expert_bytes, dtype) = match (opts.expert_mib, opts.dtype) {
             (Some(_), Some(_)) => return Err(SizeError::BothGiven),
             (Some(x), None) => {
-                if !(x > 0.0) || !x.is_finite() {
+                if !x.is_finite() || x <= 0.0 {
                     return Err(SizeError::ExpertNotPositive(x));
                 }
                 let b = mib_to_bytes(x);

@@ -7,6 +7,7 @@
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
+use super::run::granule_text;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
@@ -184,14 +185,14 @@ fn table(reports: &[RunReport]) -> String {
         let i = &r.inputs;
         let _ = writeln!(
             s,
-            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB, granule {} KiB",
+            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB, granule {}",
             i.trace,
             i.model,
             i.moe_layers,
             i.tokens,
             i.phase.as_str(),
             i.expert_mib,
-            i.granule_bytes / 1024
+            granule_text(i.granule_bytes)
         );
         let _ = writeln!(s, "streaming regime, per MoE layer per step:");
     }

@@ -1,0 +1,208 @@
+//! `sim run` and `sim sweep` through the built binary: the main job, the embedded trace,
+//! sweep formats and every bad-input error.
+
+mod common;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the sim binary runs")
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    let o = sim(args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+/// Run, expect failure without a panic, and return stderr.
+fn fails(args: &[&str]) -> String {
+    let o = sim(args);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{args:?} should fail");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+const PROSE: &str = "traces/data/granite/prose.bin";
+
+#[test]
+fn main_job_e1_on_granite_prose() {
+    // granite: 24 MoE layers x 32 experts, top-8; bf16 experts of 3 x 1024 x 512 x 2 B = 3 MiB.
+    // e1 holds exactly the 8 selected experts: 8 x 3 MiB useful, 8 x 4 MiB committed.
+    // The trace README lists 5 keys selected in all 64 prose decode steps.
+    let v = ok_json(&["run", "--policy", "e1", "--trace", PROSE, "--json"]);
+    let s = &v["streaming"];
+    assert_eq!(v["inputs"]["expert_bytes"], 3 << 20);
+    assert_eq!(v["inputs"]["tokens"], 64);
+    assert_eq!(s["transfer_mib_per_layer_step"], 24.0);
+    assert_eq!(s["resident_mib_per_layer_step"], 32.0);
+    assert_eq!(s["resident_experts_per_layer_step"], 8.0);
+    assert_eq!(s["selectivity"], 1.0);
+    assert_eq!(s["units_per_layer"], 32.0);
+    assert_eq!(s["always_on_units"], 5);
+    assert_eq!(s["useful_mib_total"], 24.0 * 32.0 * 3.0);
+}
+
+#[test]
+fn embedded_trace_matches_the_file() {
+    let file = ok_json(&["run", "--policy", "e2", "--trace", PROSE, "--json"]);
+    let embedded = ok_json(&["run", "--json"]);
+    assert_eq!(embedded["inputs"]["trace"], "embedded:prose");
+    assert_eq!(embedded["inputs"]["policy"], "e2:hot");
+    assert_eq!(file["streaming"], embedded["streaming"]);
+    let text = sim(&["run"]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("e2:hot") && text.contains("selectivity"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sweep_csv_and_json_rows_in_order() {
+    let o = sim(&[
+        "sweep",
+        "--trace",
+        "traces/data/granite/all.bin",
+        "--e",
+        "1,2",
+        "--orders",
+        "index,hot",
+        "--format",
+        "csv",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // e1:index and e1:hot are both e1
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("policy,resident_mib_per_layer_step,"));
+    let policies: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(policies, ["e1", "e2:index", "e2:hot"]);
+    let v = ok_json(&[
+        "sweep",
+        "--trace",
+        "traces/data/granite/all.bin",
+        "--policies",
+        "e2:hot,e1,os64k",
+        "--format",
+        "json",
+    ]);
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["inputs"]["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["e2:hot", "e1", "os64k"]);
+    // e1 on all three prompts: the 8 selected experts of 3 MiB each
+    assert_eq!(v[1]["streaming"]["transfer_mib_per_layer_step"], 24.0);
+}
+
+#[test]
+fn out_file_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = sim(&["run", "--json", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["inputs"]["policy"], "e2:hot");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary left"
+    );
+}
+
+#[test]
+fn bad_policy_specs() {
+    let e = fails(&["run", "--policy", "e0"]);
+    assert!(e.contains("--policy") && e.contains("at least 1"), "{e}");
+    let e = fails(&["run", "--policy", "lru"]);
+    assert!(
+        e.contains("--policy") && e.contains("accepted forms"),
+        "{e}"
+    );
+    let e = fails(&["run", "--policy", "e2:warm"]);
+    assert!(e.contains("warm") && e.contains("index, hot, coact"), "{e}");
+    let e = fails(&["run", "--policy", "region:2"]);
+    assert!(
+        e.contains("--policy region:2") && e.contains("smaller than one expert"),
+        "{e}"
+    );
+    let e = fails(&["sweep", "--policies", "e1,e9x"]);
+    assert!(e.contains("--policies") && e.contains("e9x"), "{e}");
+    let e = fails(&["sweep", "--e", "0"]);
+    assert!(e.contains("--e"), "{e}");
+}
+
+#[test]
+fn bad_sizes() {
+    let e = fails(&["run", "--granule-mib", "3"]);
+    assert!(
+        e.contains("--granule-mib") && e.contains("power of two"),
+        "{e}"
+    );
+    let e = fails(&["run", "--expert-mib", "0"]);
+    assert!(e.contains("--expert-mib"), "{e}");
+    let e = fails(&["run", "--expert-mib", "2", "--dtype", "fp8"]);
+    assert!(e.contains("--expert-mib") && e.contains("--dtype"), "{e}");
+    let e = fails(&["run", "--dtype", "fp4"]);
+    assert!(e.contains("--dtype"), "{e}");
+}
+
+#[test]
+fn missing_geometry_needs_expert_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nogeo.bin");
+    let t = common::trace(2, 4, &[vec![vec![0, 1], vec![2, 3]]]);
+    traces::write_file(&path, &t).unwrap();
+    let p = path.to_str().unwrap();
+    let e = fails(&["run", "--trace", p]);
+    assert!(e.contains("--expert-mib") && e.contains("hidden"), "{e}");
+    let v = ok_json(&[
+        "run",
+        "--trace",
+        p,
+        "--expert-mib",
+        "1",
+        "--policy",
+        "e1",
+        "--json",
+    ]);
+    // 1 MiB experts in 2 MiB granules: 2 experts per layer, 2 MiB each committed
+    assert_eq!(v["streaming"]["resident_mib_per_layer_step"], 4.0);
+    assert_eq!(v["streaming"]["waste_factor"], 2.0);
+}
+
+#[test]
+fn missing_trace_file_and_mismatched_profile() {
+    let e = fails(&["run", "--trace", "no/such/file.bin"]);
+    assert!(
+        e.contains("--trace") && e.contains("no/such/file.bin"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.bin");
+    traces::write_file(&path, &common::trace(2, 4, &[vec![vec![0, 1], vec![2, 3]]])).unwrap();
+    let e = fails(&["run", "--profile-trace", path.to_str().unwrap()]);
+    assert!(
+        e.contains("--profile-trace") && e.contains("same model"),
+        "{e}"
+    );
+}
