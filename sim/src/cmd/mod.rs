@@ -10,6 +10,7 @@ pub mod report;
 pub mod run;
 pub mod sweep;
 pub mod trace;
+pub mod trace_gen;
 pub mod trace_io;
 pub mod trace_stats;
 pub mod validate;

@@ -11,6 +11,9 @@ pub enum TraceCommand {
     /// Statistics of a trace: popularity skew, concentration, always-on keys, temporal reuse,
     /// next-layer predictability (one streaming pass; --json for machine-readable output).
     Stats(super::trace_stats::StatsArgs),
+    /// Write a labelled synthetic trace: model presets or custom geometry, Zipf popularity
+    /// skew, temporal locality, cross-layer correlation, or skew/locality fitted to a real trace.
+    Gen(super::trace_gen::GenArgs),
 }
 
 pub fn run(cmd: TraceCommand) -> anyhow::Result<()> {
@@ -18,5 +21,6 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<()> {
         TraceCommand::Import(a) => super::trace_io::run_import(a),
         TraceCommand::Export(a) => super::trace_io::run_export(a),
         TraceCommand::Stats(a) => super::trace_stats::run_stats(a),
+        TraceCommand::Gen(a) => super::trace_gen::run_gen(a),
     }
 }

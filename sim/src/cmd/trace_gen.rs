@@ -1,0 +1,170 @@
+//! `sim trace gen`: write a labelled synthetic trace (see `traces::gen` for the router model).
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::path::PathBuf;
+use traces::gen::fit::{fit, FitOptions};
+use traces::gen::{write_trace, GenParams};
+use traces::presets::{preset, preset_names, PRESETS};
+use traces::{LayerSpec, ModelSpec};
+
+/// Arguments of `sim trace gen`.
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Output trace file (written to a temporary file in the same directory, then renamed).
+    #[arg(long, required_unless_present = "list_presets")]
+    pub out: Option<PathBuf>,
+    /// Model geometry from a preset (see --list-presets): granite-3.0-1b-a400m, olmoe-1b-7b,
+    /// gpt-oss-20b, qwen3-30b-a3b, mixtral-8x7b, deepseek-v3, kimi-k2.
+    #[arg(long, conflicts_with_all = ["layers", "experts", "top_k"])]
+    pub preset: Option<String>,
+    /// Custom geometry: number of MoE layers (with --experts and --top-k).
+    #[arg(long, requires_all = ["experts", "top_k"])]
+    pub layers: Option<usize>,
+    /// Custom geometry: routed experts per MoE layer (at most 65,535).
+    #[arg(long)]
+    pub experts: Option<u16>,
+    /// Custom geometry: experts the router selects per token in each MoE layer.
+    #[arg(long)]
+    pub top_k: Option<u16>,
+    /// Custom geometry: leading dense layers without routed experts.
+    #[arg(long, default_value_t = 0)]
+    pub dense_layers: usize,
+    /// Custom geometry: model name to record in the header.
+    #[arg(long, default_value = "synthetic")]
+    pub model_name: String,
+    /// Zipf exponent of expert popularity (0 = uniform): one value, or one per MoE layer
+    /// separated by commas. Required unless --fit-to gives it.
+    #[arg(long, value_delimiter = ',')]
+    pub skew: Vec<f64>,
+    /// Probability in [0, 1] that each of the previous token's experts is selected again: one
+    /// value, or one per MoE layer. Required unless --fit-to gives it.
+    #[arg(long, value_delimiter = ',')]
+    pub locality: Vec<f64>,
+    /// Probability in [0, 1] that a free slot takes the successor (same popularity rank) of the
+    /// previous layer's expert in that slot; 0 keeps layers independent.
+    #[arg(long, default_value_t = 0.0)]
+    pub cross_layer: f64,
+    /// Decode tokens per sequence.
+    #[arg(long, required_unless_present = "list_presets")]
+    pub tokens: Option<u64>,
+    /// Number of sequences.
+    #[arg(long, default_value_t = 1)]
+    pub sequences: u64,
+    /// Seed of the Pcg64 generator; the same inputs and seed give a byte-identical file.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Estimate --skew and --locality per layer from this real trace (decode phase) by
+    /// simulated moments (see traces::gen::fit). Without --preset/--layers the geometry is also
+    /// taken from it; with a different geometry the per-layer fits are averaged.
+    #[arg(long)]
+    pub fit_to: Option<PathBuf>,
+    /// Print the parameters used (and the per-layer fit) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// List the presets with their geometry and source, and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
+    if a.list_presets {
+        for p in PRESETS {
+            println!(
+                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}  [{}]",
+                p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
+                p.hidden_size, p.expert_ffn, p.source
+            );
+        }
+        return Ok(());
+    }
+    let (Some(out), Some(tokens)) = (a.out.clone(), a.tokens) else {
+        bail!("--out and --tokens are required");
+    };
+    let fitted = match &a.fit_to {
+        Some(path) => {
+            let st = super::trace_stats::stats_of_file(path, traces::PhaseSel::Decode)
+                .with_context(|| format!("fitting to {}", path.display()))?;
+            let model = traces::read_header(path)?.model;
+            Some((model, fit(&st, &FitOptions::default())))
+        }
+        None => None,
+    };
+    let model = if let Some(name) = &a.preset {
+        let Some(p) = preset(name) else {
+            bail!(
+                "unknown preset {name:?}; the presets are: {}",
+                preset_names()
+            );
+        };
+        p.model_spec()
+    } else if let Some(layers) = a.layers {
+        let (experts, top_k) = (a.experts.unwrap_or(0), a.top_k.unwrap_or(0));
+        if experts == 0 || top_k == 0 || top_k > experts || layers == 0 {
+            bail!("custom geometry needs --layers >= 1, --experts >= 1 and 1 <= --top-k <= --experts (got {layers}, {experts}, {top_k})");
+        }
+        let mut m = ModelSpec::uniform(&a.model_name, a.dense_layers + layers, experts, top_k);
+        for l in &mut m.layers[..a.dense_layers] {
+            *l = LayerSpec {
+                experts: 0,
+                top_k: 0,
+                shared_experts: 0,
+            };
+        }
+        m
+    } else if let Some((m, _)) = &fitted {
+        m.clone()
+    } else {
+        bail!("give the geometry: --preset NAME, --layers/--experts/--top-k, or --fit-to FILE");
+    };
+    let moe = model.moe_layers().len();
+    let (mut skew, mut locality) = (a.skew.clone(), a.locality.clone());
+    if let Some((_, fits)) = &fitted {
+        let s: Vec<f64> = fits.iter().map(|f| f.skew).collect();
+        let l: Vec<f64> = fits.iter().map(|f| f.locality).collect();
+        let same = fits.len() == moe;
+        if skew.is_empty() {
+            skew = if same { s } else { vec![mean(&s)] };
+        }
+        if locality.is_empty() {
+            locality = if same { l } else { vec![mean(&l)] };
+        }
+    }
+    if skew.is_empty() || locality.is_empty() {
+        bail!(
+            "give --skew and --locality (e.g. --skew 1.0 --locality 0.3), or --fit-to a real trace"
+        );
+    }
+    let params = GenParams {
+        preset: a.preset.clone(),
+        skew,
+        locality,
+        cross_layer: a.cross_layer,
+        sequences: a.sequences,
+        tokens,
+        seed: a.seed,
+        fitted_to: a.fit_to.as_ref().map(|p| p.display().to_string()),
+    };
+    write_trace(&out, &model, &params).with_context(|| format!("writing {}", out.display()))?;
+    if a.json {
+        let fit_json = fitted.as_ref().map(|(_, f)| f);
+        let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
+            "params": params, "fit": fit_json });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "wrote {}: {} ({} MoE layers), {} sequence(s) x {} decode tokens, seed {}",
+            out.display(),
+            model.name,
+            moe,
+            params.sequences,
+            params.tokens,
+            params.seed
+        );
+    }
+    Ok(())
+}
