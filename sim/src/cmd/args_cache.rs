@@ -376,3 +376,94 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
     }
     s
 }
+
+/// The `sim sweep` table of a retention grid: one row per (mechanism, policy, budget,
+/// split, batch), Belady's bound first within each mechanism.
+pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if let Some(r) = reports.first() {
+        let i = &r.inputs;
+        let _ = writeln!(
+            s,
+            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB; cache regime, semantics {}",
+            i.trace,
+            i.model,
+            i.moe_layers,
+            i.tokens,
+            i.phase.as_str(),
+            i.expert_mib,
+            r.retention.as_ref().map_or("", |x| match x.semantics {
+                Semantics::Group => "group",
+                Semantics::Access => "access",
+            })
+        );
+    }
+    let tiers = reports.iter().any(|r| r.tiers.is_some());
+    let sched = reports.iter().any(|r| r.schedule.is_some());
+    let _ = write!(
+        s,
+        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9} {:>8} {:>11} {:>9} {:>9}",
+        "mechanism",
+        "evict",
+        "budget",
+        "split",
+        "batch",
+        "units",
+        "pgin/tok",
+        "miss %",
+        "MiB/token",
+        "evictions",
+        "peak MiB"
+    );
+    if tiers {
+        let _ = write!(s, " {:>9} {:>9} {:>9}", "dram hit", "ssd comp", "ssd cap");
+    }
+    if sched {
+        let _ = write!(
+            s,
+            " {:>9} {:>5} {:>5} {:>5}",
+            "union/tok", "d p50", "d p99", "d max"
+        );
+    }
+    let _ = writeln!(s);
+    for r in reports {
+        let (Some(i), Some(c)) = (&r.retention, &r.cache) else {
+            continue;
+        };
+        let _ = write!(
+            s,
+            "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9.3} {:>8.2} {:>11.3} {:>9} {:>9.1}",
+            r.inputs.policy,
+            i.evict.name(),
+            i.budget.to_string(),
+            match i.split {
+                Split::Global => "global",
+                Split::PerLayer => "per-layer",
+            },
+            i.batch,
+            c.budget_units,
+            c.page_ins_per_token,
+            c.miss_rate * 100.0,
+            c.bytes_per_token / (1u64 << 20) as f64,
+            c.evictions,
+            c.peak_resident_mib
+        );
+        if let Some(t) = &r.tiers {
+            let _ = write!(
+                s,
+                " {:>9} {:>9} {:>9}",
+                t.dram_hits, t.ssd_compulsory, t.ssd_capacity
+            );
+        }
+        if let Some(q) = &r.schedule {
+            let _ = write!(
+                s,
+                " {:>9.3} {:>5} {:>5} {:>5}",
+                q.unions_per_token, q.delay_p50, q.delay_p99, q.delay_max
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}

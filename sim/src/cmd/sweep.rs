@@ -120,11 +120,28 @@ pub fn grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
         sizes: args.input.sizes(),
         ..RunConfig::default()
     };
-    Ok(specs(args)?
+    // Retention lists multiply each spec (nested spec > evict > budget > split > batch). With
+    // retention and no mechanism given, the grid is over e1 (one expert per unit) only.
+    let retention = args.cache.for_sweep()?;
+    let specs = match &retention {
+        Some(_) if args.policies.is_empty() && args.e.is_empty() => vec!["e1".to_string()],
+        _ => specs(args)?,
+    };
+    Ok(specs
         .into_iter()
-        .map(|policy| RunConfig {
-            policy,
-            ..base.clone()
+        .flat_map(|policy| match &retention {
+            None => vec![RunConfig {
+                policy,
+                ..base.clone()
+            }],
+            Some(rs) => rs
+                .iter()
+                .map(|r| RunConfig {
+                    policy: policy.clone(),
+                    retention: Some(r.clone()),
+                    ..base.clone()
+                })
+                .collect(),
         })
         .collect())
 }
@@ -139,6 +156,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
         Format::Csv => csv_text(&reports)?,
+        Format::Table if reports.iter().any(|r| r.cache.is_some()) => {
+            super::args_cache::retention_table(&reports)
+        }
         Format::Table => table(&reports),
     };
     emit(args.out.as_deref(), &text)
