@@ -366,7 +366,8 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         .to_string(),
                 ),
                 Cell::plain(if p.synthetic { "synthetic" } else { "recorded" }.to_string()),
-                Cell::plain(p.source.clone()),
+                // the full source is in the provenance list below
+                Cell::plain(p.source.split(" (").next().unwrap_or_default().to_string()),
             ]
         })
         .collect();
@@ -399,7 +400,7 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                 &p.tool
             }
         );
-        if !p.date.is_empty() {
+        if !p.date.is_empty() && p.date != "unknown" {
             s.push_str(&format!(" on {}", p.date));
         }
         if !p.prompt_labels.is_empty() {
@@ -407,6 +408,9 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         }
         if let Some(g) = &p.generator {
             s.push_str(&format!("; generator: {g}"));
+        }
+        if !p.source.is_empty() {
+            s.push_str(&format!("; source: {}", p.source));
         }
         if let Some(l) = &p.licence {
             s.push_str(&format!("; licence: {l}"));
@@ -610,11 +614,15 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             .collect();
         if chunked.len() >= 2 {
             let mut series = Vec::new();
-            let orders = distinct(chunked.iter().map(|c| c.1.clone()));
-            for o in &orders {
+            // e1 has no order: it starts every order's line
+            let mut orders = distinct(chunked.iter().filter(|c| c.0 > 1).map(|c| c.1.clone()));
+            if orders.is_empty() {
+                orders.push("hot".to_string());
+            }
+            for (oi, o) in orders.iter().enumerate() {
                 let mut pts: Vec<(f64, f64, f64)> = chunked
                     .iter()
-                    .filter(|c| &c.1 == o)
+                    .filter(|c| &c.1 == o || c.0 == 1)
                     .filter_map(|c| {
                         Some((
                             c.0 as f64,
@@ -624,15 +632,19 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     })
                     .collect();
                 pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-                series.push(Series::new(
-                    format!("resident, {o}"),
-                    pts.iter().map(|p| (p.0, p.1)).collect(),
-                ));
+                series.push(
+                    Series::new(
+                        format!("resident, {o}"),
+                        pts.iter().map(|p| (p.0, p.1)).collect(),
+                    )
+                    .color(oi),
+                );
                 series.push(
                     Series::new(
                         format!("transfer, {o}"),
                         pts.iter().map(|p| (p.0, p.2)).collect(),
                     )
+                    .color(oi)
                     .dashed(),
                 );
             }

@@ -19,6 +19,9 @@ pub struct Series {
     pub dashed: bool,
     /// Draw points as steps (x held until the next point), for CDFs.
     pub step: bool,
+    /// Palette index, shared by series that belong together (resident and transfer of one
+    /// packing order); `None`: the series' position in the chart.
+    pub color: Option<usize>,
 }
 
 impl Series {
@@ -28,7 +31,12 @@ impl Series {
             points,
             dashed: false,
             step: false,
+            color: None,
         }
+    }
+    pub fn color(mut self, i: usize) -> Series {
+        self.color = Some(i);
+        self
     }
     pub fn dashed(mut self) -> Series {
         self.dashed = true;
@@ -93,6 +101,42 @@ fn pad(lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
     }
 }
 
+/// Width in pixels of the legend panel right of the plot.
+const LEGEND_W: u32 = 230;
+
+/// One legend entry: text, colour, and the line's look (`Some(dashed)`; `None`: a filled box).
+type Entry = (String, RGBColor, Option<bool>);
+
+/// Draw the legend entries top-down in `area`, the panel right of the plot.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[Entry],
+) -> anyhow::Result<()> {
+    let style = ("sans-serif", 13).into_font().color(&BLACK);
+    for (i, (name, c, look)) in entries.iter().enumerate() {
+        let y = 48 + 20 * i as i32;
+        match look {
+            Some(false) => area
+                .draw(&PathElement::new(vec![(6, y), (30, y)], c.stroke_width(2)))
+                .map_err(err)?,
+            Some(true) => {
+                for x in [6, 16, 26] {
+                    area.draw(&PathElement::new(
+                        vec![(x, y), (x + 6, y)],
+                        c.stroke_width(2),
+                    ))
+                    .map_err(err)?;
+                }
+            }
+            None => area
+                .draw(&Rectangle::new([(10, y - 6), (24, y + 6)], c.filled()))
+                .map_err(err)?,
+        }
+        area.draw_text(name, &style, (38, y - 7)).map_err(err)?;
+    }
+    Ok(())
+}
+
 fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart: {e}")
 }
@@ -101,14 +145,12 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
 pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let xs = span(series.iter().flat_map(|s| {
-            s.points.iter().map(|p| match spec.x_scale {
-                Scale::Linear => p.0,
-                Scale::Log2 => p.0.log2(),
-            })
-        }));
+        let whole = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        whole.fill(&WHITE).map_err(err)?;
+        let (root, side) = whole.split_horizontally(SIZE.0 - LEGEND_W);
+        let log2 = spec.x_scale == Scale::Log2;
+        let tx = move |x: f64| if log2 { x.log2() } else { x };
+        let xs = span(series.iter().flat_map(|s| s.points.iter().map(|p| tx(p.0))));
         let ys = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
         let (Some((x0, x1)), Some((y0, y1))) = (xs, ys) else {
             root.titled(spec.title, ("sans-serif", 20)).map_err(err)?;
@@ -118,8 +160,8 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
                 (SIZE.0 as i32 / 2 - 30, SIZE.1 as i32 / 2),
             )
             .map_err(err)?;
-            root.present().map_err(err)?;
-            drop(root);
+            whole.present().map_err(err)?;
+            drop((root, side, whole));
             return Ok(svg);
         };
         let (x0, x1) = pad(x0, x1, false);
@@ -131,12 +173,14 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
             .y_label_area_size(64)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(err)?;
-        let log2 = spec.x_scale == Scale::Log2;
         let fmt_x = move |x: &f64| {
-            if log2 {
-                trim(2f64.powf(*x))
-            } else {
+            if !log2 {
                 trim(*x)
+            } else if (x - x.round()).abs() < 1e-9 {
+                // only powers of two on a log2 axis
+                trim(2f64.powf(x.round()))
+            } else {
+                String::new()
             }
         };
         let fmt_y = |y: &f64| trim(*y);
@@ -144,24 +188,22 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
             .configure_mesh()
             .x_desc(spec.x_label)
             .y_desc(spec.y_label)
+            .x_labels(if log2 { 64 } else { 10 })
             .x_label_formatter(&fmt_x)
             .y_label_formatter(&fmt_y)
             .light_line_style(RGBColor(240, 240, 240))
             .draw()
             .map_err(err)?;
+        let mut entries: Vec<Entry> = Vec::new();
         for (i, s) in series.iter().enumerate() {
-            let c = if s.dashed && s.name.to_lowercase().contains("belady")
-                || s.name.to_lowercase().contains("bound")
-            {
+            let lname = s.name.to_lowercase();
+            let c = if lname.contains("belady") || lname.contains("bound") {
                 BLACK
             } else {
-                color(i)
+                color(s.color.unwrap_or(i))
             };
-            let mut pts: Vec<(f64, f64)> = s
-                .points
-                .iter()
-                .map(|&(x, y)| (if log2 { x.log2() } else { x }, y))
-                .collect();
+            entries.push((s.name.clone(), c, Some(s.dashed)));
+            let mut pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
             if s.step {
                 let mut st = Vec::with_capacity(pts.len() * 2);
                 for (j, &(x, y)) in pts.iter().enumerate() {
@@ -173,35 +215,24 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
                 pts = st;
             }
             let style = ShapeStyle::from(&c).stroke_width(2);
-            let anno = if s.dashed {
+            if s.dashed {
                 chart
                     .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
-                    .map_err(err)?
+                    .map_err(err)?;
             } else {
                 chart
                     .draw_series(LineSeries::new(pts.clone(), style))
-                    .map_err(err)?
-            };
-            anno.label(s.name.clone()).legend(move |(x, y)| {
-                PathElement::new(
-                    vec![(x, y), (x + 20, y)],
-                    ShapeStyle::from(&c).stroke_width(2),
-                )
-            });
-            if !s.step {
+                    .map_err(err)?;
+            }
+            // markers only where the points are few enough to read
+            if !s.step && pts.len() <= 40 {
                 chart
                     .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
                     .map_err(err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        legend(&side, &entries)?;
+        whole.present().map_err(err)?;
     }
     Ok(svg)
 }
@@ -215,8 +246,9 @@ pub fn stacked_bars(
 ) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
+        let whole = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        whole.fill(&WHITE).map_err(err)?;
+        let (root, side) = whole.split_horizontally(SIZE.0 - LEGEND_W);
         let totals: Vec<f64> = (0..categories.len())
             .map(|c| parts.iter().map(|p| p.1[c].max(0.0)).sum())
             .collect();
@@ -250,6 +282,7 @@ pub fn stacked_bars(
             .draw()
             .map_err(err)?;
         let mut base = vec![0.0; categories.len()];
+        let mut entries: Vec<Entry> = Vec::new();
         for (pi, (name, vals)) in parts.iter().enumerate() {
             let c = color(pi);
             let rects: Vec<_> = (0..categories.len())
@@ -260,20 +293,13 @@ pub fn stacked_bars(
                     Rectangle::new([(i as f64 + 0.2, lo), (i as f64 + 0.8, hi)], c.filled())
                 })
                 .collect();
-            chart
-                .draw_series(rects)
-                .map_err(err)?
-                .label(name.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+            chart.draw_series(rects).map_err(err)?;
+            entries.push((name.clone(), c, None));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        // the top of the stack first, as the bars read
+        entries.reverse();
+        legend(&side, &entries)?;
+        whole.present().map_err(err)?;
     }
     Ok(svg)
 }
