@@ -5,3 +5,6 @@
 pub mod cache;
 pub mod runner;
 pub mod streaming;
+pub mod cost;
+pub mod engine;
+pub mod model_profile;

@@ -1,0 +1,284 @@
+//! The cost model: cost = structure / rate. The structure (granules mapped, bytes copied,
+//! bytes faulted) comes from the mechanism's units; every rate and per-call time comes from
+//! the hardware profile with its provenance. A rate the profile lacks is an error naming it
+//! (never a default), raised when the model is built for a run that needs it.
+//!
+//! Per VMM unit of `g` granules and `b` useful bytes (times in µs):
+//! - commit = `vmm_commit_fixed` (if measured) + g x (`vmm_commit`, or `cu_mem_create` +
+//!   `cu_mem_map` + `cu_mem_set_access`); with a handle pool, g x (`cu_mem_map` +
+//!   `cu_mem_set_access`) (the pooled handle is reused: no create);
+//! - copy = `h2d_latency` (if measured) + b / `h2d_bandwidth`;
+//! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
+//!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
+//!
+//! Per OS-paged unit of `c` committed bytes: fault = c / `fault_bandwidth` on demand, or
+//! c / `prefetch_bandwidth` when prefetched (only where the profile has prefetch hints).
+//!
+//! Oversubscription: with mapped memory at fill f of `vram_usable`, page-in costs are
+//! multiplied by `first_touch_<band>` / `first_touch_below_90` for the bands f < 0.9,
+//! 0.9 <= f <= 1.0, f > 1.0 (the measured first-touch curve), times a seeded jitter drawn
+//! uniformly within +-half the band constant's measured relative spread, when one is recorded.
+
+use profile::{ConstantName as C, Profile, ProfileError};
+
+/// How a mechanism's units are committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paging {
+    /// VMM commits (`e*`, `region:*`): map calls then an H2D copy.
+    Vmm,
+    /// OS paging (`os*`): managed memory faulted or prefetched in.
+    Os,
+}
+
+impl Paging {
+    /// `os*` specs page through the OS; everything else commits VMM units.
+    pub fn of_spec(spec: &str) -> Paging {
+        if spec.starts_with("os") {
+            Paging::Os
+        } else {
+            Paging::Vmm
+        }
+    }
+}
+
+/// What the run asks of the cost model (which constants become required).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CostOptions {
+    /// Reuse pooled physical handles (`--handle-pool`).
+    pub handle_pool: bool,
+    /// A predictor will issue prefetches.
+    pub prefetch: bool,
+}
+
+/// One band of the fill-level curve: its cost factor relative to below 90% and the relative
+/// spread for jitter. `None` = the band's constant is absent from the profile.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Band {
+    pub factor: f64,
+    pub spread: Option<f64>,
+}
+
+/// Rates and per-call times resolved from a profile for one run, in µs and bytes per µs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    pub profile: String,
+    pub paging: Paging,
+    pub commit_fixed_us: f64,
+    pub commit_per_granule_us: f64,
+    pub decommit_fixed_us: f64,
+    pub decommit_per_granule_us: f64,
+    pub h2d_latency_us: f64,
+    /// Copy engine rate, bytes per µs.
+    pub h2d_bytes_per_us: f64,
+    pub fault_bytes_per_us: f64,
+    /// Prefetch rate (bytes per µs): H2D for VMM units, `prefetch_bandwidth` for OS pages.
+    pub prefetch_bytes_per_us: f64,
+    /// Usable VRAM (bytes); the fill-level curve and the admission cap are relative to it.
+    pub usable_bytes: f64,
+    /// Bands 90-100% and above 100%; `Err(constant)` when absent (an error if reached).
+    pub band_90_100: Result<Band, &'static str>,
+    pub band_above_100: Result<Band, &'static str>,
+}
+
+fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
+    let base = p
+        .get(C::FirstTouchBelow90)
+        .ok_or(C::FirstTouchBelow90.as_str())?;
+    let c = p.constant(name).ok_or(name.as_str())?;
+    let v = p.get(name).ok_or(name.as_str())?;
+    Ok(Band {
+        factor: v / base,
+        spread: c.relative_spread(),
+    })
+}
+
+impl CostModel {
+    /// Resolve the constants the run needs; errors name the first missing one.
+    pub fn new(p: &Profile, paging: Paging, opt: CostOptions) -> Result<CostModel, ProfileError> {
+        let opt_or_zero = |n: C| p.get(n).unwrap_or(0.0); // optional additive terms only
+        let usable_bytes = p.require(
+            C::VramUsable,
+            "memory accounting (fill level, admission cap)",
+        )?;
+        let mut m = CostModel {
+            profile: p.name.clone(),
+            paging,
+            commit_fixed_us: 0.0,
+            commit_per_granule_us: 0.0,
+            decommit_fixed_us: 0.0,
+            decommit_per_granule_us: 0.0,
+            h2d_latency_us: opt_or_zero(C::H2dLatency),
+            h2d_bytes_per_us: 0.0,
+            fault_bytes_per_us: 0.0,
+            prefetch_bytes_per_us: 0.0,
+            usable_bytes,
+            band_90_100: band(p, C::FirstTouch90To100),
+            band_above_100: band(p, C::FirstTouchAbove100),
+        };
+        match paging {
+            Paging::Vmm => {
+                let why = "VMM page-ins (e*, region:*)";
+                m.h2d_bytes_per_us = p.require(C::H2dBandwidth, why)?;
+                m.prefetch_bytes_per_us = m.h2d_bytes_per_us;
+                if opt.handle_pool {
+                    let why = "--handle-pool (per-call VMM costs)";
+                    m.commit_per_granule_us =
+                        p.require(C::CuMemMap, why)? + p.require(C::CuMemSetAccess, why)?;
+                    m.decommit_per_granule_us = p.require(C::CuMemUnmap, why)?;
+                } else {
+                    m.commit_fixed_us = opt_or_zero(C::VmmCommitFixed);
+                    m.decommit_fixed_us = opt_or_zero(C::VmmDecommitFixed);
+                    m.commit_per_granule_us = match p.get(C::VmmCommit) {
+                        Some(v) => v,
+                        None => {
+                            p.require(C::CuMemCreate, why)?
+                                + p.require(C::CuMemMap, why)?
+                                + p.require(C::CuMemSetAccess, why)?
+                        }
+                    };
+                    m.decommit_per_granule_us = match p.get(C::VmmDecommit) {
+                        Some(v) => v,
+                        None => {
+                            p.require(C::CuMemUnmap, "VMM evictions")?
+                                + p.require(C::CuMemRelease, "VMM evictions")?
+                        }
+                    };
+                }
+            }
+            Paging::Os => {
+                m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?;
+                if opt.prefetch {
+                    let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
+                    if hints == Some(false) {
+                        return Err(ProfileError::Missing {
+                            profile: p.name.clone(),
+                            constant: C::PrefetchBandwidth.as_str(),
+                            needed_for: format!(
+                                "--predictor with os* (this profile has no prefetch hints: {}; use --predictor none)",
+                                p.os_paging.as_ref().map(|o| o.note.as_str()).unwrap_or("")
+                            ),
+                        });
+                    }
+                    m.prefetch_bytes_per_us = p.require(
+                        C::PrefetchBandwidth,
+                        "--predictor with os* (prefetch hints)",
+                    )?;
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// Driver time (µs) to commit a unit of `granules` granules, before oversubscription.
+    #[inline]
+    pub fn commit_us(&self, granules: u64) -> f64 {
+        self.commit_fixed_us + granules as f64 * self.commit_per_granule_us
+    }
+
+    /// Driver time (µs) to decommit (unmap, release) a unit of `granules` granules.
+    #[inline]
+    pub fn decommit_us(&self, granules: u64) -> f64 {
+        self.decommit_fixed_us + granules as f64 * self.decommit_per_granule_us
+    }
+
+    /// Copy engine time (µs) for `bytes` host to device.
+    #[inline]
+    pub fn copy_us(&self, bytes: u64) -> f64 {
+        self.h2d_latency_us + bytes as f64 / self.h2d_bytes_per_us
+    }
+
+    /// Fault handler time (µs) to demand-fault `bytes`.
+    #[inline]
+    pub fn fault_us(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.fault_bytes_per_us
+    }
+
+    /// Time (µs) to prefetch `bytes` (copy engine).
+    #[inline]
+    pub fn prefetch_us(&self, bytes: u64) -> f64 {
+        match self.paging {
+            Paging::Vmm => self.copy_us(bytes),
+            Paging::Os => bytes as f64 / self.prefetch_bytes_per_us,
+        }
+    }
+
+    /// The fill-level band at `mapped_bytes`: `None` below 90% of usable VRAM (factor 1),
+    /// else the band, or `Err(constant)` when the profile lacks it.
+    #[inline]
+    pub fn band_at(&self, mapped_bytes: f64) -> Option<Result<Band, &'static str>> {
+        let fill = mapped_bytes / self.usable_bytes;
+        if fill < 0.9 {
+            None
+        } else if fill <= 1.0 {
+            Some(self.band_90_100)
+        } else {
+            Some(self.band_above_100)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn h200_vmm_costs_are_the_sum_of_the_calls() {
+        let p = profile::load("h200-linux").unwrap();
+        let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // create 11.5 + map 1.25 + set access 32.5 per granule; unmap 20 + release 13.5
+        assert!((m.commit_us(8) - 8.0 * 45.25).abs() < 1e-9);
+        assert!((m.decommit_us(8) - 8.0 * 33.5).abs() < 1e-9);
+        // 16 MiB at 55 GB/s = 16777216 / 55000 µs
+        assert!((m.copy_us(16 << 20) - 16777216.0 / 55000.0).abs() < 1e-9);
+        let pooled = CostModel::new(
+            &p,
+            Paging::Vmm,
+            CostOptions {
+                handle_pool: true,
+                prefetch: false,
+            },
+        )
+        .unwrap();
+        assert!((pooled.commit_us(1) - 33.75).abs() < 1e-9);
+        assert!((pooled.decommit_us(1) - 20.0).abs() < 1e-9);
+        // the H200 profile has no 90-100% first-touch point
+        assert_eq!(m.band_90_100, Err("first_touch_90_100"));
+    }
+
+    #[test]
+    fn rtx_refuses_handle_pool_and_os_prefetch_naming_the_constant() {
+        let p = profile::load("rtx4060-laptop-wddm").unwrap();
+        let e = CostModel::new(
+            &p,
+            Paging::Vmm,
+            CostOptions {
+                handle_pool: true,
+                prefetch: false,
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("cu_mem_map") && e.contains("rtx4060-laptop-wddm"),
+            "{e}"
+        );
+        let e = CostModel::new(
+            &p,
+            Paging::Os,
+            CostOptions {
+                handle_pool: false,
+                prefetch: true,
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("prefetch_bandwidth") && e.contains("WDDM"),
+            "{e}"
+        );
+        let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // 407 / 210 and 618 / 210
+        assert!((m.band_90_100.unwrap().factor - 407.0 / 210.0).abs() < 1e-12);
+        assert!((m.band_above_100.unwrap().factor - 618.0 / 210.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,105 @@
+//! Batch admission under a cap: the largest batch whose mapped memory (non-expert weights,
+//! KV caches, committed expert units) stays within `cap x usable VRAM` for the whole replay.
+
+use super::plan::Plans;
+use super::replay::{replay, EngineOptions, Replay};
+use crate::cost::CostModel;
+use crate::model_profile::ComputeModel;
+use policies::UnitMap;
+use traces::KeySpace;
+
+/// The outcome of admission: how many sequences were asked for and how many run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Admission {
+    pub requested: usize,
+    pub admitted: usize,
+    /// The cap as a fraction of usable VRAM.
+    pub cap: f64,
+    /// cap x usable VRAM, MiB.
+    pub limit_mib: f64,
+}
+
+/// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
+/// the plan itself needs), counted like the engine counts it.
+pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -> f64 {
+    let mut resident = vec![false; units.num_units()];
+    let mut mapped = 0.0f64;
+    for &u in &plans.preloaded {
+        if !resident[u as usize] {
+            resident[u as usize] = true;
+            mapped += units.units[u as usize].committed_bytes as f64;
+        }
+    }
+    let mut peak = 0.0f64;
+    for g in &plans.groups {
+        let s = plans.steps[g.step as usize];
+        let base = compute.nonexpert_bytes + s.kv_tokens as f64 * compute.kv_bytes_per_token;
+        let mut late = 0.0;
+        for &u in plans.evicted(g) {
+            if resident[u as usize] {
+                resident[u as usize] = false;
+                mapped -= units.units[u as usize].committed_bytes as f64;
+            } else {
+                late += units.units[u as usize].committed_bytes as f64;
+            }
+        }
+        for &u in plans.page_ins(g) {
+            resident[u as usize] = true;
+            mapped += units.units[u as usize].committed_bytes as f64;
+        }
+        peak = peak.max(base + mapped);
+        for &u in plans.evicted(g) {
+            resident[u as usize] = false;
+        }
+        mapped -= late;
+    }
+    peak
+}
+
+/// Admit sequences under `cap`: from `requested` down, build the plans of `n` sequences with
+/// `build(n)` and keep the first `n` whose replay never maps more than `cap x usable VRAM`.
+/// Errors when even one sequence does not fit, naming the memory it needs.
+#[allow(clippy::too_many_arguments)]
+pub fn admit(
+    requested: usize,
+    cap: f64,
+    units: &UnitMap,
+    ks: &KeySpace,
+    cost: &CostModel,
+    compute: &ComputeModel,
+    opts: EngineOptions,
+    mut build: impl FnMut(usize) -> anyhow::Result<Plans>,
+) -> anyhow::Result<(Admission, Replay)> {
+    anyhow::ensure!(
+        cap > 0.0 && cap.is_finite(),
+        "--admission-cap {cap} must be a positive fraction of usable VRAM, e.g. 0.90"
+    );
+    let limit = cap * cost.usable_bytes;
+    let mut smallest_need = f64::INFINITY;
+    for n in (1..=requested).rev() {
+        let plans = build(n)?;
+        let need = plan_peak_bytes(&plans, units, compute);
+        smallest_need = smallest_need.min(need);
+        if need > limit {
+            continue;
+        }
+        let r = replay(&plans, units, ks, cost, compute, opts)?;
+        if r.peak_mapped_bytes > limit {
+            smallest_need = smallest_need.min(r.peak_mapped_bytes);
+            continue;
+        }
+        let admission = Admission {
+            requested,
+            admitted: n,
+            cap,
+            limit_mib: limit / 1048576.0,
+        };
+        return Ok((admission, r));
+    }
+    anyhow::bail!(
+        "the admission cap admits no sequence: one sequence maps {:.0} MiB but {cap} x usable VRAM of profile '{}' is {:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU",
+        smallest_need / 1048576.0,
+        cost.profile,
+        limit / 1048576.0
+    )
+}

@@ -1,0 +1,28 @@
+//! The discrete-event engine: replays the page-ins and evictions a retention driver decided
+//! (a [`Plans`]) on resource timelines (compute stream, copy engine, driver, fault handler)
+//! and reports step latencies and the time split ([`TimingReport`]).
+//!
+//! Owned here: the event queue, the resource model, prefetch predictors, batch admission and
+//! the timeline export. Not here: which units page in or get evicted (the `cache` module and
+//! `policies::retention` decide; [`build::plans`] records their decisions), the cost constants
+//! (`profile`), how they combine into costs ([`crate::cost`]).
+
+pub mod batch;
+pub mod build;
+pub mod plan;
+pub mod predict;
+pub mod queue;
+pub mod replay;
+pub mod report;
+pub mod timeline;
+
+pub use batch::{admit, Admission};
+pub use plan::{GroupRec, Plans, StepRec};
+pub use predict::PredictorKind;
+pub use queue::EventQueue;
+pub use replay::{replay, EngineError, EngineOptions, Replay};
+pub use report::{TimingDetail, TimingReport};
+pub use timeline::Timeline;
+
+#[cfg(test)]
+mod tests;

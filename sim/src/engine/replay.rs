@@ -1,0 +1,506 @@
+//! The discrete-event replay: prices a [`Plans`] on four resource timelines.
+//!
+//! Resources (each a timeline of busy spans, one job at a time, FIFO):
+//! - the compute stream: per group, non-expert compute (weights + the batch's KV read), then,
+//!   once every unit the group accesses is resident, the expert compute;
+//! - the driver (CPU side, serialized): VMM commits of page-ins and decommits of evictions;
+//! - the copy engine: H2D copies, one at a time, `latency + bytes / bandwidth`;
+//! - the fault handler: OS demand paging, one batch of pages per group at the fault rate.
+//!
+//! Per group, at the router (end of non-expert compute): evictions of units resident before
+//! the group are decommitted first (critical path), or queued as background driver work with
+//! `deferred_unmap` (the driver runs them when it is idle; demand work goes first, a started
+//! decommit finishes); then each demand page-in commits on the driver and copies on the copy
+//! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
+//! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
+//! the same way. Deferred work lives in an [`EventQueue`] keyed by (time, push order).
+
+use super::plan::Plans;
+use super::predict::{Predictor, PredictorKind};
+use super::queue::EventQueue;
+use super::report::{TimingDetail, TimingReport};
+use super::timeline::{Resource, Span, Timeline};
+use crate::cost::{CostModel, Paging};
+use crate::model_profile::ComputeModel;
+use policies::UnitMap;
+use profile::ProfileError;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use traces::KeySpace;
+
+/// Engine switches (`sim run` timing flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EngineOptions {
+    /// Decommit evicted units off the critical path (`--deferred-unmap`).
+    pub deferred_unmap: bool,
+    /// One loader thread: a unit's copy blocks the driver (synchronous copies).
+    pub serial_loader: bool,
+    pub predictor: PredictorKind,
+    /// Prefetch lead, in MoE layers (groups), >= 1 when a predictor is on.
+    pub window: usize,
+    /// Seed of the oversubscription jitter.
+    pub seed: u64,
+    /// Record spans for `--timeline`, at most this many (0 = off).
+    pub timeline_cap: usize,
+}
+
+/// A finished replay.
+#[derive(Debug)]
+pub struct Replay {
+    pub timing: TimingReport,
+    pub detail: TimingDetail,
+    /// Latency of every step, µs, in order (for tests and plots).
+    pub step_us: Vec<f64>,
+    /// Peak mapped bytes (the same figure as `peak_mapped_mib`, unrounded).
+    pub peak_mapped_bytes: f64,
+    pub timeline: Option<Timeline>,
+}
+
+/// Errors of a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+const DEFERRED_UNMAP: u32 = 0; // event kinds are unit ids; one kind only: a queued decommit
+
+struct State<'a> {
+    cost: &'a CostModel,
+    units: &'a UnitMap,
+    opts: EngineOptions,
+    compute_free: f64,
+    copy_free: f64,
+    driver_free: f64,
+    fault_free: f64,
+    busy_compute: f64,
+    busy_copy: f64,
+    busy_driver: f64,
+    busy_fault: f64,
+    stall: f64,
+    /// Resident per the plan (the retention driver's view).
+    resident: Vec<bool>,
+    /// Prefetched and not yet consumed by a page-in.
+    inflight: Vec<bool>,
+    ready_at: Vec<f64>,
+    /// Committed bytes of units mapped now (resident, in flight, awaiting deferred decommit).
+    mapped_units: f64,
+    /// Non-expert weights + the current step's KV cache, bytes.
+    mapped_base: f64,
+    peak_mapped: f64,
+    deferred: EventQueue<u32>,
+    rng: Pcg64,
+    map_calls: u64,
+    unmap_calls: u64,
+    bytes_in: u64,
+    oversubscribed: u64,
+    timeline: Option<Timeline>,
+    step: u32,
+    layer: u32,
+}
+
+impl State<'_> {
+    #[inline]
+    fn granules(&self, u: u32) -> u64 {
+        let info = &self.units.units[u as usize];
+        info.committed_bytes
+            .div_ceil(self.units.granule_bytes.max(1))
+    }
+
+    #[inline]
+    fn span(&mut self, resource: Resource, name: &'static str, start_us: f64, dur_us: f64) {
+        if let Some(t) = &mut self.timeline {
+            t.push(Span {
+                resource,
+                name,
+                start_us,
+                dur_us,
+                step: self.step,
+                layer: self.layer,
+            });
+        }
+    }
+
+    /// Cost factor of a page-in that brings mapped memory to `self.mapped_*`.
+    #[inline]
+    fn oversub_factor(&mut self) -> Result<f64, EngineError> {
+        let mapped = self.mapped_base + self.mapped_units;
+        match self.cost.band_at(mapped) {
+            None => Ok(1.0),
+            Some(Err(constant)) => Err(ProfileError::Missing {
+                profile: self.cost.profile.clone(),
+                constant,
+                needed_for: format!(
+                    "pricing page-ins at {:.1}% of usable VRAM (the oversubscription curve); lower the batch, the budget or pass --admission-cap",
+                    100.0 * mapped / self.cost.usable_bytes
+                ),
+            }
+            .into()),
+            Some(Ok(b)) => {
+                self.oversubscribed += 1;
+                let jitter = match b.spread {
+                    Some(s) if s > 0.0 => 1.0 + self.rng.gen_range(-0.5 * s..=0.5 * s),
+                    _ => 1.0,
+                };
+                Ok(b.factor * jitter)
+            }
+        }
+    }
+
+    #[inline]
+    fn note_mapped(&mut self) {
+        let m = self.mapped_base + self.mapped_units;
+        if m > self.peak_mapped {
+            self.peak_mapped = m;
+        }
+    }
+
+    /// Run queued background decommits that can start before `t` (a started one finishes).
+    #[inline]
+    fn drain_deferred(&mut self, t: f64) {
+        while let Some(ev) = self.deferred.peek() {
+            let start = self.driver_free.max(ev.at);
+            if start >= t {
+                break;
+            }
+            let u = ev.payload;
+            self.deferred.pop();
+            self.decommit_now(u, start);
+        }
+        let _ = DEFERRED_UNMAP;
+    }
+
+    /// Decommit `u` on the driver starting no earlier than `t`; returns the end time.
+    #[inline]
+    fn decommit_now(&mut self, u: u32, t: f64) -> f64 {
+        let start = self.driver_free.max(t);
+        let bytes = self.units.units[u as usize].committed_bytes as f64;
+        self.mapped_units -= bytes;
+        if self.cost.paging == Paging::Os {
+            return start; // the OS reclaims pages inside the fault path: no driver call
+        }
+        let g = self.granules(u);
+        let d = self.cost.decommit_us(g);
+        self.unmap_calls += g;
+        self.driver_free = start + d;
+        self.busy_driver += d;
+        self.span(Resource::Driver, "unmap+release", start, d);
+        self.driver_free
+    }
+
+    /// Evict `u`: now on the critical path, or queued for when the driver is idle.
+    #[inline]
+    fn evict(&mut self, u: u32, t: f64) {
+        if self.opts.deferred_unmap && self.cost.paging == Paging::Vmm {
+            self.deferred.push(t, u);
+        } else {
+            self.decommit_now(u, t);
+        }
+    }
+
+    /// Page in VMM unit `u` (commit, then copy) no earlier than `t`; returns when resident.
+    #[inline]
+    fn vmm_page_in(&mut self, u: u32, t: f64, name: &'static str) -> Result<f64, EngineError> {
+        self.drain_deferred(t);
+        let info = &self.units.units[u as usize];
+        let (useful, committed) = (info.useful_bytes, info.committed_bytes);
+        self.mapped_units += committed as f64;
+        self.note_mapped();
+        let f = self.oversub_factor()?;
+        let g = self.granules(u);
+        let c = self.cost.commit_us(g) * f;
+        let d_start = self.driver_free.max(t);
+        self.driver_free = d_start + c;
+        self.busy_driver += c;
+        self.map_calls += g;
+        self.span(Resource::Driver, "map", d_start, c);
+        let x = self.cost.copy_us(useful) * f;
+        let x_start = self.copy_free.max(self.driver_free);
+        self.copy_free = x_start + x;
+        self.busy_copy += x;
+        self.bytes_in += useful;
+        self.span(Resource::Copy, name, x_start, x);
+        if self.opts.serial_loader {
+            self.driver_free = self.copy_free;
+        }
+        Ok(self.copy_free)
+    }
+
+    /// Fault in (or prefetch) a batch of OS pages of `bytes` committed bytes, no earlier
+    /// than `t`; returns when resident.
+    #[inline]
+    fn os_batch(&mut self, bytes: u64, t: f64, prefetch: bool) -> Result<f64, EngineError> {
+        let f = self.oversub_factor()?;
+        self.bytes_in += bytes;
+        if prefetch {
+            let d = self.cost.prefetch_us(bytes) * f;
+            let s = self.copy_free.max(t);
+            self.copy_free = s + d;
+            self.busy_copy += d;
+            self.span(Resource::Copy, "prefetch", s, d);
+            Ok(self.copy_free)
+        } else {
+            let d = self.cost.fault_us(bytes) * f;
+            let s = self.fault_free.max(t);
+            self.fault_free = s + d;
+            self.busy_fault += d;
+            self.span(Resource::Faults, "faults", s, d);
+            Ok(self.fault_free)
+        }
+    }
+}
+
+/// Replay `plans` (made for `units`) on the resources, priced by `cost` and `compute`.
+/// `ks` is the trace's key space (for the next-layer predictor).
+pub fn replay(
+    plans: &Plans,
+    units: &UnitMap,
+    ks: &KeySpace,
+    cost: &CostModel,
+    compute: &ComputeModel,
+    opts: EngineOptions,
+) -> Result<Replay, EngineError> {
+    let n = units.num_units();
+    let ng = plans.groups.len();
+    let predicting = opts.predictor != PredictorKind::None;
+    if predicting && (opts.window == 0 || opts.window > plans.moe_layers.max(1)) {
+        return Err(EngineError::Invalid(format!(
+            "--window {} is out of range: a predictor needs a lead of 1 to {} MoE layers (one step)",
+            opts.window, plans.moe_layers
+        )));
+    }
+    let predictor = Predictor::new(opts.predictor, plans, units, ks);
+    let mut st = State {
+        cost,
+        units,
+        opts,
+        compute_free: 0.0,
+        copy_free: 0.0,
+        driver_free: 0.0,
+        fault_free: 0.0,
+        busy_compute: 0.0,
+        busy_copy: 0.0,
+        busy_driver: 0.0,
+        busy_fault: 0.0,
+        stall: 0.0,
+        resident: vec![false; n],
+        inflight: vec![false; n],
+        ready_at: vec![0.0; n],
+        mapped_units: 0.0,
+        mapped_base: compute.nonexpert_bytes,
+        peak_mapped: 0.0,
+        deferred: EventQueue::default(),
+        rng: Pcg64::seed_from_u64(opts.seed),
+        map_calls: 0,
+        unmap_calls: 0,
+        bytes_in: 0,
+        oversubscribed: 0,
+        timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
+        step: 0,
+        layer: 0,
+    };
+    for &u in &plans.preloaded {
+        if !st.resident[u as usize] {
+            st.resident[u as usize] = true;
+            st.mapped_units += units.units[u as usize].committed_bytes as f64;
+        }
+    }
+    // prefetches issued for each target group, in a ring of window + 1 slots
+    let slots = opts.window + 1;
+    let mut targets: Vec<Vec<u32>> = vec![Vec::new(); if predicting { slots } else { 0 }];
+    let mut scratch: Vec<u32> = Vec::new();
+    let mut late_evictions: Vec<u32> = Vec::new();
+    let mut issued = 0u64;
+    let mut used = 0u64;
+    let mut wasted = 0u64;
+    let mut step_us: Vec<f64> = Vec::with_capacity(plans.steps.len());
+    let mut step_start = 0.0;
+    let mut cur_step = u32::MAX;
+
+    for gi in 0..ng {
+        let g = plans.groups[gi];
+        if g.step != cur_step {
+            if cur_step != u32::MAX {
+                step_us.push(st.compute_free - step_start);
+            }
+            cur_step = g.step;
+            step_start = st.compute_free;
+            let s = plans.steps[g.step as usize];
+            st.mapped_base =
+                compute.nonexpert_bytes + s.kv_tokens as f64 * compute.kv_bytes_per_token;
+            st.note_mapped();
+        }
+        st.step = g.step;
+        st.layer = g.moe_layer;
+        let kv_tokens = plans.steps[g.step as usize].kv_tokens as f64;
+        // non-expert compute, then the router's selection is known
+        let ne = compute.nonexpert_us + kv_tokens * compute.kv_us_per_token;
+        let ne_start = st.compute_free;
+        st.compute_free += ne;
+        st.busy_compute += ne;
+        st.span(Resource::Compute, "attention+router", ne_start, ne);
+        let router = st.compute_free;
+
+        // evictions of units resident before this group: first, freeing memory
+        late_evictions.clear();
+        for &u in plans.evicted(&g) {
+            if st.resident[u as usize] {
+                st.resident[u as usize] = false;
+                st.evict(u, router);
+            } else {
+                late_evictions.push(u);
+            }
+        }
+
+        // demand page-ins (or consume a prefetch)
+        let mut ready = router;
+        let mut os_bytes = 0u64;
+        for &u in plans.page_ins(&g) {
+            let ui = u as usize;
+            st.resident[ui] = true;
+            if st.inflight[ui] {
+                st.inflight[ui] = false;
+                used += 1;
+                ready = ready.max(st.ready_at[ui]);
+                continue;
+            }
+            match cost.paging {
+                Paging::Vmm => ready = ready.max(st.vmm_page_in(u, router, "h2d")?),
+                Paging::Os => {
+                    let c = units.units[ui].committed_bytes;
+                    st.mapped_units += c as f64;
+                    os_bytes += c;
+                }
+            }
+        }
+        if os_bytes > 0 {
+            st.note_mapped();
+            ready = ready.max(st.os_batch(os_bytes, router, false)?);
+        }
+        // units of this group that were already resident may still be in flight from a
+        // prefetch that an earlier group consumed: wait for them too
+        if predicting {
+            for &u in plans.accessed(&g) {
+                ready = ready.max(st.ready_at[u as usize]);
+            }
+        }
+
+        // prefetch for the group `window` ahead
+        if predicting && gi + opts.window < ng {
+            let gt = gi + opts.window;
+            scratch.clear();
+            predictor.predict(gi, gt, &mut scratch);
+            let slot = &mut targets[gt % slots];
+            slot.clear();
+            let mut os_pf = 0u64;
+            for &u in &scratch {
+                let ui = u as usize;
+                if st.resident[ui] || st.inflight[ui] {
+                    continue;
+                }
+                st.inflight[ui] = true;
+                slot.push(u);
+                issued += 1;
+                match cost.paging {
+                    Paging::Vmm => {
+                        let t = st.vmm_page_in(u, router, "prefetch")?;
+                        st.ready_at[ui] = t;
+                    }
+                    Paging::Os => {
+                        let c = units.units[ui].committed_bytes;
+                        st.mapped_units += c as f64;
+                        os_pf += c;
+                    }
+                }
+            }
+            if os_pf > 0 {
+                st.note_mapped();
+                let t = st.os_batch(os_pf, router, true)?;
+                for &u in slot.iter() {
+                    st.ready_at[u as usize] = t;
+                }
+            }
+        }
+
+        // expert compute once every unit is resident
+        let start = st.compute_free.max(ready);
+        st.stall += start - st.compute_free;
+        let ex = plans.keys(&g).len() as f64 * compute.expert_us;
+        st.compute_free = start + ex;
+        st.busy_compute += ex;
+        st.span(Resource::Compute, "experts", start, ex);
+
+        // units paged in and evicted within this group (streamed, or a budget below one group)
+        for &u in &late_evictions {
+            st.resident[u as usize] = false;
+            st.evict(u, start);
+        }
+        // prefetches aimed at this group that no group used: unmap them again
+        if predicting {
+            let slot = std::mem::take(&mut targets[gi % slots]);
+            for &u in &slot {
+                if st.inflight[u as usize] {
+                    st.inflight[u as usize] = false;
+                    wasted += 1;
+                    st.deferred.push(st.ready_at[u as usize], u);
+                }
+            }
+            targets[gi % slots] = slot;
+        }
+    }
+    if cur_step != u32::MAX {
+        step_us.push(st.compute_free - step_start);
+    }
+    st.drain_deferred(f64::INFINITY);
+
+    let steps = step_us.len().max(1) as f64;
+    let total_us = st.compute_free;
+    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    for &s in &step_us {
+        hist.record((s * 1e3).round() as u64) // ns
+            .expect("an auto-resizing histogram accepts any value");
+    }
+    let q = |p: f64| hist.value_at_quantile(p) as f64 / 1e6;
+    let tokens = plans.tokens();
+    let timing = TimingReport {
+        step_ms_p50: q(0.50),
+        step_ms_p90: q(0.90),
+        step_ms_p99: q(0.99),
+        step_ms_max: step_us.iter().cloned().fold(0.0, f64::max) / 1e3,
+        step_ms_mean: step_us.iter().sum::<f64>() / steps / 1e3,
+        tokens_per_s: if total_us > 0.0 {
+            tokens as f64 / (total_us / 1e6)
+        } else {
+            0.0
+        },
+        compute_ms_per_step: st.busy_compute / steps / 1e3,
+        h2d_ms_per_step: st.busy_copy / steps / 1e3,
+        vmm_ms_per_step: st.busy_driver / steps / 1e3,
+        fault_ms_per_step: st.busy_fault / steps / 1e3,
+        stall_ms_per_step: st.stall / steps / 1e3,
+        peak_mapped_mib: st.peak_mapped / 1048576.0,
+        map_calls: st.map_calls,
+        unmap_calls: st.unmap_calls,
+        prefetch_issued: issued,
+        prefetch_used: used,
+    };
+    let detail = TimingDetail {
+        profile: cost.profile.clone(),
+        steps: step_us.len() as u64,
+        tokens,
+        total_ms: total_us / 1e3,
+        page_ins: plans.total_page_ins(),
+        prefetch_wasted: wasted,
+        bytes_in: st.bytes_in,
+        oversubscribed_page_ins: st.oversubscribed,
+    };
+    Ok(Replay {
+        timing,
+        detail,
+        step_us,
+        peak_mapped_bytes: st.peak_mapped,
+        timeline: st.timeline,
+    })
+}

@@ -1,0 +1,461 @@
+//! Analytic cases computed by hand, and cross-checks against the cache driver.
+
+use super::*;
+use crate::cost::{CostModel, CostOptions, Paging};
+use crate::model_profile::ComputeModel;
+use policies::{UnitInfo, UnitMap};
+use profile::{Constant, ConstantName as C, Device, Profile};
+use traces::{KeySpace, ModelSpec};
+
+const MIB: u64 = 1 << 20;
+/// 2 MiB at 1 GB/s (1000 B/µs)
+const COPY_2MIB: f64 = 2097.152;
+
+/// A test profile with round numbers: commit 10 µs and decommit 5 µs per granule, H2D
+/// 1 GB/s, faults 0.5 GB/s, prefetch 2 GB/s, usable 10 MiB, first touch 100/200/300 µs.
+fn test_profile(spread: Option<f64>) -> Profile {
+    let mut p = Profile::new("test", "hand-made", Device::default());
+    let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
+    p.set(C::VmmCommit, a(10.0, "us"))
+        .set(C::VmmDecommit, a(5.0, "us"))
+        .set(C::H2dBandwidth, a(1.0, "GB/s"))
+        .set(C::FaultBandwidth, a(0.5, "GB/s"))
+        .set(C::PrefetchBandwidth, a(2.0, "GB/s"))
+        .set(C::VramUsable, a(10.0, "MiB"))
+        .set(C::FirstTouchBelow90, a(100.0, "us"))
+        .set(C::FirstTouch90To100, a(200.0, "us"));
+    let mut above = a(300.0, "us");
+    if let Some(s) = spread {
+        above = above.with_range(300.0 * (1.0 - s / 2.0), 300.0 * (1.0 + s / 2.0));
+    }
+    p.set(C::FirstTouchAbove100, above);
+    p.validate().unwrap();
+    p
+}
+
+/// `n` units of `bytes` useful bytes each, one per key, 2 MiB granules, over `layers` layers.
+fn unit_map(layers: usize, per_layer: usize, bytes: u64, granule: u64) -> UnitMap {
+    let n = layers * per_layer;
+    UnitMap {
+        spec: "e1".into(),
+        expert_bytes: bytes,
+        granule_bytes: granule,
+        key_first: (0..n as u32).collect(),
+        key_count: vec![1; n],
+        units: (0..n)
+            .map(|k| UnitInfo {
+                useful_bytes: bytes,
+                committed_bytes: bytes.div_ceil(granule) * granule,
+                experts: 1,
+                first_moe_layer: (k / per_layer) as u32,
+                last_moe_layer: (k / per_layer) as u32,
+            })
+            .collect(),
+    }
+}
+
+fn compute(ne: f64, ex: f64) -> ComputeModel {
+    ComputeModel {
+        nonexpert_us: ne,
+        expert_us: ex,
+        ..ComputeModel::zero()
+    }
+}
+
+fn vmm_cost(p: &Profile) -> CostModel {
+    CostModel::new(p, Paging::Vmm, CostOptions::default()).unwrap()
+}
+
+fn ks(layers: usize, experts: u16) -> KeySpace {
+    KeySpace::new(&ModelSpec::uniform("t", layers, experts, 1))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6 * b.abs().max(1.0)
+}
+
+#[test]
+fn one_layer_without_overlap_is_the_sum_of_its_parts() {
+    let map = unit_map(1, 4, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0, 1], &[0, 1], &[0, 1], &[]);
+    let opts = EngineOptions {
+        serial_loader: true,
+        ..Default::default()
+    };
+    let p = test_profile(None);
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        opts,
+    )
+    .unwrap();
+    let want = 50.0 + 2.0 * (10.0 + COPY_2MIB) + 2.0 * 20.0;
+    assert!(close(r.step_us[0], want), "{} vs {want}", r.step_us[0]);
+    assert!(close(
+        r.timing.stall_ms_per_step * 1e3,
+        2.0 * (10.0 + COPY_2MIB)
+    ));
+    // with an asynchronous loader the second commit overlaps the first copy
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    assert!(close(r.step_us[0], 50.0 + 10.0 + 2.0 * COPY_2MIB + 40.0));
+    assert_eq!((r.timing.map_calls, r.timing.unmap_calls), (2, 0));
+}
+
+#[test]
+fn copy_is_hidden_behind_compute_with_a_prefetch() {
+    // two MoE layers, unit 0 needed by layer 0, unit 2 by layer 1; layer 0's experts take
+    // 5000 µs, longer than the prefetch of unit 2 issued at layer 0's router
+    let map = unit_map(2, 2, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(2);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0], &[0], &[0], &[]);
+    plans.push_group(1, &[2], &[2], &[2], &[]);
+    let opts = EngineOptions {
+        predictor: PredictorKind::Oracle,
+        window: 1,
+        ..Default::default()
+    };
+    let p = test_profile(None);
+    let r = replay(
+        &plans,
+        &map,
+        &ks(2, 2),
+        &vmm_cost(&p),
+        &compute(100.0, 5000.0),
+        opts,
+    )
+    .unwrap();
+    // layer 0 stalls for its own page-in (commit + copy); layer 1 does not stall at all
+    let stall0 = 10.0 + COPY_2MIB;
+    assert!(close(r.timing.stall_ms_per_step * 1e3, stall0));
+    assert!(close(
+        r.step_us[0],
+        100.0 + stall0 + 5000.0 + 100.0 + 5000.0
+    ));
+    assert!(close(r.timing.h2d_ms_per_step * 1e3, 2.0 * COPY_2MIB));
+    assert_eq!((r.timing.prefetch_issued, r.timing.prefetch_used), (1, 1));
+}
+
+#[test]
+fn copy_bound_steps_by_hand() {
+    // no compute; each step pages in three 2 MiB units and drops them after the group
+    let map = unit_map(1, 9, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    for s in 0..3u32 {
+        let u: Vec<u32> = (3 * s..3 * s + 3).collect();
+        plans.begin_step(1, 1);
+        plans.push_group(0, &u, &u, &u, &u);
+    }
+    let p = test_profile(None);
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 9),
+        &vmm_cost(&p),
+        &compute(0.0, 0.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    // step 1: first commit, then three back-to-back copies
+    assert!(close(r.step_us[0], 10.0 + 3.0 * COPY_2MIB));
+    // later steps: the previous group's three decommits (5 µs each) come first on the driver
+    assert!(close(r.step_us[1], 15.0 + 10.0 + 3.0 * COPY_2MIB));
+    assert!(close(r.step_us[2], 15.0 + 10.0 + 3.0 * COPY_2MIB));
+    assert_eq!((r.timing.map_calls, r.timing.unmap_calls), (9, 9));
+    // tokens per second = 3 tokens / total time
+    let total: f64 = r.step_us.iter().sum();
+    assert!(close(r.timing.tokens_per_s, 3.0 / (total / 1e6)));
+}
+
+#[test]
+fn fault_bound_os4k_step() {
+    // one 1 MiB expert in 4 KiB pages: 256 page units, faulted at 0.5 GB/s in one batch
+    let pages = 256usize;
+    let map = UnitMap {
+        spec: "os4k".into(),
+        expert_bytes: MIB,
+        granule_bytes: 4096,
+        key_first: vec![0],
+        key_count: vec![pages as u32],
+        units: vec![
+            UnitInfo {
+                useful_bytes: 4096,
+                committed_bytes: 4096,
+                experts: 1,
+                first_moe_layer: 0,
+                last_moe_layer: 0,
+            };
+            pages
+        ],
+    };
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    let u: Vec<u32> = (0..pages as u32).collect();
+    plans.push_group(0, &[0], &u, &u, &[]);
+    let p = test_profile(None);
+    let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 1),
+        &cost,
+        &compute(30.0, 70.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let fault = MIB as f64 / 500.0; // 2097.152 µs
+    assert!(close(r.step_us[0], 30.0 + fault + 70.0));
+    assert!(close(r.timing.fault_ms_per_step * 1e3, fault));
+    assert_eq!((r.timing.map_calls, r.timing.h2d_ms_per_step), (0, 0.0));
+}
+
+/// Four MoE layers, three steps, one fresh unit per group, streamed.
+fn chain_plans() -> (Plans, UnitMap) {
+    let map = unit_map(4, 3, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(4);
+    for s in 0..3u32 {
+        plans.begin_step(1, 1);
+        for m in 0..4u32 {
+            let u = [m * 3 + s];
+            plans.push_group(m as usize, &u, &u, &u, &u);
+        }
+    }
+    (plans, map)
+}
+
+#[test]
+fn oracle_prefetch_with_enough_window_removes_every_stall_but_the_first() {
+    let (plans, map) = chain_plans();
+    let p = test_profile(None);
+    // non-expert compute (3000 µs) is longer than one commit + copy (2107 µs)
+    let c = compute(3000.0, 0.0);
+    let oracle = EngineOptions {
+        predictor: PredictorKind::Oracle,
+        window: 1,
+        ..Default::default()
+    };
+    let r = replay(&plans, &map, &ks(4, 3), &vmm_cost(&p), &c, oracle).unwrap();
+    let first = 10.0 + COPY_2MIB; // the very first group cannot be predicted
+    assert!(close(r.timing.stall_ms_per_step * 3e3, first));
+    assert_eq!((r.timing.prefetch_issued, r.timing.prefetch_used), (11, 11));
+    assert_eq!(r.detail.prefetch_wasted, 0);
+    let none = replay(
+        &plans,
+        &map,
+        &ks(4, 3),
+        &vmm_cost(&p),
+        &c,
+        EngineOptions::default(),
+    )
+    .unwrap();
+    // without prefetch every group stalls at least commit + copy
+    assert!(none.timing.stall_ms_per_step * 3e3 >= 12.0 * first - 1e-6);
+}
+
+#[test]
+fn a_wrong_predictor_wastes_its_prefetches() {
+    let (plans, map) = chain_plans();
+    let p = test_profile(None);
+    let opts = EngineOptions {
+        predictor: PredictorKind::PrevToken,
+        window: 1,
+        ..Default::default()
+    };
+    // every group uses a fresh unit: the previous token's units are never needed again
+    let r = replay(
+        &plans,
+        &map,
+        &ks(4, 3),
+        &vmm_cost(&p),
+        &compute(3000.0, 0.0),
+        opts,
+    )
+    .unwrap();
+    assert_eq!(r.timing.prefetch_used, 0);
+    assert_eq!(r.timing.prefetch_issued, r.detail.prefetch_wasted);
+    // prev-token predicts target groups 4..=11 (those with a previous step), issued at
+    // groups 3..=10: 8 prefetches, each of a unit that was dropped after its use
+    assert_eq!(r.timing.prefetch_issued, 8);
+}
+
+#[test]
+fn oversubscription_raises_cost_exactly_as_the_curve_says() {
+    let map = unit_map(1, 1, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0], &[0], &[0], &[]);
+    let p = test_profile(None);
+    let cost = vmm_cost(&p);
+    let run = |nonexpert_mib: f64| {
+        let c = ComputeModel {
+            nonexpert_bytes: nonexpert_mib * MIB as f64,
+            ..ComputeModel::zero()
+        };
+        replay(&plans, &map, &ks(1, 1), &cost, &c, EngineOptions::default()).unwrap()
+    };
+    let base = run(0.0); // 2 of 10 MiB: below 90%
+    let mid = run(7.5); // 9.5 of 10 MiB: the 90-100% band, x 200/100
+    let over = run(8.5); // 10.5 of 10 MiB: above 100%, x 300/100
+    assert!(close(base.step_us[0], 10.0 + COPY_2MIB));
+    assert!(close(mid.step_us[0], 2.0 * (10.0 + COPY_2MIB)));
+    assert!(close(over.step_us[0], 3.0 * (10.0 + COPY_2MIB)));
+    assert_eq!(over.detail.oversubscribed_page_ins, 1);
+    assert!(close(over.timing.peak_mapped_mib, 10.5));
+    // a profile without the band's constant stops with an error naming it
+    let mut q = test_profile(None);
+    q.constants.remove("first_touch_above_100");
+    let e = replay(
+        &plans,
+        &map,
+        &ks(1, 1),
+        &vmm_cost(&q),
+        &ComputeModel {
+            nonexpert_bytes: 8.5 * MIB as f64,
+            ..ComputeModel::zero()
+        },
+        EngineOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("first_touch_above_100") && e.contains("test"),
+        "{e}"
+    );
+}
+
+#[test]
+fn same_seed_same_bits_other_seed_other_jitter() {
+    let (plans, map) = chain_plans();
+    let p = test_profile(Some(0.4));
+    let c = ComputeModel {
+        nonexpert_bytes: 9.0 * MIB as f64, // every page-in lands above 100%
+        ..compute(100.0, 50.0)
+    };
+    let run = |seed| {
+        let o = EngineOptions {
+            seed,
+            ..Default::default()
+        };
+        replay(&plans, &map, &ks(4, 3), &vmm_cost(&p), &c, o).unwrap()
+    };
+    let (a, b, d) = (run(7), run(7), run(8));
+    let bits = |r: &Replay| r.step_us.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a), bits(&b));
+    assert_eq!(a.timing, b.timing);
+    assert_ne!(bits(&a), bits(&d));
+    // jitter stays within +-20% around the curve's factor 3 for every page-in
+    let lo = 3.0 * 0.8 * COPY_2MIB * 12.0;
+    let hi = 3.0 * 1.2 * COPY_2MIB * 12.0;
+    let copy = a.timing.h2d_ms_per_step * 3e3;
+    assert!(lo <= copy && copy <= hi, "{copy}");
+}
+
+#[test]
+fn admission_cap_never_lets_mapped_memory_pass_the_cap() {
+    // n sequences, 6 steps; each sequence holds 1 MiB of KV per token; one 2 MiB unit per
+    // group, streamed; usable 10 MiB, cap 0.9 = 9 MiB.
+    let map = unit_map(1, 6, 2 * MIB, 2 * MIB);
+    let build = |n: usize| -> anyhow::Result<Plans> {
+        let mut plans = Plans::new(1);
+        for s in 0..6u32 {
+            plans.begin_step(n as u32, n as u64 * (s as u64 + 1));
+            plans.push_group(0, &[s], &[s], &[s], &[s]);
+        }
+        Ok(plans)
+    };
+    let c = ComputeModel {
+        kv_bytes_per_token: MIB as f64,
+        ..compute(10.0, 10.0)
+    };
+    let p = test_profile(None);
+    let cost = vmm_cost(&p);
+    let (adm, r) = admit(
+        4,
+        0.9,
+        &map,
+        &ks(1, 6),
+        &cost,
+        &c,
+        EngineOptions::default(),
+        build,
+    )
+    .unwrap();
+    // by hand: peak = 6 n MiB of KV + 2 MiB unit <= 9 MiB  =>  n = 1
+    assert_eq!(adm.admitted, 1);
+    assert!(r.peak_mapped_bytes <= 0.9 * 10.0 * MIB as f64);
+    assert!(close(r.timing.peak_mapped_mib, 8.0));
+    // and a cap that holds nobody is an error naming the memory needed
+    let e = admit(
+        4,
+        0.5,
+        &map,
+        &ks(1, 6),
+        &cost,
+        &c,
+        EngineOptions::default(),
+        build,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("admits no sequence"), "{e}");
+}
+
+#[test]
+fn deferred_unmap_takes_decommits_off_the_critical_path_but_holds_memory_longer() {
+    let map = unit_map(1, 9, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    for s in 0..3u32 {
+        let u: Vec<u32> = (3 * s..3 * s + 3).collect();
+        plans.begin_step(1, 1);
+        plans.push_group(0, &u, &u, &u, &u);
+    }
+    let mut p = test_profile(None);
+    p.set(
+        C::VramUsable,
+        Constant::assumed(100.0, "MiB", "no oversubscription here"),
+    );
+    let run = |deferred_unmap| {
+        let o = EngineOptions {
+            deferred_unmap,
+            ..Default::default()
+        };
+        replay(
+            &plans,
+            &map,
+            &ks(1, 9),
+            &vmm_cost(&p),
+            &compute(0.0, 0.0),
+            o,
+        )
+        .unwrap()
+    };
+    let (crit, def) = (run(false), run(true));
+    // critical path: steps 2 and 3 start with the previous group's three 5 µs decommits
+    assert!(close(crit.step_us[1], 15.0 + 10.0 + 3.0 * COPY_2MIB));
+    // deferred: demand commits go first; the decommits run while the driver idles
+    for s in 0..3 {
+        assert!(close(def.step_us[s], 10.0 + 3.0 * COPY_2MIB));
+    }
+    // the same driver work is done either way: 9 commits and 9 decommits
+    assert_eq!((def.timing.map_calls, def.timing.unmap_calls), (9, 9));
+    assert!(close(
+        def.timing.vmm_ms_per_step * 3e3,
+        9.0 * 10.0 + 9.0 * 5.0
+    ));
+    // but the old group stays mapped while the new one comes in: 12 MiB instead of 6
+    assert!(close(crit.timing.peak_mapped_mib, 6.0));
+    assert!(close(def.timing.peak_mapped_mib, 12.0));
+}

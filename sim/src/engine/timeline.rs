@@ -1,0 +1,113 @@
+//! `--timeline FILE`: the resources' busy spans as a Chrome trace-event JSON (open it in
+//! chrome://tracing or ui.perfetto.dev), one track per resource.
+
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+
+/// The engine's resources, one timeline each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    Compute = 1,
+    Copy = 2,
+    Driver = 3,
+    Faults = 4,
+}
+
+impl Resource {
+    fn label(self) -> &'static str {
+        match self {
+            Resource::Compute => "compute stream",
+            Resource::Copy => "copy engine (H2D)",
+            Resource::Driver => "driver (VMM calls)",
+            Resource::Faults => "fault handler",
+        }
+    }
+}
+
+/// One busy span: what, on which resource, when (µs), for which (step, MoE layer).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    pub resource: Resource,
+    pub name: &'static str,
+    pub start_us: f64,
+    pub dur_us: f64,
+    pub step: u32,
+    pub layer: u32,
+}
+
+/// Spans recorded during a replay, up to a cap so a long replay cannot exhaust memory.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    pub spans: Vec<Span>,
+    /// Spans not recorded because the cap was reached.
+    pub dropped: u64,
+    cap: usize,
+}
+
+impl Timeline {
+    /// Record at most `cap` spans.
+    pub fn with_cap(cap: usize) -> Self {
+        Timeline {
+            spans: Vec::new(),
+            dropped: 0,
+            cap,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, s: Span) {
+        if s.dur_us <= 0.0 {
+            return;
+        }
+        if self.spans.len() < self.cap {
+            self.spans.push(s);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// The Chrome trace-event document.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut events = Vec::with_capacity(self.spans.len() + 4);
+        for r in [
+            Resource::Compute,
+            Resource::Copy,
+            Resource::Driver,
+            Resource::Faults,
+        ] {
+            events.push(
+                json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
+                "args": {"name": r.label()}}),
+            );
+        }
+        for s in &self.spans {
+            events.push(
+                json!({"name": s.name, "ph": "X", "pid": 1, "tid": s.resource as u32,
+                "ts": s.start_us, "dur": s.dur_us, "args": {"step": s.step, "layer": s.layer}}),
+            );
+        }
+        json!({"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"dropped_spans": self.dropped}})
+    }
+
+    /// Write the document to `path` atomically (temporary file in the same directory, then
+    /// rename).
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+        {
+            let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+            serde_json::to_writer(&mut w, &self.to_json())?;
+            w.flush()?;
+        }
+        tmp.persist(path)
+            .with_context(|| format!("cannot write timeline {}", path.display()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,195 @@
+//! Model compute profile: how long the non-expert part of a layer and one expert take on the
+//! GPU during decode, and how much VRAM non-expert weights and the KV cache hold.
+//!
+//! Decode is memory-bound: a decode-time FFN reads its weights once per step whatever the
+//! batch, so time = bytes read / the profile's `device_read_bandwidth`. From the geometry
+//! (assumptions, each overridable by a flag):
+//! - non-expert weights per layer = 4 x hidden^2 parameters (q, k, v, o projections of
+//!   full multi-head attention; grouped-query models hold fewer k/v parameters, so this is
+//!   an upper bound) + hidden x experts (router) + shared experts x expert parameters, at the
+//!   experts' bytes per parameter; embeddings and the LM head are not counted (the trace
+//!   header does not record the vocabulary);
+//! - KV cache per token per sequence = 2 (K and V) x hidden x 2 bytes (bf16) x layers
+//!   (again full multi-head: an upper bound for grouped-query attention);
+//! - per MoE layer and step: non-expert compute = (non-expert bytes of all layers / MoE
+//!   layers + the batch's KV bytes / MoE layers) / read bandwidth; expert compute = expert
+//!   bytes / read bandwidth per distinct selected expert.
+
+use profile::{ConstantName as C, Profile};
+use traces::ModelSpec;
+
+/// How compute is modelled (`--compute`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ComputeMode {
+    /// From the model geometry and the profile's device read bandwidth.
+    #[default]
+    Geometry,
+    /// No compute at all: only paging (to compare with paging-only measurements).
+    None,
+}
+
+/// User overrides of the geometry-derived figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ComputeOverrides {
+    /// Non-expert compute per MoE layer per step, µs (KV read excluded).
+    pub nonexpert_us: Option<f64>,
+    /// Compute of one selected expert, µs.
+    pub expert_us: Option<f64>,
+    /// Non-expert weights resident for the whole model, MiB.
+    pub nonexpert_mib: Option<f64>,
+    /// KV cache bytes per token per sequence (all layers).
+    pub kv_bytes_per_token: Option<u64>,
+}
+
+/// The resolved compute and memory figures for one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComputeModel {
+    /// Non-expert compute per MoE layer per step, µs (weights only).
+    pub nonexpert_us: f64,
+    /// Compute per distinct selected expert, µs.
+    pub expert_us: f64,
+    /// KV read time per token of KV per MoE layer, µs (0 with `--compute none`).
+    pub kv_us_per_token: f64,
+    /// Non-expert weights held in VRAM for the whole model, bytes.
+    pub nonexpert_bytes: f64,
+    /// KV cache per token per sequence, bytes.
+    pub kv_bytes_per_token: f64,
+}
+
+impl ComputeModel {
+    /// Resolve from the geometry, the profile and the overrides. `expert_bytes` is the bytes
+    /// of one expert as the mechanism sized it. Errors name what is missing and the flag
+    /// that supplies it.
+    pub fn new(
+        mode: ComputeMode,
+        model: &ModelSpec,
+        expert_bytes: u64,
+        profile: &Profile,
+        o: &ComputeOverrides,
+    ) -> anyhow::Result<ComputeModel> {
+        let moe_layers = model.moe_layers().len().max(1) as f64;
+        let layers = model.layers.len() as f64;
+        let geometry = model
+            .hidden_size
+            .zip(model.expert_params())
+            .map(|(h, params)| (h as f64, expert_bytes as f64 / params as f64));
+        let need_geometry = |what: &str, flag: &str| {
+            anyhow::anyhow!(
+                "{what} needs the model's hidden size and expert FFN size, which the trace header of '{}' does not record; pass {flag}",
+                model.name
+            )
+        };
+        let nonexpert_bytes = match o.nonexpert_mib {
+            Some(mib) => mib * 1048576.0,
+            None => {
+                let (h, bpp) = geometry
+                    .ok_or_else(|| need_geometry("non-expert weight memory", "--nonexpert-mib"))?;
+                let shared: f64 = model.layers.iter().map(|l| l.shared_experts as f64).sum();
+                let router: f64 = model.layers.iter().map(|l| h * l.experts as f64).sum();
+                let params = layers * 4.0 * h * h
+                    + router
+                    + shared * model.expert_params().unwrap_or(0) as f64;
+                params * bpp
+            }
+        };
+        let kv_bytes_per_token = match o.kv_bytes_per_token {
+            Some(b) => b as f64,
+            None => {
+                let (h, _) = geometry
+                    .ok_or_else(|| need_geometry("the KV cache size", "--kv-bytes-per-token"))?;
+                2.0 * h * 2.0 * layers
+            }
+        };
+        if mode == ComputeMode::None {
+            return Ok(ComputeModel {
+                nonexpert_us: 0.0,
+                expert_us: 0.0,
+                kv_us_per_token: 0.0,
+                nonexpert_bytes,
+                kv_bytes_per_token,
+            });
+        }
+        let read = profile.require(
+            C::DeviceReadBandwidth,
+            "the compute model (--compute geometry); or give --compute none",
+        )?;
+        let nonexpert_us = o
+            .nonexpert_us
+            .unwrap_or(nonexpert_bytes / moe_layers / read);
+        let expert_us = o.expert_us.unwrap_or(expert_bytes as f64 / read);
+        Ok(ComputeModel {
+            nonexpert_us,
+            expert_us,
+            kv_us_per_token: kv_bytes_per_token / moe_layers / read,
+            nonexpert_bytes,
+            kv_bytes_per_token,
+        })
+    }
+
+    /// Everything zero: no compute and no non-expert memory (tests, paging-only harnesses).
+    pub fn zero() -> ComputeModel {
+        ComputeModel {
+            nonexpert_us: 0.0,
+            expert_us: 0.0,
+            kv_us_per_token: 0.0,
+            nonexpert_bytes: 0.0,
+            kv_bytes_per_token: 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granite_geometry_by_hand() {
+        // granite-3.0-1b-a400m: 24 layers, 32 experts, top-8, hidden 1024, expert FFN 512.
+        let mut m = ModelSpec::uniform("granite", 24, 32, 8);
+        m.hidden_size = Some(1024);
+        m.expert_ffn = Some(512);
+        let expert_bytes = 3 * 1024 * 512 * 2; // bf16: 3 MiB
+        let p = profile::load("rtx4060-laptop-wddm").unwrap();
+        let c = ComputeModel::new(
+            ComputeMode::Geometry,
+            &m,
+            expert_bytes,
+            &p,
+            &ComputeOverrides::default(),
+        )
+        .unwrap();
+        // 178 GB/s = 178000 B/µs; 3 MiB / 178000 = 17.67 µs
+        assert!((c.expert_us - 3145728.0 / 178000.0).abs() < 1e-9);
+        // per layer: 4 x 1024^2 + 1024 x 32 params x 2 B = 8454144 B
+        assert!((c.nonexpert_bytes - 24.0 * 8454144.0).abs() < 1e-6);
+        assert!((c.nonexpert_us - 8454144.0 / 178000.0).abs() < 1e-9);
+        // KV: 2 x 1024 x 2 B x 24 layers = 98304 B per token
+        assert_eq!(c.kv_bytes_per_token, 98304.0);
+        let none = ComputeModel::new(
+            ComputeMode::None,
+            &m,
+            expert_bytes,
+            &p,
+            &ComputeOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!((none.expert_us, none.nonexpert_us), (0.0, 0.0));
+        assert_eq!(none.nonexpert_bytes, c.nonexpert_bytes);
+    }
+
+    #[test]
+    fn missing_geometry_names_the_flag() {
+        let m = ModelSpec::uniform("synthetic", 2, 8, 2);
+        let p = profile::load("rtx4060-laptop-wddm").unwrap();
+        let e = ComputeModel::new(
+            ComputeMode::None,
+            &m,
+            1 << 20,
+            &p,
+            &ComputeOverrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--nonexpert-mib"), "{e}");
+    }
+}
