@@ -31,12 +31,12 @@ impl fmt::Display for TokenPos {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// An operating-system error on the file.
-    #[error("{file}: {action}: {source}")]
+    #[error("{file}: {action}: {cause}")]
     Io {
         file: String,
         action: &'static str,
-        #[source]
-        source: std::io::Error,
+        /// Kept out of `source()` because the message already includes it.
+        cause: std::io::Error,
     },
     /// The first 8 bytes are not the trace magic.
     #[error("{file}: not a MoE trace file: bytes 0..8 are {found:02x?}, expected the magic \"MOETRACE\" (convert other formats with `sim trace import`)")]
@@ -135,11 +135,11 @@ fn offset_note(offset: Option<u64>) -> String {
 }
 
 impl TraceError {
-    pub(crate) fn io(file: &str, action: &'static str, source: std::io::Error) -> Self {
+    pub(crate) fn io(file: &str, action: &'static str, cause: std::io::Error) -> Self {
         TraceError::Io {
             file: file.to_string(),
             action,
-            source,
+            cause,
         }
     }
 
