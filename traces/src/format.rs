@@ -68,7 +68,8 @@ pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceErr
 }
 
 /// Check the model geometry: every layer is dense (0 experts, top-k 0) or has
-/// 1 <= top-k <= experts (experts <= 65,535 by the u16 type), and at least one layer is MoE.
+/// 1 <= top-k <= experts (experts <= 65,535 by the u16 type), at least one layer is MoE, and
+/// the expert instances of all layers fit the u32 key numbering.
 pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError> {
     let err = |detail: String| TraceError::Geometry {
         file: file.to_string(),
@@ -93,6 +94,14 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
                 l.top_k, l.experts
             )));
         }
+    }
+    // Keys are numbered with u32 (KeySpace); a corrupt header must not overflow them.
+    let keys: u64 = model.layers.iter().map(|l| l.experts as u64).sum();
+    if keys > u32::MAX as u64 {
+        return Err(err(format!(
+            "{keys} expert instances over {} layers exceed the 4,294,967,295 keys this format numbers",
+            model.layers.len()
+        )));
     }
     if !model.layers.iter().any(|l| l.is_moe()) {
         return Err(err(format!(

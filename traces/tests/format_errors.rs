@@ -432,6 +432,21 @@ fn invalid_geometry() {
     }];
     let e = read(&assemble(&encode_header(&h).unwrap(), &[])).unwrap_err();
     assert!(e.to_string().contains("none with routed experts"), "{e}");
+    // 65,538 layers of 65,535 experts overflow the u32 key numbering.
+    let mut h = header(false);
+    h.model.layers = vec![
+        LayerSpec {
+            experts: 65_535,
+            top_k: 1,
+            shared_experts: 0,
+        };
+        65_538
+    ];
+    let e = read(&assemble(&encode_header(&h).unwrap(), &[])).unwrap_err();
+    assert!(
+        e.to_string().contains("exceed the 4,294,967,295 keys"),
+        "{e}"
+    );
 }
 
 #[test]
