@@ -13,8 +13,11 @@ use std::sync::Arc;
 pub const SOURCE: &str = include_str!("cuda/moe.cu");
 /// Threads per block of the expert kernels (`WARPS * 32` in the source).
 const BLOCK_THREADS: u32 = 256;
-/// Rows of the output one block computes (`WARPS * ROWS_PER_WARP` in the source).
+/// Rows of the output one block computes per pass (`WARPS * ROWS_PER_WARP` in the source).
 const ROWS_PER_BLOCK: usize = 32;
+/// Passes each block makes over `ROWS_PER_BLOCK` rows: more rows per block amortise the
+/// activation load into shared memory (chosen on the H200, see BENCHMARKS.md issue 7).
+const PASSES_PER_BLOCK: usize = 4;
 /// Dynamic shared memory a block may use without opting in (CUDA's default limit, 48 KiB).
 const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
@@ -194,7 +197,11 @@ impl Kernels {
         ];
         for (rows, k, woff, soff, mode) in phases {
             let cfg = LaunchConfig {
-                grid_dim: (rows.div_ceil(ROWS_PER_BLOCK) as u32, launch.items, 1),
+                grid_dim: (
+                    rows.div_ceil(ROWS_PER_BLOCK * PASSES_PER_BLOCK) as u32,
+                    launch.items,
+                    1,
+                ),
                 block_dim: (BLOCK_THREADS, 1, 1),
                 shared_mem_bytes: (launch.maxt * k * 4) as u32,
             };

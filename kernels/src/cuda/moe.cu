@@ -59,68 +59,69 @@ __device__ void moe_matvec(const unsigned int* __restrict__ work,
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    const unsigned int row0 = (blockIdx.x * WARPS + warp) * ROWS_PER_WARP;
-    if (row0 >= rows) return;
     const unsigned int chunks = k / 32;           // 16-byte chunks of 32 int4 weights per row
     const unsigned int groups_per_row = k / group;
     const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
     const float* sbase = (const float*)(base + scale_offset);
 
-    float acc[ROWS_PER_WARP][MAXT];
+    // Each warp walks several groups of ROWS_PER_WARP rows, so the activation load above is
+    // paid once per block for many rows.
+    for (unsigned int row0 = (blockIdx.x * WARPS + warp) * ROWS_PER_WARP; row0 < rows;
+         row0 += gridDim.x * WARPS * ROWS_PER_WARP) {
+        float acc[ROWS_PER_WARP][MAXT];
 #pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; ++r)
+        for (int r = 0; r < ROWS_PER_WARP; ++r)
 #pragma unroll
-        for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
+            for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
 
-    for (unsigned int c = lane; c < chunks; c += 32) {
-        uint4 w[ROWS_PER_WARP];
-        float sc[ROWS_PER_WARP];
-#pragma unroll
-        for (int r = 0; r < ROWS_PER_WARP; ++r) {
-            const unsigned int row = row0 + r;
-            if (row < rows) {
-                w[r] = __ldg((const uint4*)(wbase + (size_t)row * (k / 2)) + c);
-                sc[r] = __ldg(sbase + (size_t)row * groups_per_row + (c * 32) / group);
-            } else {
-                w[r] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
-                sc[r] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            float wf[ROWS_PER_WARP][8];
+        for (unsigned int c = lane; c < chunks; c += 32) {
+            uint4 w[ROWS_PER_WARP];
+            float sc[ROWS_PER_WARP];
 #pragma unroll
             for (int r = 0; r < ROWS_PER_WARP; ++r) {
-                const unsigned int word = q == 0 ? w[r].x : q == 1 ? w[r].y : q == 2 ? w[r].z : w[r].w;
-                dequant8(word, sc[r], wf[r]);
+                const unsigned int row = row0 + r;
+                if (row < rows) {
+                    w[r] = __ldg((const uint4*)(wbase + (size_t)row * (k / 2)) + c);
+                    sc[r] = __ldg(sbase + (size_t)row * groups_per_row + (c * 32) / group);
+                } else {
+                    w[r] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+                    sc[r] = 0.0f;
+                }
             }
 #pragma unroll
             for (int t = 0; t < MAXT; ++t) {
                 if (t < nt) {
-                    const float4* xp = (const float4*)(xs + t * k + c * 32 + q * 8);
-                    const float4 a = xp[0];
-                    const float4 b = xp[1];
 #pragma unroll
-                    for (int r = 0; r < ROWS_PER_WARP; ++r) {
-                        acc[r][t] += wf[r][0] * a.x + wf[r][1] * a.y + wf[r][2] * a.z +
-                                     wf[r][3] * a.w + wf[r][4] * b.x + wf[r][5] * b.y +
-                                     wf[r][6] * b.z + wf[r][7] * b.w;
+                    for (int q = 0; q < 4; ++q) {
+                        const float4* xp = (const float4*)(xs + t * k + c * 32 + q * 8);
+                        const float4 a = xp[0];
+                        const float4 b = xp[1];
+#pragma unroll
+                        for (int r = 0; r < ROWS_PER_WARP; ++r) {
+                            const unsigned int word =
+                                q == 0 ? w[r].x : q == 1 ? w[r].y : q == 2 ? w[r].z : w[r].w;
+                            float wf[8];
+                            dequant8(word, 1.0f, wf);
+                            acc[r][t] += sc[r] * (wf[0] * a.x + wf[1] * a.y + wf[2] * a.z +
+                                                  wf[3] * a.w + wf[4] * b.x + wf[5] * b.y +
+                                                  wf[6] * b.z + wf[7] * b.w);
+                        }
                     }
                 }
             }
         }
-    }
 
 #pragma unroll
-    for (int t = 0; t < MAXT; ++t) {
-        if (t < nt) {
-            const unsigned int s = slot_list[first + t];
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < nt) {
+                const unsigned int s = slot_list[first + t];
 #pragma unroll
-            for (int r = 0; r < ROWS_PER_WARP; ++r) {
-                float v = acc[r][t];
+                for (int r = 0; r < ROWS_PER_WARP; ++r) {
+                    float v = acc[r][t];
 #pragma unroll
-                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0 && row0 + r < rows) output[(size_t)s * rows + row0 + r] = v;
+                    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                    if (lane == 0 && row0 + r < rows) output[(size_t)s * rows + row0 + r] = v;
+                }
             }
         }
     }
