@@ -100,8 +100,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         if let Some(v) = c
             .vmm
             .iter()
-            .filter(|v| v.fill_fraction >= lo && v.fill_fraction < hi)
-            .next_back()
+            .rfind(|v| v.fill_fraction >= lo && v.fill_fraction < hi)
         {
             let s = &v.first_touch_us;
             p.set(name, ranged(s.median, s, 1.0, "us", m(format!("cuMemsetD8 over {} freshly mapped granules + synchronize, per granule, at {:.0}% of VRAM allocated", v.granules, v.fill_fraction * 100.0), Some(s))));
