@@ -138,6 +138,14 @@ fn read(bytes: &[u8]) -> Result<Trace, TraceError> {
     traces::read_bytes(bytes, "t.bin")
 }
 
+/// The file loader on the same bytes.
+fn read_via_file(bytes: &[u8]) -> Result<Trace, TraceError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.bin");
+    std::fs::write(&path, bytes).unwrap();
+    traces::read_file(&path)
+}
+
 #[test]
 fn assembled_file_equals_written_file_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -597,6 +605,7 @@ proptest! {
     #[test]
     fn random_bytes_are_rejected(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         prop_assert!(read(&bytes).is_err());
+        prop_assert!(read_via_file(&bytes).is_err());
     }
 
     #[test]
@@ -619,6 +628,7 @@ proptest! {
             let f = assemble(&encode_header(&tr.header).unwrap(), &payload(&tr));
             let cut = cut % f.len();
             prop_assert!(read(&f[..cut]).is_err());
+            prop_assert!(read_via_file(&f[..cut]).is_err());
         }
     }
 
