@@ -19,7 +19,8 @@ use profile::{ConstantName as C, Profile};
 use traces::ModelSpec;
 
 /// How compute is modelled (`--compute`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ComputeMode {
     /// From the model geometry and the profile's device read bandwidth.
     #[default]

@@ -60,6 +60,8 @@ pub struct RunConfig {
     pub sizes: SizeOptions,
     /// Retention under a budget (`--evict`, `--budget`, ...); `None`: streaming regime only.
     pub retention: Option<crate::cache::RetentionConfig>,
+    /// Discrete-event timing on a hardware profile (`--hw` and the timing flags); `None`: no timing.
+    pub timing: Option<crate::engine::TimingConfig>,
 }
 
 impl Default for RunConfig {
@@ -70,6 +72,7 @@ impl Default for RunConfig {
             phase: PhaseSel::Decode,
             sizes: SizeOptions::default(),
             retention: None,
+            timing: None,
         }
     }
 }
@@ -188,6 +191,15 @@ pub struct RunReport {
     /// Smallest budget reaching a tokens-per-second target, with `--target-tokens-per-s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<crate::cache::TargetReport>,
+    /// Step latencies and the time split on a hardware profile (issue 5's exact keys), with `--hw`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<crate::engine::TimingReport>,
+    /// Details of the timed replay beside the `timing` block (profile, totals, wasted prefetches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing_detail: Option<crate::engine::TimingDetail>,
+    /// Batch admission under `--admission-cap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<crate::engine::Admission>,
 }
 
 /// Parse a spec, naming the flag it came from in the error.
@@ -233,6 +245,28 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
             )
         })
         .transpose()?;
+    let timing = cfg
+        .timing
+        .as_ref()
+        .map(|tc| {
+            // the retention driver's resolved budget (a --target-tokens-per-s search changes it)
+            let rc = cfg.retention.as_ref().map(|rc| {
+                let mut rc = rc.clone();
+                if let Some(r) = &retention {
+                    rc.cache.budget = r.inputs.budget.clone();
+                }
+                rc
+            });
+            crate::engine::run_timing(
+                tc,
+                trace,
+                w.profile.as_ref().map(|p| &p.trace),
+                &map,
+                cfg.phase,
+                rc.as_ref(),
+            )
+        })
+        .transpose()?;
     Ok(RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
@@ -253,6 +287,9 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
         schedule: retention.as_ref().and_then(|r| r.schedule.clone()),
         target: retention.and_then(|r| r.target),
+        timing: timing.as_ref().map(|t| t.timing.clone()),
+        timing_detail: timing.as_ref().map(|t| t.detail.clone()),
+        admission: timing.and_then(|t| t.admission),
     })
 }
 

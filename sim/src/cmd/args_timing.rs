@@ -1,8 +1,179 @@
 //! Timing options shared by `sim run`, `sim sweep` and `sim compare`: hardware profile,
 //! compute model, prefetch predictor, batch memory.
 
+use anyhow::{bail, Result};
 use clap::Args;
+use sim::engine::{PredictorKind, TimingConfig};
+use sim::model_profile::{ComputeMode, ComputeOverrides};
+use std::path::PathBuf;
 
 /// Timing (discrete-event engine) options. With no `--hw` no timing is simulated.
 #[derive(Args, Clone, Debug, Default)]
-pub struct TimingArgs {}
+pub struct TimingArgs {
+    /// Hardware profile: a shipped name (`sim profile list`: rtx4060-laptop-wddm, h200-linux)
+    /// or the path of a profile JSON. Turns on the discrete-event engine and the `timing` block.
+    #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
+    pub hw: Option<String>,
+
+    /// Compute model: `geometry` (non-expert and expert FFN weights read once per step at the
+    /// profile's device read bandwidth) or `none` (paging only, to compare with paging
+    /// benchmarks).
+    #[arg(long, value_enum, default_value = "geometry", help_heading = "Timing")]
+    pub compute: ComputeMode,
+
+    /// Override: non-expert compute per MoE layer per step, in µs (KV read excluded).
+    #[arg(long, value_name = "US", help_heading = "Timing")]
+    pub nonexpert_us: Option<f64>,
+
+    /// Override: compute of one selected expert, in µs.
+    #[arg(long, value_name = "US", help_heading = "Timing")]
+    pub expert_us: Option<f64>,
+
+    /// Override: non-expert weights resident in VRAM for the whole model, in MiB (default from
+    /// the geometry: 4 x hidden^2 attention + router parameters per layer).
+    #[arg(long, value_name = "MIB", help_heading = "Timing")]
+    pub nonexpert_mib: Option<f64>,
+
+    /// KV cache bytes per token per sequence, all layers (default from the geometry:
+    /// 2 x hidden x 2 bytes x layers).
+    #[arg(long, value_name = "BYTES", help_heading = "Timing")]
+    pub kv_bytes_per_token: Option<u64>,
+
+    /// Reuse pooled physical handles: a page-in costs cuMemMap + cuMemSetAccess per granule
+    /// (no cuMemCreate), an eviction cuMemUnmap (no cuMemRelease). Needs the per-call constants.
+    #[arg(long, help_heading = "Timing")]
+    pub handle_pool: bool,
+
+    /// Unmap evicted units off the critical path: the driver runs the decommits when idle,
+    /// and the memory stays mapped until then.
+    #[arg(long, help_heading = "Timing")]
+    pub deferred_unmap: bool,
+
+    /// One loader thread doing synchronous copies: a unit's copy blocks the next VMM call
+    /// (as in the onnx-genai paging harness). Default: commits overlap the previous copy.
+    #[arg(long, help_heading = "Timing")]
+    pub serial_loader: bool,
+
+    /// Prefetch predictor naming the units of the MoE layer `--window` layers ahead: none,
+    /// oracle (the bound), prev-token, static (most used units per layer), next-layer.
+    #[arg(long, value_enum, default_value = "none", help_heading = "Timing")]
+    pub predictor: PredictorKind,
+
+    /// Prefetch lead in MoE layers (1 to the number of MoE layers).
+    #[arg(long, default_value_t = 1, value_name = "L", help_heading = "Timing")]
+    pub window: usize,
+
+    /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
+    /// would push mapped memory past cap x usable are refused.
+    #[arg(long, value_name = "FRACTION", help_heading = "Timing")]
+    pub admission_cap: Option<f64>,
+
+    /// Write a Chrome trace-event JSON of the resources (open in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE", help_heading = "Timing")]
+    pub timeline: Option<PathBuf>,
+}
+
+impl TimingArgs {
+    /// The timing configuration of a run; `None` without `--hw`. `seed` (the run's `--seed`)
+    /// drives the oversubscription jitter.
+    pub fn for_run(&self, seed: u64) -> Result<Option<TimingConfig>> {
+        let Some(hw) = &self.hw else {
+            let used = self.handle_pool
+                || self.deferred_unmap
+                || self.serial_loader
+                || self.predictor != PredictorKind::None
+                || self.admission_cap.is_some()
+                || self.timeline.is_some();
+            if used {
+                bail!("timing flags (--handle-pool, --deferred-unmap, --serial-loader, --predictor, --admission-cap, --timeline) need a hardware profile: add --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
+            }
+            return Ok(None);
+        };
+        for (name, v) in [
+            ("--nonexpert-us", self.nonexpert_us),
+            ("--expert-us", self.expert_us),
+            ("--nonexpert-mib", self.nonexpert_mib),
+        ] {
+            if let Some(x) = v {
+                if !(x.is_finite() && x >= 0.0) {
+                    bail!("{name} {x}: give a finite non-negative number");
+                }
+            }
+        }
+        if let Some(c) = self.admission_cap {
+            if !(c > 0.0 && c.is_finite()) {
+                bail!("--admission-cap {c}: give a positive fraction of usable VRAM, e.g. 0.90");
+            }
+        }
+        if self.predictor != PredictorKind::None && self.window == 0 {
+            bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
+        }
+        Ok(Some(TimingConfig {
+            hw: hw.clone(),
+            compute: self.compute,
+            overrides: ComputeOverrides {
+                nonexpert_us: self.nonexpert_us,
+                expert_us: self.expert_us,
+                nonexpert_mib: self.nonexpert_mib,
+                kv_bytes_per_token: self.kv_bytes_per_token,
+            },
+            handle_pool: self.handle_pool,
+            deferred_unmap: self.deferred_unmap,
+            serial_loader: self.serial_loader,
+            predictor: self.predictor,
+            window: self.window,
+            admission_cap: self.admission_cap,
+            timeline: self.timeline.clone(),
+            seed,
+        }))
+    }
+}
+
+/// The human-readable timing section of a run summary.
+pub fn timing_summary(r: &sim::runner::RunReport) -> String {
+    use std::fmt::Write;
+    let (Some(t), Some(d)) = (&r.timing, &r.timing_detail) else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ntiming on {}: {} steps, {} tokens, {:.1} ms simulated",
+        d.profile, d.steps, d.tokens, d.total_ms
+    );
+    let _ = writeln!(
+        s,
+        "  step ms     p50 {:.3}   p90 {:.3}   p99 {:.3}   max {:.3}   mean {:.3}",
+        t.step_ms_p50, t.step_ms_p90, t.step_ms_p99, t.step_ms_max, t.step_ms_mean
+    );
+    let _ = writeln!(s, "  tokens/s    {:.1}", t.tokens_per_s);
+    let _ = writeln!(
+        s,
+        "  per step    compute {:.3} ms   h2d {:.3} ms   vmm {:.3} ms   faults {:.3} ms   stall {:.3} ms",
+        t.compute_ms_per_step,
+        t.h2d_ms_per_step,
+        t.vmm_ms_per_step,
+        t.fault_ms_per_step,
+        t.stall_ms_per_step
+    );
+    let _ = writeln!(
+        s,
+        "  memory      peak mapped {:.1} MiB   map calls {}   unmap calls {}   page-ins {} ({} above 90% of usable VRAM)",
+        t.peak_mapped_mib, t.map_calls, t.unmap_calls, d.page_ins, d.oversubscribed_page_ins
+    );
+    if t.prefetch_issued > 0 {
+        let _ = writeln!(
+            s,
+            "  prefetch    issued {}   used {}   wasted {}",
+            t.prefetch_issued, t.prefetch_used, d.prefetch_wasted
+        );
+    }
+    if let Some(a) = &r.admission {
+        let _ = writeln!(
+            s,
+            "  admission   {} of {} sequences admitted under {} x usable VRAM ({:.0} MiB)",
+            a.admitted, a.requested, a.cap, a.limit_mib
+        );
+    }
+    s
+}

@@ -43,12 +43,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         phase: args.input.phase,
         sizes: args.input.sizes(),
         retention: args.cache.for_run()?,
+        timing: args.timing.for_run(args.cache.seed)?,
     };
     let report = runner::run(&cfg, &workload)?;
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        summary(&report) + &super::args_cache::retention_summary(&report)
+        summary(&report)
+            + &super::args_cache::retention_summary(&report)
+            + &super::args_timing::timing_summary(&report)
     };
     emit(args.out.as_deref(), &text)
 }

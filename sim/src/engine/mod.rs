@@ -9,6 +9,8 @@
 
 pub mod batch;
 pub mod build;
+pub mod churn;
+pub mod config;
 pub mod plan;
 pub mod predict;
 pub mod queue;
@@ -17,6 +19,7 @@ pub mod report;
 pub mod timeline;
 
 pub use batch::{admit, Admission};
+pub use config::{run_timing, TimingConfig, TimingOutcome};
 pub use plan::{GroupRec, Plans, StepRec};
 pub use predict::PredictorKind;
 pub use queue::EventQueue;

@@ -459,3 +459,70 @@ fn deferred_unmap_takes_decommits_off_the_critical_path_but_holds_memory_longer(
     assert!(close(crit.timing.peak_mapped_mib, 6.0));
     assert!(close(def.timing.peak_mapped_mib, 12.0));
 }
+
+#[test]
+fn conservation_bytes_copied_equal_page_ins_times_useful_bytes_of_the_cache_driver() {
+    use crate::cache::{Batching, Budget, CacheConfig, Semantics, Split};
+    use policies::retention::PolicyKind;
+    let trace = churn::churn_trace(churn::Routing::Uniform, 5);
+    let map = unit_map(1, 32, 3 * MIB, 2 * MIB); // e1: 3 MiB experts in two granules
+    let cfg = CacheConfig {
+        policy: PolicyKind::Lru,
+        budget: Budget::Units(8),
+        split: Split::Global,
+        semantics: Semantics::Group,
+        dram: None,
+        seed: 0,
+    };
+    let plans = build::plans(
+        &trace,
+        traces::PhaseSel::Decode,
+        &map,
+        Batching::default(),
+        None,
+        Some(&cfg),
+    )
+    .unwrap();
+    // the cache driver's own count, run independently
+    let w = crate::cache::Workload::build(
+        &trace,
+        &map,
+        traces::PhaseSel::Decode,
+        Batching::default(),
+        None,
+    )
+    .unwrap();
+    let driver = w.run(&map, &cfg).unwrap().cache;
+    assert_eq!(plans.total_page_ins(), driver.page_ins);
+    // a naive LRU of budget 8 under group semantics: resident = the last group's 8 experts
+    let ks = trace.keyspace();
+    let mut prev: Vec<u16> = Vec::new();
+    let mut naive = 0u64;
+    for t in 0..200 {
+        let sel = trace.selection(&ks, 0, traces::Phase::Decode, t, 0);
+        naive += sel.iter().filter(|e| !prev.contains(e)).count() as u64;
+        prev = sel.to_vec();
+    }
+    assert_eq!(driver.page_ins, naive);
+    let p = test_profile(None);
+    let mut p = p;
+    p.set(
+        C::VramUsable,
+        Constant::assumed(1000.0, "MiB", "no oversubscription here"),
+    );
+    let r = replay(
+        &plans,
+        &map,
+        &ks,
+        &vmm_cost(&p),
+        &compute(0.0, 0.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(r.detail.bytes_in, driver.page_ins * 3 * MIB);
+    assert_eq!(r.timing.map_calls, 2 * driver.page_ins);
+    assert_eq!(r.timing.unmap_calls, 2 * driver.evictions);
+    // copy time is exactly bytes / bandwidth: 1 GB/s = 1000 B/µs
+    let copy_us = r.timing.h2d_ms_per_step * 1e3 * 200.0;
+    assert!(close(copy_us, (driver.page_ins * 3 * MIB) as f64 / 1000.0));
+}

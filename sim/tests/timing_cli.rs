@@ -1,0 +1,117 @@
+//! `sim run --hw`, `sim profile`: the timing block's exact keys, determinism, errors.
+
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .output()
+        .expect("the sim binary runs");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const KEYS: [&str; 16] = [
+    "step_ms_p50",
+    "step_ms_p90",
+    "step_ms_p99",
+    "step_ms_max",
+    "step_ms_mean",
+    "tokens_per_s",
+    "compute_ms_per_step",
+    "h2d_ms_per_step",
+    "vmm_ms_per_step",
+    "fault_ms_per_step",
+    "stall_ms_per_step",
+    "peak_mapped_mib",
+    "map_calls",
+    "unmap_calls",
+    "prefetch_issued",
+    "prefetch_used",
+];
+
+#[test]
+fn run_with_hw_has_exactly_the_timing_keys_and_is_deterministic() {
+    let args = [
+        "run",
+        "--policy",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--batch",
+        "2",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--json",
+    ];
+    let (ok, out, err) = sim(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = v["timing"].as_object().unwrap();
+    let mut keys: Vec<&str> = t.keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    let mut want = KEYS.to_vec();
+    want.sort();
+    assert_eq!(keys, want);
+    let (p50, p99, max) = (
+        t["step_ms_p50"].as_f64().unwrap(),
+        t["step_ms_p99"].as_f64().unwrap(),
+        t["step_ms_max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
+    // conservation against the cache block: one map call per granule of each page-in (e2 of
+    // 3 MiB experts: 6 MiB chunks = 3 granules)
+    let page_ins = v["cache"]["page_ins"].as_u64().unwrap();
+    assert_eq!(t["map_calls"].as_u64().unwrap(), 3 * page_ins);
+    let (_, again, _) = sim(&args);
+    assert_eq!(out, again);
+}
+
+#[test]
+fn timeline_is_chrome_trace_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    let (ok, _, err) = sim(&[
+        "run",
+        "--policy",
+        "e1",
+        "--hw",
+        "h200-linux",
+        "--timeline",
+        path.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["ph"] == "X" && e["name"] == "h2d"));
+}
+
+#[test]
+fn profile_commands_and_errors() {
+    let (ok, out, _) = sim(&["profile", "list"]);
+    assert!(ok && out.contains("rtx4060-laptop-wddm") && out.contains("h200-linux"));
+    let (ok, out, _) = sim(&["profile", "show", "rtx4060-laptop-wddm"]);
+    assert!(ok && out.contains("onnx-genai") && out.contains("prefetch hints: no"));
+    let (ok, _, err) = sim(&["run", "--hw", "gtx-9000"]);
+    assert!(
+        !ok && err.contains("unknown hardware profile 'gtx-9000'"),
+        "{err}"
+    );
+    let (ok, _, err) = sim(&[
+        "run",
+        "--policy",
+        "e1",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--handle-pool",
+    ]);
+    assert!(!ok && err.contains("cu_mem_map"), "{err}");
+    let (ok, _, err) = sim(&["run", "--predictor", "oracle"]);
+    assert!(!ok && err.contains("--hw"), "{err}");
+}
