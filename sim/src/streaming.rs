@@ -59,30 +59,46 @@ pub enum StreamingError {
     KeyMismatch { map: usize, trace: usize },
 }
 
+/// How units relate to keys, chosen once per unit map so the hot loop has no branches on it.
+enum Layout {
+    /// Every key lies in exactly one unit (`eN`, `region:R`): stamp units.
+    OneUnitPerKey { key_unit: Vec<u32> },
+    /// Every unit holds exactly one key, and a key's units are all hot together (OS pages):
+    /// stamp keys, with each key's run of units aggregated.
+    ExclusiveRuns {
+        key_committed: Vec<u64>,
+        key_useful: Vec<u64>,
+        key_units: Vec<u32>,
+    },
+    /// Anything else: stamp units, and count distinct keys through each unit's key list.
+    General {
+        unit_keys_start: Vec<u32>,
+        unit_keys: Vec<u32>,
+    },
+}
+
 /// The streaming pass as an accumulator: feed it token records with [`StreamingPass::step`]
 /// (from an in-memory [`Trace`] or the streaming reader) and call [`StreamingPass::finish`].
 ///
-/// Cost per selection: one add to find the key, then per unit of the key one stamp compare.
-/// Units are marked hot with a generation stamp (the step number), so nothing is cleared
-/// between steps and the loop allocates nothing.
+/// Cost per selection: one add to find the key, then one stamp compare (per unit of the key in
+/// the general layout). Hot units and keys are marked with a generation stamp (the step number),
+/// so nothing is cleared between steps and the loop allocates nothing.
 pub struct StreamingPass<'a> {
     map: &'a UnitMap,
     /// MoE layers of the key space (the "per layer" divisor).
     layers: usize,
     /// Key of position i of a token record = `key_base[i] + id`.
     key_base: Vec<u32>,
-    /// Units per key, flattened: `Some` when every key has exactly one unit (eN, region).
-    key_unit: Option<Vec<u32>>,
-    /// Per unit: committed, useful bytes and resident experts it adds when hot. When keys span
-    /// several units (OS pages), experts are counted through `unit_key` instead.
+    layout: Layout,
+    /// Per unit: committed and useful bytes, and the experts it holds.
     committed: Vec<u64>,
     useful: Vec<u64>,
     experts: Vec<u32>,
-    /// For multi-unit keys: the single key inside each unit (OS pages hold one expert each).
-    unit_key: Option<Vec<u32>>,
-    key_stamp: Vec<u32>,
+    /// Generation stamps and hot-step counts: per unit, or per key for `ExclusiveRuns`.
     stamp: Vec<u32>,
     hot_steps: Vec<u32>,
+    /// Per key, for counting distinct keys in the `General` layout.
+    key_stamp: Vec<u32>,
     gen: u32,
     steps: u64,
     selections: u64,
@@ -98,39 +114,78 @@ impl<'a> StreamingPass<'a> {
         if ks.num_moe_layers() == 0 {
             return Err(StreamingError::NoMoeLayers);
         }
-        if map.key_first.len() != ks.num_keys() {
+        let nkeys = ks.num_keys();
+        if map.key_first.len() != nkeys || map.key_count.len() != nkeys {
             return Err(StreamingError::KeyMismatch {
                 map: map.key_first.len(),
-                trace: ks.num_keys(),
+                trace: nkeys,
             });
         }
         let key_base = (0..ks.num_moe_layers())
             .flat_map(|m| vec![ks.offsets[m]; ks.top_k[m] as usize])
             .collect();
-        let single = map.key_count.iter().all(|&c| c == 1);
         let nu = map.num_units();
-        let unit_key = (!single).then(|| {
-            // each unit's key: the units of every key are disjoint runs
-            let mut uk = vec![u32::MAX; nu];
-            for k in 0..map.key_first.len() as u32 {
+        // keys holding bytes in each unit, as a CSR list
+        let mut per_unit = vec![0u32; nu + 1];
+        for k in 0..nkeys as u32 {
+            for u in map.units_of(k) {
+                per_unit[u as usize + 1] += 1;
+            }
+        }
+        let layout = if map.key_count.iter().all(|&c| c == 1) {
+            Layout::OneUnitPerKey {
+                key_unit: map.key_first.clone(),
+            }
+        } else if per_unit[1..].iter().all(|&c| c == 1) {
+            let run = |k: usize, f: &dyn Fn(&policies::UnitInfo) -> u64| -> u64 {
+                map.units_of(k as u32)
+                    .map(|u| f(&map.units[u as usize]))
+                    .sum()
+            };
+            Layout::ExclusiveRuns {
+                key_committed: (0..nkeys).map(|k| run(k, &|u| u.committed_bytes)).collect(),
+                key_useful: (0..nkeys).map(|k| run(k, &|u| u.useful_bytes)).collect(),
+                key_units: map.key_count.clone(),
+            }
+        } else {
+            for u in 0..nu {
+                per_unit[u + 1] += per_unit[u];
+            }
+            let mut fill = per_unit.clone();
+            let mut unit_keys = vec![0u32; per_unit[nu] as usize];
+            for k in 0..nkeys as u32 {
                 for u in map.units_of(k) {
-                    uk[u as usize] = k;
+                    unit_keys[fill[u as usize] as usize] = k;
+                    fill[u as usize] += 1;
                 }
             }
-            uk
-        });
+            Layout::General {
+                unit_keys_start: per_unit,
+                unit_keys,
+            }
+        };
+        let stamped = match layout {
+            Layout::ExclusiveRuns { .. } => nkeys,
+            _ => nu,
+        };
         Ok(StreamingPass {
             map,
             layers: ks.num_moe_layers(),
             key_base,
-            key_unit: single.then(|| map.key_first.clone()),
+            key_stamp: vec![
+                0;
+                if matches!(layout, Layout::General { .. }) {
+                    nkeys
+                } else {
+                    0
+                }
+            ],
+            layout,
             committed: map.units.iter().map(|u| u.committed_bytes).collect(),
             useful: map.units.iter().map(|u| u.useful_bytes).collect(),
             experts: map.units.iter().map(|u| u.experts).collect(),
-            unit_key,
-            key_stamp: vec![0; if single { 0 } else { ks.num_keys() }],
-            stamp: vec![0; nu],
-            hot_steps: vec![0; nu],
+            stamp: vec![0; stamped],
+            hot_steps: vec![0; stamped],
             gen: 0,
             steps: 0,
             selections: 0,
@@ -154,10 +209,15 @@ impl<'a> StreamingPass<'a> {
         self.gen += 1;
         let gen = self.gen;
         let (mut c, mut u, mut x, mut n) = (0u64, 0u64, 0u64, 0u64);
-        match &self.key_unit {
-            Some(key_unit) => {
-                for (&b, &id) in self.key_base.iter().zip(record) {
-                    let unit = key_unit[(b + id as u32) as usize] as usize;
+        let keys = self
+            .key_base
+            .iter()
+            .zip(record)
+            .map(|(&b, &id)| b + id as u32);
+        match &self.layout {
+            Layout::OneUnitPerKey { key_unit } => {
+                for key in keys {
+                    let unit = key_unit[key as usize] as usize;
                     if self.stamp[unit] != gen {
                         self.stamp[unit] = gen;
                         self.hot_steps[unit] += 1;
@@ -168,21 +228,43 @@ impl<'a> StreamingPass<'a> {
                     }
                 }
             }
-            None => {
-                let unit_key = self.unit_key.as_deref().unwrap_or_default();
-                for (&b, &id) in self.key_base.iter().zip(record) {
-                    let key = b + id as u32;
+            Layout::ExclusiveRuns {
+                key_committed,
+                key_useful,
+                key_units,
+            } => {
+                for key in keys {
+                    let k = key as usize;
+                    if self.stamp[k] != gen {
+                        self.stamp[k] = gen;
+                        self.hot_steps[k] += 1;
+                        c += key_committed[k];
+                        u += key_useful[k];
+                        x += 1;
+                        n += key_units[k] as u64;
+                    }
+                }
+            }
+            Layout::General {
+                unit_keys_start,
+                unit_keys,
+            } => {
+                for key in keys {
                     for unit in self.map.units_of(key) {
                         let unit = unit as usize;
-                        if self.stamp[unit] != gen {
-                            self.stamp[unit] = gen;
-                            self.hot_steps[unit] += 1;
-                            c += self.committed[unit];
-                            u += self.useful[unit];
-                            n += 1;
-                            let k = unit_key[unit] as usize;
-                            if self.key_stamp[k] != gen {
-                                self.key_stamp[k] = gen;
+                        if self.stamp[unit] == gen {
+                            continue;
+                        }
+                        self.stamp[unit] = gen;
+                        self.hot_steps[unit] += 1;
+                        c += self.committed[unit];
+                        u += self.useful[unit];
+                        n += 1;
+                        let range =
+                            unit_keys_start[unit] as usize..unit_keys_start[unit + 1] as usize;
+                        for &k in &unit_keys[range] {
+                            if self.key_stamp[k as usize] != gen {
+                                self.key_stamp[k as usize] = gen;
                                 x += 1;
                             }
                         }
@@ -207,13 +289,15 @@ impl<'a> StreamingPass<'a> {
         let layer_steps = self.steps as f64 * layers;
         let committed: u128 = self.committed.iter().map(|&b| b as u128).sum();
         let useful: u128 = self.useful.iter().map(|&b| b as u128).sum();
-        // hot_steps counts at most one per step, so it cannot exceed steps even if the stamps
-        // were reset
-        let always_on = self
-            .hot_steps
-            .iter()
-            .filter(|&&h| h as u64 == self.steps)
-            .count() as u64;
+        // hot_steps counts at most one per step, so it cannot exceed steps
+        let always_on = |i: usize| self.hot_steps[i] as u64 == self.steps;
+        let always_on_units = match &self.layout {
+            Layout::ExclusiveRuns { key_units, .. } => (0..key_units.len())
+                .filter(|&k| always_on(k))
+                .map(|k| key_units[k] as u64)
+                .sum(),
+            _ => (0..self.hot_steps.len()).filter(|&i| always_on(i)).count() as u64,
+        };
         Ok(StreamingMetrics {
             resident_mib_per_layer_step: self.sum_committed as f64 / layer_steps / MIB,
             transfer_mib_per_layer_step: self.sum_useful as f64 / layer_steps / MIB,
@@ -221,7 +305,7 @@ impl<'a> StreamingPass<'a> {
             hot_units_per_layer_step: self.sum_units as f64 / layer_steps,
             waste_factor: committed as f64 / useful as f64,
             selectivity: self.sum_experts as f64 / self.selections as f64,
-            always_on_units: always_on,
+            always_on_units,
             units_per_layer: self.map.num_units() as f64 / layers,
             committed_mib_total: committed as f64 / MIB,
             useful_mib_total: useful as f64 / MIB,
@@ -251,4 +335,65 @@ pub fn streaming_metrics(
         }
     }
     pass.finish(phases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policies::UnitInfo;
+    use traces::{Header, ModelSpec, Provenance, SequenceData, SequenceInfo, TokenBlock};
+
+    /// The general layout: two 3-byte experts packed contiguously into 4-byte pages, so page 0
+    /// holds expert 0 and the first byte of expert 1, and expert 1 spans pages 0 and 1.
+    #[test]
+    fn units_shared_by_keys_and_keys_spanning_units() {
+        let unit = |useful| UnitInfo {
+            useful_bytes: useful,
+            committed_bytes: 4,
+            experts: 0,
+            first_moe_layer: 0,
+            last_moe_layer: 0,
+        };
+        let map = UnitMap {
+            spec: "packed-pages".into(),
+            expert_bytes: 3,
+            granule_bytes: 4,
+            key_first: vec![0, 0],
+            key_count: vec![1, 2],
+            units: vec![unit(4), unit(2)],
+        };
+        let trace = Trace {
+            header: Header {
+                model: ModelSpec::uniform("t", 1, 2, 1),
+                provenance: Provenance::default(),
+                sequences: vec![SequenceInfo {
+                    name: "s".into(),
+                    prefill_tokens: 0,
+                    decode_tokens: 2,
+                }],
+                has_weights: false,
+            },
+            sequences: vec![SequenceData {
+                prefill: TokenBlock::default(),
+                decode: TokenBlock {
+                    ids: vec![0, 1],
+                    weights: None,
+                },
+            }],
+        };
+        // step 0: page 0 (experts 0 and 1 resident), 4 B committed, 4 useful
+        // step 1: pages 0 and 1, experts 0 and 1, 8 B committed, 6 useful
+        let m = streaming_metrics(&trace, PhaseSel::Decode, &map).unwrap();
+        assert_eq!(m.resident_mib_per_layer_step, 12.0 / 2.0 / MIB);
+        assert_eq!(m.transfer_mib_per_layer_step, 10.0 / 2.0 / MIB);
+        assert_eq!(m.resident_experts_per_layer_step, 2.0);
+        assert_eq!(m.hot_units_per_layer_step, 1.5);
+        assert_eq!(m.selectivity, 2.0);
+        assert_eq!(m.waste_factor, 8.0 / 6.0);
+        assert_eq!(m.always_on_units, 1);
+        assert_eq!(
+            streaming_metrics(&trace, PhaseSel::Prefill, &map),
+            Err(StreamingError::NoTokens("prefill"))
+        );
+    }
 }
