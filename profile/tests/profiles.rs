@@ -17,9 +17,12 @@ fn shipped_profiles_load_and_convert_units() {
     assert_eq!(rtx.get(ConstantName::PrefetchBandwidth), None);
 
     let h200 = load("h200-linux").unwrap();
-    // 4.46 TB/s = 4.46e12 B / 1e6 µs
-    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 4.46e6).abs() < 1e-6);
-    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(32.5));
+    // Measured by `sim calibrate`, read independently from
+    // validate/data/h200-linux.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
+    // PerSlot].weight_bytes_per_us = 1138604.6 B/µs (1.14 TB/s, MB/s = B/µs), and
+    // vmm[fill 0.4%].set_access_us.median = 30.2134375 µs per granule.
+    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 1_138_604.6).abs() < 0.1);
+    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(30.2134375));
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 
