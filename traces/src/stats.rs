@@ -294,11 +294,18 @@ impl LayerAcc {
                     // The next layer's own task reports it; skip the pair update.
                     continue;
                 }
+                // The hot loop (k x k' increments per token and layer, ~90% of the pass on
+                // DeepSeek-V3 geometry): bounds checks are hoisted into the range checks above.
+                let ne = self.next_experts;
+                debug_assert_eq!(self.successors.len(), self.experts * ne);
                 for &e in ids {
-                    let row = &mut self.successors
-                        [e as usize * self.next_experts..(e as usize + 1) * self.next_experts];
+                    let base = e as usize * ne;
                     for &f in next {
-                        row[f as usize] += 1;
+                        // SAFETY: e < experts and f < next_experts were checked above, so
+                        // base + f < experts * next_experts == successors.len().
+                        unsafe {
+                            *self.successors.get_unchecked_mut(base + f as usize) += 1;
+                        }
                     }
                 }
             }
