@@ -2,16 +2,21 @@
 //! cudarc with dynamic loading.
 //!
 //! Owned here: the measurements ([`calibrate`]), their statistics ([`stats`]), the conversion
-//! into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the replay.
+//! into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the real-GPU replay of a simulator plan ([`replay_plan`]:
+//! the plan as plain data and its layout; [`replay`]: executing and timing it).
 //! Not here: the kernels themselves (`kernels`), the profile schema (`profile`) or the
 //! simulator's prediction (`sim` runs it and compares). Every entry point checks that the CUDA
 //! driver and NVRTC load and returns an error, never a panic, when they do not.
 
 pub mod calibrate;
 pub mod device;
+pub mod replay;
+pub mod replay_plan;
 pub mod stats;
 pub mod to_profile;
 pub mod vmm;
 
 pub use calibrate::{calibrate, CalibrateError, CalibrateOptions, Calibration};
 pub use device::DeviceInfo;
+pub use replay::{replay, ReplayError, ReplayMeasurement, ReplayOptions};
+pub use replay_plan::{ReplayGroup, ReplayPaging, ReplayPlan};

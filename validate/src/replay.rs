@@ -1,0 +1,580 @@
+//! Real-GPU replay of a [`ReplayPlan`]: does for real what the simulator's engine models, and
+//! times every decode step with CUDA events on the compute stream.
+//!
+//! Per group, as the engine orders it:
+//! 1. the non-expert kernel (a streaming read of the layer's non-expert weight bytes) runs on
+//!    the compute stream, then an event marks the router: the host waits for it (the router's
+//!    selection is known on the host only then);
+//! 2. evictions of units resident before the group: VMM cuMemUnmap + cuMemRelease per granule
+//!    (on the host, critical path), or for OS pages cuMemPrefetchAsync back to host memory on a
+//!    side stream;
+//! 3. page-ins: per VMM unit cuMemCreate + cuMemMap + cuMemSetAccess per granule on the host,
+//!    then cuMemcpyHtoDAsync of the unit's useful bytes from pinned host memory on the copy
+//!    stream (the next unit's calls overlap this copy); OS pages need no call: the expert
+//!    kernels fault them in;
+//! 4. the compute stream waits for the copies, then the int4 expert kernels run one slot per
+//!    distinct selected key (the engine prices one expert compute per distinct key);
+//! 5. the next group's non-expert kernel is enqueued, then units paged in and evicted by this
+//!    group (streamed, or a budget below one group) are decommitted once its kernels finish.
+//!
+//! Every kernel launch is prepared before timing starts (unit addresses are fixed inside one
+//! reserved range), so the timed loop allocates nothing on the device. Copies all read one
+//! pinned staging buffer of the largest unit's bytes: an H2D copy's time does not depend on
+//! which pinned host bytes it reads, and a full pinned copy of a 50 GiB bank would take minutes
+//! to allocate. Portable: driver API calls only, no OS-specific paths.
+
+use crate::device::DeviceInfo;
+use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayPaging, ReplayPlan};
+use crate::vmm;
+use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream, DriverError};
+use kernels::{ExpertGeometry, KernelError, Kernels, MoeLaunch, Variant};
+use policies::UnitMap;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Errors of a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error("CUDA driver call failed during {step}: {source}")]
+    Driver {
+        step: &'static str,
+        source: DriverError,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+trait During<T> {
+    fn during(self, step: &'static str) -> Result<T, ReplayError>;
+}
+impl<T> During<T> for Result<T, DriverError> {
+    fn during(self, step: &'static str) -> Result<T, ReplayError> {
+        self.map_err(|source| ReplayError::Driver { step, source })
+    }
+}
+
+/// Options of a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// CUDA device ordinal.
+    pub device: usize,
+}
+
+/// A finished replay: measured step times and what was executed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayMeasurement {
+    pub device: DeviceInfo,
+    /// Measured latency of every decode step, µs (CUDA events on the compute stream, from the
+    /// step's first non-expert kernel to the end of its last expert kernels), in step order.
+    pub step_us: Vec<f64>,
+    /// Kernel geometry run for one expert: hidden x ffn, int4, group 128.
+    pub kernel_hidden: usize,
+    pub kernel_ffn: usize,
+    /// Bytes the kernel reads per expert (<= the simulator's expert bytes).
+    pub kernel_expert_bytes: u64,
+    /// Granules committed (cuMemCreate + cuMemMap + cuMemSetAccess each) and decommitted.
+    pub map_calls: u64,
+    pub unmap_calls: u64,
+    /// cuMemPrefetchAsync calls that evicted OS pages back to host memory.
+    pub os_evict_calls: u64,
+    /// Useful bytes copied host to device (VMM units).
+    pub bytes_copied: u64,
+    /// Wall time of the timed loop, s (host clock).
+    pub wall_s: f64,
+}
+
+/// Pinned host memory from cuMemHostAlloc, freed on drop.
+struct Pinned {
+    ptr: *mut u8,
+}
+impl Pinned {
+    fn new(len: usize) -> Result<Self, ReplayError> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        unsafe { sys::cuMemHostAlloc(&mut p, len.max(1), 0) }
+            .result()
+            .during("cuMemHostAlloc (pinned staging buffer)")?;
+        // Bytes of int4 weights and small positive scales are irrelevant to timing; fill once.
+        // SAFETY: fresh allocation of len bytes.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, len) };
+        Ok(Self { ptr: p as *mut u8 })
+    }
+}
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc, freed once.
+        let _ = unsafe { sys::cuMemFreeHost(self.ptr as *mut _) };
+    }
+}
+
+/// The VMM bank: one reserved range, per unit the physical handles of its granules while mapped.
+struct VmmBank {
+    res: vmm::Reservation,
+    granule: u64,
+    device: i32,
+    /// Per unit, (address, handle) of each mapped granule; empty while not resident.
+    handles: Vec<Vec<(u64, sys::CUmemGenericAllocationHandle)>>,
+}
+
+impl VmmBank {
+    /// cuMemCreate + cuMemMap + cuMemSetAccess per granule of unit `u` at `va`.
+    fn commit(&mut self, u: usize, va: u64, committed: u64) -> Result<u64, ReplayError> {
+        let g = committed.div_ceil(self.granule);
+        let mut hs = Vec::with_capacity(g as usize);
+        for i in 0..g {
+            let at = va + i * self.granule;
+            let h = vmm::create(self.granule as usize, self.device).during("cuMemCreate")?;
+            vmm::map(at, self.granule as usize, h).during("cuMemMap")?;
+            vmm::set_access(at, self.granule as usize, self.device).during("cuMemSetAccess")?;
+            hs.push((at, h));
+        }
+        self.handles[u] = hs;
+        Ok(g)
+    }
+
+    /// cuMemUnmap + cuMemRelease per granule of unit `u` at `va`.
+    fn decommit(&mut self, u: usize, va: u64) -> Result<u64, ReplayError> {
+        let hs = std::mem::take(&mut self.handles[u]);
+        debug_assert!(hs.first().is_none_or(|&(at, _)| at == va));
+        for &(at, h) in &hs {
+            vmm::unmap(at, self.granule as usize).during("cuMemUnmap")?;
+            vmm::release(h).during("cuMemRelease")?;
+        }
+        Ok(hs.len() as u64)
+    }
+}
+
+impl Drop for VmmBank {
+    fn drop(&mut self) {
+        // Leave nothing mapped inside the reservation before it is freed.
+        for hs in &mut self.handles {
+            for (at, h) in hs.drain(..) {
+                let _ = vmm::unmap(at, self.granule as usize);
+                let _ = vmm::release(h);
+            }
+        }
+        let _ = self.res.size;
+    }
+}
+
+/// Managed memory from cuMemAllocManaged, freed on drop.
+struct Managed {
+    ptr: u64,
+}
+impl Drop for Managed {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAllocManaged, freed once.
+        let _ = unsafe { sys::cuMemFree_v2(self.ptr) };
+    }
+}
+
+/// Replays `plan` (made for `map`) on the GPU and measures every step. Fails at once with a
+/// clear error when no CUDA driver or NVRTC loads, and before touching the GPU's memory when
+/// the bank would not fit: `peak_bytes` (the simulator's peak of committed expert memory) must
+/// leave 10% of free VRAM, and OS paging's managed bank must fit in half of free VRAM.
+pub fn replay(
+    plan: &ReplayPlan,
+    map: &UnitMap,
+    peak_bytes: u64,
+    opts: ReplayOptions,
+) -> Result<ReplayMeasurement, ReplayError> {
+    let ctx = kernels::open_device(opts.device)?;
+    let device = DeviceInfo::read(&ctx).during("device query")?;
+    let geom = kernel_geometry(plan.hidden, map.expert_bytes).ok_or_else(|| {
+        ReplayError::Invalid(format!(
+            "no int4 expert kernel of hidden {} fits an expert of {} B (hidden must be a multiple of 128 and the expert at least 128 FFN columns); raise --expert-mib",
+            plan.hidden, map.expert_bytes
+        ))
+    })?;
+    let layout = Layout::of(map);
+    let free = device.vram_free;
+    if peak_bytes as f64 > 0.9 * free as f64 {
+        return Err(ReplayError::Invalid(format!(
+            "the replay would map {:.1} GiB of expert units at its peak, more than 90% of the {:.1} GiB free on {}: lower --budget or --expert-mib",
+            peak_bytes as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+            device.gpu
+        )));
+    }
+    if plan.paging == ReplayPaging::Os && layout.total_bytes > free / 2 {
+        return Err(ReplayError::Invalid(format!(
+            "OS paging replays the whole bank as managed memory ({:.1} GiB), more than half of the {:.1} GiB free (managed memory past free VRAM can hang the GPU): lower --expert-mib",
+            layout.total_bytes as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64
+        )));
+    }
+    let k = Kernels::load(&ctx)?;
+    let compute = ctx.new_stream().during("compute stream")?;
+    let copy = ctx.new_stream().during("copy stream")?;
+    let side = ctx.new_stream().during("eviction stream")?;
+    let dev = opts.device as i32;
+
+    // The bank: reserved VA (VMM) or one managed allocation (OS pages).
+    let mut bank: Option<VmmBank> = None;
+    let mut managed: Option<Managed> = None;
+    let base = match plan.paging {
+        ReplayPaging::Vmm => {
+            let granule = map.granule_bytes;
+            let res =
+                vmm::Reservation::new(layout.total_bytes.max(granule) as usize, granule as usize)
+                    .during("cuMemAddressReserve")?;
+            let b = res.base;
+            bank = Some(VmmBank {
+                res,
+                granule,
+                device: dev,
+                handles: vec![Vec::new(); map.units.len()],
+            });
+            b
+        }
+        ReplayPaging::Os => {
+            let mut p = 0;
+            // SAFETY: valid out-pointer; freed by `Managed`.
+            unsafe {
+                sys::cuMemAllocManaged(
+                    &mut p,
+                    layout.total_bytes as usize,
+                    1, /* CU_MEM_ATTACH_GLOBAL */
+                )
+            }
+            .result()
+            .during("cuMemAllocManaged (OS-paged bank)")?;
+            managed = Some(Managed { ptr: p });
+            // The host writes every byte so every page starts host-resident (the first access
+            // on the GPU is a demand fault, as the simulator prices it).
+            // SAFETY: managed memory is host-accessible; no kernel runs yet.
+            unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, layout.total_bytes as usize) };
+            p
+        }
+    };
+    let max_useful = map.units.iter().map(|u| u.useful_bytes).max().unwrap_or(0);
+    let staging = match plan.paging {
+        ReplayPaging::Vmm => Some(Pinned::new(max_useful as usize)?),
+        ReplayPaging::Os => None,
+    };
+
+    // Non-expert weights: one buffer per MoE layer (distinct bytes, as a real model's layers).
+    let ne_bufs: Vec<CudaSlice<u8>> = if plan.nonexpert_bytes_per_layer >= 16 {
+        (0..plan.moe_layers)
+            .map(|_| compute.alloc_zeros::<u8>(plan.nonexpert_bytes_per_layer as usize))
+            .collect::<Result<_, _>>()
+            .during("non-expert weight buffers")?
+    } else {
+        Vec::new()
+    };
+    let mut sink = compute.alloc_zeros::<u32>(1).during("sink")?;
+
+    // Every group's expert launch, prepared before timing (one slot per distinct key, 1 token).
+    let x = vec![0.01f32; geom.hidden];
+    let mut launches: Vec<Option<MoeLaunch>> = Vec::with_capacity(plan.groups.len());
+    for g in &plan.groups {
+        if g.keys.is_empty() {
+            launches.push(None);
+            continue;
+        }
+        let ptrs: Vec<u64> = g
+            .keys
+            .iter()
+            .map(|&key| base + layout.key_offset[key as usize])
+            .collect();
+        let slot_token = vec![0u32; ptrs.len()];
+        launches.push(Some(k.prepare_moe(
+            &compute,
+            geom,
+            Variant::PerSlot,
+            &ptrs,
+            &slot_token,
+            &x,
+        )?));
+    }
+    compute.synchronize().during("prepare launches")?;
+
+    let mut st = Exec {
+        plan,
+        map,
+        layout: &layout,
+        bank,
+        staging_ptr: staging.as_ref().map(|s| s.ptr),
+        base,
+        device: dev,
+        copy: &copy,
+        side: &side,
+        resident: vec![false; map.units.len()],
+        map_calls: 0,
+        unmap_calls: 0,
+        os_evict_calls: 0,
+        bytes_copied: 0,
+    };
+
+    // Preloaded units (static pins) are committed before timing, never page-ins.
+    st.page_in(&plan.preloaded)?;
+    for &u in &plan.preloaded {
+        st.resident[u as usize] = true;
+    }
+    if plan.paging == ReplayPaging::Os && !plan.preloaded.is_empty() {
+        st.prefetch_os(&plan.preloaded, true, &compute)?;
+    }
+    // Warm-up outside the timed loop: module load and first launches of both kernels.
+    warm_up(&k, &compute, &ne_bufs, &mut sink, geom)?;
+    copy.synchronize().during("warm-up")?;
+    compute.synchronize().during("warm-up")?;
+    let (map_calls0, unmap_calls0, bytes0) = (st.map_calls, st.unmap_calls, st.bytes_copied);
+
+    let new_event = || {
+        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .during("event create")
+    };
+    let mut step_events: Vec<CudaEvent> = Vec::with_capacity(plan.steps + 1);
+    let router = new_event()?;
+    let experts_done = new_event()?;
+    let copies_done = new_event()?;
+    let t0 = Instant::now();
+
+    let ng = plan.groups.len();
+    let nonexpert = |gi: usize, sink: &mut CudaSlice<u32>| -> Result<(), ReplayError> {
+        if let Some(buf) = ne_bufs.get(plan.groups[gi].moe_layer as usize) {
+            k.launch_stream_read(&compute, buf, sink)?;
+        }
+        Ok(())
+    };
+    if ng > 0 {
+        let e = new_event()?;
+        e.record(&compute).during("event record")?;
+        step_events.push(e);
+        nonexpert(0, &mut sink)?;
+        router.record(&compute).during("event record")?;
+    }
+    let mut late: Vec<u32> = Vec::new();
+    for gi in 0..ng {
+        let g = &plan.groups[gi];
+        router.synchronize().during("router wait")?;
+
+        // evictions of units resident before this group, first (critical path)
+        late.clear();
+        let mut early: Vec<u32> = Vec::new();
+        for &u in &g.evicted {
+            if st.resident[u as usize] {
+                st.resident[u as usize] = false;
+                early.push(u);
+            } else {
+                late.push(u);
+            }
+        }
+        st.evict(&early, None)?;
+
+        // demand page-ins: VMM commit + async copy per unit; OS pages fault in the kernels
+        let fresh: Vec<u32> = g
+            .page_ins
+            .iter()
+            .copied()
+            .filter(|&u| !st.resident[u as usize])
+            .collect();
+        st.page_in(&fresh)?;
+        for &u in &g.page_ins {
+            st.resident[u as usize] = true;
+        }
+        if plan.paging == ReplayPaging::Vmm && !fresh.is_empty() {
+            copies_done.record(&copy).during("event record")?;
+            compute.wait(&copies_done).during("stream wait")?;
+        }
+
+        // the experts, then the next group's non-expert compute
+        if let Some(l) = launches[gi].as_mut() {
+            k.launch_moe(&compute, l)?;
+        }
+        experts_done.record(&compute).during("event record")?;
+        if gi + 1 < ng {
+            if plan.groups[gi + 1].step != g.step {
+                let e = new_event()?;
+                e.record(&compute).during("event record")?;
+                step_events.push(e);
+            }
+            nonexpert(gi + 1, &mut sink)?;
+            router.record(&compute).during("event record")?;
+        }
+
+        // units paged in and evicted within this group: once its kernels are done
+        for &u in &late {
+            st.resident[u as usize] = false;
+        }
+        st.evict(&late, Some(&experts_done))?;
+    }
+    let end = new_event()?;
+    end.record(&compute).during("event record")?;
+    end.synchronize().during("final synchronize")?;
+    side.synchronize().during("final synchronize")?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    step_events.push(end);
+    let step_us = step_events
+        .windows(2)
+        .map(|w| w[0].elapsed_ms(&w[1]).map(|ms| ms as f64 * 1e3))
+        .collect::<Result<Vec<_>, _>>()
+        .during("event elapsed")?;
+
+    // Decommit everything still mapped before the reservation goes.
+    let still: Vec<u32> = (0..map.units.len() as u32)
+        .filter(|&u| st.resident[u as usize])
+        .collect();
+    st.evict(&still, None)?;
+    let out = ReplayMeasurement {
+        device,
+        step_us,
+        kernel_hidden: geom.hidden,
+        kernel_ffn: geom.ffn,
+        kernel_expert_bytes: geom.expert_bytes() as u64,
+        map_calls: st.map_calls - map_calls0,
+        unmap_calls: st.unmap_calls - unmap_calls0,
+        os_evict_calls: st.os_evict_calls,
+        bytes_copied: st.bytes_copied - bytes0,
+        wall_s,
+    };
+    drop(st);
+    drop(launches);
+    drop(managed);
+    drop(staging);
+    Ok(out)
+}
+
+/// One launch of each kernel outside the timed loop (module load, first-launch costs).
+fn warm_up(
+    k: &Kernels,
+    s: &Arc<CudaStream>,
+    ne: &[CudaSlice<u8>],
+    sink: &mut CudaSlice<u32>,
+    geom: ExpertGeometry,
+) -> Result<(), ReplayError> {
+    if let Some(b) = ne.first() {
+        k.launch_stream_read(s, b, sink)?;
+    }
+    let w = s
+        .alloc_zeros::<u8>(geom.expert_stride())
+        .during("warm-up expert")?;
+    let p = {
+        use cudarc::driver::DevicePtr;
+        let (p, _g) = w.device_ptr(s);
+        p
+    };
+    let x = vec![0.01f32; geom.hidden];
+    let mut l = k.prepare_moe(s, geom, Variant::PerSlot, &[p], &[0], &x)?;
+    k.launch_moe(s, &mut l)?;
+    s.synchronize().during("warm-up")?;
+    Ok(())
+}
+
+/// The mutable state of the timed loop.
+struct Exec<'a> {
+    plan: &'a ReplayPlan,
+    map: &'a UnitMap,
+    layout: &'a Layout,
+    bank: Option<VmmBank>,
+    staging_ptr: Option<*mut u8>,
+    base: u64,
+    device: i32,
+    copy: &'a Arc<CudaStream>,
+    side: &'a Arc<CudaStream>,
+    resident: Vec<bool>,
+    map_calls: u64,
+    unmap_calls: u64,
+    os_evict_calls: u64,
+    bytes_copied: u64,
+}
+
+impl Exec<'_> {
+    /// VMM: commit each unit and enqueue its H2D copy; OS pages: nothing (faulted on access).
+    fn page_in(&mut self, units: &[u32]) -> Result<(), ReplayError> {
+        let Some(bank) = self.bank.as_mut() else {
+            return Ok(());
+        };
+        let src = self.staging_ptr.expect("VMM replays have a staging buffer");
+        for &u in units {
+            let info = &self.map.units[u as usize];
+            let va = self.base + self.layout.unit_offset[u as usize];
+            self.map_calls += bank.commit(u as usize, va, info.committed_bytes)?;
+            // SAFETY: va..va+useful is mapped read-write above; src holds >= useful pinned bytes.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    va,
+                    src as *const _,
+                    info.useful_bytes as usize,
+                    self.copy.cu_stream(),
+                )
+            }
+            .result()
+            .during("cuMemcpyHtoDAsync")?;
+            self.bytes_copied += info.useful_bytes;
+        }
+        Ok(())
+    }
+
+    /// Evict `units`: VMM unmap + release (after `after` completes, when given); OS pages are
+    /// migrated back to host memory on the side stream (after `after`).
+    fn evict(&mut self, units: &[u32], after: Option<&CudaEvent>) -> Result<(), ReplayError> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        match self.plan.paging {
+            ReplayPaging::Vmm => {
+                if let Some(e) = after {
+                    e.synchronize().during("wait for the group's kernels")?;
+                }
+                let bank = self.bank.as_mut().expect("VMM replays have a bank");
+                for &u in units {
+                    let va = self.base + self.layout.unit_offset[u as usize];
+                    self.unmap_calls += bank.decommit(u as usize, va)?;
+                }
+                Ok(())
+            }
+            ReplayPaging::Os => {
+                if let Some(e) = after {
+                    self.side.wait(e).during("stream wait")?;
+                }
+                let side = self.side.clone();
+                self.prefetch_os(units, false, &side)
+            }
+        }
+    }
+
+    /// cuMemPrefetchAsync of the pages of `units` (coalesced into runs) to the device
+    /// (`to_device`) or back to host memory, on `stream`.
+    fn prefetch_os(
+        &mut self,
+        units: &[u32],
+        to_device: bool,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), ReplayError> {
+        let loc = if to_device {
+            sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.device,
+            }
+        } else {
+            sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+                id: 0,
+            }
+        };
+        let page = self.map.granule_bytes;
+        for (first, n) in runs(units) {
+            let at = self.base + self.layout.unit_offset[first as usize];
+            // SAFETY: the range lies inside the managed bank.
+            unsafe {
+                sys::cuMemPrefetchAsync_v2(
+                    at,
+                    (n as u64 * page) as usize,
+                    loc,
+                    0,
+                    stream.cu_stream(),
+                )
+            }
+            .result()
+            .during("cuMemPrefetchAsync")?;
+            if !to_device {
+                self.os_evict_calls += 1;
+            }
+        }
+        Ok(())
+    }
+}
