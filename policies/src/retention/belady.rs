@@ -11,18 +11,27 @@ use std::collections::BinaryHeap;
 /// page-in counts under group semantics: both tied units are needed by the same group).
 /// Among units never used again, the highest unit id goes first.
 ///
-/// A max-heap of (next use, unit) with lazy invalidation: every access pushes a fresh entry
+/// A max-heap of (next use, unit) with lazy invalidation: every access records a fresh entry
 /// and stale entries (the unit was accessed again or evicted since) are dropped when they
 /// surface. O(log n) per access; the heap is rebuilt when stale entries outnumber live ones.
+/// Entries of recent accesses wait in a side list until an eviction, and only those of
+/// unprotected units enter the heap then: the current group's units (often never used again,
+/// so at the very top) would otherwise be popped and pushed back at every eviction.
 #[derive(Clone, Debug)]
 pub struct Belady {
     /// Current next use of each resident unit; `None` when not resident.
     next: Vec<Option<u32>>,
     heap: BinaryHeap<(u32, u32)>,
+    /// Entries not yet in the heap (recent accesses).
+    pending: Vec<(u32, u32)>,
     live: usize,
     /// Entries popped because protected, to push back after a victim is found.
     skipped: Vec<(u32, u32)>,
 }
+
+/// Pending entries flushed into the heap without waiting for an eviction (bounds memory
+/// when nothing is evicted for a long time).
+const PENDING_LIMIT: usize = 4096;
 
 impl Belady {
     /// An empty MIN cache over unit ids `0..units`.
@@ -30,6 +39,7 @@ impl Belady {
         Belady {
             next: vec![None; units],
             heap: BinaryHeap::new(),
+            pending: Vec::new(),
             live: 0,
             skipped: Vec::new(),
         }
@@ -38,7 +48,10 @@ impl Belady {
     #[inline]
     fn set(&mut self, u: u32, next_use: u32) {
         self.next[u as usize] = Some(next_use);
-        self.heap.push((next_use, u));
+        self.pending.push((next_use, u));
+        if self.pending.len() >= PENDING_LIMIT {
+            self.heap.extend(self.pending.drain(..));
+        }
         if self.heap.len() > 2 * self.live + 64 {
             let next = &self.next;
             self.heap.retain(|&(n, v)| next[v as usize] == Some(n));
@@ -60,21 +73,39 @@ impl EvictionPolicy for Belady {
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        let Belady {
+            next,
+            heap,
+            pending,
+            skipped,
+            ..
+        } = self;
+        if protect.is_none() {
+            heap.extend(pending.drain(..));
+        } else {
+            pending.retain(|&(n, u)| {
+                let keep = protect.is(u);
+                if !keep && next[u as usize] == Some(n) {
+                    heap.push((n, u));
+                }
+                keep
+            });
+        }
         let mut victim = None;
-        while let Some((n, u)) = self.heap.pop() {
-            if self.next[u as usize] != Some(n) {
+        while let Some((n, u)) = heap.pop() {
+            if next[u as usize] != Some(n) {
                 continue; // stale
             }
             if protect.is(u) {
-                self.skipped.push((n, u));
+                skipped.push((n, u));
                 continue;
             }
             victim = Some(u);
             break;
         }
-        self.heap.extend(self.skipped.drain(..));
+        heap.extend(skipped.drain(..));
         let v = victim?;
-        self.next[v as usize] = None;
+        next[v as usize] = None;
         self.live -= 1;
         Some(v)
     }
