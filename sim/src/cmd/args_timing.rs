@@ -169,11 +169,146 @@ pub fn timing_summary(r: &sim::runner::RunReport) -> String {
         );
     }
     if let Some(a) = &r.admission {
-        let _ = writeln!(
-            s,
-            "  admission   {} of {} sequences admitted under {} x usable VRAM ({:.0} MiB)",
-            a.admitted, a.requested, a.cap, a.limit_mib
-        );
+        if let (Some(cap), Some(limit)) = (a.cap, a.limit_mib) {
+            let _ = writeln!(
+                s,
+                "  admission   {} of {} sequences admitted under {cap} x usable VRAM ({limit:.0} MiB)",
+                a.admitted, a.requested
+            );
+        }
+    }
+    s
+}
+
+/// Give every sweep configuration the timing options; with `--admission-cap` each
+/// configuration runs twice, without and with the cap (adjacent rows), for [`batch_table`].
+pub fn with_timing(
+    configs: Vec<sim::runner::RunConfig>,
+    args: &TimingArgs,
+    seed: u64,
+) -> Result<Vec<sim::runner::RunConfig>> {
+    let Some(t) = args.for_run(seed)? else {
+        return Ok(configs);
+    };
+    let mut out = Vec::with_capacity(configs.len() * 2);
+    for c in configs {
+        if t.admission_cap.is_some() {
+            let mut free = t.clone();
+            free.admission_cap = None;
+            free.timeline = None;
+            out.push(sim::runner::RunConfig {
+                timing: Some(free),
+                ..c.clone()
+            });
+        }
+        let mut capped = t.clone();
+        capped.timeline = None; // one file cannot hold every row
+        out.push(sim::runner::RunConfig {
+            timing: Some(capped),
+            ..c
+        });
+    }
+    Ok(out)
+}
+
+/// The tokens-per-second-against-batch table of a timed sweep: per mechanism and retention
+/// setting, one row per `--batch` N, without and (with `--admission-cap`) with the cap, and
+/// N_max: the largest N whose sequences are all admitted under the cap (without a cap: the
+/// largest N whose mapped memory stays within usable VRAM).
+pub fn batch_table(reports: &[sim::runner::RunReport]) -> String {
+    use std::fmt::Write;
+    if reports.iter().all(|r| r.timing.is_none()) {
+        return String::new();
+    }
+    // key of a row: everything but the batch and the cap
+    let key = |r: &sim::runner::RunReport| {
+        let ret = r
+            .retention
+            .as_ref()
+            .map(|x| format!("{} {} {:?}", x.evict.name(), x.budget, x.split))
+            .unwrap_or_else(|| "streaming".into());
+        format!("{} {}", r.inputs.policy, ret)
+    };
+    let batch = |r: &sim::runner::RunReport| r.retention.as_ref().map_or(1, |x| x.batch);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ntokens/s against batch N (timing on {}):",
+        reports
+            .iter()
+            .find_map(|r| r.timing_detail.as_ref().map(|d| d.profile.clone()))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        s,
+        "{:<34} {:>4} {:>12} {:>12} {:>10} {:>12} {:>9}",
+        "mechanism / retention", "N", "tokens/s", "peak MiB", "oversub", "capped t/s", "admitted"
+    );
+    let mut i = 0;
+    while i < reports.len() {
+        let k = key(&reports[i]);
+        let mut n_max: Option<usize> = None;
+        let mut capped_seen = false;
+        while i < reports.len() && key(&reports[i]) == k {
+            let r = &reports[i];
+            let next_is_capped = reports
+                .get(i + 1)
+                .and_then(|x| x.admission.as_ref())
+                .is_some_and(|a| a.cap.is_some())
+                && reports
+                    .get(i + 1)
+                    .map(|x| key(x) == k && batch(x) == batch(r))
+                    == Some(true);
+            let (free, capped) = if next_is_capped {
+                (r, Some(&reports[i + 1]))
+            } else if r.admission.as_ref().is_some_and(|a| a.cap.is_some()) {
+                (r, Some(r))
+            } else {
+                (r, None)
+            };
+            let (Some(t), Some(d)) = (&free.timing, &free.timing_detail) else {
+                i += 1;
+                continue;
+            };
+            let n = batch(free);
+            let mut row = format!(
+                "{:<34} {:>4} {:>12.1} {:>12.1} {:>10}",
+                k, n, t.tokens_per_s, t.peak_mapped_mib, d.oversubscribed_page_ins
+            );
+            match capped.and_then(|c| c.timing.as_ref().zip(c.admission.as_ref())) {
+                Some((ct, a)) => {
+                    capped_seen = true;
+                    let _ = write!(
+                        row,
+                        " {:>12.1} {:>6}/{:<2}",
+                        ct.tokens_per_s, a.admitted, a.requested
+                    );
+                    if a.admitted == a.requested {
+                        n_max = Some(n_max.map_or(n, |m: usize| m.max(n)));
+                    }
+                }
+                None => {
+                    if t.peak_mapped_mib <= d.usable_mib {
+                        n_max = Some(n_max.map_or(n, |m: usize| m.max(n)));
+                    }
+                }
+            }
+            let _ = writeln!(s, "{row}");
+            i += if next_is_capped { 2 } else { 1 };
+        }
+        let what = if capped_seen {
+            "all sequences admitted under the cap"
+        } else {
+            "mapped memory within usable VRAM"
+        };
+        match n_max {
+            Some(n) => {
+                let _ = writeln!(s, "  N_max = {n} ({what})");
+            }
+            None => {
+                let _ = writeln!(s, "  N_max: none of the batches tried ({what})");
+            }
+        }
     }
     s
 }

@@ -147,7 +147,7 @@ pub fn grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
 }
 
 pub fn run(args: SweepArgs) -> Result<()> {
-    let configs = grid(&args)?;
+    let configs = super::args_timing::with_timing(grid(&args)?, &args.timing, args.cache.seed)?;
     let workload = args.input.workload()?;
     let mut reports = Vec::with_capacity(configs.len());
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
@@ -158,8 +158,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
         Format::Csv => csv_text(&reports)?,
         Format::Table if reports.iter().any(|r| r.cache.is_some()) => {
             super::args_cache::retention_table(&reports)
+                + &super::args_timing::batch_table(&reports)
         }
-        Format::Table => table(&reports),
+        Format::Table => table(&reports) + &super::args_timing::batch_table(&reports),
     };
     emit(args.out.as_deref(), &text)
 }

@@ -13,10 +13,10 @@ use traces::KeySpace;
 pub struct Admission {
     pub requested: usize,
     pub admitted: usize,
-    /// The cap as a fraction of usable VRAM.
-    pub cap: f64,
-    /// cap x usable VRAM, MiB.
-    pub limit_mib: f64,
+    /// The cap as a fraction of usable VRAM; `None`: no admission control (all admitted).
+    pub cap: Option<f64>,
+    /// cap x usable VRAM, MiB; `None` without a cap.
+    pub limit_mib: Option<f64>,
 }
 
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
@@ -91,8 +91,8 @@ pub fn admit(
         let admission = Admission {
             requested,
             admitted: n,
-            cap,
-            limit_mib: limit / 1048576.0,
+            cap: Some(cap),
+            limit_mib: Some(limit / 1048576.0),
         };
         return Ok((admission, r));
     }

@@ -91,8 +91,20 @@ pub fn plans(
                     evicted.clear();
                     evicted.extend_from_slice(&out.evicted);
                     let page_ins = out.page_ins.clone();
-                    // streamed (bypassed) page-ins leave VRAM after the group
-                    evicted.extend(page_ins.iter().copied().filter(|&u| !sim.is_resident(u)));
+                    // streamed (bypassed) page-ins leave VRAM after the group; units the
+                    // policy already evicted (a budget below one group) are not listed twice
+                    for &u in &evicted {
+                        seen_unit[u as usize] = true;
+                    }
+                    let streamed: Vec<u32> = page_ins
+                        .iter()
+                        .copied()
+                        .filter(|&u| !sim.is_resident(u) && !seen_unit[u as usize])
+                        .collect();
+                    for &u in &evicted {
+                        seen_unit[u as usize] = false;
+                    }
+                    evicted.extend(streamed);
                     plans.push_group(layer, &keys, &units, &page_ins, &evicted);
                 }
                 None => plans.push_group(layer, &keys, &units, &units, &units),

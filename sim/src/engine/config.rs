@@ -62,7 +62,7 @@ impl Default for TimingConfig {
 pub struct TimingOutcome {
     pub timing: TimingReport,
     pub detail: TimingDetail,
-    /// Present with `--admission-cap`.
+    /// Sequences asked for and admitted (all of them without `--admission-cap`).
     pub admission: Option<Admission>,
 }
 

@@ -434,8 +434,10 @@ pub fn replay(
 
         // units paged in and evicted within this group (streamed, or a budget below one group)
         for &u in &late_evictions {
-            st.resident[u as usize] = false;
-            st.evict(u, start);
+            if st.resident[u as usize] {
+                st.resident[u as usize] = false;
+                st.evict(u, start);
+            }
         }
         // prefetches aimed at this group that no group used: unmap them again
         if predicting {
@@ -497,6 +499,7 @@ pub fn replay(
         prefetch_wasted: wasted,
         bytes_in: st.bytes_in,
         oversubscribed_page_ins: st.oversubscribed,
+        usable_mib: cost.usable_bytes / 1048576.0,
     };
     Ok(Replay {
         timing,

@@ -56,4 +56,6 @@ pub struct TimingDetail {
     pub bytes_in: u64,
     /// Page-ins priced above 90% of usable VRAM (on the oversubscription curve).
     pub oversubscribed_page_ins: u64,
+    /// The profile's usable VRAM, MiB.
+    pub usable_mib: f64,
 }
