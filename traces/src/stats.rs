@@ -229,15 +229,23 @@ pub fn entropy_bits(counts: &[u64]) -> f64 {
         .sum()
 }
 
+/// Streaming state of one key (expert of a layer).
+#[derive(Clone, Copy, Default)]
+struct KeyState {
+    count: u64,
+    /// Global index of the last token that selected it (0 = never).
+    last_seen: u64,
+    /// Index at which the key's current run of consecutive selections began.
+    run_start: u64,
+}
+
 /// Per-MoE-layer streaming state. Token indices are global and 1-based (0 = never seen), with
 /// a gap of one index between sequences so that "seen at index - 1" means "seen in the
 /// previous token of the same sequence".
 struct LayerAcc {
     experts: usize,
-    counts: Vec<u64>,
-    last_seen: Vec<u64>,
-    /// Index at which the key's current run of consecutive selections began.
-    run_start: Vec<u64>,
+    /// Per expert, one cache line holds everything a selection updates.
+    keys: Vec<KeyState>,
     reuse_hits: u64,
     reuse_slots: u64,
     /// Experts first seen in the current sequence.
@@ -250,6 +258,11 @@ struct LayerAcc {
 }
 
 impl LayerAcc {
+    /// Selection count of each expert.
+    fn counts(&self) -> Vec<u64> {
+        self.keys.iter().map(|k| k.count).collect()
+    }
+
     /// Feed `n` token records of one sequence, the first with global index `first`.
     #[allow(clippy::too_many_arguments)]
     fn process(
@@ -275,18 +288,17 @@ impl LayerAcc {
                 self.reuse_slots += ids.len() as u64;
             }
             for &e in ids {
-                let e = e as usize;
-                self.counts[e] += 1;
-                let last = self.last_seen[e];
-                if last + 1 == idx {
+                let k = &mut self.keys[e as usize];
+                k.count += 1;
+                if k.last_seen + 1 == idx {
                     self.reuse_hits += 1;
                 } else {
-                    self.run_start[e] = idx;
+                    k.run_start = idx;
                 }
-                if last < seq_start {
+                if k.last_seen < seq_start {
                     self.seq_distinct += 1;
                 }
-                self.last_seen[e] = idx;
+                k.last_seen = idx;
             }
             if let Some((a, b)) = next_sel {
                 let next = &rec[a..b];
@@ -358,9 +370,7 @@ impl StatsAccumulator {
                 };
                 LayerAcc {
                     experts,
-                    counts: vec![0; experts],
-                    last_seen: vec![0; experts],
-                    run_start: vec![0; experts],
+                    keys: vec![KeyState::default(); experts],
                     reuse_hits: 0,
                     reuse_slots: 0,
                     seq_distinct: 0,
@@ -539,7 +549,7 @@ impl StatsAccumulator {
             let (a, b) = (self.ks.sel_offsets[m], self.ks.sel_offsets[m + 1]);
             for &e in &self.first_record[a..b] {
                 let e = e as usize;
-                if l.last_seen[e] == last && l.run_start[e] == self.seq_start {
+                if l.keys[e].last_seen == last && l.keys[e].run_start == self.seq_start {
                     always_on.push([self.ks.moe_layers[m] as u32, e as u32]);
                 }
             }
@@ -585,9 +595,10 @@ impl StatsAccumulator {
         let layers: Vec<LayerStats> = (0..m)
             .map(|i| {
                 let l = &self.layers[i];
+                let counts = l.counts();
                 let k = ks.top_k[i] as usize;
                 let accesses = tokens * k as u64;
-                let mut sorted = l.counts.clone();
+                let mut sorted = counts.clone();
                 sorted.sort_unstable_by(|a, b| b.cmp(a));
                 let top: u64 = sorted.iter().take(k).sum();
                 let (pred, chance) = if i + 1 < m {
@@ -610,10 +621,10 @@ impl StatsAccumulator {
                     num_experts: ks.experts[i],
                     top_k: ks.top_k[i],
                     accesses,
-                    distinct_experts: l.counts.iter().filter(|&&c| c > 0).count() as u64,
+                    distinct_experts: counts.iter().filter(|&&c| c > 0).count() as u64,
                     top_k_share: top as f64 / accesses as f64,
-                    gini: gini(&l.counts),
-                    entropy_bits: entropy_bits(&l.counts),
+                    gini: gini(&counts),
+                    entropy_bits: entropy_bits(&counts),
                     hottest_token_fraction: sorted.first().copied().unwrap_or(0) as f64
                         / tokens as f64,
                     temporal_reuse: (l.reuse_slots > 0)
@@ -624,11 +635,7 @@ impl StatsAccumulator {
             })
             .collect();
 
-        let all_counts: Vec<u64> = self
-            .layers
-            .iter()
-            .flat_map(|l| l.counts.iter().copied())
-            .collect();
+        let all_counts: Vec<u64> = self.layers.iter().flat_map(|l| l.counts()).collect();
         let accesses: u64 = all_counts.iter().sum();
         let mut desc = all_counts.clone();
         desc.sort_unstable_by(|a, b| b.cmp(a));
