@@ -65,8 +65,6 @@ pub enum EngineError {
     Invalid(String),
 }
 
-const DEFERRED_UNMAP: u32 = 0; // event kinds are unit ids; one kind only: a queued decommit
-
 struct State<'a> {
     cost: &'a CostModel,
     units: &'a UnitMap,
@@ -90,7 +88,12 @@ struct State<'a> {
     /// Non-expert weights + the current step's KV cache, bytes.
     mapped_base: f64,
     peak_mapped: f64,
-    deferred: EventQueue<u32>,
+    /// Queued decommits: (unit, generation); an entry whose generation is stale was
+    /// already run early (the unit was paged in again first) and is skipped.
+    deferred: EventQueue<(u32, u32)>,
+    /// Generation of each unit's queued decommit; `pending[u]` while one is queued.
+    generation: Vec<u32>,
+    pending: Vec<bool>,
     rng: Pcg64,
     map_calls: u64,
     unmap_calls: u64,
@@ -165,11 +168,32 @@ impl State<'_> {
             if start >= t {
                 break;
             }
-            let u = ev.payload;
+            let (u, gen) = ev.payload;
             self.deferred.pop();
-            self.decommit_now(u, start);
+            if self.pending[u as usize] && self.generation[u as usize] == gen {
+                self.pending[u as usize] = false;
+                self.decommit_now(u, start);
+            }
         }
-        let _ = DEFERRED_UNMAP;
+    }
+
+    /// If `u`'s old mapping still awaits a deferred decommit, run it now, so a unit never
+    /// holds two mappings (the queued entry goes stale).
+    #[inline]
+    fn release_pending(&mut self, u: u32, t: f64) {
+        if self.pending[u as usize] {
+            self.pending[u as usize] = false;
+            self.decommit_now(u, t);
+        }
+    }
+
+    /// Queue a background decommit of `u` at time `t`.
+    #[inline]
+    fn defer(&mut self, u: u32, t: f64) {
+        let ui = u as usize;
+        self.generation[ui] = self.generation[ui].wrapping_add(1);
+        self.pending[ui] = true;
+        self.deferred.push(t, (u, self.generation[ui]));
     }
 
     /// Decommit `u` on the driver starting no earlier than `t`; returns the end time.
@@ -194,7 +218,7 @@ impl State<'_> {
     #[inline]
     fn evict(&mut self, u: u32, t: f64) {
         if self.opts.deferred_unmap && self.cost.paging == Paging::Vmm {
-            self.deferred.push(t, u);
+            self.defer(u, t);
         } else {
             self.decommit_now(u, t);
         }
@@ -204,6 +228,7 @@ impl State<'_> {
     #[inline]
     fn vmm_page_in(&mut self, u: u32, t: f64, name: &'static str) -> Result<f64, EngineError> {
         self.drain_deferred(t);
+        self.release_pending(u, t);
         let info = &self.units.units[u as usize];
         let (useful, committed) = (info.useful_bytes, info.committed_bytes);
         self.mapped_units += committed as f64;
@@ -292,6 +317,8 @@ pub fn replay(
         mapped_base: compute.nonexpert_bytes,
         peak_mapped: 0.0,
         deferred: EventQueue::default(),
+        generation: vec![0; n],
+        pending: vec![false; n],
         rng: Pcg64::seed_from_u64(opts.seed),
         map_calls: 0,
         unmap_calls: 0,
@@ -369,6 +396,7 @@ pub fn replay(
             match cost.paging {
                 Paging::Vmm => ready = ready.max(st.vmm_page_in(u, router, "h2d")?),
                 Paging::Os => {
+                    st.release_pending(u, router);
                     let c = units.units[ui].committed_bytes;
                     st.mapped_units += c as f64;
                     os_bytes += c;
@@ -409,6 +437,7 @@ pub fn replay(
                         st.ready_at[ui] = t;
                     }
                     Paging::Os => {
+                        st.release_pending(u, router);
                         let c = units.units[ui].committed_bytes;
                         st.mapped_units += c as f64;
                         os_pf += c;
@@ -446,7 +475,8 @@ pub fn replay(
                 if st.inflight[u as usize] {
                     st.inflight[u as usize] = false;
                     wasted += 1;
-                    st.deferred.push(st.ready_at[u as usize], u);
+                    let at = st.ready_at[u as usize];
+                    st.defer(u, at);
                 }
             }
             targets[gi % slots] = slot;

@@ -603,3 +603,35 @@ fn plans_are_consistent_when_the_budget_is_below_one_group() {
     assert!(peak >= 576.0 * 1048576.0);
     assert_eq!(r.timing.unmap_calls, 3 * driver.evictions);
 }
+
+#[test]
+fn a_unit_paged_in_again_before_its_deferred_unmap_never_holds_two_mappings() {
+    // unit 0 is used and dropped by every step; with a busy driver its deferred decommit is
+    // still queued when the next step needs it again
+    let map = unit_map(1, 1, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    for _ in 0..50 {
+        plans.begin_step(1, 1);
+        plans.push_group(0, &[0], &[0], &[0], &[0]);
+    }
+    let mut p = test_profile(None);
+    p.set(
+        C::VramUsable,
+        Constant::assumed(100.0, "MiB", "no oversubscription here"),
+    );
+    let o = EngineOptions {
+        deferred_unmap: true,
+        ..Default::default()
+    };
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 1),
+        &vmm_cost(&p),
+        &compute(0.0, 0.0),
+        o,
+    )
+    .unwrap();
+    assert!(close(r.timing.peak_mapped_mib, 2.0));
+    assert_eq!((r.timing.map_calls, r.timing.unmap_calls), (50, 50));
+}
