@@ -101,7 +101,7 @@ fn fresh_draws_follow_the_zipf_law() {
     let model = ModelSpec::uniform("m", 1, 8, 1);
     let n = 40_000u64;
     let t = generate_trace(&model, &params(1.0, 0.0, 0.0, 1, n, 5)).unwrap();
-    let mut counts = vec![0u64; 8];
+    let mut counts = [0u64; 8];
     for &e in &t.sequences[0].decode.ids {
         counts[e as usize] += 1;
     }

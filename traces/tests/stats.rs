@@ -12,8 +12,11 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
 }
 
-/// A trace of `model` whose sequences hold these (prefill, decode) token records.
-fn trace_of(model: ModelSpec, seqs: Vec<(Vec<Vec<u16>>, Vec<Vec<u16>>)>) -> Trace {
+/// Token records of one sequence: (prefill, decode), one `Vec<u16>` record per token.
+type Records = (Vec<Vec<u16>>, Vec<Vec<u16>>);
+
+/// A trace of `model` whose sequences hold these token records.
+fn trace_of(model: ModelSpec, seqs: Vec<Records>) -> Trace {
     let header = Header {
         model,
         provenance: Provenance::default(),
