@@ -6,10 +6,10 @@
 //! A *retention policy* decides which units stay resident across tokens under a budget.
 //! This crate does not model time: the `sim` crate's engine prices what these decide.
 
-pub mod retention;
 pub mod mechanisms;
+pub mod retention;
 pub mod units;
 
-pub use retention::{EvictionPolicy, PolicyKind};
 pub use mechanisms::{Mechanism, Sizes};
+pub use retention::{EvictionPolicy, PolicyKind};
 pub use units::{UnitInfo, UnitMap};
