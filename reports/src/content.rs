@@ -31,6 +31,10 @@ pub fn run_label_of(g: &RunCoords) -> String {
         s.push_str(" @ ");
         s.push_str(b);
     }
+    if let Some(sp) = g.split.as_deref().filter(|&sp| sp != "global") {
+        s.push(' ');
+        s.push_str(sp);
+    }
     s
 }
 
@@ -338,6 +342,7 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
             && x.grid.profile_trace == r.grid.profile_trace
             && x.grid.mechanism == r.grid.mechanism
             && x.grid.budget == r.grid.budget
+            && x.grid.split == r.grid.split
             && x.grid.batch == r.grid.batch
     })
 }
@@ -704,21 +709,28 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             .cloned()
             .collect();
         for mech in distinct(tr.iter().map(|r| r.grid.mechanism.clone())) {
-            for batch in distinct(tr.iter().map(|r| r.grid.batch)) {
+            let groups = distinct(tr.iter().map(|r| (r.grid.batch, r.grid.split.clone())));
+            for (batch, split) in groups {
                 let runs: Vec<&RunEntry> = tr
                     .iter()
-                    .filter(|r| r.grid.mechanism == mech && r.grid.batch == batch)
+                    .filter(|r| {
+                        r.grid.mechanism == mech && r.grid.batch == batch && r.grid.split == split
+                    })
                     .cloned()
                     .collect();
                 if runs.is_empty() {
                     continue;
                 }
+                let split_note = split.as_deref().filter(|&s| s != "global");
                 doc.h(
                     3,
                     format!(
-                        "`{}`, mechanism `{mech}`{}",
+                        "`{}`, mechanism `{mech}`{}{}",
                         t.name,
-                        batch.map(|b| format!(", batch {b}")).unwrap_or_default()
+                        batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
+                        split_note
+                            .map(|s| format!(", {s} split"))
+                            .unwrap_or_default()
                     ),
                 );
                 let budgets = distinct(runs.iter().map(|r| r.grid.budget.clone()));
@@ -818,7 +830,13 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                 let title = format!("Bytes per token vs budget, {} / {mech}", t.name);
                 figure(
                     doc,
-                    format!("bytes_per_token_{}_{}{}.svg", slug(&t.name), slug(&mech), batch.map(|b| format!("_b{b}")).unwrap_or_default()),
+                    format!(
+                        "bytes_per_token_{}_{}{}{}.svg",
+                        slug(&t.name),
+                        slug(&mech),
+                        batch.map(|b| format!("_b{b}")).unwrap_or_default(),
+                        split_note.map(|s| format!("_{}", slug(s))).unwrap_or_default()
+                    ),
                     plots::line_chart(
                         &LineChart {
                             title: &title,
@@ -1057,6 +1075,7 @@ fn stability(doc: &mut Doc, res: &Results) {
                 && x.grid.mechanism == r.grid.mechanism
                 && x.grid.evict == r.grid.evict
                 && x.grid.budget == r.grid.budget
+                && x.grid.split == r.grid.split
                 && x.grid.batch == r.grid.batch
         });
         let (path, unit, scale) = if r.grid.evict.is_some() {

@@ -127,6 +127,8 @@ pub struct RunCoords {
     pub evict: Option<String>,
     /// Budget as given (`25%`, `120`, `3GiB`), `None` in the streaming regime.
     pub budget: Option<String>,
+    /// How the budget is shared (`global`, `per-layer`), `None` in the streaming regime.
+    pub split: Option<String>,
     /// Batch size, `None` when the grid did not vary it (the run's default).
     pub batch: Option<u32>,
 }

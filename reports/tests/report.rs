@@ -89,6 +89,7 @@ fn entry(
             mechanism: mech.into(),
             evict: evict.map(Into::into),
             budget: budget.map(Into::into),
+            split: budget.map(|_| "global".into()),
             batch: None,
         },
         result,

@@ -190,3 +190,60 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(d.path().join("keep.txt").exists());
     fails(&["report", d.path().to_str().unwrap()], "results.json");
 }
+
+#[test]
+fn retention_grid_compares_against_belady() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    ok(&[
+        "compare",
+        "--trace",
+        &granite("english_prose"),
+        "--trace",
+        &granite("math"),
+        "--policies",
+        "e1,e2:hot",
+        "--evict",
+        "lru,static-pin",
+        "--budgets",
+        "10%,50%",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    // per trace: 2 streaming + 2 mechanisms x 2 budgets x 3 policies (belady added);
+    // cross: 2 ordered pairs x (e2:hot streaming + 2 mechanisms x 2 budgets x static-pin)
+    assert_eq!(runs.len(), 2 * (2 + 2 * 2 * 3) + 2 * (1 + 2 * 2));
+    let get = |t: &str, p: &str, m: &str, e: &str, b: &str| {
+        runs.iter()
+            .find(|r| {
+                let g = &r["grid"];
+                g["trace"] == t
+                    && g["profile_trace"] == p
+                    && g["mechanism"] == m
+                    && g["evict"] == e
+                    && g["budget"] == b
+            })
+            .unwrap_or_else(|| panic!("no run {t} {p} {m} {e} {b}"))
+    };
+    for t in ["english_prose", "math"] {
+        for m in ["e1", "e2:hot"] {
+            for b in ["10%", "50%"] {
+                let bel = get(t, t, m, "belady", b)["cache"]["page_ins"]
+                    .as_u64()
+                    .unwrap();
+                let lru = get(t, t, m, "lru", b)["cache"]["page_ins"]
+                    .as_u64()
+                    .unwrap();
+                assert!(bel <= lru, "{t} {m} {b}: belady {bel} > lru {lru}");
+            }
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| belady (bound) |"));
+    assert!(md.contains("fewest bytes moved by"));
+    assert!(out.join("plots/bytes_per_token_math_e2_hot.svg").is_file());
+}

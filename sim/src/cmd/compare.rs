@@ -1,6 +1,7 @@
 //! `sim compare`: run the grid traces x mechanisms x (policies x budgets x batches) through the
 //! run library in parallel and write a report directory (see the `reports` crate).
 
+use super::args_cache::CacheArgs;
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
@@ -9,12 +10,14 @@ use policies::mechanisms::SizeOptions;
 use rayon::prelude::*;
 use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
+use sim::cache::{RetentionConfig, Split};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::PathBuf;
 use traces::{DType, PhaseSel, Trace};
 
 /// Arguments of `sim compare`.
 #[derive(Args)]
+#[command(mut_arg("budget", |a| a.visible_alias("budgets")))]
 pub struct CompareArgs {
     /// Trace to compare on; repeat the flag for several traces (e.g. one per workload). With
     /// several traces, cross-trace stability runs are added (see --no-cross-trace).
@@ -23,7 +26,8 @@ pub struct CompareArgs {
 
     /// Mechanisms to compare, comma-separated: eN[:index|hot|coact], region:R[:index|hot],
     /// os4k, os64k, os2m (as `sim run --policy`). Each gets a streaming-regime run (nothing
-    /// retained), and one run per policy x budget x batch when --evict is given.
+    /// retained), and one run per policy x budget x split x batch when --evict is given
+    /// (Belady/MIN is always added as the bound; --split defaults to global here).
     #[arg(
         long,
         value_delimiter = ',',
@@ -31,32 +35,6 @@ pub struct CompareArgs {
         default_value = "e1,e2:index,e2:hot,e4:hot,region:64,os4k"
     )]
     pub policies: Vec<String>,
-
-    /// Eviction policies under a budget, comma-separated (lru, fifo, lfu, belady, random,
-    /// static-pin, pin-lru, arc, s3fifo). Belady/MIN is always added as the bound. Without
-    /// --evict only the streaming regime is compared.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "POLICIES",
-        requires = "budgets"
-    )]
-    pub evict: Vec<String>,
-
-    /// VRAM budgets, comma-separated: a fraction of the bank (`25%`), a unit count (`120`) or
-    /// bytes (`3GiB`). Required with --evict.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "BUDGETS",
-        requires = "evict"
-    )]
-    pub budgets: Vec<String>,
-
-    /// Batch sizes (sequences decoded together), comma-separated, e.g. `1,8`. Default: the
-    /// run's default (1) without a batch column.
-    #[arg(long, value_delimiter = ',', value_name = "SIZES")]
-    pub batch: Vec<u32>,
 
     /// Phases of the traces to replay: decode, prefill or all.
     #[arg(long, default_value = "decode", value_name = "PHASE",
@@ -100,6 +78,11 @@ pub struct CompareArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Retention grid: --evict, --budget (alias --budgets), --split, --batch lists as in
+    /// `sim sweep`, and the shared --semantics, --dram, --queue, --schedule, --seed.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
@@ -120,86 +103,92 @@ struct Point {
     trace: usize,
     profile: usize,
     coords: RunCoords,
+    retention: Option<RetentionConfig>,
 }
 
-/// Enumerate the grid in its fixed order: per evaluated trace, the streaming runs of every
-/// mechanism, then mechanism x batch x budget x policy; then the cross-trace runs.
-fn grid(args: &CompareArgs, names: &[String], evicts: &[String]) -> Result<Vec<Point>> {
-    let batches: Vec<Option<u32>> = if args.batch.is_empty() {
-        vec![None]
-    } else {
-        args.batch.iter().map(|&b| Some(b)).collect()
-    };
+/// Text of a split in the grid coordinates (`global`, `per-layer`).
+fn split_name(s: Split) -> String {
+    match s {
+        Split::Global => "global".into(),
+        Split::PerLayer => "per-layer".into(),
+    }
+}
+
+/// Enumerate the grid in its fixed order: per evaluated trace, the streaming run of every
+/// mechanism, then per mechanism its retention runs (batch > budget > split > policy); then
+/// the cross-trace runs (profile-ordered mechanisms, and the pinning policies).
+fn grid(
+    args: &CompareArgs,
+    names: &[String],
+    retention: &[RetentionConfig],
+    batch_given: bool,
+) -> Result<Vec<Point>> {
     let mut pts = Vec::new();
-    let mut push = |t: usize,
-                    p: usize,
-                    mech: &str,
-                    evict: Option<&str>,
-                    budget: Option<&str>,
-                    batch: Option<u32>| {
-        pts.push(Point {
-            trace: t,
-            profile: p,
-            coords: RunCoords {
-                trace: names[t].clone(),
-                profile_trace: names[p].clone(),
-                mechanism: mech.to_string(),
-                evict: evict.map(str::to_string),
-                budget: budget.map(str::to_string),
-                batch,
-            },
-        })
-    };
-    let cache_points = |t: usize,
-                        p: usize,
-                        mech: &str,
-                        evicts: &[String],
-                        push: &mut dyn FnMut(
-        usize,
-        usize,
-        &str,
-        Option<&str>,
-        Option<&str>,
-        Option<u32>,
-    )| {
-        for &batch in &batches {
-            for budget in &args.budgets {
-                for e in evicts {
-                    push(t, p, mech, Some(e), Some(budget), batch);
-                }
-            }
-        }
+    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>| Point {
+        trace: t,
+        profile: p,
+        coords: RunCoords {
+            trace: names[t].clone(),
+            profile_trace: names[p].clone(),
+            mechanism: mech.to_string(),
+            evict: r.map(|r| r.cache.policy.name().to_string()),
+            budget: r.map(|r| r.cache.budget.to_string()),
+            split: r.map(|r| split_name(r.cache.split)),
+            batch: r.filter(|_| batch_given).map(|r| r.batching.batch as u32),
+        },
+        retention: r.cloned(),
     };
     for t in 0..names.len() {
         for m in &args.policies {
-            push(t, t, m, None, None, None);
+            pts.push(point(t, t, m, None));
         }
         for m in &args.policies {
-            cache_points(t, t, m, evicts, &mut push);
+            for r in retention {
+                pts.push(point(t, t, m, Some(r)));
+            }
         }
     }
     if names.len() > 1 && !args.no_cross_trace {
-        // Only what a profile trace changes: profile-ordered packings, and pinning policies.
-        let pinning: Vec<String> = evicts
-            .iter()
-            .filter(|e| matches!(e.as_str(), "static-pin" | "pin-lru"))
-            .cloned()
-            .collect();
         for t in 0..names.len() {
             for p in (0..names.len()).filter(|&p| p != t) {
                 for m in &args.policies {
-                    let mech = runner::parse_policy(m, "--policies")?;
-                    if mech.needs_profile() {
-                        push(t, p, m, None, None, None);
+                    if runner::parse_policy(m, "--policies")?.needs_profile() {
+                        pts.push(point(t, p, m, None));
                     }
                 }
                 for m in &args.policies {
-                    cache_points(t, p, m, &pinning, &mut push);
+                    for r in retention {
+                        if matches!(r.cache.policy.name(), "static-pin" | "pin-lru") {
+                            pts.push(point(t, p, m, Some(r)));
+                        }
+                    }
                 }
             }
         }
     }
     Ok(pts)
+}
+
+/// The retention grid, ordered batch > budget > split > policy (Belady first), so a
+/// mechanism's runs at one budget sit together.
+fn retention_grid(args: &CompareArgs) -> Result<Vec<RetentionConfig>> {
+    let mut cache = args.cache.clone();
+    if cache.split.is_empty() {
+        cache.split = vec![Split::Global];
+    }
+    let mut grid = cache.for_sweep()?.unwrap_or_default();
+    let pos = |v: &[String], x: &String| v.iter().position(|y| y == x).unwrap_or(usize::MAX);
+    let budgets: Vec<String> = cache.budget.iter().map(|b| b.to_string()).collect();
+    let splits: Vec<String> = cache.split.iter().map(|&s| split_name(s)).collect();
+    // stable: the policy order of `for_sweep` stays the innermost
+    grid.sort_by_key(|r| {
+        (
+            r.batching.batch,
+            pos(&budgets, &r.cache.budget.to_string()),
+            pos(&splits, &split_name(r.cache.split)),
+        )
+    });
+    Ok(grid)
 }
 
 /// What the report says about one trace, computed from the loaded trace.
@@ -238,11 +227,8 @@ fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceIn
 }
 
 /// The run library's configuration of one grid point.
-fn config(args: &CompareArgs, p: &Point) -> Result<RunConfig> {
-    if p.coords.evict.is_some() || p.coords.batch.is_some() {
-        bail!("retention runs (--evict, --budgets, --batch) need the cache block of the run library, which this build does not have yet");
-    }
-    Ok(RunConfig {
+fn config(args: &CompareArgs, p: &Point) -> RunConfig {
+    RunConfig {
         policy: p.coords.mechanism.clone(),
         phase: phase_sel(&args.phase),
         sizes: SizeOptions {
@@ -250,8 +236,9 @@ fn config(args: &CompareArgs, p: &Point) -> Result<RunConfig> {
             dtype: args.dtype,
             granule_mib: args.granule_mib,
         },
+        retention: p.retention.clone(),
         ..RunConfig::default()
-    })
+    }
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
@@ -275,20 +262,9 @@ pub fn run(args: CompareArgs) -> Result<()> {
     for m in &args.policies {
         runner::parse_policy(m, "--policies")?;
     }
-    let mut evicts: Vec<String> = args.evict.iter().map(|e| e.trim().to_string()).collect();
-    if !evicts.is_empty() && !evicts.iter().any(|e| e == "belady") {
-        evicts.push("belady".into());
-    }
-    if args.batch.contains(&0) {
-        bail!("--batch: a batch size must be at least 1");
-    }
-    let points = grid(&args, &names, &evicts)?;
+    let retention = retention_grid(&args)?;
+    let points = grid(&args, &names, &retention, !args.cache.batch.is_empty())?;
     let total = points.len();
-    // Fail on a bad configuration before spending time on the grid.
-    for p in &points {
-        config(&args, p)
-            .with_context(|| format!("run {}", reports::content::run_label_of(&p.coords)))?;
-    }
     let mine: Vec<(usize, &Point)> = points
         .iter()
         .enumerate()
@@ -320,7 +296,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let work = || -> Vec<Result<RunEntry>> {
         mine.par_iter()
             .map(|&(i, p)| {
-                let cfg = config(&args, p)?;
+                let cfg = config(&args, p);
                 let report = runner::run(&cfg, &workloads[&(p.trace, p.profile)])
                     .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
                 let result = match serde_json::to_value(&report)? {
@@ -355,12 +331,28 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .zip(&names)
         .map(|(ti, n)| trace_info(n, &ti.label, &ti.trace, phase))
         .collect();
+    let distinct = |v: Vec<String>| {
+        let mut out: Vec<String> = Vec::new();
+        for x in v {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    };
+    let c = &args.cache;
     let grid = json!({
         "traces": names,
         "mechanisms": args.policies,
-        "evict": evicts,
-        "budgets": args.budgets,
-        "batches": args.batch,
+        "evict": distinct(retention.iter().map(|r| r.cache.policy.name().to_string()).collect()),
+        "budgets": distinct(retention.iter().map(|r| r.cache.budget.to_string()).collect()),
+        "splits": distinct(retention.iter().map(|r| split_name(r.cache.split)).collect()),
+        "batches": distinct(retention.iter().map(|r| r.batching.batch.to_string()).collect()),
+        "semantics": (!retention.is_empty()).then(|| format!("{:?}", c.semantics).to_lowercase()),
+        "dram": c.dram.as_ref().map(|d| d.to_string()),
+        "queue": c.queue,
+        "schedule": c.queue.map(|_| format!("{:?}", c.schedule).to_lowercase()),
+        "seed": (!retention.is_empty()).then_some(c.seed),
         "phase": args.phase,
         "expert_mib": args.expert_mib,
         "dtype": args.dtype,
