@@ -1,6 +1,7 @@
 //! The CUDA side: library checks, NVRTC compilation of `cuda/moe.cu`, and launch wrappers.
 
 use crate::geometry::ExpertGeometry;
+use crate::launch::{lanes_per_row, rows_per_block, BLOCK_THREADS, PER_SLOT_ROWS, UNION_ROWS};
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
 use cudarc::driver::{
@@ -11,15 +12,8 @@ use std::sync::Arc;
 
 /// The kernels' CUDA C source (compiled at run time with NVRTC).
 pub const SOURCE: &str = include_str!("cuda/moe.cu");
-/// Threads per block of the expert kernels (`WARPS * 32` in the source).
-const BLOCK_THREADS: u32 = 256;
-/// Rows of the output one block computes per pass (`WARPS * ROWS_PER_WARP` in the source).
-const ROWS_PER_BLOCK: usize = 32;
-/// Passes each block makes over `ROWS_PER_BLOCK` rows: more rows per block amortise the
-/// activation load into shared memory (chosen on the H200, see BENCHMARKS.md issue 7).
-const PASSES_PER_BLOCK: usize = 4;
-/// Dynamic shared memory a block may use without opting in (CUDA's default limit, 48 KiB).
-const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
+/// Bytes of one staged activation value (f32) in the kernels' shared memory.
+const ACTIVATION_BYTES: usize = 4;
 
 /// Errors of the CUDA paths.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +67,10 @@ pub struct Kernels {
     page_touch: CudaFunction,
     stream_read: CudaFunction,
     empty: CudaFunction,
+    spin: CudaFunction,
     multiprocessors: u32,
+    /// Largest dynamic shared memory of one block after opting in, bytes (device attribute).
+    max_shared_bytes: usize,
 }
 
 impl Kernels {
@@ -89,18 +86,31 @@ impl Kernels {
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
             .map_err(|e| KernelError::Compile(format!("{e:?}")))?;
         let module = ctx.load_module(ptx)?;
-        let multiprocessors = ctx.attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )? as u32;
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let multiprocessors = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let max_shared_bytes =
+            ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
+        let moe_t1 = module.load_function("moe_matvec_t1")?;
+        let moe_t8 = module.load_function("moe_matvec_t8")?;
+        // Opt in once to the device's whole per-block shared memory, so launches prepared with
+        // different slot counts never race on the attribute.
+        for f in [&moe_t1, &moe_t8] {
+            f.set_attribute(
+                FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                max_shared_bytes as i32,
+            )?;
+        }
         Ok(Self {
             ctx: ctx.clone(),
-            moe_t1: module.load_function("moe_matvec_t1")?,
-            moe_t8: module.load_function("moe_matvec_t8")?,
+            moe_t1,
+            moe_t8,
             page_touch: module.load_function("page_touch")?,
             stream_read: module.load_function("stream_read")?,
             empty: module.load_function("empty_kernel")?,
+            spin: module.load_function("spin_wait")?,
             _module: module,
             multiprocessors,
+            max_shared_bytes,
         })
     }
 
@@ -141,26 +151,51 @@ impl Kernels {
                 "slot names token {t} of {tokens}"
             )));
         }
-        let list = WorkList::build(variant, expert_ptrs);
-        let maxt = list.max_slots();
-        let func = if variant == Variant::PerSlot {
-            &self.moe_t1
-        } else {
-            &self.moe_t8
+        let (kernel_slots, rows_per_group) = match variant {
+            Variant::PerSlot => (1, PER_SLOT_ROWS),
+            Variant::Union => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
         };
-        let smem = maxt * geom.hidden.max(geom.ffn) * 4;
-        if smem > DEFAULT_SMEM_LIMIT {
-            func.set_attribute(
-                FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem as i32,
-            )?;
+        // Shared memory: the staged activations of an item's slots, plus one partial sum per
+        // (warp, row, slot) when a row group spans several warps.
+        let reduce_bytes = (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4;
+        let row_bytes = geom.hidden.max(geom.ffn) * ACTIVATION_BYTES;
+        let fit = self.max_shared_bytes.saturating_sub(reduce_bytes) / row_bytes;
+        if fit == 0 {
+            return Err(KernelError::Invalid(format!(
+                "one activation row of {} values does not fit in the {} B of shared memory of a block on this GPU",
+                geom.hidden.max(geom.ffn),
+                self.max_shared_bytes
+            )));
+        }
+        let list = WorkList::build_capped(variant, expert_ptrs, fit);
+        let maxt = list.max_slots();
+        let items = list.len();
+        if items > 65535 {
+            return Err(KernelError::Invalid(format!(
+                "{items} work items exceed the grid's 65535 rows: split the launch"
+            )));
+        }
+        let mut phases = [PhaseLaunch::default(); 2];
+        for (phase, (rows, k)) in phases
+            .iter_mut()
+            .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
+        {
+            let lanes = lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors);
+            *phase = PhaseLaunch {
+                lanes,
+                blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
+                shared_bytes: (maxt * k * ACTIVATION_BYTES
+                    + if lanes > 32 { reduce_bytes } else { 0 })
+                    as u32,
+            };
         }
         let slots = slot_token.len();
         Ok(MoeLaunch {
             geom,
             variant,
-            items: list.len() as u32,
+            items: items as u32,
             maxt,
+            phases,
             work: stream.clone_htod(&list.items)?,
             slot_list: stream.clone_htod(&list.slot_list)?,
             slot_token: stream.clone_htod(slot_token)?,
@@ -195,15 +230,11 @@ impl Kernels {
                 1i32,
             ),
         ];
-        for (rows, k, woff, soff, mode) in phases {
+        for ((rows, k, woff, soff, mode), phase) in phases.into_iter().zip(launch.phases) {
             let cfg = LaunchConfig {
-                grid_dim: (
-                    rows.div_ceil(ROWS_PER_BLOCK * PASSES_PER_BLOCK) as u32,
-                    launch.items,
-                    1,
-                ),
+                grid_dim: (phase.blocks, launch.items, 1),
                 block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: (launch.maxt * k * 4) as u32,
+                shared_mem_bytes: phase.shared_bytes,
             };
             let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
             let (woff, soff) = (woff as u64, soff as u64);
@@ -221,7 +252,8 @@ impl Kernels {
                 .arg(&group)
                 .arg(&woff)
                 .arg(&soff)
-                .arg(&mode);
+                .arg(&mode)
+                .arg(&phase.lanes);
             // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
             // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
             unsafe { b.launch(cfg) }?;
@@ -276,6 +308,22 @@ impl Kernels {
         Ok(())
     }
 
+    /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds of the GPU's global timer.
+    /// Enqueue it before a CUDA event that starts a measurement: the work enqueued after the
+    /// event then starts on a busy queue, so the events time the GPU, not the host's launch latency.
+    pub fn launch_spin(&self, stream: &Arc<CudaStream>, ns: u64) -> Result<(), KernelError> {
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = stream.launch_builder(&self.spin);
+        b.arg(&ns);
+        // SAFETY: the kernel takes one u64 and touches no memory.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
     /// Enqueues an empty kernel (1 block, 32 threads): the launch-overhead probe.
     pub fn launch_empty(&self, stream: &Arc<CudaStream>) -> Result<(), KernelError> {
         let cfg = LaunchConfig {
@@ -289,12 +337,25 @@ impl Kernels {
     }
 }
 
+/// Grid of one phase (gate+up or down) of a layer launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhaseLaunch {
+    /// Threads sharing one output row (`P`, see [`crate::launch`]).
+    pub lanes: u32,
+    /// Blocks along x (row tiles) per work item.
+    pub blocks: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+}
+
 /// Device buffers of one prepared layer launch (see [`Kernels::prepare_moe`]).
 pub struct MoeLaunch {
     pub geom: ExpertGeometry,
     pub variant: Variant,
     /// Work items (blocks along y).
     pub items: u32,
+    /// Grids of the gate+up and the down launch.
+    pub phases: [PhaseLaunch; 2],
     maxt: usize,
     work: CudaSlice<u32>,
     slot_list: CudaSlice<u32>,

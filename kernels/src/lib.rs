@@ -2,16 +2,18 @@
 //! NVRTC, with launch wrappers and CPU reference implementations.
 //!
 //! Owned here: the int4 expert layout ([`geometry`]), the CUDA C source (`src/cuda/moe.cu`),
-//! the per-slot and union work lists ([`worklist`]), the launch wrappers ([`gpu`]) and the CPU
+//! the per-slot and union work lists ([`worklist`]), the launch geometry ([`launch`]), the
+//! launch wrappers ([`gpu`]) and the CPU
 //! reference ([`reference`]). Not here: timing, calibration or replay (the `validate` crate).
 //! The CUDA libraries are loaded dynamically, so this builds and its CPU tests run without a GPU;
 //! call [`gpu::check_cuda_libraries`] (or [`gpu::open_device`]) before any CUDA call.
 
 pub mod geometry;
 pub mod gpu;
+pub mod launch;
 pub mod reference;
 pub mod worklist;
 
 pub use geometry::ExpertGeometry;
-pub use gpu::{check_cuda_libraries, open_device, KernelError, Kernels, MoeLaunch};
+pub use gpu::{check_cuda_libraries, open_device, KernelError, Kernels, MoeLaunch, PhaseLaunch};
 pub use worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};

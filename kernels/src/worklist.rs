@@ -45,6 +45,14 @@ impl WorkList {
     /// (device addresses). Union items follow the order of each expert's first slot, and an expert
     /// named by more than [`MAX_SLOTS_PER_ITEM`] slots gets several items.
     pub fn build(variant: Variant, expert_ptrs: &[u64]) -> Self {
+        Self::build_capped(variant, expert_ptrs, MAX_SLOTS_PER_ITEM)
+    }
+
+    /// [`WorkList::build`] with at most `max_slots` (clamped to 1..=[`MAX_SLOTS_PER_ITEM`]) slots
+    /// per union item: a launch lowers it when `max_slots` activation rows would not fit in a
+    /// block's shared memory.
+    pub fn build_capped(variant: Variant, expert_ptrs: &[u64], max_slots: usize) -> Self {
+        let max_slots = max_slots.clamp(1, MAX_SLOTS_PER_ITEM);
         let mut groups: Vec<(u64, Vec<u32>)> = Vec::new();
         match variant {
             Variant::PerSlot => {
@@ -71,7 +79,7 @@ impl WorkList {
             slot_list: Vec::new(),
         };
         for (ptr, slots) in groups {
-            for chunk in slots.chunks(MAX_SLOTS_PER_ITEM) {
+            for chunk in slots.chunks(max_slots) {
                 list.items.extend([
                     ptr as u32,
                     (ptr >> 32) as u32,

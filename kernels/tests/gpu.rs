@@ -64,3 +64,21 @@ fn qwen3_30b_a3b_layer_with_repeated_experts_matches_reference() {
     tok.extend((0..10).map(|i| i % 3));
     check(g, 16, 3, &sel, &tok);
 }
+
+/// Qwen3-30B-A3B at batch 1 (one token, top-8): the gate+up phase gets 64 lanes per row, so the
+/// row sums cross warps through shared memory.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn qwen3_30b_a3b_batch_one_matches_reference() {
+    let g = ExpertGeometry::new(2048, 768, 128).unwrap();
+    check(g, 12, 1, &[3, 11, 0, 7, 5, 9, 1, 4], &[0; 8]);
+}
+
+/// The 60-slot geometry (2560x640) with few slots: lane counts that do not divide the chunk
+/// count (80 and 20 chunks per row), so some lanes run out of chunks early.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn ragged_chunk_split_matches_reference() {
+    let g = ExpertGeometry::new(2560, 640, 128).unwrap();
+    check(g, 4, 2, &[0, 3, 3, 1, 2, 3], &[0, 0, 1, 1, 1, 0]);
+}

@@ -89,7 +89,8 @@ pub struct KernelPoint {
     pub slots: usize,
     pub distinct: usize,
     pub variant: String,
-    /// Time of the layer's two launches (gate+up, down), µs.
+    /// Time of the layer's two launches (gate+up, down) on the GPU, µs: CUDA events around the
+    /// launches enqueued behind a busy-wait kernel, so host launch latency is not included.
     pub time_us: Summary,
     /// distinct experts x expert bytes / median time, bytes per µs.
     pub weight_bytes_per_us: f64,
@@ -591,6 +592,10 @@ fn measure_managed(
     })
 }
 
+/// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue
+/// an event and two launches (3.35 µs per launch measured on the H200, BENCHMARKS.md issue 7).
+const KERNEL_QUEUE_FILL_NS: u64 = 200_000;
+
 /// One family of kernel arms sharing a bank of random experts.
 struct KernelArm {
     tokens: usize,
@@ -678,6 +683,11 @@ fn measure_kernels(
                 let x = vec![0.01f32; arm.tokens * g.hidden];
                 let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
                 stream.synchronize().during("prepare")?;
+                // The GPU busy-waits while the host enqueues the start event and both launches,
+                // so the events time the kernels back to back on the GPU (as a decode loop that
+                // runs ahead of the GPU sees them), not the host's launch latency, which is
+                // measured on its own (`launch_us`).
+                k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
                 let t = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?;
                 if r > 0 {
                     samples[a].push(t);

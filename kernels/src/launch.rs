@@ -1,0 +1,54 @@
+//! Launch geometry of the expert kernels: how many threads share a row and how many rows a
+//! block covers. Pure CPU, so the choice is tested without a GPU.
+//!
+//! A block of [`BLOCK_THREADS`] threads is split into row groups of `P` consecutive threads
+//! ("lanes per row"); a row group owns `R` consecutive output rows and its threads split each
+//! row's 16-byte chunks (32 int4 weights) round-robin. Small `P` means few, long-running blocks;
+//! large `P` means many short ones. [`lanes_per_row`] takes the smallest `P` that still gives
+//! every multiprocessor [`BLOCKS_PER_MULTIPROCESSOR`] blocks, so the weight stream has enough
+//! loads in flight and the last wave of blocks is short.
+
+/// Threads per block of the expert kernels (`BLOCK` in `cuda/moe.cu`).
+pub const BLOCK_THREADS: u32 = 256;
+/// Output rows per row group of the per-slot kernel (`R` of `moe_matvec_t1` in `cuda/moe.cu`).
+pub const PER_SLOT_ROWS: usize = 4;
+/// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
+pub const UNION_ROWS: usize = 2;
+/// Blocks per multiprocessor a launch aims for: the per-slot kernel keeps 3 blocks resident per
+/// multiprocessor (its register budget, `__launch_bounds__` in `cuda/moe.cu`), so 8 gives about
+/// 2.7 waves, whose last, partial wave still has thousands of loads in flight (a design choice,
+/// checked on the H200: BENCHMARKS.md issue 7).
+pub const BLOCKS_PER_MULTIPROCESSOR: usize = 8;
+
+/// Rows one block covers with `lanes` threads per row and `rows_per_group` rows per row group.
+pub fn rows_per_block(lanes: u32, rows_per_group: usize) -> usize {
+    rows_per_group * (BLOCK_THREADS / lanes) as usize
+}
+
+/// Lanes per row (`P`, a power of two in 1..=[`BLOCK_THREADS`]) for one phase of a launch:
+/// `rows` output rows of `chunks` 16-byte chunks each, for `items` work items, `rows_per_group`
+/// rows per row group, on a GPU of `multiprocessors` multiprocessors.
+///
+/// Starts at 2 (two lanes read a full 32-byte sector of a row) and doubles while the grid has
+/// fewer than [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor, but never past the
+/// largest power of two not above `chunks` (more lanes than chunks would sit idle).
+pub fn lanes_per_row(
+    rows: usize,
+    chunks: usize,
+    items: usize,
+    rows_per_group: usize,
+    multiprocessors: u32,
+) -> u32 {
+    let cap = if chunks >= 2 {
+        (1u32 << chunks.ilog2()).min(BLOCK_THREADS)
+    } else {
+        1
+    };
+    let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
+    let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, rows_per_group));
+    let mut p = cap.min(2);
+    while p < cap && blocks(p) < target {
+        p *= 2;
+    }
+    p
+}

@@ -1,0 +1,101 @@
+//! Launch geometry and the kernel's magic-number dequantization, checked on the CPU (CI).
+
+use kernels::gpu::SOURCE;
+use kernels::launch::{lanes_per_row, rows_per_block, BLOCKS_PER_MULTIPROCESSOR, BLOCK_THREADS};
+use kernels::{Variant, WorkList};
+
+/// Hand-computed: 60 per-slot items of 2560x640 on 132 multiprocessors (target 1056 blocks).
+/// Gate+up: 1280 rows of 80 chunks; P = 2, 4, 8 give 180, 300, 600 blocks (rows per block
+/// 512, 256, 128); P = 16 gives 64 rows per block, 20 x 60 = 1200 blocks.
+/// Down: 2560 rows of 20 chunks; P = 8 gives 128 rows per block, 20 x 60 = 1200 blocks.
+#[test]
+fn sixty_slot_launch_gets_enough_blocks() {
+    assert_eq!(lanes_per_row(1280, 80, 60, 4, 132), 16);
+    assert_eq!(rows_per_block(16, 4), 64);
+    assert_eq!(lanes_per_row(2560, 20, 60, 4, 132), 8);
+    assert_eq!(rows_per_block(8, 4), 128);
+}
+
+/// Hand-computed: Qwen3-30B-A3B batch 1 (8 items). Gate+up: 1536 rows of 64 chunks; even P = 64
+/// (16 rows per block, 96 x 8 = 768 blocks) is short of 1056, and 64 is the cap (64 chunks).
+/// Down: 2048 rows of 24 chunks, capped at P = 16 (largest power of two <= 24).
+#[test]
+fn small_launches_stop_at_the_chunk_count() {
+    assert_eq!(lanes_per_row(1536, 64, 8, 4, 132), 64);
+    assert_eq!(lanes_per_row(2048, 24, 8, 4, 132), 16);
+    assert_eq!(lanes_per_row(64, 1, 1, 4, 132), 1);
+    // A huge launch keeps the minimum of 2 lanes (one 32-byte sector per row and load).
+    assert_eq!(lanes_per_row(1 << 16, 80, 1000, 4, 132), 2);
+}
+
+/// The choice is the smallest power of two reaching the block target, within [min(2, cap), cap].
+#[test]
+fn lanes_are_the_smallest_power_of_two_reaching_the_target() {
+    for rows in [1usize, 7, 64, 1000, 4096] {
+        for chunks in [1usize, 2, 3, 20, 64, 80, 224, 1000] {
+            for items in [1usize, 8, 60, 300] {
+                for r in [2usize, 4] {
+                    let p = lanes_per_row(rows, chunks, items, r, 132);
+                    assert!(p.is_power_of_two() && p <= BLOCK_THREADS);
+                    assert!(p as usize <= chunks.max(1));
+                    let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, r));
+                    let target = BLOCKS_PER_MULTIPROCESSOR * 132;
+                    if p > 2 {
+                        assert!(blocks(p / 2) < target, "{rows} {chunks} {items} {r}: {p}");
+                    }
+                    if blocks(p) < target {
+                        // only when capped by the chunk count or the block size
+                        assert!(2 * p as usize > chunks || p == BLOCK_THREADS);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `#define NAME <float>f` of the kernel source.
+fn source_float(name: &str) -> f32 {
+    let line = SOURCE
+        .lines()
+        .find(|l| l.starts_with(&format!("#define {name} ")))
+        .unwrap_or_else(|| panic!("{name} not in moe.cu"));
+    let lit = line.split_whitespace().nth(2).unwrap();
+    lit.trim_end_matches('f').parse().unwrap()
+}
+
+/// The kernel's dequantization (see `dequant8` in moe.cu), replayed with the source's constants:
+/// for every nibble at every position, `from_bits(0x3F800000 | nibble bits) - BIAS` times the
+/// activation pre-scale must be exactly `nibble - 8` (f32 arithmetic is the same IEEE
+/// round-to-nearest on the CPU and the GPU).
+#[test]
+fn magic_number_dequantization_is_exact() {
+    let bias: Vec<f32> = (0..5).map(|p| source_float(&format!("BIAS{p}"))).collect();
+    for (p, b) in bias.iter().enumerate() {
+        assert_eq!(*b, 1.0 + 2f32.powi(4 * p as i32 - 20), "BIAS{p}");
+    }
+    // Column p of a word: (shift applied first, position after the shift).
+    let place = |p: u32| if p < 5 { (0u32, p) } else { (12, p - 3) };
+    for p in 0..8u32 {
+        let (shift, pos) = place(p);
+        let x_scale = 2f32.powi(23 - 4 * pos as i32);
+        for n in 0..16u32 {
+            // The nibble of column p set to n, every other nibble set to a different value.
+            let word = (0x5A3C_E197u32 & !(0xF << (4 * p))) | (n << (4 * p));
+            let v = word >> shift;
+            let f = f32::from_bits((v & (0xF << (4 * pos))) | 0x3F80_0000) - bias[pos as usize];
+            assert_eq!(f * x_scale, n as f32 - 8.0, "column {p} nibble {n}");
+        }
+    }
+}
+
+#[test]
+fn capped_union_items_hold_at_most_the_cap() {
+    let ptrs = [9u64, 9, 9, 4, 9, 9];
+    let l = WorkList::build_capped(Variant::Union, &ptrs, 2);
+    // expert 9: slots 0,1 | 2,4 | 5; expert 4: slot 3
+    assert_eq!(l.slot_list, vec![0, 1, 2, 4, 5, 3]);
+    assert_eq!(l.len(), 4);
+    assert_eq!(l.max_slots(), 2);
+    // A cap of 0 is clamped to 1 slot per item.
+    assert_eq!(WorkList::build_capped(Variant::Union, &ptrs, 0).len(), 6);
+}
