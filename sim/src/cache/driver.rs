@@ -257,8 +257,12 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             }
         }
         if self.semantics == Semantics::Group {
-            for &u in units {
-                self.enforce(self.unit_pool[u as usize] as usize, true);
+            if self.pools.len() == 1 {
+                self.enforce(0, true);
+            } else {
+                for &u in units {
+                    self.enforce(self.unit_pool[u as usize] as usize, true);
+                }
             }
             self.peak_bytes = self.peak_bytes.max(self.resident_bytes);
         }

@@ -182,19 +182,37 @@ impl Workload {
         })
     }
 
-    /// Run one configuration over the whole stream.
+    /// Run one configuration over the whole stream. LRU, FIFO and Belady run through a
+    /// monomorphized simulator (no virtual call per access); the others through
+    /// `Box<dyn EvictionPolicy>`. Both give the same results (the policy code is the same).
     pub fn run(&self, map: &UnitMap, cfg: &CacheConfig) -> Result<CacheOutcome, CacheError> {
-        let (mut sim, _) = self.simulator(map, cfg)?;
-        for b in 0..self.stream.batch_start.len() - 1 {
-            for g in self.stream.batch_start[b]..self.stream.batch_start[b + 1] {
-                sim.group(self.stream.group(g as usize));
-            }
+        use retention::{Belady, Fifo, Lru};
+        Ok(match cfg.policy {
+            PolicyKind::Lru => self.run_sim(
+                self.simulator_with(map, cfg, |s| Ok(Box::new(Lru::new(s.units))))?
+                    .0,
+            ),
+            PolicyKind::Fifo => self.run_sim(
+                self.simulator_with(map, cfg, |s| Ok(Box::new(Fifo::new(s.units))))?
+                    .0,
+            ),
+            PolicyKind::Belady => self.run_sim(
+                self.simulator_with(map, cfg, |s| Ok(Box::new(Belady::new(s.units))))?
+                    .0,
+            ),
+            _ => self.run_sim(self.simulator(map, cfg)?.0),
+        })
+    }
+
+    fn run_sim<P: ?Sized + EvictionPolicy>(&self, mut sim: CacheSim<'_, P>) -> CacheOutcome {
+        for g in 0..self.stream.num_groups() {
+            sim.group(self.stream.group(g));
         }
         sim.add_tokens(self.stream.tokens);
-        Ok(CacheOutcome {
+        CacheOutcome {
             cache: sim.report(),
             tiers: sim.tiers(),
-        })
+        }
     }
 
     /// A fresh simulator for `cfg`, for callers that step through the stream themselves
@@ -204,6 +222,17 @@ impl Workload {
         map: &UnitMap,
         cfg: &CacheConfig,
     ) -> Result<(CacheSim<'a>, Vec<u32>), CacheError> {
+        self.simulator_with(map, cfg, |setup| retention::build(cfg.policy, setup))
+    }
+
+    /// [`Workload::simulator`] with policies made by `make` (one per pool), for a caller
+    /// that wants a concrete policy type (no virtual calls).
+    pub fn simulator_with<'a, P: ?Sized + EvictionPolicy>(
+        &'a self,
+        map: &UnitMap,
+        cfg: &CacheConfig,
+        mut make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
+    ) -> Result<(CacheSim<'a, P>, Vec<u32>), CacheError> {
         let n = map.num_units();
         let max_unit = map
             .units
@@ -227,7 +256,7 @@ impl Workload {
             .as_ref()
             .map(|d| d.resolve(n, max_unit))
             .transpose()?;
-        let mut policies: Vec<Box<dyn EvictionPolicy>> = Vec::with_capacity(pools);
+        let mut policies: Vec<Box<P>> = Vec::with_capacity(pools);
         for p in 0..pools {
             let local = |v: &[u64]| -> Vec<u64> {
                 (0..n)
@@ -251,7 +280,7 @@ impl Workload {
                         .collect()
                 }),
             };
-            policies.push(retention::build(cfg.policy, &setup).map_err(CacheError::Input)?);
+            policies.push(make(&setup).map_err(CacheError::Input)?);
         }
         let next_use = cfg.policy.needs_next_use().then_some(&self.next_use[..]);
         let sim = CacheSim::new(

@@ -337,8 +337,11 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
     if let Some(q) = &r.schedule {
         let _ = writeln!(
             s,
-            "schedule ({:?}, queue {}):\n  unions/token {:.3}   dispatch delay p50 {}  p99 {}  max {}",
-            i.schedule,
+            "schedule ({}, queue {}):\n  unions/token {:.3}   dispatch delay p50 {}  p99 {}  max {}",
+            match i.schedule {
+                Schedule::Fifo => "fifo",
+                Schedule::RouteAware => "route-aware",
+            },
             i.queue.unwrap_or(0),
             q.unions_per_token,
             q.delay_p50,
