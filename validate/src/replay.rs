@@ -348,7 +348,7 @@ pub fn replay(
         router.record(&compute).during("event record")?;
     }
     let mut late: Vec<u32> = Vec::new();
-    for gi in 0..ng {
+    for (gi, launch) in launches.iter_mut().enumerate() {
         let g = &plan.groups[gi];
         router.synchronize().during("router wait")?;
 
@@ -382,7 +382,7 @@ pub fn replay(
         }
 
         // the experts, then the next group's non-expert compute
-        if let Some(l) = launches[gi].as_mut() {
+        if let Some(l) = launch.as_mut() {
             k.launch_moe(&compute, l)?;
         }
         experts_done.record(&compute).during("event record")?;
