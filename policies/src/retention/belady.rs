@@ -21,12 +21,24 @@ use std::collections::BinaryHeap;
 pub struct Belady {
     /// Current next use of each resident unit; `None` when not resident.
     next: Vec<Option<u32>>,
-    heap: BinaryHeap<(u32, u32)>,
+    /// Entries `next_use << 32 | unit`, packed so one integer compare orders them.
+    heap: BinaryHeap<u64>,
     /// Entries not yet in the heap (recent accesses).
-    pending: Vec<(u32, u32)>,
+    pending: Vec<u64>,
     live: usize,
     /// Entries popped because protected, to push back after a victim is found.
-    skipped: Vec<(u32, u32)>,
+    skipped: Vec<u64>,
+}
+
+#[inline]
+fn pack(next_use: u32, unit: u32) -> u64 {
+    (next_use as u64) << 32 | unit as u64
+}
+
+/// True when heap entry `e` still holds its unit's current next use.
+#[inline]
+fn live_entry(next: &[Option<u32>], e: u64) -> bool {
+    next[e as u32 as usize] == Some((e >> 32) as u32)
 }
 
 /// Pending entries flushed into the heap without waiting for an eviction (bounds memory
@@ -48,13 +60,13 @@ impl Belady {
     #[inline]
     fn set(&mut self, u: u32, next_use: u32) {
         self.next[u as usize] = Some(next_use);
-        self.pending.push((next_use, u));
+        self.pending.push(pack(next_use, u));
         if self.pending.len() >= PENDING_LIMIT {
             self.heap.extend(self.pending.drain(..));
         }
         if self.heap.len() > 2 * self.live + 64 {
             let next = &self.next;
-            self.heap.retain(|&(n, v)| next[v as usize] == Some(n));
+            self.heap.retain(|&e| live_entry(next, e));
         }
     }
 }
@@ -83,21 +95,22 @@ impl EvictionPolicy for Belady {
         if protect.is_none() {
             heap.extend(pending.drain(..));
         } else {
-            pending.retain(|&(n, u)| {
-                let keep = protect.is(u);
-                if !keep && next[u as usize] == Some(n) {
-                    heap.push((n, u));
+            pending.retain(|&e| {
+                let keep = protect.is(e as u32);
+                if !keep && live_entry(next, e) {
+                    heap.push(e);
                 }
                 keep
             });
         }
         let mut victim = None;
-        while let Some((n, u)) = heap.pop() {
-            if next[u as usize] != Some(n) {
+        while let Some(e) = heap.pop() {
+            if !live_entry(next, e) {
                 continue; // stale
             }
+            let u = e as u32;
             if protect.is(u) {
-                skipped.push((n, u));
+                skipped.push(e);
                 continue;
             }
             victim = Some(u);
