@@ -220,11 +220,17 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         self.group_stamp += 1;
         let g = self.group_stamp;
         let mut bypassed = 0usize;
+        // One pool (global split): local ids are the global ids, skip the lookups.
+        let single = self.pools.len() == 1;
         for &u in units {
-            let (p, l) = (
-                self.unit_pool[u as usize] as usize,
-                self.unit_local[u as usize],
-            );
+            let (p, l) = if single {
+                (0, u)
+            } else {
+                (
+                    self.unit_pool[u as usize] as usize,
+                    self.unit_local[u as usize],
+                )
+            };
             let at = At {
                 pos: self.pos,
                 next_use: self.next_use.map_or(NEVER, |n| n[self.pos as usize]),
