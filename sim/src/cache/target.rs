@@ -36,7 +36,8 @@ pub fn smallest_budget(
     target: f64,
     link_gbps: f64,
 ) -> Result<TargetReport, CacheError> {
-    if !(target > 0.0 && target.is_finite()) || !(link_gbps > 0.0 && link_gbps.is_finite()) {
+    let positive = |x: f64| x > 0.0 && x.is_finite();
+    if !positive(target) || !positive(link_gbps) {
         return Err(CacheError::Input(format!(
             "--target-tokens-per-s {target} and --link-gbps {link_gbps} must be positive numbers"
         )));
