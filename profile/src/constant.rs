@@ -145,6 +145,33 @@ constant_names! {
     FirstTouch90To100 = "first_touch_90_100": Time,
     /// First touch of a fresh granule above 100% of usable VRAM (oversubscribed).
     FirstTouchAbove100 = "first_touch_above_100": Time,
+    /// Commit (cuMemCreate + cuMemMap + cuMemSetAccess, one granule at a time as a page-in
+    /// does it) per granule with no other granule mapped: the intercept of the fit over live
+    /// mapping counts. With [`ConstantName::VmmCommitLiveSlope`] it replaces the three calls.
+    VmmCommitLiveBase = "vmm_commit_live_base": Time,
+    /// Commit time added per granule for every 1024 granules already mapped (slope of the
+    /// same fit): VMM calls slow down as the driver tracks more mappings.
+    VmmCommitLiveSlope = "vmm_commit_live_slope": Time,
+    /// Decommit (cuMemUnmap + cuMemRelease) per granule with no other granule mapped.
+    VmmDecommitLiveBase = "vmm_decommit_live_base": Time,
+    /// Decommit time added per granule for every 1024 granules still mapped.
+    VmmDecommitLiveSlope = "vmm_decommit_live_slope": Time,
+    /// Fixed time of demand-faulting one contiguous run of host-resident managed memory read
+    /// densely by a kernel (intercept of `latency + bytes / fault_dense_bandwidth`).
+    FaultRunLatency = "fault_run_latency": Time,
+    /// Demand-fault throughput of dense reads of contiguous managed runs (slope of the same fit);
+    /// with [`ConstantName::FaultRunLatency`] it replaces `fault_bandwidth` for `os*` faults.
+    FaultDenseBandwidth = "fault_dense_bandwidth": Bandwidth,
+    /// Host round trip per layer: launch a kernel, wait for its event on the host (the
+    /// router's selection reaching the CPU), measured per iteration of that loop.
+    RouterSync = "router_sync": Time,
+    /// Fixed time of a layer's expert kernel launches (gate+up, down), the intercept of the
+    /// fit of kernel time against the distinct experts' bytes.
+    ExpertKernelFixed = "expert_kernel_fixed": Time,
+    /// Weight-read rate of the expert kernels beyond the fixed part (slope of the same fit);
+    /// with [`ConstantName::ExpertKernelFixed`] it prices expert compute instead of
+    /// `device_read_bandwidth`.
+    ExpertKernelBandwidth = "expert_kernel_bandwidth": Bandwidth,
 }
 
 impl std::fmt::Display for ConstantName {

@@ -151,6 +151,8 @@ impl Profile {
                     | ConstantName::VramUsable
                     | ConstantName::AdmissionCap
                     | ConstantName::FirstTouchBelow90
+                    | ConstantName::FaultDenseBandwidth
+                    | ConstantName::ExpertKernelBandwidth
             ) && c.value == 0.0
             {
                 return Err(bad(

@@ -11,13 +11,27 @@
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
 //!
-//! Per OS-paged unit of `c` committed bytes: fault = c / `fault_bandwidth` on demand, or
-//! c / `prefetch_bandwidth` when prefetched (only where the profile has prefetch hints).
+//! When the profile holds the live-mapping fit (`vmm_commit_live_base` + `_slope`, and the
+//! decommit pair; measured by `sim calibrate` on the H200), the per-granule commit and decommit
+//! are `base + slope x live / 1024` with `live` the granules mapped at that moment instead:
+//! the driver's calls slow down as it tracks more mappings (BENCHMARKS.md issue 7).
+//!
+//! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
+//! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
+//! kernel reads of whole experts), else c / `fault_bandwidth`; or c / `prefetch_bandwidth`
+//! when prefetched (only where the profile has prefetch hints).
+//!
+//! Per group, the host waits for the router's result before it can issue page-ins or launch
+//! the experts: `router_sync` (when measured) delays everything the host does after the router.
 //!
 //! Oversubscription: with mapped memory at fill f of `vram_usable`, page-in costs are
 //! multiplied by `first_touch_<band>` / `first_touch_below_90` for the bands f < 0.9,
 //! 0.9 <= f <= 1.0, f > 1.0 (the measured first-touch curve), times a seeded jitter drawn
 //! uniformly within +-half the band constant's measured relative spread, when one is recorded.
+//! Touches of resident memory (compute reading weights and KV cache) degrade only past 100% of
+//! usable VRAM, by the above-100% factor: below it the memory is resident and reads run at
+//! device speed; past it the driver must demote and re-fault pages, priced like a first touch
+//! in the oversubscribed band (rtx4060: 618 / 210 µs, reference/measurements.md).
 
 use profile::{ConstantName as C, Profile, ProfileError};
 
@@ -78,6 +92,15 @@ pub struct CostModel {
     /// Bands 90-100% and above 100%; `Err(constant)` when absent (an error if reached).
     pub band_90_100: Result<Band, &'static str>,
     pub band_above_100: Result<Band, &'static str>,
+    /// Commit / decommit time added per granule per 1024 granules mapped (0 when the profile
+    /// has no live-mapping fit: the per-call constants are then used as measured).
+    pub commit_live_slope_us: f64,
+    pub decommit_live_slope_us: f64,
+    /// Fixed fault time per contiguous run of OS pages (0 without the dense-fault fit).
+    pub fault_run_latency_us: f64,
+    /// Host round trip from the router's kernel to the host's next action, µs per group
+    /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
+    pub host_sync_us: f64,
 }
 
 fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
@@ -114,6 +137,10 @@ impl CostModel {
             usable_bytes,
             band_90_100: band(p, C::FirstTouch90To100),
             band_above_100: band(p, C::FirstTouchAbove100),
+            commit_live_slope_us: 0.0,
+            decommit_live_slope_us: 0.0,
+            fault_run_latency_us: 0.0,
+            host_sync_us: opt_or_zero(C::RouterSync),
         };
         match paging {
             Paging::Vmm => {
@@ -143,10 +170,32 @@ impl CostModel {
                                 + p.require(C::CuMemRelease, "VMM evictions")?
                         }
                     };
+                    // the live-mapping fit, when measured, replaces the per-call sums
+                    if let (Some(b), Some(s)) =
+                        (p.get(C::VmmCommitLiveBase), p.get(C::VmmCommitLiveSlope))
+                    {
+                        m.commit_per_granule_us = b;
+                        m.commit_live_slope_us = s;
+                    }
+                    if let (Some(b), Some(s)) = (
+                        p.get(C::VmmDecommitLiveBase),
+                        p.get(C::VmmDecommitLiveSlope),
+                    ) {
+                        m.decommit_per_granule_us = b;
+                        m.decommit_live_slope_us = s;
+                    }
                 }
             }
             Paging::Os => {
-                m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?;
+                match (p.get(C::FaultRunLatency), p.get(C::FaultDenseBandwidth)) {
+                    (Some(lat), Some(bw)) => {
+                        m.fault_run_latency_us = lat;
+                        m.fault_bytes_per_us = bw;
+                    }
+                    _ => {
+                        m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?
+                    }
+                }
                 if opt.prefetch {
                     let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
                     if hints == Some(false) {
@@ -181,16 +230,42 @@ impl CostModel {
         self.decommit_fixed_us + granules as f64 * self.decommit_per_granule_us
     }
 
+    /// Driver time (µs) to commit `granules` granules while `live` granules are mapped.
+    #[inline]
+    pub fn commit_us_at(&self, granules: u64, live: f64) -> f64 {
+        self.commit_us(granules) + granules as f64 * self.commit_live_slope_us * live / 1024.0
+    }
+
+    /// Driver time (µs) to decommit `granules` granules while `live` granules are mapped.
+    #[inline]
+    pub fn decommit_us_at(&self, granules: u64, live: f64) -> f64 {
+        self.decommit_us(granules) + granules as f64 * self.decommit_live_slope_us * live / 1024.0
+    }
+
     /// Copy engine time (µs) for `bytes` host to device.
     #[inline]
     pub fn copy_us(&self, bytes: u64) -> f64 {
         self.h2d_latency_us + bytes as f64 / self.h2d_bytes_per_us
     }
 
-    /// Fault handler time (µs) to demand-fault `bytes`.
+    /// Fault handler time (µs) to demand-fault `bytes` in one contiguous run.
     #[inline]
     pub fn fault_us(&self, bytes: u64) -> f64 {
-        bytes as f64 / self.fault_bytes_per_us
+        self.fault_runs_us(bytes, 1)
+    }
+
+    /// Fault handler time (µs) to demand-fault `bytes` spread over `runs` contiguous runs.
+    #[inline]
+    pub fn fault_runs_us(&self, bytes: u64, runs: u64) -> f64 {
+        runs as f64 * self.fault_run_latency_us + bytes as f64 / self.fault_bytes_per_us
+    }
+
+    /// Cost factor of touching resident memory (compute reads) with `mapped_bytes` mapped:
+    /// `None` up to 100% of usable VRAM (factor 1), else the above-100% band, or
+    /// `Err(constant)` when the profile lacks it.
+    #[inline]
+    pub fn touch_band_at(&self, mapped_bytes: f64) -> Option<Result<Band, &'static str>> {
+        (mapped_bytes > self.usable_bytes).then_some(self.band_above_100)
     }
 
     /// Time (µs) to prefetch `bytes` (copy engine).

@@ -14,6 +14,11 @@
 //! - per MoE layer and step: non-expert compute = (non-expert bytes of all layers / MoE
 //!   layers + the batch's KV bytes / MoE layers) / read bandwidth; expert compute = expert
 //!   bytes / read bandwidth per distinct selected expert.
+//! - where the profile holds the expert kernels' own fit (`expert_kernel_fixed` +
+//!   `expert_kernel_bandwidth`, from `sim calibrate`'s kernel arms), a group's expert compute
+//!   is `expert_kernel_fixed` + distinct experts x expert bytes / `expert_kernel_bandwidth`:
+//!   small batch-1 layers are dominated by the launches' fixed part (36 µs for 20 MB on the
+//!   H200, where bytes / read bandwidth gives 18 µs).
 
 use profile::{ConstantName as C, Profile};
 use traces::ModelSpec;
@@ -49,6 +54,9 @@ pub struct ComputeModel {
     pub nonexpert_us: f64,
     /// Compute per distinct selected expert, µs.
     pub expert_us: f64,
+    /// Fixed part of a group's expert launches, µs (0 when the profile has no kernel fit or
+    /// `--expert-us` overrides the per-expert figure).
+    pub expert_group_fixed_us: f64,
     /// KV read time per token of KV per MoE layer, µs (0 with `--compute none`).
     pub kv_us_per_token: f64,
     /// Non-expert weights held in VRAM for the whole model, bytes.
@@ -105,6 +113,7 @@ impl ComputeModel {
             return Ok(ComputeModel {
                 nonexpert_us: 0.0,
                 expert_us: 0.0,
+                expert_group_fixed_us: 0.0,
                 kv_us_per_token: 0.0,
                 nonexpert_bytes,
                 kv_bytes_per_token,
@@ -117,10 +126,18 @@ impl ComputeModel {
         let nonexpert_us = o
             .nonexpert_us
             .unwrap_or(nonexpert_bytes / moe_layers / read);
-        let expert_us = o.expert_us.unwrap_or(expert_bytes as f64 / read);
+        let kernel_fit = profile
+            .get(C::ExpertKernelFixed)
+            .zip(profile.get(C::ExpertKernelBandwidth));
+        let (expert_us, expert_group_fixed_us) = match (o.expert_us, kernel_fit) {
+            (Some(us), _) => (us, 0.0),
+            (None, Some((fixed, bw))) => (expert_bytes as f64 / bw, fixed),
+            (None, None) => (expert_bytes as f64 / read, 0.0),
+        };
         Ok(ComputeModel {
             nonexpert_us,
             expert_us,
+            expert_group_fixed_us,
             kv_us_per_token: kv_bytes_per_token / moe_layers / read,
             nonexpert_bytes,
             kv_bytes_per_token,
@@ -132,6 +149,7 @@ impl ComputeModel {
         ComputeModel {
             nonexpert_us: 0.0,
             expert_us: 0.0,
+            expert_group_fixed_us: 0.0,
             kv_us_per_token: 0.0,
             nonexpert_bytes: 0.0,
             kv_bytes_per_token: 0.0,

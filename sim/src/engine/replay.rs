@@ -20,7 +20,7 @@ use super::predict::{Predictor, PredictorKind};
 use super::queue::EventQueue;
 use super::report::{TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
-use crate::cost::{CostModel, Paging};
+use crate::cost::{Band, CostModel, Paging};
 use crate::model_profile::ComputeModel;
 use policies::UnitMap;
 use profile::ProfileError;
@@ -130,19 +130,42 @@ impl State<'_> {
     #[inline]
     fn oversub_factor(&mut self) -> Result<f64, EngineError> {
         let mapped = self.mapped_base + self.mapped_units;
-        match self.cost.band_at(mapped) {
+        let band = self.cost.band_at(mapped);
+        self.band_factor(band, mapped, "page-ins", true)
+    }
+
+    /// Cost factor of compute touching resident memory (weights, KV cache) with the current
+    /// mapped memory: above 100% of usable VRAM the touches degrade along the curve.
+    #[inline]
+    fn touch_factor(&mut self) -> Result<f64, EngineError> {
+        let mapped = self.mapped_base + self.mapped_units;
+        let band = self.cost.touch_band_at(mapped);
+        self.band_factor(band, mapped, "compute touches of resident memory", false)
+    }
+
+    #[inline]
+    fn band_factor(
+        &mut self,
+        band: Option<Result<Band, &'static str>>,
+        mapped: f64,
+        what: &str,
+        count: bool,
+    ) -> Result<f64, EngineError> {
+        match band {
             None => Ok(1.0),
             Some(Err(constant)) => Err(ProfileError::Missing {
                 profile: self.cost.profile.clone(),
                 constant,
                 needed_for: format!(
-                    "pricing page-ins at {:.1}% of usable VRAM (the oversubscription curve); lower the batch, the budget or pass --admission-cap",
+                    "pricing {what} at {:.1}% of usable VRAM (the oversubscription curve); lower the batch, the budget or pass --admission-cap",
                     100.0 * mapped / self.cost.usable_bytes
                 ),
             }
             .into()),
             Some(Ok(b)) => {
-                self.oversubscribed += 1;
+                if count {
+                    self.oversubscribed += 1;
+                }
                 let jitter = match b.spread {
                     Some(s) if s > 0.0 => 1.0 + self.rng.gen_range(-0.5 * s..=0.5 * s),
                     _ => 1.0,
@@ -150,6 +173,12 @@ impl State<'_> {
                 Ok(b.factor * jitter)
             }
         }
+    }
+
+    /// Granules mapped now (VMM units; the live count the driver's calls depend on).
+    #[inline]
+    fn live_granules(&self) -> f64 {
+        self.mapped_units / self.units.granule_bytes.max(1) as f64
     }
 
     #[inline]
@@ -201,12 +230,13 @@ impl State<'_> {
     fn decommit_now(&mut self, u: u32, t: f64) -> f64 {
         let start = self.driver_free.max(t);
         let bytes = self.units.units[u as usize].committed_bytes as f64;
+        let live = self.live_granules();
         self.mapped_units -= bytes;
         if self.cost.paging == Paging::Os {
             return start; // the OS reclaims pages inside the fault path: no driver call
         }
         let g = self.granules(u);
-        let d = self.cost.decommit_us(g);
+        let d = self.cost.decommit_us_at(g, live);
         self.unmap_calls += g;
         self.driver_free = start + d;
         self.busy_driver += d;
@@ -231,11 +261,12 @@ impl State<'_> {
         self.release_pending(u, t);
         let info = &self.units.units[u as usize];
         let (useful, committed) = (info.useful_bytes, info.committed_bytes);
+        let live = self.live_granules();
         self.mapped_units += committed as f64;
         self.note_mapped();
         let f = self.oversub_factor()?;
         let g = self.granules(u);
-        let c = self.cost.commit_us(g) * f;
+        let c = self.cost.commit_us_at(g, live) * f;
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
@@ -253,10 +284,16 @@ impl State<'_> {
         Ok(self.copy_free)
     }
 
-    /// Fault in (or prefetch) a batch of OS pages of `bytes` committed bytes, no earlier
-    /// than `t`; returns when resident.
+    /// Fault in (or prefetch) a batch of OS pages of `bytes` committed bytes in `runs`
+    /// contiguous runs, no earlier than `t`; returns when resident.
     #[inline]
-    fn os_batch(&mut self, bytes: u64, t: f64, prefetch: bool) -> Result<f64, EngineError> {
+    fn os_batch(
+        &mut self,
+        bytes: u64,
+        runs: u64,
+        t: f64,
+        prefetch: bool,
+    ) -> Result<f64, EngineError> {
         let f = self.oversub_factor()?;
         self.bytes_in += bytes;
         if prefetch {
@@ -267,7 +304,7 @@ impl State<'_> {
             self.span(Resource::Copy, "prefetch", s, d);
             Ok(self.copy_free)
         } else {
-            let d = self.cost.fault_us(bytes) * f;
+            let d = self.cost.fault_runs_us(bytes, runs) * f;
             let s = self.fault_free.max(t);
             self.fault_free = s + d;
             self.busy_fault += d;
@@ -363,12 +400,14 @@ pub fn replay(
         st.layer = g.moe_layer;
         let kv_tokens = plans.steps[g.step as usize].kv_tokens as f64;
         // non-expert compute, then the router's selection is known
-        let ne = compute.nonexpert_us + kv_tokens * compute.kv_us_per_token;
+        let touch = st.touch_factor()?;
+        let ne = (compute.nonexpert_us + kv_tokens * compute.kv_us_per_token) * touch;
         let ne_start = st.compute_free;
         st.compute_free += ne;
         st.busy_compute += ne;
         st.span(Resource::Compute, "attention+router", ne_start, ne);
-        let router = st.compute_free;
+        // the host learns the selection one round trip later; it acts from then on
+        let router = st.compute_free + cost.host_sync_us;
 
         // evictions of units resident before this group: first, freeing memory
         late_evictions.clear();
@@ -384,6 +423,7 @@ pub fn replay(
         // demand page-ins (or consume a prefetch)
         let mut ready = router;
         let mut os_bytes = 0u64;
+        let (mut os_runs, mut prev) = (0u64, u32::MAX);
         for &u in plans.page_ins(&g) {
             let ui = u as usize;
             st.resident[ui] = true;
@@ -400,12 +440,17 @@ pub fn replay(
                     let c = units.units[ui].committed_bytes;
                     st.mapped_units += c as f64;
                     os_bytes += c;
+                    // pages of one expert are consecutive units: a new run starts at a gap
+                    if prev.wrapping_add(1) != u {
+                        os_runs += 1;
+                    }
+                    prev = u;
                 }
             }
         }
         if os_bytes > 0 {
             st.note_mapped();
-            ready = ready.max(st.os_batch(os_bytes, router, false)?);
+            ready = ready.max(st.os_batch(os_bytes, os_runs, router, false)?);
         }
         // units of this group that were already resident may still be in flight from a
         // prefetch that an earlier group consumed: wait for them too
@@ -446,7 +491,7 @@ pub fn replay(
             }
             if os_pf > 0 {
                 st.note_mapped();
-                let t = st.os_batch(os_pf, router, true)?;
+                let t = st.os_batch(os_pf, 1, router, true)?;
                 for &u in slot.iter() {
                     st.ready_at[u as usize] = t;
                 }
@@ -456,7 +501,12 @@ pub fn replay(
         // expert compute once every unit is resident
         let start = st.compute_free.max(ready);
         st.stall += start - st.compute_free;
-        let ex = plans.keys(&g).len() as f64 * compute.expert_us;
+        let nk = plans.keys(&g).len();
+        let ex = if nk > 0 {
+            (compute.expert_group_fixed_us + nk as f64 * compute.expert_us) * st.touch_factor()?
+        } else {
+            0.0
+        };
         st.compute_free = start + ex;
         st.busy_compute += ex;
         st.span(Resource::Compute, "experts", start, ex);
