@@ -42,6 +42,72 @@ pub struct VmmAtFill {
     pub release_us: Summary,
 }
 
+/// Commit and decommit per granule, one granule at a time as a page-in does it, while `live`
+/// other granules (each its own cuMemCreate handle, mapped and accessible) are mapped.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VmmAtLive {
+    pub live_granules: u64,
+    /// Granules committed and decommitted per repetition.
+    pub granules: u32,
+    /// cuMemCreate + cuMemMap + cuMemSetAccess per granule, µs.
+    pub commit_us: Summary,
+    /// cuMemUnmap + cuMemRelease per granule, µs.
+    pub decommit_us: Summary,
+}
+
+/// Least-squares line `y = intercept + slope x` (slope may be of any sign).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub intercept: f64,
+    pub slope: f64,
+    pub r2: f64,
+}
+
+impl Line {
+    /// Fit over `(x, y)` points; `None` with fewer than two distinct x.
+    pub fn fit(points: &[(f64, f64)]) -> Option<Line> {
+        let n = points.len() as f64;
+        if points.len() < 2 {
+            return None;
+        }
+        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        if sxx == 0.0 {
+            return None;
+        }
+        let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+        let intercept = my - slope * mx;
+        let ss_tot: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+        let ss_res: f64 = points
+            .iter()
+            .map(|p| (p.1 - intercept - slope * p.0).powi(2))
+            .sum();
+        let r2 = if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            1.0
+        };
+        Some(Line {
+            intercept,
+            slope,
+            r2,
+        })
+    }
+}
+
+/// Dense reads (one load per 16 B) of contiguous runs of host-resident managed memory: demand
+/// faults as an expert kernel that reads whole experts causes them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DenseFaultPoint {
+    /// Bytes of one run.
+    pub run_bytes: u64,
+    /// Runs per repetition (one launch each, back to back, runs one run apart).
+    pub runs: u32,
+    /// Kernel time per run, µs.
+    pub per_run_us: Summary,
+}
+
 /// One copy size: median time in µs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CopyPoint {
@@ -116,6 +182,16 @@ pub struct Calibration {
     pub stream_read_bytes: u64,
     pub stream_read_bytes_per_us: Summary,
     pub kernels: Vec<KernelPoint>,
+    /// VMM commit/decommit against the number of granules already mapped.
+    #[serde(default)]
+    pub vmm_live: Vec<VmmAtLive>,
+    /// Dense demand faults per run length (empty where managed memory cannot fault).
+    #[serde(default)]
+    pub dense_faults: Vec<DenseFaultPoint>,
+    /// Launch an empty kernel, record an event and wait for it on the host: µs per iteration
+    /// (the per-layer host round trip to learn the router's selection).
+    #[serde(default)]
+    pub router_sync_us: Option<Summary>,
     /// Wall time of the whole calibration, s.
     pub wall_s: f64,
 }
@@ -195,6 +271,13 @@ pub fn calibrate(
     let vmm = measure_vmm(&ctx, &stream, &device, gmin, reps, opts.quick, log)?;
     let (h2d_pinned, h2d_pageable) = measure_h2d(&ctx, &stream, reps, opts.quick, log)?;
     let managed = measure_managed(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
+    let vmm_live = measure_vmm_live(&ctx, &device, gmin, reps, opts.quick, log)?;
+    let dense_faults = if device.concurrent_managed_access {
+        measure_dense_faults(&ctx, &stream, &k, reps, opts.quick, log)?
+    } else {
+        Vec::new()
+    };
+    let router_sync_us = Some(measure_router_sync(&ctx, &stream, &k, reps, log)?);
 
     let mut launches = Vec::new();
     let n_launch = 1000;
@@ -252,6 +335,9 @@ pub fn calibrate(
         stream_read_bytes: sr_bytes,
         stream_read_bytes_per_us,
         kernels,
+        vmm_live,
+        dense_faults,
+        router_sync_us,
         wall_s: t0.elapsed().as_secs_f64(),
     })
 }
@@ -367,6 +453,188 @@ fn measure_vmm(
         out.push(point);
     }
     Ok(out)
+}
+
+/// VMM commit and decommit per granule while many granules stay mapped: the replay of a 50%
+/// budget holds thousands of single-granule mappings, the fill arms above at most 256. Live
+/// sets grow level by level (0, 1024, 3072, 6144 granules; quick: 0, 2048), capped at a
+/// quarter of free memory; at each level `reps` cycles of 64 granules, each granule created,
+/// mapped and given access in turn (as a page-in), then each unmapped and released.
+fn measure_vmm_live(
+    ctx: &Arc<CudaContext>,
+    device: &DeviceInfo,
+    granule: usize,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<VmmAtLive>, CalibrateError> {
+    let dev = ctx.ordinal() as i32;
+    let cycle: usize = 64;
+    let levels: &[u64] = if quick {
+        &[0, 2048]
+    } else {
+        &[0, 1024, 3072, 6144]
+    };
+    let max_live = (device.vram_free / 4) / granule as u64;
+    let top = levels
+        .iter()
+        .copied()
+        .filter(|&l| l <= max_live)
+        .max()
+        .unwrap_or(0);
+    let live_va = vmm::Reservation::new((top as usize).max(1) * granule, granule)
+        .during("cuMemAddressReserve")?;
+    let va = vmm::Reservation::new(cycle * granule, granule).during("cuMemAddressReserve")?;
+    let mut live: Vec<(u64, sys::CUmemGenericAllocationHandle)> = Vec::new();
+    let mut out = Vec::new();
+    let result = (|| -> Result<(), CalibrateError> {
+        for &level in levels.iter().filter(|&&l| l <= top) {
+            while (live.len() as u64) < level {
+                let at = live_va.base + (live.len() * granule) as u64;
+                let h = vmm::create(granule, dev).during("live cuMemCreate")?;
+                vmm::map(at, granule, h).during("live cuMemMap")?;
+                live.push((at, h));
+                vmm::set_access(at, granule, dev).during("live cuMemSetAccess")?;
+            }
+            let (mut commit, mut decommit) = (Vec::new(), Vec::new());
+            for r in 0..=reps {
+                let mut hs = Vec::with_capacity(cycle);
+                let t = Instant::now();
+                for i in 0..cycle {
+                    let at = va.base + (i * granule) as u64;
+                    let h = vmm::create(granule, dev).during("cuMemCreate")?;
+                    vmm::map(at, granule, h).during("cuMemMap")?;
+                    vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
+                    hs.push(h);
+                }
+                let c = t.elapsed().as_secs_f64() * 1e6 / cycle as f64;
+                let t = Instant::now();
+                for (i, h) in hs.into_iter().enumerate() {
+                    vmm::unmap(va.base + (i * granule) as u64, granule).during("cuMemUnmap")?;
+                    vmm::release(h).during("cuMemRelease")?;
+                }
+                let d = t.elapsed().as_secs_f64() * 1e6 / cycle as f64;
+                if r > 0 {
+                    commit.push(c);
+                    decommit.push(d);
+                }
+            }
+            let p = VmmAtLive {
+                live_granules: level,
+                granules: cycle as u32,
+                commit_us: summary(&commit)?,
+                decommit_us: summary(&decommit)?,
+            };
+            log(&format!(
+                "vmm with {} live granules: commit {:.1} decommit {:.1} µs/granule",
+                level, p.commit_us.median, p.decommit_us.median
+            ));
+            out.push(p);
+        }
+        Ok(())
+    })();
+    for (at, h) in live {
+        let _ = vmm::unmap(at, granule);
+        let _ = vmm::release(h);
+    }
+    result?;
+    Ok(out)
+}
+
+/// Dense demand faults per run length: `runs` runs of host-resident managed memory, each read
+/// densely (one load per 16 B) by its own launch, back to back; CUDA events around all of
+/// them. Sizes 64 KiB..16 MiB (x4; quick: 256 KiB, 4 MiB); a fresh buffer per size and
+/// repetition so every page starts on the host.
+fn measure_dense_faults(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<DenseFaultPoint>, CalibrateError> {
+    let sizes: Vec<u64> = if quick {
+        vec![256 << 10, 4 << 20]
+    } else {
+        (0..5).map(|i| (64u64 << 10) << (2 * i)).collect()
+    };
+    let runs: u64 = 8;
+    let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
+    let mut samples = vec![Vec::new(); sizes.len()];
+    for r in 0..=reps {
+        for (i, &s) in sizes.iter().enumerate() {
+            let bytes = 2 * runs * s;
+            let mut p = 0;
+            // SAFETY: out-pointer valid; freed below.
+            unsafe {
+                sys::cuMemAllocManaged(&mut p, bytes as usize, 1 /* GLOBAL */)
+            }
+            .result()
+            .during("cuMemAllocManaged (dense faults)")?;
+            // SAFETY: host-accessible managed memory, no kernel running: pages start on the host.
+            unsafe { std::ptr::write_bytes(p as *mut u8, 1, bytes as usize) };
+            let t = time_events(ctx, stream, &mut || {
+                for j in 0..runs {
+                    k.launch_page_touch(stream, p + 2 * j * s, s, 16, &mut sink)?;
+                }
+                Ok(())
+            });
+            // SAFETY: allocated above, freed once (after the events completed).
+            unsafe { sys::cuMemFree_v2(p) }
+                .result()
+                .during("cuMemFree managed")?;
+            let t = t?;
+            if r > 0 {
+                samples[i].push(t / runs as f64);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (&s, v) in sizes.iter().zip(&samples) {
+        let per_run_us = summary(v)?;
+        log(&format!(
+            "dense faults, runs of {} KiB: {:.1} µs per run, {:.2} GB/s",
+            s >> 10,
+            per_run_us.median,
+            s as f64 / per_run_us.median / 1e3
+        ));
+        out.push(DenseFaultPoint {
+            run_bytes: s,
+            runs: runs as u32,
+            per_run_us,
+        });
+    }
+    Ok(out)
+}
+
+/// The per-layer host round trip: launch an empty kernel, record an event, wait for it on the
+/// host; 200 iterations per repetition, host clock, µs per iteration.
+fn measure_router_sync(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    log: &mut dyn FnMut(&str),
+) -> Result<Summary, CalibrateError> {
+    let ev = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .during("event create")?;
+    let n = 200;
+    let mut v = Vec::new();
+    for r in 0..=reps {
+        let t = Instant::now();
+        for _ in 0..n {
+            k.launch_empty(stream)?;
+            ev.record(stream).during("event record")?;
+            ev.synchronize().during("event synchronize")?;
+        }
+        if r > 0 {
+            v.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+    }
+    let s = summary(&v)?;
+    log(&format!("router round trip: {:.1} µs", s.median));
+    Ok(s)
 }
 
 /// Pinned host memory from cuMemHostAlloc, freed on drop.

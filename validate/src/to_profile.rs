@@ -1,7 +1,8 @@
 //! Converts a [`Calibration`] into a hardware profile of the `profile` crate's schema.
 //! Constants that were not measured (or were unsupported) are left out, never zero.
 
-use crate::calibrate::Calibration;
+use crate::calibrate::{Calibration, Line};
+use crate::stats::LinearFit;
 use crate::stats::Summary;
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
@@ -177,6 +178,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         let bytes = c.managed.faults.first().map_or(0, |f| f.bytes);
         p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))));
     }
+    add_model_fits(c, &mut p, &m);
     let s = &c.launch_us;
     p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m("1000 back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch".into(), Some(s))));
     p.os_paging = Some(OsPaging {
@@ -192,4 +194,161 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         c.stream_read_bytes_per_us.n
     ));
     p
+}
+
+/// The constants of the finer cost terms: the live-mapping VMM fit, the dense-fault run fit,
+/// the router round trip and the expert kernels' fixed part. Each is left out when its arm
+/// did not run or its fit is not physical (a negative intercept or rate).
+fn add_model_fits(
+    c: &Calibration,
+    p: &mut Profile,
+    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
+) {
+    let fit_stat = |meas: Measurement| Measurement {
+        statistic: Some("least-squares fit over per-point medians".into()),
+        ..meas
+    };
+    if c.vmm_live.len() >= 2 {
+        let levels: Vec<u64> = c.vmm_live.iter().map(|v| v.live_granules).collect();
+        let first = c.vmm_live.first().map(|v| v.commit_us.clone());
+        for (base, slope, what, pick) in [
+            (
+                N::VmmCommitLiveBase,
+                N::VmmCommitLiveSlope,
+                "cuMemCreate + cuMemMap + cuMemSetAccess",
+                true,
+            ),
+            (
+                N::VmmDecommitLiveBase,
+                N::VmmDecommitLiveSlope,
+                "cuMemUnmap + cuMemRelease",
+                false,
+            ),
+        ] {
+            let pts: Vec<(f64, f64)> = c
+                .vmm_live
+                .iter()
+                .map(|v| {
+                    let s = if pick { &v.commit_us } else { &v.decommit_us };
+                    (v.live_granules as f64 / 1024.0, s.median)
+                })
+                .collect();
+            let Some(l) = Line::fit(&pts) else { continue };
+            if l.intercept <= 0.0 {
+                continue;
+            }
+            let method = |term: &str| {
+                format!("{what} per granule, one granule at a time ({} per repetition), timed on the host, with {levels:?} other single-granule mappings live; {term} of the fit against live granules / 1024 (r2 {:.4})", c.vmm_live[0].granules, l.r2)
+            };
+            p.set(
+                base,
+                Constant::measured(
+                    l.intercept,
+                    "us",
+                    fit_stat(m(method("intercept"), first.as_ref())),
+                ),
+            );
+            // a slope below 0 is noise around a flat cost: record it as measured (it is), the
+            // model adds it linearly and it stays small
+            p.set(
+                slope,
+                Constant::measured(
+                    l.slope.max(0.0),
+                    "us",
+                    fit_stat(m(
+                        method("slope, clamped at 0 (µs per granule per 1024 live granules)"),
+                        first.as_ref(),
+                    )),
+                ),
+            );
+        }
+    }
+    if c.dense_faults.len() >= 2 {
+        let pts: Vec<(f64, f64)> = c
+            .dense_faults
+            .iter()
+            .map(|d| (d.run_bytes as f64, d.per_run_us.median))
+            .collect();
+        if let Some(f) = LinearFit::fit(&pts) {
+            if f.latency_us > 0.0 {
+                let sizes = format!(
+                    "{}..{} B",
+                    pts.first().map_or(0.0, |p| p.0),
+                    pts.last().map_or(0.0, |p| p.0)
+                );
+                let first = c.dense_faults.first().map(|d| d.per_run_us.clone());
+                let method = |term: &str| {
+                    format!("cuMemAllocManaged written by the host, then {} runs per size read densely (one load per 16 B, one launch per run, runs one run apart), CUDA events, run sizes {sizes}; {term} of the fit per run (r2 {:.5})", c.dense_faults[0].runs, f.r2)
+                };
+                p.set(
+                    N::FaultRunLatency,
+                    Constant::measured(
+                        f.latency_us,
+                        "us",
+                        fit_stat(m(method("intercept"), first.as_ref())),
+                    ),
+                );
+                p.set(
+                    N::FaultDenseBandwidth,
+                    Constant::measured(
+                        f.bytes_per_us,
+                        "MB/s",
+                        fit_stat(m(method("1 / slope"), first.as_ref())),
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(s) = &c.router_sync_us {
+        p.set(
+            N::RouterSync,
+            Constant::measured(
+                s.median,
+                "us",
+                m("launch an empty kernel, record an event, cuEventSynchronize on the host; 200 iterations per repetition, host clock, per iteration".into(), Some(s)),
+            )
+            .with_range(s.min, s.max),
+        );
+    }
+    let pts: Vec<(f64, f64)> = c
+        .kernels
+        .iter()
+        .filter(|k| k.variant == "PerSlot" && k.distinct == k.slots)
+        .map(|k| {
+            (
+                (k.distinct as u64 * k.expert_bytes) as f64,
+                k.time_us.median,
+            )
+        })
+        .collect();
+    if pts.len() >= 2 {
+        if let Some(f) = LinearFit::fit(&pts) {
+            if f.latency_us > 0.0 {
+                let first = c
+                    .kernels
+                    .iter()
+                    .find(|k| k.variant == "PerSlot")
+                    .map(|k| k.time_us.clone());
+                let method = |term: &str| {
+                    format!("int4 expert FFN kernels (kernels crate), per-slot variant, every arm whose slots name distinct experts ({} points, {}..{} B of weights per launch), gate+up and down launch time (CUDA events) against distinct expert bytes; {term} of the fit (r2 {:.5})", pts.len(), pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.0).fold(0.0, f64::max), f.r2)
+                };
+                p.set(
+                    N::ExpertKernelFixed,
+                    Constant::measured(
+                        f.latency_us,
+                        "us",
+                        fit_stat(m(method("intercept"), first.as_ref())),
+                    ),
+                );
+                p.set(
+                    N::ExpertKernelBandwidth,
+                    Constant::measured(
+                        f.bytes_per_us,
+                        "MB/s",
+                        fit_stat(m(method("1 / slope"), first.as_ref())),
+                    ),
+                );
+            }
+        }
+    }
 }
