@@ -904,19 +904,6 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     batch.map(|b| format!(", batch {b}")).unwrap_or_default()
                 ),
             );
-            let vs: Vec<String> = runs
-                .iter()
-                .map(|r| {
-                    let b = belady_of(res, r).and_then(|x| x.metric("timing.step_ms_p50"));
-                    match (r.metric("timing.step_ms_p50"), b) {
-                        (Some(v), Some(b)) if b > 0.0 && r.grid.evict.is_some() => {
-                            format!("{}x", fmt(v / b))
-                        }
-                        _ => "–".into(),
-                    }
-                })
-                .collect();
-            metric_table(doc, &runs, metrics::TIMING, Some(("vs Belady", vs)));
             let bsuffix = batch.map(|b| format!("_b{b}")).unwrap_or_default();
             for budget in distinct(runs.iter().map(|r| r.grid.budget.clone())) {
                 let group: Vec<&RunEntry> = runs
@@ -925,6 +912,26 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     .cloned()
                     .collect();
                 let bname = budget.clone().unwrap_or_else(|| "streaming".into());
+                doc.h(
+                    4,
+                    match &budget {
+                        Some(b) => format!("`{}`, budget {b}", t.name),
+                        None => format!("`{}`, streaming (nothing retained)", t.name),
+                    },
+                );
+                let vs: Vec<String> = group
+                    .iter()
+                    .map(|r| {
+                        let b = belady_of(res, r).and_then(|x| x.metric("timing.step_ms_p50"));
+                        match (r.metric("timing.step_ms_p50"), b) {
+                            (Some(v), Some(b)) if b > 0.0 && r.grid.evict.is_some() => {
+                                format!("{}x", fmt(v / b))
+                            }
+                            _ => "–".into(),
+                        }
+                    })
+                    .collect();
+                metric_table(doc, &group, metrics::TIMING, Some(("vs Belady", vs)));
                 let cats: Vec<String> = group
                     .iter()
                     .map(|r| {
@@ -932,11 +939,12 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         l.split(" @ ").next().unwrap_or(&l).to_string()
                     })
                     .collect();
-                let parts: Vec<(String, Vec<f64>)> = metrics::TIME_SPLIT
+                let parts: Vec<plots::Part> = metrics::TIME_SPLIT
                     .iter()
-                    .map(|(p, n)| {
+                    .map(|(p, n, lane)| {
                         (
                             n.to_string(),
+                            *lane,
                             group.iter().map(|r| r.metric(p).unwrap_or(0.0)).collect(),
                         )
                     })
@@ -946,23 +954,49 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     doc,
                     format!("time_split_{}_{}{bsuffix}.svg", slug(&t.name), slug(&bname)),
                     plots::stacked_bars(&title, "ms per decode step", &cats, &parts),
-                    format!("Where a decode step's time goes on `{}` ({bname}) on `{hw}`: compute, H2D copies, VMM calls, faults and stalls, in ms per step.", t.name),
+                    format!("Where a decode step's time goes on `{}` ({bname}) on `{hw}`, in ms per step. Upper bar of each run: the critical path, compute plus the stall waiting for paging, which adds up to the mean step time. Lower bar: how long each paging resource (copy engine, driver, fault handler) was busy; these overlap each other and compute, so the lower bar need not equal the stall.", t.name),
                 )?;
-                let series: Vec<Series> = group
+                // CDFs: in the streaming group one line per mechanism; under a budget, the
+                // policies of the mechanism with the most tokens/s (a readable number of lines).
+                let shown: Vec<&RunEntry> = if budget.is_none() {
+                    group.clone()
+                } else {
+                    let best = group
+                        .iter()
+                        .filter(|r| !is_belady(r))
+                        .max_by(|a, b| {
+                            a.metric("timing.tokens_per_s")
+                                .partial_cmp(&b.metric("timing.tokens_per_s"))
+                                .unwrap()
+                        })
+                        .map(|r| r.grid.mechanism.clone());
+                    group
+                        .iter()
+                        .filter(|r| Some(&r.grid.mechanism) == best.as_ref())
+                        .cloned()
+                        .collect()
+                };
+                let series: Vec<Series> = shown
                     .iter()
                     .map(|r| {
                         let pts: Vec<(f64, f64)> = metrics::LATENCY_QUANTILES
                             .iter()
                             .filter_map(|(p, q)| Some((r.metric(p)?, *q * 100.0)))
                             .collect();
-                        Series::new(
-                            cats[group.iter().position(|x| std::ptr::eq(*x, *r)).unwrap()].clone(),
-                            pts,
-                        )
-                        .step()
+                        let l = run_label(r);
+                        Series::new(l.split(" @ ").next().unwrap_or(&l).to_string(), pts).step()
                     })
                     .collect();
                 let title = format!("Step latency CDF, {} @ {bname}", t.name);
+                let which =
+                    if budget.is_none() {
+                        "one line per mechanism".to_string()
+                    } else {
+                        format!(
+                        "one line per policy of `{}`, the mechanism with the most tokens/s here",
+                        shown.first().map(|r| r.grid.mechanism.as_str()).unwrap_or("-")
+                    )
+                    };
                 figure(
                     doc,
                     format!("step_cdf_{}_{}{bsuffix}.svg", slug(&t.name), slug(&bname)),
@@ -970,11 +1004,34 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         &LineChart { title: &title, x_label: "decode step latency (ms)", y_label: "steps at or below (%)", x_scale: Scale::Linear, y_from_zero: true },
                         &series,
                     ),
-                    format!("Step-latency CDF per policy on `{}` ({bname}), through the reported p50, p90, p99 and max.", t.name),
+                    format!("Step-latency CDF on `{}` ({bname}), {which}, through the reported p50, p90, p99 and max.", t.name),
                 )?;
             }
         }
         if batches.iter().flatten().count() >= 2 {
+            // A readable number of lines: the middle budget, and there the policies of the
+            // mechanism with the most tokens/s at the largest batch.
+            let budgets = distinct(tr.iter().map(|r| r.grid.budget.clone()));
+            let mid = budgets[budgets.len() / 2].clone();
+            let at: Vec<&RunEntry> = tr
+                .iter()
+                .filter(|r| r.grid.budget == mid)
+                .cloned()
+                .collect();
+            let top_batch = at.iter().filter_map(|r| r.grid.batch).max();
+            let best = at
+                .iter()
+                .filter(|r| r.grid.batch == top_batch && !is_belady(r))
+                .max_by(|a, b| {
+                    a.metric("timing.tokens_per_s")
+                        .partial_cmp(&b.metric("timing.tokens_per_s"))
+                        .unwrap()
+                })
+                .map(|r| r.grid.mechanism.clone());
+            let tr: Vec<&RunEntry> = at
+                .into_iter()
+                .filter(|r| Some(&r.grid.mechanism) == best.as_ref())
+                .collect();
             let keys = distinct(tr.iter().map(|r| {
                 (
                     r.grid.mechanism.clone(),
@@ -1018,8 +1075,10 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     &series,
                 ),
                 format!(
-                    "Tokens per second against batch size on `{}` on `{hw}`{}.",
+                    "Tokens per second against batch size on `{}` on `{hw}` for `{}`{}{}.",
                     t.name,
+                    best.as_deref().unwrap_or("-"),
+                    mid.as_deref().map(|b| format!(" at budget {b}")).unwrap_or_default(),
                     cap.map(|c| format!(", with the admission cap at {}% of usable VRAM (sequences that would push mapped memory past it are refused)", fmt(c * 100.0)))
                         .unwrap_or_else(|| ", without an admission cap".into())
                 ),

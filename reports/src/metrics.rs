@@ -115,13 +115,16 @@ pub const TIMING: &[Metric] = &[
     m("timing.peak_mapped_mib", "peak mapped MiB", Better::Lower),
 ];
 
-/// Parts of a decode step's time, stacked in the time-split chart: (path, legend).
-pub const TIME_SPLIT: &[(&str, &str)] = &[
-    ("timing.compute_ms_per_step", "compute"),
-    ("timing.h2d_ms_per_step", "H2D copy"),
-    ("timing.vmm_ms_per_step", "VMM calls"),
-    ("timing.fault_ms_per_step", "faults"),
-    ("timing.stall_ms_per_step", "stalls"),
+/// Parts of the time-split chart: (path, legend, lane). Lane 0 is the critical path and adds
+/// up to the mean step time (compute + stall, the time compute waits for paging); lane 1 is
+/// the busy time of each paging resource, which overlap each other and compute, so lane 1
+/// need not equal the stall (issue 5's engine: resources have their own timelines).
+pub const TIME_SPLIT: &[(&str, &str, usize)] = &[
+    ("timing.compute_ms_per_step", "compute", 0),
+    ("timing.stall_ms_per_step", "stall (waiting for paging)", 0),
+    ("timing.h2d_ms_per_step", "H2D copy busy", 1),
+    ("timing.vmm_ms_per_step", "VMM calls busy", 1),
+    ("timing.fault_ms_per_step", "faults busy", 1),
 ];
 
 /// Step-latency quantiles in the timing block, for CDFs: (path, cumulative probability).

@@ -237,67 +237,86 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
     Ok(svg)
 }
 
-/// Stacked bars: one bar per category, one stacked part per `(name, value per category)`.
+/// One stacked part of [`stacked_bars`]: legend name, lane (which of the category's bars it
+/// stacks on, from 0), and its value per category.
+pub type Part = (String, usize, Vec<f64>);
+
+/// Stacked horizontal bars: per category (top to bottom in the given order) one bar per lane,
+/// each stacking its parts. Horizontal so that long category labels stay readable however
+/// many there are; lanes let quantities that do not add up (overlapping busy times) sit
+/// beside the ones that do instead of on top of them.
 pub fn stacked_bars(
     title: &str,
-    y_label: &str,
+    x_label: &str,
     categories: &[String],
-    parts: &[(String, Vec<f64>)],
+    parts: &[Part],
 ) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
-        let whole = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let n = categories.len().max(1);
+        let height = SIZE.1.max(110 + 26 * n as u32);
+        let whole = SVGBackend::with_string(&mut svg, (SIZE.0, height)).into_drawing_area();
         whole.fill(&WHITE).map_err(err)?;
         let (root, side) = whole.split_horizontally(SIZE.0 - LEGEND_W);
-        let totals: Vec<f64> = (0..categories.len())
-            .map(|c| parts.iter().map(|p| p.1[c].max(0.0)).sum())
-            .collect();
-        let top = totals.iter().cloned().fold(0.0, f64::max);
-        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
-        let n = categories.len().max(1);
+        let lanes = parts.iter().map(|p| p.1 + 1).max().unwrap_or(1);
+        let top = (0..categories.len())
+            .flat_map(|c| {
+                (0..lanes).map(move |l| {
+                    parts
+                        .iter()
+                        .filter(|p| p.1 == l)
+                        .map(|p| p.2[c].max(0.0))
+                        .sum::<f64>()
+                })
+            })
+            .fold(0.0, f64::max);
+        let top = if top > 0.0 { top * 1.08 } else { 1.0 };
+        let label_w = 40 + 7 * categories.iter().map(|c| c.len()).max().unwrap_or(0) as u32;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
-            .x_label_area_size(60)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..n as f64, 0f64..top)
+            .x_label_area_size(42)
+            .y_label_area_size(label_w.min(260))
+            .build_cartesian_2d(0f64..top, 0f64..n as f64)
             .map_err(err)?;
         let cats = categories.to_vec();
-        let fmt_x = move |x: &f64| {
-            let i = x.floor() as usize;
-            if (x - i as f64 - 0.5).abs() < 1e-9 {
-                cats.get(i).cloned().unwrap_or_default()
+        // category i is drawn at y = n-1-i, so the first one is on top
+        let fmt_y = move |y: &f64| {
+            let row = y.floor() as usize;
+            if (y - row as f64 - 0.5).abs() < 1e-9 && row < n {
+                cats.get(n - 1 - row).cloned().unwrap_or_default()
             } else {
                 String::new()
             }
         };
         chart
             .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(2 * n + 1)
-            .x_label_formatter(&fmt_x)
-            .y_desc(y_label)
-            .y_label_formatter(&|y: &f64| trim(*y))
+            .disable_y_mesh()
+            .y_labels(2 * n + 1)
+            .y_label_formatter(&fmt_y)
+            .x_desc(x_label)
+            .x_label_formatter(&|x: &f64| trim(*x))
             .light_line_style(RGBColor(240, 240, 240))
             .draw()
             .map_err(err)?;
-        let mut base = vec![0.0; categories.len()];
+        let mut base = vec![vec![0.0; categories.len()]; lanes];
         let mut entries: Vec<Entry> = Vec::new();
-        for (pi, (name, vals)) in parts.iter().enumerate() {
+        let band = 0.7 / lanes as f64;
+        for (pi, (name, lane, vals)) in parts.iter().enumerate() {
             let c = color(pi);
             let rects: Vec<_> = (0..categories.len())
                 .map(|i| {
-                    let lo = base[i];
+                    let lo = base[*lane][i];
                     let hi = lo + vals[i].max(0.0);
-                    base[i] = hi;
-                    Rectangle::new([(i as f64 + 0.2, lo), (i as f64 + 0.8, hi)], c.filled())
+                    base[*lane][i] = hi;
+                    // lane 0 on top inside the category's row
+                    let y = (n - 1 - i) as f64 + 0.85 - band * (*lane as f64 + 1.0);
+                    Rectangle::new([(lo, y + 0.04), (hi, y + band - 0.04)], c.filled())
                 })
                 .collect();
             chart.draw_series(rects).map_err(err)?;
             entries.push((name.clone(), c, None));
         }
-        // the top of the stack first, as the bars read
-        entries.reverse();
         legend(&side, &entries)?;
         whole.present().map_err(err)?;
     }

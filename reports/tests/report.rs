@@ -287,7 +287,13 @@ fn every_plot_is_valid_svg_with_expected_series() {
     );
     has(
         "time_split_a_25_.svg",
-        &["compute", "H2D copy", "VMM calls", "faults", "stalls"],
+        &[
+            "compute",
+            "stall (waiting for paging)",
+            "H2D copy busy",
+            "VMM calls busy",
+            "faults busy",
+        ],
     );
     has(
         "step_cdf_a_25_.svg",

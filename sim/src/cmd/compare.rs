@@ -2,6 +2,7 @@
 //! run library in parallel and write a report directory (see the `reports` crate).
 
 use super::args_cache::CacheArgs;
+use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
@@ -11,6 +12,7 @@ use rayon::prelude::*;
 use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
 use sim::cache::{RetentionConfig, Split};
+use sim::engine::TimingConfig;
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::PathBuf;
 use traces::{DType, PhaseSel, Trace};
@@ -83,6 +85,12 @@ pub struct CompareArgs {
     /// `sim sweep`, and the shared --semantics, --dram, --queue, --schedule, --seed.
     #[command(flatten)]
     pub cache: CacheArgs,
+
+    /// Timing: --hw PROFILE turns on the discrete-event engine for every run (a `timing`
+    /// block: step latency, tokens/s, time split), with the shared compute, prefetch and
+    /// admission-cap options of `sim run`.
+    #[command(flatten)]
+    pub timing: TimingArgs,
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
@@ -227,7 +235,7 @@ fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceIn
 }
 
 /// The run library's configuration of one grid point.
-fn config(args: &CompareArgs, p: &Point) -> RunConfig {
+fn config(args: &CompareArgs, p: &Point, timing: &Option<TimingConfig>) -> RunConfig {
     RunConfig {
         policy: p.coords.mechanism.clone(),
         phase: phase_sel(&args.phase),
@@ -237,6 +245,7 @@ fn config(args: &CompareArgs, p: &Point) -> RunConfig {
             granule_mib: args.granule_mib,
         },
         retention: p.retention.clone(),
+        timing: timing.clone(),
         ..RunConfig::default()
     }
 }
@@ -263,6 +272,16 @@ pub fn run(args: CompareArgs) -> Result<()> {
         runner::parse_policy(m, "--policies")?;
     }
     let retention = retention_grid(&args)?;
+    if args.timing.timeline.is_some() {
+        bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim compare` one");
+    }
+    let timing = args.timing.for_run(args.cache.seed)?;
+    let profile = match &timing {
+        Some(t) => Some(serde_json::to_value(
+            profile::load(&t.hw).with_context(|| format!("--hw {}", t.hw))?,
+        )?),
+        None => None,
+    };
     let points = grid(&args, &names, &retention, !args.cache.batch.is_empty())?;
     let total = points.len();
     let mine: Vec<(usize, &Point)> = points
@@ -296,7 +315,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let work = || -> Vec<Result<RunEntry>> {
         mine.par_iter()
             .map(|&(i, p)| {
-                let cfg = config(&args, p);
+                let cfg = config(&args, p, &timing);
                 let report = runner::run(&cfg, &workloads[&(p.trace, p.profile)])
                     .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
                 let result = match serde_json::to_value(&report)? {
@@ -358,12 +377,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
         "dtype": args.dtype,
         "granule_mib": args.granule_mib,
         "cross_trace": names.len() > 1 && !args.no_cross_trace,
+        "timing": timing.as_ref().map(serde_json::to_value).transpose()?,
+        "admission_cap": args.timing.admission_cap,
     });
     let results = Results {
         format: reports::FORMAT.to_string(),
         grid,
         traces,
-        profile: None,
+        profile,
         total_runs: total,
         shard: args.shard,
         runs,
