@@ -235,6 +235,8 @@ fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceIn
 }
 
 /// The run library's configuration of one grid point.
+// `..Default::default()` so that fields the run library adds later keep this compiling.
+#[allow(clippy::needless_update)]
 fn config(args: &CompareArgs, p: &Point, timing: &Option<TimingConfig>) -> RunConfig {
     RunConfig {
         policy: p.coords.mechanism.clone(),
@@ -287,7 +289,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let mine: Vec<(usize, &Point)> = points
         .iter()
         .enumerate()
-        .filter(|(i, _)| args.shard.map_or(true, |s| s.holds(*i)))
+        .filter(|(i, _)| !matches!(args.shard, Some(s) if !s.holds(*i)))
         .collect();
 
     // One workload per (evaluated, profile) pair the slice needs.
