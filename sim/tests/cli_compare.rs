@@ -247,3 +247,56 @@ fn retention_grid_compares_against_belady() {
     assert!(md.contains("fewest bytes moved by"));
     assert!(out.join("plots/bytes_per_token_math_e2_hot.svg").is_file());
 }
+
+#[test]
+fn timing_on_the_rtx4060_profile_is_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    ok(&[
+        "compare",
+        "--trace",
+        &granite("math"),
+        "--policies",
+        "e1,e2:hot",
+        "--evict",
+        "lru",
+        "--budgets",
+        "25%",
+        "--batch",
+        "1,4",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["profile"]["name"], "rtx4060-laptop-wddm");
+    for r in json["runs"].as_array().unwrap() {
+        let t = &r["timing"];
+        let (p50, p99, mean) = (
+            t["step_ms_p50"].as_f64().unwrap(),
+            t["step_ms_p99"].as_f64().unwrap(),
+            t["step_ms_mean"].as_f64().unwrap(),
+        );
+        assert!(p50 <= p99 && p99 <= t["step_ms_max"].as_f64().unwrap());
+        // the critical path the time-split chart stacks: compute + stall = mean step time
+        let path =
+            t["compute_ms_per_step"].as_f64().unwrap() + t["stall_ms_per_step"].as_f64().unwrap();
+        assert!(
+            (path - mean).abs() <= 1e-6 * mean.max(1.0),
+            "{path} vs {mean}"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Simulated on `rtx4060-laptop-wddm`"));
+    assert!(md.contains("fastest is"));
+    for f in [
+        "tokens_per_s_vs_batch_math.svg",
+        "time_split_math_25__b4.svg",
+        "step_cdf_math_25__b1.svg",
+    ] {
+        assert!(out.join("plots").join(f).is_file(), "{f}");
+    }
+}
