@@ -203,8 +203,161 @@ fn own<'a>(res: &'a Results, trace: &str) -> impl Iterator<Item = &'a RunEntry> 
         .filter(move |r| r.grid.trace == trace && !r.grid.is_cross())
 }
 
+/// Per trace, one row per mechanism: memory held (streaming), the fewest bytes per token of
+/// any policy at each budget with its distance from Belady, and the best tokens/s.
+fn glance(doc: &mut Doc, res: &Results) {
+    let tps = "timing.tokens_per_s";
+    let bpt = metrics::BYTES_PER_TOKEN.path;
+    let resident = "streaming.resident_mib_per_layer_step";
+    for t in &res.traces {
+        let runs: Vec<&RunEntry> = own(res, &t.name).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        // the smallest batch and the first split, so every cell compares like with like
+        let batch = runs.iter().filter_map(|r| r.grid.batch).min();
+        let split = runs.iter().find_map(|r| r.grid.split.clone());
+        let runs: Vec<&RunEntry> = runs
+            .into_iter()
+            .filter(|r| r.grid.evict.is_none() || (r.grid.batch == batch && r.grid.split == split))
+            .collect();
+        let mechs = distinct(runs.iter().map(|r| r.grid.mechanism.clone()));
+        let budgets: Vec<String> = distinct(runs.iter().filter_map(|r| r.grid.budget.clone()));
+        let timed = runs.iter().any(|r| r.has("timing"));
+        let mut header = vec![
+            "mechanism".to_string(),
+            "resident MiB / layer step (x ideal)".to_string(),
+        ];
+        header.extend(
+            budgets
+                .iter()
+                .map(|b| format!("fewest MiB / token @ {b} (x Belady)")),
+        );
+        if timed {
+            header.push("best tokens/s (policy @ budget)".into());
+        }
+        // (value used for marking, text) per column
+        let mut cols: Vec<Vec<(Option<f64>, String)>> = vec![Vec::new(); header.len() - 1];
+        for m in &mechs {
+            let of_m: Vec<&RunEntry> = runs
+                .iter()
+                .filter(|r| &r.grid.mechanism == m)
+                .cloned()
+                .collect();
+            let stream = of_m.iter().find(|r| r.grid.evict.is_none());
+            let v = stream.and_then(|r| r.metric(resident));
+            let ideal = stream
+                .and_then(|r| expert_mib(r, t))
+                .zip(t.mean_top_k())
+                .map(|(e, k)| e * k);
+            cols[0].push((
+                v,
+                match (v, ideal) {
+                    (Some(v), Some(i)) if i > 0.0 => format!("{} ({}x)", fmt(v), fmt(v / i)),
+                    (Some(v), _) => fmt(v),
+                    _ => "–".into(),
+                },
+            ));
+            for (bi, b) in budgets.iter().enumerate() {
+                let best = of_m
+                    .iter()
+                    .filter(|r| {
+                        r.grid.budget.as_ref() == Some(b)
+                            && !is_belady(r)
+                            && r.metric(bpt).is_some()
+                    })
+                    .min_by(|x, y| x.metric(bpt).partial_cmp(&y.metric(bpt)).unwrap());
+                let cell = match best {
+                    Some(r) => {
+                        let v = r.metric(bpt).unwrap();
+                        let bound = belady_of(res, r).and_then(|x| x.metric(bpt));
+                        let ratio = bound
+                            .filter(|&x| x > 0.0)
+                            .map(|x| format!(" ({}x)", fmt(v / x)))
+                            .unwrap_or_default();
+                        (
+                            Some(v),
+                            format!(
+                                "{} {}{ratio}",
+                                r.grid.evict.as_deref().unwrap_or("-"),
+                                fmt(v * metrics::MIB)
+                            ),
+                        )
+                    }
+                    None => (None, "–".into()),
+                };
+                cols[1 + bi].push(cell);
+            }
+            if timed {
+                let best = of_m
+                    .iter()
+                    .filter(|r| !is_belady(r) && r.metric(tps).is_some())
+                    .max_by(|x, y| x.metric(tps).partial_cmp(&y.metric(tps)).unwrap());
+                cols[1 + budgets.len()].push(match best {
+                    Some(r) => {
+                        let how = match (&r.grid.evict, &r.grid.budget) {
+                            (Some(e), Some(b)) => format!("{e} @ {b}"),
+                            _ => "streaming".into(),
+                        };
+                        (
+                            r.metric(tps),
+                            format!("{} ({how})", fmt(r.metric(tps).unwrap())),
+                        )
+                    }
+                    None => (None, "–".into()),
+                });
+            }
+        }
+        let better: Vec<Better> = (0..cols.len())
+            .map(|c| {
+                if timed && c == cols.len() - 1 {
+                    Better::Higher
+                } else {
+                    Better::Lower
+                }
+            })
+            .collect();
+        let marks: Vec<Vec<bool>> = cols
+            .iter()
+            .zip(&better)
+            .map(|(c, b)| best(&c.iter().map(|x| x.0).collect::<Vec<_>>(), *b))
+            .collect();
+        let rows = mechs
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut row = vec![Cell::plain(format!("`{m}`"))];
+                row.extend(cols.iter().zip(&marks).map(|(c, mk)| Cell {
+                    text: c[i].1.clone(),
+                    best: mk[i],
+                }));
+                row
+            })
+            .collect();
+        doc.h(
+            3,
+            format!(
+                "At a glance: `{}`{}",
+                t.name,
+                batch.map(|b| format!(", batch {b}")).unwrap_or_default()
+            ),
+        );
+        doc.table(header, rows);
+    }
+    doc.p(format!(
+        "Resident MiB per layer step: memory each mechanism holds when nothing is retained (lower is better; the ideal holds exactly the selected experts). MiB per token: the least any online policy moves at that VRAM budget, with its ratio to Belady/MIN, the offline optimum, on the same mechanism and budget.{} The best cell of each column is highlighted; details follow in the sections below.",
+        if res.runs.iter().any(|r| r.has("timing")) {
+            format!(" Tokens per second: the best over the policies and budgets of that mechanism, simulated on `{}`.", profile_name(res).unwrap_or_default())
+        } else {
+            String::new()
+        }
+    ));
+}
+
 fn findings(doc: &mut Doc, res: &Results) {
     doc.h(2, "Answer in brief");
+    glance(doc, res);
+    doc.h(3, "In words");
     let mut items = Vec::new();
     for t in &res.traces {
         let stream: Vec<&RunEntry> = own(res, &t.name)
@@ -347,6 +500,67 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
     })
 }
 
+/// The hardware profile: device, every constant with value, unit and provenance, notes.
+fn profile_section(doc: &mut Doc, p: &Value) {
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+    doc.p(format!(
+        "`{}`: {}",
+        s(p.get("name")),
+        s(p.get("description"))
+    ));
+    if let Some(dev) = p.get("device").and_then(Value::as_object) {
+        doc.p(format!(
+            "Device: {}.",
+            dev.iter()
+                .map(|(k, v)| format!("{k} {}", crate::flatten::cell(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(note) = p.pointer("/os_paging/note").and_then(Value::as_str) {
+        doc.p(format!("OS paging: {note}"));
+    }
+    if let Some(cs) = p.get("constants").and_then(Value::as_object) {
+        let rows = cs
+            .iter()
+            .map(|(k, c)| {
+                let pv = c.get("provenance");
+                let kind = s(pv.and_then(|x| x.get("kind")));
+                let how = [&["method", "reason"][..], &["date"][..]]
+                    .iter()
+                    .filter_map(|keys| {
+                        keys.iter()
+                            .find_map(|k| pv.and_then(|x| x.get(*k)).and_then(Value::as_str))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                vec![
+                    Cell::plain(format!("`{k}`")),
+                    Cell::plain(c.get("value").map(crate::flatten::cell).unwrap_or_default()),
+                    Cell::plain(s(c.get("unit"))),
+                    Cell::plain(kind),
+                    Cell::plain(how),
+                ]
+            })
+            .collect();
+        doc.table(
+            ["constant", "value", "unit", "provenance", "how / when"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        );
+    }
+    if let Some(notes) = p.get("notes").and_then(Value::as_array) {
+        doc.list(
+            notes
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+        );
+    }
+}
+
 fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     doc.h(2, "Inputs");
     doc.h(3, "Traces");
@@ -371,8 +585,6 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         .to_string(),
                 ),
                 Cell::plain(if p.synthetic { "synthetic" } else { "recorded" }.to_string()),
-                // the full source is in the provenance list below
-                Cell::plain(p.source.split(" (").next().unwrap_or_default().to_string()),
             ]
         })
         .collect();
@@ -386,7 +598,6 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             "accesses",
             "distinct keys",
             "kind",
-            "source",
         ]
         .map(String::from)
         .to_vec(),
@@ -462,20 +673,7 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
 
     doc.h(3, "Hardware profile");
     match &res.profile {
-        Some(p) => {
-            doc.p(format!(
-                "`{}`. Its constants, each with value, unit and provenance, are in `results.json` under `profile`.",
-                profile_name(res).unwrap_or_default()
-            ));
-            if let Some(obj) = p.as_object() {
-                let items: Vec<String> = obj
-                    .iter()
-                    .filter(|(_, v)| !v.is_object() && !v.is_array())
-                    .map(|(k, v)| format!("{k}: {}", crate::flatten::cell(v)))
-                    .collect();
-                doc.list(items);
-            }
-        }
+        Some(p) => profile_section(doc, p),
         None => doc.p("None given: no time was simulated. Add `--hw rtx4060-laptop-wddm` (or another profile) to see step latency and tokens per second."),
     }
     doc.h(3, "Grid");
@@ -483,14 +681,13 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         "{} runs. Parameters as resolved by `sim compare`:",
         res.total_runs
     ));
-    if let Some(obj) = res.grid.as_object() {
-        doc.list(
-            obj.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| format!("`{k}`: {}", crate::flatten::cell(v)))
-                .collect(),
-        );
-    }
+    doc.list(
+        crate::flatten::leaves(&res.grid)
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| format!("`{k}`: {}", crate::flatten::cell(v)))
+            .collect(),
+    );
 
     doc.h(2, "The traces");
     let curves: Vec<Series> = res

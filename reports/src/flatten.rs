@@ -10,8 +10,14 @@
 use crate::results::Results;
 use serde_json::Value;
 
-/// Append `(path, leaf)` for every non-object value under `v`, depth first, in key order.
-fn leaves<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+/// Every non-object value under `v` with its dotted path, depth first, in key order.
+pub fn leaves(v: &Value) -> Vec<(String, &Value)> {
+    let mut out = Vec::new();
+    leaves_into("", v, &mut out);
+    out
+}
+
+fn leaves_into<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
     match v {
         Value::Object(m) => {
             for (k, child) in m {
@@ -20,7 +26,7 @@ fn leaves<'a>(prefix: &str, v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
                 } else {
                     format!("{prefix}.{k}")
                 };
-                leaves(&path, child, out);
+                leaves_into(&path, child, out);
             }
         }
         _ => out.push((prefix.to_string(), v)),
@@ -45,8 +51,7 @@ pub fn table(results: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let mut flat_runs = Vec::with_capacity(results.runs.len());
     for r in &results.runs {
         let v = serde_json::to_value(r).expect("run entry serializes");
-        let mut flat = Vec::new();
-        leaves("", &v, &mut flat);
+        let flat = leaves(&v);
         for (k, _) in &flat {
             if !index.contains_key(k) {
                 index.insert(k.clone(), header.len());
