@@ -1,7 +1,7 @@
 //! Belady's MIN: the offline optimum.
 
+use super::timeline::Timeline;
 use super::{Admission, At, EvictionPolicy, Protect, NEVER};
-use std::collections::BinaryHeap;
 
 /// MIN (Belady 1966): the victim is the resident unit whose next use is farthest in the
 /// future; units never used again go first. Next uses are precomputed by the caller and
@@ -11,118 +11,418 @@ use std::collections::BinaryHeap;
 /// page-in counts under group semantics: both tied units are needed by the same group).
 /// Among units never used again, the highest unit id goes first.
 ///
-/// A max-heap of (next use, unit) with lazy invalidation: every access records a fresh entry
-/// and stale entries (the unit was accessed again or evicted since) are dropped when they
-/// surface. O(log n) per access; the heap is rebuilt when stale entries outnumber live ones.
-/// Entries of recent accesses wait in a side list until an eviction, and only those of
-/// unprotected units enter the heap then: the current group's units (often never used again,
-/// so at the very top) would otherwise be popped and pushed back at every eviction.
+/// Structure: keys `next_use << 32 | unit` (one integer compare orders them, ties included)
+/// live in one of two places. A key less than [`Belady::window`] positions ahead of the access
+/// that made it goes on a [`Timeline`], a ring of upcoming positions with a two-level bitset:
+/// every position belongs to one unit, so these keys never collide, and the farthest is the
+/// highest occupied slot (O(1) insert, remove and maximum, no branch that depends on the key
+/// order). Farther keys, and units never used again, go to an indexed 4-ary max-heap with each
+/// unit's slot recorded, so an access removes the unit's old key in place; the old key of an
+/// accessed unit is its next use, which is now: the smallest key of the heap, always a leaf,
+/// removed with one swap and a short sift-up. The victim is the larger of the heap's top and
+/// the timeline's farthest key. Heap keys of recent accesses wait in a side list until an
+/// eviction, and only those of unprotected units enter the heap then: the current group's
+/// units would otherwise sit at the top (often never used again) and be skipped at every
+/// eviction; protected units on the timeline are stepped over. O(log n) per eviction that
+/// reaches the heap, O(1) otherwise.
 #[derive(Clone, Debug)]
 pub struct Belady {
-    /// Current next use of each resident unit; `None` when not resident.
-    next: Vec<Option<u32>>,
-    /// Entries `next_use << 32 | unit`, packed so one integer compare orders them.
-    heap: BinaryHeap<u64>,
-    /// Entries not yet in the heap (recent accesses).
+    /// Where each unit's key is: `FREE` (not resident), a heap slot, `IN_PENDING | index`,
+    /// or `ON_TIMELINE | ring slot`.
+    loc: Vec<u32>,
+    /// Near keys: those less than `timeline.len()` positions ahead of their access.
+    timeline: Timeline,
+    /// Position of the latest access (all resident keys are above it).
+    now: u32,
+    /// The 4-ary max-heap of keys; the children of slot i are 4i+1 ..= 4i+4.
+    heap: Vec<u64>,
+    /// Keys not yet in the heap (units accessed since the last eviction).
     pending: Vec<u64>,
-    live: usize,
-    /// Entries popped because protected, to push back after a victim is found.
-    skipped: Vec<u64>,
 }
+
+/// `loc` of a unit that is not resident.
+const FREE: u32 = u32::MAX;
+/// Tag bit of `loc` for a key in `pending` (heap slots and pending indices stay below the
+/// tag bits: both are bounded by the unit count).
+const IN_PENDING: u32 = 1 << 31;
+/// Tag bit of `loc` for a key on the timeline (the ring slot is below it).
+const ON_TIMELINE: u32 = 1 << 30;
+/// Largest timeline: 2^16 positions (a 256 KiB ring of unit ids and an 8 KiB bitset, within a
+/// core's L2 cache). On a generated stream of 4,096 units with a cubic skew (the throughput
+/// benchmark) 99.8% of next uses fall within 2^16 positions, 95% within 2^14.
+const MAX_WINDOW: usize = 1 << 16;
+/// Smallest timeline (the bitset's summary level needs whole words).
+const MIN_WINDOW: usize = 1 << 12;
+/// Timeline positions per unit of the pool: reuse distances grow with the unit count.
+const WINDOW_PER_UNIT: usize = 16;
+/// Heap arity: four children per slot halves the depth of a binary heap, and the four
+/// children of a slot share one 32-byte span of the array.
+const D: usize = 4;
 
 #[inline]
 fn pack(next_use: u32, unit: u32) -> u64 {
     (next_use as u64) << 32 | unit as u64
 }
 
-/// True when heap entry `e` still holds its unit's current next use.
 #[inline]
-fn live_entry(next: &[Option<u32>], e: u64) -> bool {
-    next[e as u32 as usize] == Some((e >> 32) as u32)
+fn unit_of(key: u64) -> u32 {
+    key as u32
 }
 
-/// Pending entries flushed into the heap without waiting for an eviction (bounds memory
-/// when nothing is evicted for a long time).
-const PENDING_LIMIT: usize = 4096;
-
 impl Belady {
-    /// An empty MIN cache over unit ids `0..units`.
+    /// An empty MIN cache over unit ids `0..units`, with a timeline of
+    /// [`Belady::window`] positions. Panics when `units` reaches 2^30 (the unit's slot
+    /// index shares a `u32` with two tag bits).
     pub fn new(units: usize) -> Self {
+        Self::with_window(units, Self::window(units))
+    }
+
+    /// [`Belady::new`] with a timeline of `window` positions (a power of two, at least 64).
+    fn with_window(units: usize, window: usize) -> Self {
+        assert!(
+            units < ON_TIMELINE as usize,
+            "Belady supports at most 2^30 - 1 units per pool, got {units}"
+        );
         Belady {
-            next: vec![None; units],
-            heap: BinaryHeap::new(),
+            loc: vec![FREE; units],
+            timeline: Timeline::new(window),
+            now: 0,
+            heap: Vec::new(),
             pending: Vec::new(),
-            live: 0,
-            skipped: Vec::new(),
         }
     }
 
+    /// Positions covered by the timeline of a pool of `units` units: 16 per unit, as a power
+    /// of two between 2^12 and 2^16. Any size gives the same victims; this one only decides
+    /// how many keys take the heap path.
+    pub fn window(units: usize) -> usize {
+        (units.saturating_mul(WINDOW_PER_UNIT))
+            .next_power_of_two()
+            .clamp(MIN_WINDOW, MAX_WINDOW)
+    }
+
+    /// Place the key of an access at `pos` of unit `u` (not placed anywhere now).
     #[inline]
-    fn set(&mut self, u: u32, next_use: u32) {
-        self.next[u as usize] = Some(next_use);
-        self.pending.push(pack(next_use, u));
-        if self.pending.len() >= PENDING_LIMIT {
-            self.heap.extend(self.pending.drain(..));
+    fn place(&mut self, u: u32, pos: u32, next_use: u32) {
+        self.now = pos;
+        if next_use > pos && next_use - pos < self.timeline.len() {
+            let s = self.timeline.slot(next_use);
+            self.timeline.insert(s, u);
+            self.loc[u as usize] = ON_TIMELINE | s as u32;
+        } else {
+            self.push_pending(pack(next_use, u));
         }
-        if self.heap.len() > 2 * self.live + 64 {
-            let next = &self.next;
-            self.heap.retain(|&e| live_entry(next, e));
+    }
+
+    /// Record the access at `pos` of resident unit `u`.
+    #[inline]
+    fn touch(&mut self, u: u32, pos: u32, next_use: u32) {
+        let l = self.loc[u as usize];
+        if l & ON_TIMELINE != 0 && l != FREE {
+            // The key being replaced is this very position.
+            debug_assert_eq!(l & !ON_TIMELINE, self.timeline.slot(pos) as u32);
+            self.timeline.remove((l & !ON_TIMELINE) as usize);
+        } else if l & IN_PENDING != 0 {
+            debug_assert!(l != FREE, "on_hit for a unit that is not resident");
+            // Accessed again before any eviction: drop the waiting key (swap-remove).
+            let i = (l & !IN_PENDING) as usize;
+            self.pending.swap_remove(i);
+            if let Some(&moved) = self.pending.get(i) {
+                self.loc[unit_of(moved) as usize] = IN_PENDING | i as u32;
+            }
+        } else {
+            self.remove_at(l as usize);
         }
+        self.place(u, pos, next_use);
+    }
+
+    #[inline]
+    fn push_pending(&mut self, key: u64) {
+        self.loc[unit_of(key) as usize] = IN_PENDING | self.pending.len() as u32;
+        self.pending.push(key);
+    }
+
+    /// Remove the key at heap slot `i`.
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        let last = self.heap.pop().expect("remove_at on an empty heap");
+        if i < self.heap.len() {
+            // The removed key is usually the heap minimum (a leaf), so the last key only
+            // needs to move up; when it was not, the moved key may need to go down instead.
+            let removed = self.heap[i];
+            self.heap[i] = last;
+            if last > removed {
+                self.sift_up(i);
+            } else {
+                self.sift_down(i);
+            }
+        }
+    }
+
+    /// Insert `key` into the heap.
+    #[inline]
+    fn heap_push(&mut self, key: u64) {
+        self.heap.push(key);
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    /// Remove and return the largest key; the caller updates its unit's `loc`.
+    #[inline]
+    fn heap_pop(&mut self) -> Option<u64> {
+        let last = self.heap.pop()?;
+        if self.heap.is_empty() {
+            return Some(last);
+        }
+        let top = std::mem::replace(&mut self.heap[0], last);
+        self.sift_down(0);
+        Some(top)
+    }
+
+    /// Move the key at slot `i` up to its place, recording every slot it passes.
+    #[inline]
+    fn sift_up(&mut self, mut i: usize) {
+        let heap = &mut self.heap[..];
+        let key = heap[i];
+        while i > 0 {
+            let parent = (i - 1) / D;
+            let pk = heap[parent];
+            if pk >= key {
+                break;
+            }
+            heap[i] = pk;
+            self.loc[unit_of(pk) as usize] = i as u32;
+            i = parent;
+        }
+        heap[i] = key;
+        self.loc[unit_of(key) as usize] = i as u32;
+    }
+
+    /// Move the key at slot `i` down to its place, recording every slot it passes.
+    #[inline]
+    fn sift_down(&mut self, mut i: usize) {
+        let heap = &mut self.heap[..];
+        let n = heap.len();
+        let key = heap[i];
+        loop {
+            let first = D * i + 1;
+            if first >= n {
+                break;
+            }
+            // The largest child: branch-free over a full set of four children.
+            let (mut best, mut bk) = (first, heap[first]);
+            if first + D <= n {
+                let c = &heap[first..first + D];
+                let (a, ak) = if c[1] > c[0] { (1, c[1]) } else { (0, c[0]) };
+                let (b, bk2) = if c[3] > c[2] { (3, c[3]) } else { (2, c[2]) };
+                (best, bk) = if bk2 > ak {
+                    (first + b, bk2)
+                } else {
+                    (first + a, ak)
+                };
+            } else {
+                for (j, &ck) in heap[first..].iter().enumerate().skip(1) {
+                    if ck > bk {
+                        (best, bk) = (first + j, ck);
+                    }
+                }
+            }
+            if bk <= key {
+                break;
+            }
+            heap[i] = bk;
+            self.loc[unit_of(bk) as usize] = i as u32;
+            i = best;
+        }
+        heap[i] = key;
+        self.loc[unit_of(key) as usize] = i as u32;
     }
 }
 
 impl EvictionPolicy for Belady {
     #[inline]
     fn on_hit(&mut self, u: u32, at: At) {
-        self.set(u, at.next_use);
+        self.touch(u, at.pos, at.next_use);
     }
 
     #[inline]
     fn on_miss(&mut self, u: u32, at: At) -> Admission {
-        self.live += 1;
-        self.set(u, at.next_use);
+        debug_assert_eq!(self.loc[u as usize], FREE, "on_miss for a resident unit");
+        self.place(u, at.pos, at.next_use);
         Admission::Retain
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
-        let Belady {
-            next,
-            heap,
-            pending,
-            skipped,
-            ..
-        } = self;
-        if protect.is_none() {
-            heap.extend(pending.drain(..));
-        } else {
-            pending.retain(|&e| {
-                let keep = protect.is(e as u32);
-                if !keep && live_entry(next, e) {
-                    heap.push(e);
-                }
-                keep
-            });
-        }
-        let mut victim = None;
-        while let Some(e) = heap.pop() {
-            if !live_entry(next, e) {
-                continue; // stale
+        // Move the waiting keys of unprotected units into the heap; protected ones keep
+        // waiting (compacted to the front of `pending`).
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut kept = 0;
+        for j in 0..pending.len() {
+            let key = pending[j];
+            if protect.is(unit_of(key)) {
+                pending[kept] = key;
+                self.loc[unit_of(key) as usize] = IN_PENDING | kept as u32;
+                kept += 1;
+            } else {
+                self.heap_push(key);
             }
-            let u = e as u32;
-            if protect.is(u) {
-                skipped.push(e);
-                continue;
-            }
-            victim = Some(u);
-            break;
         }
-        heap.extend(skipped.drain(..));
-        let v = victim?;
-        next[v as usize] = None;
-        self.live -= 1;
-        Some(v)
+        pending.truncate(kept);
+        self.pending = pending;
+        // Protected units can be in the heap after a fallback eviction without protection
+        // earlier in the same group; they go back to waiting.
+        while let Some(&top) = self.heap.first() {
+            if !protect.is(unit_of(top)) {
+                break;
+            }
+            self.heap_pop();
+            self.push_pending(top);
+        }
+        // The farthest unprotected key of the timeline; ring slot `base` holds position
+        // `now`, whose key was removed by that access, so every key lies above it.
+        let base = self.timeline.slot(self.now);
+        let mut near = self.timeline.farthest(base);
+        while let Some(s) = near {
+            if !protect.is(self.timeline.unit_at(s)) {
+                break;
+            }
+            near = self.timeline.nearer(s, base);
+        }
+        let near_key = near.map(|s| {
+            let ahead = (s as u32).wrapping_sub(base as u32) & (self.timeline.len() - 1);
+            pack(self.now + ahead, self.timeline.unit_at(s))
+        });
+        let victim = match (self.heap.first().copied(), near_key) {
+            (Some(far), Some(near)) if near > far => {
+                self.timeline.remove(near_slot(near, &self.timeline));
+                near
+            }
+            (Some(_), _) => self.heap_pop().expect("non-empty heap"),
+            (None, Some(near)) => {
+                self.timeline.remove(near_slot(near, &self.timeline));
+                near
+            }
+            (None, None) => return None,
+        };
+        let u = unit_of(victim);
+        self.loc[u as usize] = FREE;
+        Some(u)
     }
+}
+
+/// The ring slot of a timeline key.
+#[inline]
+fn near_slot(key: u64, t: &Timeline) -> usize {
+    t.slot((key >> 32) as u32)
 }
 
 // NEVER sorts above every real position, so never-used-again units surface first.
 const _: () = assert!(NEVER == u32::MAX);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The MIN rule by brute force: the largest (next use, unit) among resident units that
+    /// `protect` allows.
+    struct Naive {
+        next: Vec<Option<u32>>,
+    }
+
+    impl Naive {
+        fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+            let v = (0..self.next.len() as u32)
+                .filter(|&u| !protect.is(u))
+                .filter_map(|u| self.next[u as usize].map(|n| (n, u)))
+                .max()?
+                .1;
+            self.next[v as usize] = None;
+            Some(v)
+        }
+    }
+
+    /// Random groups over 60 units (a hot third drawn nine times in ten) with random budgets
+    /// and timelines of 64, 128 and 4,096 positions (keys wrap around the ring and many take
+    /// the heap path), both semantics, against the brute force: every victim must agree,
+    /// including budgets below one group (the fallback without protection) and
+    /// never-used-again units.
+    #[test]
+    fn victims_match_brute_force() {
+        for seed in 0..90u64 {
+            let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+            let units = 60u32;
+            let stream: Vec<Vec<u32>> = (0..700)
+                .map(|_| {
+                    let mut g: Vec<u32> = Vec::new();
+                    let size = rng.gen_range(1..=10);
+                    while g.len() < size {
+                        let u = if rng.gen_bool(0.9) {
+                            rng.gen_range(0..units / 3)
+                        } else {
+                            rng.gen_range(units / 3..units)
+                        };
+                        if !g.contains(&u) {
+                            g.push(u);
+                        }
+                    }
+                    g
+                })
+                .collect();
+            let flat: Vec<u32> = stream.iter().flatten().copied().collect();
+            let mut next_use = vec![NEVER; flat.len()];
+            for (p, &u) in flat.iter().enumerate() {
+                next_use[p] = flat[p + 1..]
+                    .iter()
+                    .position(|&v| v == u)
+                    .map_or(NEVER, |d| (p + 1 + d) as u32);
+            }
+            let cap = rng.gen_range(1..=24usize);
+            let access = seed % 2 == 0;
+            let window = [64, 128, 4096][seed as usize % 3];
+            let mut fast = Belady::with_window(units as usize, window);
+            let mut naive = Naive {
+                next: vec![None; units as usize],
+            };
+            let mut resident = vec![false; units as usize];
+            let mut len = 0usize;
+            let mut stamp = vec![0u32; units as usize];
+            let mut pos = 0usize;
+            for (g, group) in stream.iter().enumerate() {
+                let current = g as u32 + 1;
+                for &u in group {
+                    stamp[u as usize] = current;
+                    let at = At {
+                        pos: pos as u32,
+                        next_use: next_use[pos],
+                    };
+                    pos += 1;
+                    if resident[u as usize] {
+                        fast.on_hit(u, at);
+                    } else {
+                        assert_eq!(fast.on_miss(u, at), Admission::Retain);
+                        resident[u as usize] = true;
+                        len += 1;
+                    }
+                    naive.next[u as usize] = Some(at.next_use);
+                    while access && len > cap {
+                        let v = fast.evict(Protect::none());
+                        assert_eq!(v, naive.evict(Protect::none()), "seed {seed} pos {pos}");
+                        resident[v.unwrap() as usize] = false;
+                        len -= 1;
+                    }
+                }
+                while len > cap {
+                    let protect = Protect::new(&stamp, current);
+                    let mut v = fast.evict(protect);
+                    assert_eq!(v, naive.evict(protect), "seed {seed} group {g}");
+                    if v.is_none() {
+                        v = fast.evict(Protect::none());
+                        assert_eq!(v, naive.evict(Protect::none()), "seed {seed} group {g}");
+                    }
+                    resident[v.unwrap() as usize] = false;
+                    len -= 1;
+                }
+            }
+        }
+    }
+}

@@ -26,6 +26,7 @@ mod pin_lru;
 mod random;
 mod s3fifo;
 mod static_pin;
+mod timeline;
 
 pub use arc::Arc;
 pub use belady::Belady;
