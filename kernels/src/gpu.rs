@@ -1,7 +1,10 @@
 //! The CUDA side: library checks, NVRTC compilation of `cuda/moe.cu`, and launch wrappers.
 
 use crate::geometry::ExpertGeometry;
-use crate::launch::{lanes_per_row, rows_per_block, BLOCK_THREADS, PER_SLOT_ROWS, UNION_ROWS};
+use crate::launch::{
+    lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile,
+    BLOCK_THREADS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+};
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
 use cudarc::driver::{
@@ -64,6 +67,8 @@ pub struct Kernels {
     _module: Arc<CudaModule>,
     moe_t1: CudaFunction,
     moe_t8: CudaFunction,
+    moe_tc: CudaFunction,
+    prep_tc: CudaFunction,
     page_touch: CudaFunction,
     stream_read: CudaFunction,
     empty: CudaFunction,
@@ -92,8 +97,10 @@ impl Kernels {
             ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
         let moe_t1 = module.load_function("moe_matvec_t1")?;
         let moe_t8 = module.load_function("moe_matvec_t8")?;
+        let moe_tc = module.load_function("moe_matvec_tc")?;
         // Opt in once to the device's whole per-block shared memory, so launches prepared with
-        // different slot counts never race on the attribute.
+        // different slot counts never race on the attribute. (The tensor-core kernel has only
+        // static shared memory: opting it in would exceed the limit by that amount.)
         for f in [&moe_t1, &moe_t8] {
             f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -104,6 +111,8 @@ impl Kernels {
             ctx: ctx.clone(),
             moe_t1,
             moe_t8,
+            moe_tc,
+            prep_tc: module.load_function("moe_prep_tc")?,
             page_touch: module.load_function("page_touch")?,
             stream_read: module.load_function("stream_read")?,
             empty: module.load_function("empty_kernel")?,
@@ -151,15 +160,34 @@ impl Kernels {
                 "slot names token {t} of {tokens}"
             )));
         }
-        let (kernel_slots, rows_per_group) = match variant {
-            Variant::PerSlot => (1, PER_SLOT_ROWS),
-            Variant::Union => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
+        // Measured on the H200 (BENCHMARKS.md issue 7): with one slot per item the f32 kernel
+        // is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60 slots of
+        // 2560x640); with several slots per item the tensor-core kernel serves them all from one
+        // dequantization (57 vs 146 µs for 60 slots naming 6 experts).
+        let path = match (variant, tensor_core_group(geom.group)) {
+            (Variant::PerSlot, _) => KernelPath::PerSlotF32,
+            (Variant::Union, true) => KernelPath::TensorCore,
+            (Variant::Union, false) => KernelPath::UnionF32,
         };
-        // Shared memory: the staged activations of an item's slots, plus one partial sum per
-        // (warp, row, slot) when a row group spans several warps.
-        let reduce_bytes = (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4;
+        let (kernel_slots, rows_per_group) = match path {
+            KernelPath::PerSlotF32 => (1, PER_SLOT_ROWS),
+            KernelPath::UnionF32 => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
+            KernelPath::TensorCore => (MAX_SLOTS_PER_ITEM, 0),
+        };
+        // Shared memory: the staged activations of an item's slots (f32, or f16 hi + lo), plus
+        // the cross-warp partial sums (f32 kernels: one per warp, row and slot; tensor-core
+        // kernel: 4 per lane of every warp, then 8 per-slot maxima).
+        // (The tensor-core kernel reads prepared activations from global memory and has only
+        // static shared memory.)
+        let reduce_bytes = match path {
+            KernelPath::TensorCore => 0,
+            _ => (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4,
+        };
         let row_bytes = geom.hidden.max(geom.ffn) * ACTIVATION_BYTES;
-        let fit = self.max_shared_bytes.saturating_sub(reduce_bytes) / row_bytes;
+        let fit = match path {
+            KernelPath::TensorCore => MAX_SLOTS_PER_ITEM,
+            _ => self.max_shared_bytes.saturating_sub(reduce_bytes) / row_bytes,
+        };
         if fit == 0 {
             return Err(KernelError::Invalid(format!(
                 "one activation row of {} values does not fit in the {} B of shared memory of a block on this GPU",
@@ -180,13 +208,22 @@ impl Kernels {
             .iter_mut()
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
-            let lanes = lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors);
-            *phase = PhaseLaunch {
-                lanes,
-                blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
-                shared_bytes: (maxt * k * ACTIVATION_BYTES
-                    + if lanes > 32 { reduce_bytes } else { 0 })
-                    as u32,
+            let activations = maxt * k * ACTIVATION_BYTES;
+            *phase = if path == KernelPath::TensorCore {
+                let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
+                PhaseLaunch {
+                    split: ks,
+                    blocks: rows.div_ceil(tc_rows_per_block(ks)) as u32,
+                    shared_bytes: 0,
+                }
+            } else {
+                let lanes =
+                    lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors);
+                PhaseLaunch {
+                    split: lanes,
+                    blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
+                    shared_bytes: (activations + if lanes > 32 { reduce_bytes } else { 0 }) as u32,
+                }
             };
         }
         let slots = slot_token.len();
@@ -196,9 +233,18 @@ impl Kernels {
             items: items as u32,
             maxt,
             phases,
+            path,
             work: stream.clone_htod(&list.items)?,
             slot_list: stream.clone_htod(&list.slot_list)?,
             slot_token: stream.clone_htod(slot_token)?,
+            prepared: if path == KernelPath::TensorCore {
+                Some([
+                    PreparedRows::alloc(stream, tokens, geom.hidden)?,
+                    PreparedRows::alloc(stream, slots, geom.ffn)?,
+                ])
+            } else {
+                None
+            },
             x: stream.clone_htod(x)?,
             gu: stream.alloc_zeros::<f32>(slots * 2 * geom.ffn)?,
             y: stream.alloc_zeros::<f32>(slots * geom.hidden)?,
@@ -213,10 +259,10 @@ impl Kernels {
         launch: &mut MoeLaunch,
     ) -> Result<(), KernelError> {
         let g = launch.geom;
-        let func = if launch.variant == Variant::PerSlot {
-            &self.moe_t1
-        } else {
-            &self.moe_t8
+        let func = match launch.path {
+            KernelPath::PerSlotF32 => &self.moe_t1,
+            KernelPath::UnionF32 => &self.moe_t8,
+            KernelPath::TensorCore => &self.moe_tc,
         };
         debug_assert!(launch.maxt <= MAX_SLOTS_PER_ITEM);
         let phases = [
@@ -230,7 +276,61 @@ impl Kernels {
                 1i32,
             ),
         ];
-        for ((rows, k, woff, soff, mode), phase) in phases.into_iter().zip(launch.phases) {
+        for (pi, ((rows, k, woff, soff, mode), phase)) in
+            phases.into_iter().zip(launch.phases).enumerate()
+        {
+            if let Some(prepared) = launch.prepared.as_mut() {
+                let input = if mode == 0 { &launch.x } else { &launch.gu };
+                let p = &mut prepared[pi];
+                let cfg = LaunchConfig {
+                    grid_dim: (p.rows as u32, 1, 1),
+                    block_dim: (BLOCK_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let k32 = k as u32;
+                let mut b = stream.launch_builder(&self.prep_tc);
+                b.arg(input)
+                    .arg(&k32)
+                    .arg(&mode)
+                    .arg(&mut p.hi)
+                    .arg(&mut p.lo)
+                    .arg(&mut p.unscale);
+                // SAFETY: matches moe_prep_tc; `input` holds p.rows rows of k (mode 0) or 2k
+                // (mode 1) values, and the outputs were sized for p.rows rows of k values.
+                unsafe { b.launch(cfg) }?;
+                let cfg = LaunchConfig {
+                    grid_dim: (phase.blocks, launch.items, 1),
+                    block_dim: (TC_WARPS * 32, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
+                let (woff, soff) = (woff as u64, soff as u64);
+                let out = if mode == 0 {
+                    &mut launch.gu
+                } else {
+                    &mut launch.y
+                };
+                let p = &prepared[pi];
+                let mut b = stream.launch_builder(&self.moe_tc);
+                b.arg(&launch.work)
+                    .arg(&launch.slot_list)
+                    .arg(&launch.slot_token)
+                    .arg(&p.hi)
+                    .arg(&p.lo)
+                    .arg(&p.unscale)
+                    .arg(out)
+                    .arg(&rows)
+                    .arg(&k)
+                    .arg(&group)
+                    .arg(&woff)
+                    .arg(&soff)
+                    .arg(&mode)
+                    .arg(&phase.split);
+                // SAFETY: matches moe_matvec_tc; the work list's pointers are experts of
+                // `g.expert_bytes()` bytes and the prepared rows cover every token / slot.
+                unsafe { b.launch(cfg) }?;
+                continue;
+            }
             let cfg = LaunchConfig {
                 grid_dim: (phase.blocks, launch.items, 1),
                 block_dim: (BLOCK_THREADS, 1, 1),
@@ -253,7 +353,7 @@ impl Kernels {
                 .arg(&woff)
                 .arg(&soff)
                 .arg(&mode)
-                .arg(&phase.lanes);
+                .arg(&phase.split);
             // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
             // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
             unsafe { b.launch(cfg) }?;
@@ -337,15 +437,49 @@ impl Kernels {
     }
 }
 
+/// Which kernel of `cuda/moe.cu` a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// `moe_matvec_t1`: f32 dequantization, one slot per item (the per-slot variant).
+    PerSlotF32,
+    /// `moe_matvec_t8`: f32 dequantization, up to 8 slots per item (union variant, groups not
+    /// a multiple of 128).
+    UnionF32,
+    /// `moe_prep_tc` + `moe_matvec_tc`: f16 dequantization and `mma.sync`, up to 8 slots per
+    /// item (union variant, groups a multiple of 128).
+    TensorCore,
+}
+
 /// Grid of one phase (gate+up or down) of a layer launch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PhaseLaunch {
-    /// Threads sharing one output row (`P`, see [`crate::launch`]).
-    pub lanes: u32,
+    /// Threads sharing one output row (`P`, f32 kernels) or warps sharing one 16-row tile
+    /// (`ks`, tensor-core kernel); see [`crate::launch`].
+    pub split: u32,
     /// Blocks along x (row tiles) per work item.
     pub blocks: u32,
     /// Dynamic shared memory per block, bytes.
     pub shared_bytes: u32,
+}
+
+/// Activations prepared for the tensor-core kernel (`moe_prep_tc`): `rows` rows of `k` values
+/// as f16 hi and lo parts (`k / 2` words each per row) and one power-of-two unscale per row.
+struct PreparedRows {
+    rows: usize,
+    hi: CudaSlice<u32>,
+    lo: CudaSlice<u32>,
+    unscale: CudaSlice<f32>,
+}
+
+impl PreparedRows {
+    fn alloc(stream: &Arc<CudaStream>, rows: usize, k: usize) -> Result<Self, KernelError> {
+        Ok(Self {
+            rows,
+            hi: stream.alloc_zeros::<u32>(rows * k / 2)?,
+            lo: stream.alloc_zeros::<u32>(rows * k / 2)?,
+            unscale: stream.alloc_zeros::<f32>(rows)?,
+        })
+    }
 }
 
 /// Device buffers of one prepared layer launch (see [`Kernels::prepare_moe`]).
@@ -356,10 +490,14 @@ pub struct MoeLaunch {
     pub items: u32,
     /// Grids of the gate+up and the down launch.
     pub phases: [PhaseLaunch; 2],
+    /// The kernel both launches run.
+    pub path: KernelPath,
     maxt: usize,
     work: CudaSlice<u32>,
     slot_list: CudaSlice<u32>,
     slot_token: CudaSlice<u32>,
+    /// Tensor-core path: the prepared token rows (gate+up) and slot rows (down).
+    prepared: Option<[PreparedRows; 2]>,
     x: CudaSlice<f32>,
     gu: CudaSlice<f32>,
     /// Output, `slots x hidden`, slot-major.

@@ -11,13 +11,13 @@
 /// Threads per block of the expert kernels (`BLOCK` in `cuda/moe.cu`).
 pub const BLOCK_THREADS: u32 = 256;
 /// Output rows per row group of the per-slot kernel (`R` of `moe_matvec_t1` in `cuda/moe.cu`).
-pub const PER_SLOT_ROWS: usize = 4;
+pub const PER_SLOT_ROWS: usize = 2;
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
 pub const UNION_ROWS: usize = 2;
-/// Blocks per multiprocessor a launch aims for: the per-slot kernel keeps 3 blocks resident per
-/// multiprocessor (its register budget, `__launch_bounds__` in `cuda/moe.cu`), so 8 gives about
-/// 2.7 waves, whose last, partial wave still has thousands of loads in flight (a design choice,
-/// checked on the H200: BENCHMARKS.md issue 7).
+/// Blocks per multiprocessor a launch aims for: the kernels keep 2 or 3 blocks resident per
+/// multiprocessor (their register budget, `__launch_bounds__` in `cuda/moe.cu`), so 8 gives
+/// 3 to 4 waves, whose last, partial wave still has thousands of loads in flight (a design
+/// choice, not tuned: BENCHMARKS.md issue 7).
 pub const BLOCKS_PER_MULTIPROCESSOR: usize = 8;
 
 /// Rows one block covers with `lanes` threads per row and `rows_per_group` rows per row group.
@@ -51,4 +51,43 @@ pub fn lanes_per_row(
         p *= 2;
     }
     p
+}
+
+/// Rows of one warp tile of the tensor-core kernel (the M of `mma.m16n8k16`).
+pub const TC_TILE_ROWS: usize = 16;
+/// Warps per block of the tensor-core kernel (`TC_WARPS` in `cuda/moe.cu`).
+pub const TC_WARPS: u32 = 8;
+/// Columns per K block of the tensor-core kernel: 4 lanes x 32 int4 weights. Groups must be a
+/// multiple of it for that kernel (one scale per row and K block).
+pub const TC_K_BLOCK: usize = 128;
+
+/// True when the tensor-core kernel can run `group`: a multiple of [`TC_K_BLOCK`].
+pub fn tensor_core_group(group: usize) -> bool {
+    group.is_multiple_of(TC_K_BLOCK)
+}
+
+/// Rows one block of the tensor-core kernel covers with `ks` warps per row tile.
+pub fn tc_rows_per_block(ks: u32) -> usize {
+    TC_TILE_ROWS * (TC_WARPS / ks) as usize
+}
+
+/// Warps per row tile (`ks`, a power of two in 1..=[`TC_WARPS`]) of the tensor-core kernel for
+/// one phase: `rows` output rows of `k_blocks` 128-column blocks, for `items` work items.
+///
+/// The warps of a tile split its K blocks; like [`lanes_per_row`], starts at 1 and doubles while
+/// the grid has fewer than [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor, never past
+/// the largest power of two not above `k_blocks`.
+pub fn warps_per_tile(rows: usize, k_blocks: usize, items: usize, multiprocessors: u32) -> u32 {
+    let cap = if k_blocks >= 1 {
+        (1u32 << k_blocks.ilog2()).min(TC_WARPS)
+    } else {
+        1
+    };
+    let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
+    let blocks = |ks: u32| items * rows.div_ceil(tc_rows_per_block(ks));
+    let mut ks = 1;
+    while ks < cap && blocks(ks) < target {
+        ks *= 2;
+    }
+    ks
 }

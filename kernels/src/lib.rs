@@ -15,5 +15,7 @@ pub mod reference;
 pub mod worklist;
 
 pub use geometry::ExpertGeometry;
-pub use gpu::{check_cuda_libraries, open_device, KernelError, Kernels, MoeLaunch, PhaseLaunch};
+pub use gpu::{
+    check_cuda_libraries, open_device, KernelError, KernelPath, Kernels, MoeLaunch, PhaseLaunch,
+};
 pub use worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};

@@ -82,3 +82,12 @@ fn ragged_chunk_split_matches_reference() {
     let g = ExpertGeometry::new(2560, 640, 128).unwrap();
     check(g, 4, 2, &[0, 3, 3, 1, 2, 3], &[0, 0, 1, 1, 1, 0]);
 }
+
+/// The f32 kernels (groups of 64 columns are not a multiple of 128) on the 60-slot geometry:
+/// ragged lane splits, both variants.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn f32_kernels_on_groups_of_64_match_reference() {
+    let g = ExpertGeometry::new(2560, 640, 64).unwrap();
+    check(g, 4, 2, &[0, 3, 3, 1, 2, 3], &[0, 0, 1, 1, 1, 0]);
+}

@@ -99,3 +99,21 @@ fn capped_union_items_hold_at_most_the_cap() {
     // A cap of 0 is clamped to 1 slot per item.
     assert_eq!(WorkList::build_capped(Variant::Union, &ptrs, 0).len(), 6);
 }
+
+/// Hand-computed, tensor-core kernel (16-row warp tiles, 8 warps): 60 items of 2560x640.
+/// Gate+up: 1280 rows, 20 K blocks; ks = 1 gives 128 rows per block, 10 x 60 = 600 blocks,
+/// short of 1056; ks = 2 gives 1200. Down: 2560 rows, 5 K blocks: ks = 1 already gives 1200.
+/// Qwen3-30B-A3B batch 1 (8 items): gate+up 1536 rows of 16 K blocks reaches the cap ks = 8
+/// (768 blocks); down 2048 rows of 6 K blocks is capped at 4.
+#[test]
+fn tensor_core_split_of_k_matches_hand_computation() {
+    use kernels::launch::{tc_rows_per_block, tensor_core_group, warps_per_tile};
+    assert_eq!(warps_per_tile(1280, 20, 60, 132), 2);
+    assert_eq!(tc_rows_per_block(2), 64);
+    assert_eq!(warps_per_tile(2560, 5, 60, 132), 1);
+    assert_eq!(warps_per_tile(1536, 16, 8, 132), 8);
+    assert_eq!(warps_per_tile(2048, 6, 8, 132), 4);
+    assert_eq!(warps_per_tile(64, 1, 1, 132), 1);
+    assert!(tensor_core_group(128) && tensor_core_group(256));
+    assert!(!tensor_core_group(64) && !tensor_core_group(32));
+}
