@@ -267,7 +267,8 @@ MOE_ENTRY(moe_matvec_t8, 8, 2, 2)
 
 // ---------------------------------------------------------------------------------------------
 // Tensor-core expert kernel, used by the union variant when groups are a multiple of 128
-// columns (the f32 kernels above serve the per-slot variant and other groups). Why: the f32 kernels spend ~3.3 instructions per weight (mask, subtract, FMA), which at
+// columns (the f32 kernels above serve the per-slot variant and other groups).
+// Why: the f32 kernels spend ~3.3 instructions per weight (mask, subtract, FMA), which at
 // HBM3e speed (~9e12 int4 weights/s on an H200) is more than the multiprocessors can issue; here
 // a lop3 and one packed f16 subtract dequantize two weights, and mma.sync does the products.
 //
@@ -281,8 +282,8 @@ MOE_ENTRY(moe_matvec_t8, 8, 2, 2)
 // bits) after scaling each row by a power of two that keeps its largest value below 2^14; both
 // halves go through the mma, so the result matches f32 arithmetic to ~1e-6 relative. Lanes read
 // their B fragments straight from global memory (L1-resident: every warp of a block reads the
-// same rows), so blocks start streaming weights at once, with no staging or barrier. Scales are applied in f32 per 128-column
-// block (one group or part of one). Warps of a block either take different row tiles or split
+// same rows), so blocks start streaming weights at once, with no staging or barrier.
+// Scales are applied in f32 per 128-column block (one group or part of one). Warps of a block either take different row tiles or split
 // the K blocks of one tile (KS warps per tile, summed through shared memory).
 
 #define TC_WARPS 8
