@@ -11,10 +11,10 @@
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
 //!
-//! When the profile holds the live-mapping fit (`vmm_commit_live_base` + `_slope`, and the
-//! decommit pair; measured by `sim calibrate` on the H200), the per-granule commit and decommit
-//! are `base + slope x live / 1024` with `live` the granules mapped at that moment instead:
-//! the driver's calls slow down as it tracks more mappings (BENCHMARKS.md issue 7).
+//! When the profile holds the live-mapping slopes (`vmm_commit_live_slope`,
+//! `vmm_decommit_live_slope`; measured by `sim calibrate`), `slope x live / 1024` is added per
+//! granule, `live` being the granules mapped at that moment. On the H200 the slopes are under
+//! 1% of the call cost per 1024 live granules (BENCHMARKS.md issue 7).
 //!
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
@@ -170,20 +170,11 @@ impl CostModel {
                                 + p.require(C::CuMemRelease, "VMM evictions")?
                         }
                     };
-                    // the live-mapping fit, when measured, replaces the per-call sums
-                    if let (Some(b), Some(s)) =
-                        (p.get(C::VmmCommitLiveBase), p.get(C::VmmCommitLiveSlope))
-                    {
-                        m.commit_per_granule_us = b;
-                        m.commit_live_slope_us = s;
-                    }
-                    if let (Some(b), Some(s)) = (
-                        p.get(C::VmmDecommitLiveBase),
-                        p.get(C::VmmDecommitLiveSlope),
-                    ) {
-                        m.decommit_per_granule_us = b;
-                        m.decommit_live_slope_us = s;
-                    }
+                    // the live-mapping slopes, when measured, add to the per-call sums; the
+                    // fit's intercept (calls on an idle GPU, one granule at a time) is not
+                    // used: replays on a busy GPU run at or above the per-call sums
+                    m.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
+                    m.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
                 }
             }
             Paging::Os => {

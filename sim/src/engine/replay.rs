@@ -423,7 +423,7 @@ pub fn replay(
         // demand page-ins (or consume a prefetch)
         let mut ready = router;
         let mut os_bytes = 0u64;
-        let (mut os_runs, mut prev) = (0u64, u32::MAX);
+        let (mut os_runs, mut prev) = (0u64, None::<u32>);
         for &u in plans.page_ins(&g) {
             let ui = u as usize;
             st.resident[ui] = true;
@@ -441,10 +441,10 @@ pub fn replay(
                     st.mapped_units += c as f64;
                     os_bytes += c;
                     // pages of one expert are consecutive units: a new run starts at a gap
-                    if prev.wrapping_add(1) != u {
+                    if prev.map(|v| v + 1) != Some(u) {
                         os_runs += 1;
                     }
-                    prev = u;
+                    prev = Some(u);
                 }
             }
         }

@@ -635,3 +635,67 @@ fn a_unit_paged_in_again_before_its_deferred_unmap_never_holds_two_mappings() {
     assert!(close(r.timing.peak_mapped_mib, 2.0));
     assert_eq!((r.timing.map_calls, r.timing.unmap_calls), (50, 50));
 }
+
+#[test]
+fn compute_touches_past_usable_vram_rise_by_the_curves_factor() {
+    // one group, nothing paged in: non-expert compute 100 µs, one expert of 50 µs. Mapped
+    // memory is only non-expert weights + KV: at 9.5 of 10 MiB (90-100%) touches of resident
+    // memory run at device speed; at 10.5 MiB (past usable) they cost x 300 / 100.
+    let map = unit_map(1, 1, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0], &[0], &[], &[]);
+    plans.preloaded = vec![];
+    let p = test_profile(None);
+    let cost = vmm_cost(&p);
+    let run = |nonexpert_mib: f64| {
+        let c = ComputeModel {
+            nonexpert_bytes: nonexpert_mib * MIB as f64,
+            ..compute(100.0, 50.0)
+        };
+        replay(&plans, &map, &ks(1, 1), &cost, &c, EngineOptions::default()).unwrap()
+    };
+    assert!(close(run(5.0).step_us[0], 150.0));
+    assert!(close(run(9.5).step_us[0], 150.0));
+    let over = run(10.5);
+    assert!(close(over.step_us[0], 3.0 * 150.0));
+    assert!(close(over.timing.compute_ms_per_step * 1e3, 450.0));
+    // touches are not page-ins: the page-in oversubscription counter stays 0
+    assert_eq!(over.detail.oversubscribed_page_ins, 0);
+}
+
+#[test]
+fn dense_faults_router_sync_and_kernel_fixed_part_by_hand() {
+    // os pages: 2 keys of 4 pages each (1 MiB pages), both selected in one group; the keys
+    // are apart (units 0..4 and 8..12 of a 16-page bank) so they fault as 2 runs.
+    let mut p = test_profile(None);
+    let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
+    p.set(C::FaultRunLatency, a(40.0, "us"))
+        .set(C::FaultDenseBandwidth, a(2.0, "GB/s"))
+        .set(C::RouterSync, a(7.0, "us"));
+    let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
+    assert_eq!(cost.host_sync_us, 7.0);
+    let mut map = unit_map(1, 16, MIB, MIB);
+    map.spec = "os1m".into();
+    map.key_first = vec![0, 4, 8, 12];
+    map.key_count = vec![4; 4];
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    let units: Vec<u32> = (0..4).chain(8..12).collect();
+    plans.push_group(0, &[0, 2], &units, &units, &[]);
+    let c = ComputeModel {
+        expert_group_fixed_us: 20.0,
+        ..compute(100.0, 50.0)
+    };
+    let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
+    // 100 (non-expert) + 7 (router to host) + 2 runs x 40 + 8 MiB / 2000 B/µs (faults)
+    // + 20 + 2 x 50 (experts)
+    let faults = 2.0 * 40.0 + 8.0 * MIB as f64 / 2000.0;
+    assert!(
+        close(r.step_us[0], 100.0 + 7.0 + faults + 120.0),
+        "{} vs {}",
+        r.step_us[0],
+        100.0 + 7.0 + faults + 120.0
+    );
+    assert!(close(r.timing.fault_ms_per_step * 1e3, faults));
+}
