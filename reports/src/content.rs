@@ -226,12 +226,12 @@ fn glance(doc: &mut Doc, res: &Results) {
         let timed = runs.iter().any(|r| r.has("timing"));
         let mut header = vec![
             "mechanism".to_string(),
-            "resident MiB / layer step (x ideal)".to_string(),
+            "memory held: MiB / layer step (x ideal)".to_string(),
         ];
         header.extend(
             budgets
                 .iter()
-                .map(|b| format!("fewest MiB / token @ {b} (x Belady)")),
+                .map(|b| format!("fewest MiB / token at {b} (x Belady)")),
         );
         if timed {
             header.push("best tokens/s (policy @ budget)".into());

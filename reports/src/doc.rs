@@ -197,7 +197,7 @@ code{background:#f3f4f6;padding:0 .25rem;border-radius:3px;font-size:.92em}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.88rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:right;white-space:nowrap}
-th{background:#f6f8fa}
+th{background:#f6f8fa;white-space:normal;vertical-align:bottom;max-width:11rem}
 td:first-child,th:first-child{text-align:left}
 td.best{background:#dafbe1;font-weight:600}
 figure{margin:1rem 0 1.6rem}

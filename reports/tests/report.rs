@@ -350,6 +350,13 @@ fn report_marks_best_cells_and_distance_from_the_bound() {
         md.contains("| e2:hot | `b` | `a` | resident MiB/layer step | 9 | 7.50 | +20.0% |"),
         "{md}"
     );
+    // at a glance: e1 holds the ideal; its best policy at each budget is static-pin, 1.5x
+    // Belady; its best tokens/s is static-pin (1000 / (2 + 3)), the last of equal maxima
+    assert!(
+        md.contains("| `e1` | **6 (1x)** | static-pin 6 (1.50x) | static-pin 3 (1.50x) | 200 (static-pin @ 50%) |"),
+        "{md}"
+    );
+    assert!(md.contains("| `e2:index` | 9 (1.50x) | – | – | – |"));
     let html = read(&out, "report.html");
     assert!(html.contains("<td class=\"best\">6</td>"));
 }
