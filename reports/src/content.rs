@@ -1285,9 +1285,15 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Blocks the report does not tabulate specially (`tiers`, `schedule`): one generic table each.
+/// Blocks the report does not tabulate specially (`tiers`, `schedule`, `admission`): one
+/// generic table each.
 fn other_blocks(doc: &mut Doc, res: &Results) {
-    for block in ["tiers", "schedule"] {
+    // tiers and schedule count costs (lower is better); admission is descriptive
+    for (block, better) in [
+        ("tiers", Better::Lower),
+        ("schedule", Better::Lower),
+        ("admission", Better::Neither),
+    ] {
         let runs: Vec<&RunEntry> = res.runs.iter().filter(|r| r.has(block)).collect();
         if runs.is_empty() {
             continue;
@@ -1308,7 +1314,7 @@ fn other_blocks(doc: &mut Doc, res: &Results) {
                     .iter()
                     .map(|r| r.result[block].get(k).and_then(Value::as_f64))
                     .collect();
-                let marks = best(&vals, Better::Lower);
+                let marks = best(&vals, better);
                 vals.iter()
                     .zip(marks)
                     .map(|(v, b)| Cell {

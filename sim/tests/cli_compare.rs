@@ -102,6 +102,54 @@ fn merged_shards_equal_the_unsharded_run_byte_for_byte() {
     a.extend(["--out", merged.to_str().unwrap()]);
     ok(&a);
     assert_eq!(files(&whole), files(&merged));
+    // the same with retention, timing and batches (cheap mechanisms only)
+    let args = |out: &Path, shard: Option<String>| {
+        let mut a: Vec<String> = [
+            "compare",
+            "--trace",
+            &granite("math"),
+            "--trace",
+            &granite("code"),
+            "--policies",
+            "e1,e2:hot",
+            "--evict",
+            "lru,static-pin",
+            "--budgets",
+            "25%",
+            "--batch",
+            "1,2",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(s) = shard {
+            a.extend(["--shard".to_string(), s]);
+        }
+        a
+    };
+    let run = |a: Vec<String>| ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let whole2 = d.path().join("whole2");
+    run(args(&whole2, None));
+    let parts2: Vec<PathBuf> = (0..2).map(|i| d.path().join(format!("p{i}"))).collect();
+    for (i, p) in parts2.iter().enumerate() {
+        run(args(p, Some(format!("{i}/2"))));
+    }
+    let merged2 = d.path().join("merged2");
+    ok(&[
+        "report",
+        "--merge",
+        parts2[0].to_str().unwrap(),
+        parts2[1].to_str().unwrap(),
+        "--out",
+        merged2.to_str().unwrap(),
+    ]);
+    assert_eq!(files(&whole2), files(&merged2));
+
     // a shard alone is marked partial, and missing slices are refused
     let md = std::fs::read_to_string(dirs[0].join("report.md")).unwrap();
     assert!(md.contains("this directory holds shard 0/3"));
