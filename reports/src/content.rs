@@ -1112,8 +1112,8 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                 doc.h(
                     4,
                     match &budget {
-                        Some(b) => format!("`{}`, budget {b}", t.name),
-                        None => format!("`{}`, streaming (nothing retained)", t.name),
+                        Some(b) => format!("budget {b}"),
+                        None => "streaming (nothing retained)".to_string(),
                     },
                 );
                 let vs: Vec<String> = group

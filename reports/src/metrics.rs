@@ -156,7 +156,8 @@ pub fn fmt(x: f64) -> String {
     }
 }
 
-/// Indices of the best values among `vals` (ties all marked); none for [`Better::Neither`].
+/// Marks of the best values among `vals` (ties all marked); none for [`Better::Neither`],
+/// for fewer than two values, or when all values are equal.
 pub fn best(vals: &[Option<f64>], better: Better) -> Vec<bool> {
     let pick = match better {
         Better::Neither => return vec![false; vals.len()],
@@ -167,8 +168,12 @@ pub fn best(vals: &[Option<f64>], better: Better) -> Vec<bool> {
             .cloned()
             .fold(f64::NEG_INFINITY, f64::max),
     };
-    let n = vals.iter().flatten().count();
-    vals.iter().map(|v| n > 1 && *v == Some(pick)).collect()
+    // nothing stands out when fewer than two values are present or all are equal
+    let present: Vec<f64> = vals.iter().flatten().cloned().collect();
+    let all_equal = present.windows(2).all(|w| w[0] == w[1]);
+    vals.iter()
+        .map(|v| present.len() > 1 && !all_equal && *v == Some(pick))
+        .collect()
 }
 
 #[cfg(test)]
@@ -193,5 +198,6 @@ mod tests {
         assert_eq!(best(&v, Better::Neither), [false; 4]);
         // a single value is not "best of" anything
         assert_eq!(best(&[Some(1.0), None], Better::Lower), [false, false]);
+        assert_eq!(best(&[Some(4.0), Some(4.0)], Better::Lower), [false, false]);
     }
 }
