@@ -1344,6 +1344,8 @@ fn stability(doc: &mut Doc, res: &Results) {
     }
     doc.h(2, "Cross-trace stability");
     doc.p("A static packing or pin set is chosen on one trace (the profile trace) and evaluated on another. The loss is the extra memory held (streaming) or bytes moved per token (retention) compared with choosing on the evaluated trace itself; 0% means the choice transfers perfectly.");
+    // [packing (streaming), pinning (retention)]: the largest relative loss and its run
+    let mut worst: [Option<(f64, String)>; 2] = [None, None];
     let mut rows = Vec::new();
     for r in cross {
         let own = res.runs.iter().find(|x| {
@@ -1366,6 +1368,21 @@ fn stability(doc: &mut Doc, res: &Results) {
         };
         let v = r.metric(path);
         let o = own.and_then(|x| x.metric(path));
+        if let (Some(v), Some(o)) = (v, o) {
+            let slot = &mut worst[usize::from(r.grid.evict.is_some())];
+            let beaten = !matches!(slot, Some((w, _)) if *w >= v / o - 1.0);
+            if o > 0.0 && beaten {
+                *slot = Some((
+                    v / o - 1.0,
+                    format!(
+                        "`{}` chosen on `{}` and evaluated on `{}`",
+                        run_label(r),
+                        r.grid.profile_trace,
+                        r.grid.trace
+                    ),
+                ));
+            }
+        }
         let loss = match (v, o) {
             (Some(v), Some(o)) if o > 0.0 => format!("{:+.1}%", (v / o - 1.0) * 100.0),
             (Some(v), Some(o)) => format!("{:+}", fmt((v - o) * scale)),
@@ -1381,6 +1398,20 @@ fn stability(doc: &mut Doc, res: &Results) {
             Cell::plain(loss),
         ]);
     }
+    let mut items = Vec::new();
+    if let Some((l, what)) = &worst[0] {
+        items.push(format!(
+            "largest packing loss: {what}, {:+.1}% memory held",
+            l * 100.0
+        ));
+    }
+    if let Some((l, what)) = &worst[1] {
+        items.push(format!(
+            "largest pinning loss: {what}, {:+.1}% bytes per token",
+            l * 100.0
+        ));
+    }
+    doc.list(items);
     doc.table(
         [
             "run",

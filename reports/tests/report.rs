@@ -357,6 +357,9 @@ fn report_marks_best_cells_and_distance_from_the_bound() {
         "{md}"
     );
     assert!(md.contains("| `e2:index` | 9 (1.50x) | – | – | – |"));
+    assert!(md.contains(
+        "- largest packing loss: `e2:hot` chosen on `b` and evaluated on `a`, +20.0% memory held"
+    ));
     let html = read(&out, "report.html");
     assert!(html.contains("<td class=\"best\">6</td>"));
 }
