@@ -11,20 +11,19 @@ use super::{Admission, At, EvictionPolicy, Protect, NEVER};
 /// page-in counts under group semantics: both tied units are needed by the same group).
 /// Among units never used again, the highest unit id goes first.
 ///
-/// Structure: keys `next_use << 32 | unit` (one integer compare orders them, ties included)
-/// live in one of two places. A key less than [`Belady::window`] positions ahead of the access
-/// that made it goes on a [`Timeline`], a ring of upcoming positions with a two-level bitset:
-/// every position belongs to one unit, so these keys never collide, and the farthest is the
-/// highest occupied slot (O(1) insert, remove and maximum, no branch that depends on the key
-/// order). Farther keys, and units never used again, go to an indexed 4-ary max-heap with each
-/// unit's slot recorded, so an access removes the unit's old key in place; the old key of an
-/// accessed unit is its next use, which is now: the smallest key of the heap, always a leaf,
-/// removed with one swap and a short sift-up. The victim is the larger of the heap's top and
-/// the timeline's farthest key. Heap keys of recent accesses wait in a side list until an
-/// eviction, and only those of unprotected units enter the heap then: the current group's
-/// units would otherwise sit at the top (often never used again) and be skipped at every
-/// eviction; protected units on the timeline are stepped over. O(log n) per eviction that
-/// reaches the heap, O(1) otherwise.
+/// Structure: keys `next_use << 32 | unit` (one integer compare orders them, ties included).
+/// The key of an access first waits in a side list; at the next eviction the keys of
+/// unprotected units are placed, and those of the current group keep waiting: they are the
+/// freshest keys, often the farthest, and would otherwise be stepped over at every eviction.
+/// A placed key less than [`Belady::window`] positions ahead of the latest access goes on a
+/// [`Timeline`], a ring of upcoming positions with a two-level bitset: every position belongs
+/// to one unit, so these keys never collide, and the farthest is the highest occupied slot
+/// (O(1) insert, remove and maximum). Farther keys, and units never used again, go to an
+/// indexed 4-ary max-heap with each unit's slot recorded, so an access removes the unit's old
+/// key in place: that key is the unit's next use, which is now, the smallest key of the heap,
+/// always a leaf, removed with one swap and a short sift-up. The victim is the larger of the
+/// heap's top and the timeline's farthest key. O(1) per access and per eviction on the
+/// timeline, O(log n) for keys that reach the heap.
 #[derive(Clone, Debug)]
 pub struct Belady {
     /// Where each unit's key is: `FREE` (not resident), a heap slot, `IN_PENDING | index`,
@@ -101,16 +100,17 @@ impl Belady {
             .clamp(MIN_WINDOW, MAX_WINDOW)
     }
 
-    /// Place the key of an access at `pos` of unit `u` (not placed anywhere now).
+    /// Place a waiting key on the timeline when it lies less than one window ahead of the
+    /// latest access, else in the heap.
     #[inline]
-    fn place(&mut self, u: u32, pos: u32, next_use: u32) {
-        self.now = pos;
-        if next_use > pos && next_use - pos < self.timeline.len() {
+    fn place(&mut self, key: u64) {
+        let (next_use, u) = ((key >> 32) as u32, unit_of(key));
+        if next_use > self.now && next_use - self.now < self.timeline.len() {
             let s = self.timeline.slot(next_use);
             self.timeline.insert(s, u);
             self.loc[u as usize] = ON_TIMELINE | s as u32;
         } else {
-            self.push_pending(pack(next_use, u));
+            self.heap_push(key);
         }
     }
 
@@ -133,7 +133,8 @@ impl Belady {
         } else {
             self.remove_at(l as usize);
         }
-        self.place(u, pos, next_use);
+        self.now = pos;
+        self.push_pending(pack(next_use, u));
     }
 
     #[inline]
@@ -247,13 +248,14 @@ impl EvictionPolicy for Belady {
     #[inline]
     fn on_miss(&mut self, u: u32, at: At) -> Admission {
         debug_assert_eq!(self.loc[u as usize], FREE, "on_miss for a resident unit");
-        self.place(u, at.pos, at.next_use);
+        self.now = at.pos;
+        self.push_pending(pack(at.next_use, u));
         Admission::Retain
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
-        // Move the waiting keys of unprotected units into the heap; protected ones keep
-        // waiting (compacted to the front of `pending`).
+        // Place the waiting keys of unprotected units; protected ones keep waiting
+        // (compacted to the front of `pending`).
         let mut pending = std::mem::take(&mut self.pending);
         let mut kept = 0;
         for j in 0..pending.len() {
@@ -263,13 +265,14 @@ impl EvictionPolicy for Belady {
                 self.loc[unit_of(key) as usize] = IN_PENDING | kept as u32;
                 kept += 1;
             } else {
-                self.heap_push(key);
+                self.place(key);
             }
         }
         pending.truncate(kept);
         self.pending = pending;
-        // Protected units can be in the heap after a fallback eviction without protection
-        // earlier in the same group; they go back to waiting.
+        // Protected units can be placed after a fallback eviction without protection earlier
+        // in the same group: those at the top of the heap go back to waiting, those on the
+        // timeline are stepped over.
         while let Some(&top) = self.heap.first() {
             if !protect.is(unit_of(top)) {
                 break;
