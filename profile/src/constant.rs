@@ -133,6 +133,10 @@ constant_names! {
     H2dLatency = "h2d_latency": Time,
     /// Rate at which a decode kernel reads device-resident weights.
     DeviceReadBandwidth = "device_read_bandwidth": Bandwidth,
+    /// Rate at which a kernel reads memory that lives in host RAM over the bus (zero-copy
+    /// reads of host-registered memory). Prices compute touches of the memory the driver
+    /// demoted to host RAM when mapped memory exceeds usable VRAM (WDDM oversubscription).
+    HostReadBandwidth = "host_read_bandwidth": Bandwidth,
     /// Throughput of demand faults of managed memory (host-resident pages touched on the GPU).
     FaultBandwidth = "fault_bandwidth": Bandwidth,
     /// Throughput of a managed-memory prefetch (cuMemPrefetchAsync) to the device.

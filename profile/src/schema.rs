@@ -145,6 +145,7 @@ impl Profile {
                 name,
                 ConstantName::H2dBandwidth
                     | ConstantName::DeviceReadBandwidth
+                    | ConstantName::HostReadBandwidth
                     | ConstantName::FaultBandwidth
                     | ConstantName::PrefetchBandwidth
                     | ConstantName::VmmGranule

@@ -101,6 +101,10 @@ pub struct CostModel {
     /// Host round trip from the router's kernel to the host's next action, µs per group
     /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
     pub host_sync_us: f64,
+    /// `device_read_bandwidth / host_read_bandwidth`: how much slower compute reads memory
+    /// demoted to host RAM than VRAM. `None` when either rate is absent; touches past usable
+    /// VRAM then follow the fill-level curve's above-100% band instead.
+    pub spill_read_ratio: Option<f64>,
 }
 
 fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
@@ -141,6 +145,10 @@ impl CostModel {
             decommit_live_slope_us: 0.0,
             fault_run_latency_us: 0.0,
             host_sync_us: opt_or_zero(C::RouterSync),
+            spill_read_ratio: p
+                .get(C::DeviceReadBandwidth)
+                .zip(p.get(C::HostReadBandwidth))
+                .map(|(device, host)| device / host),
         };
         match paging {
             Paging::Vmm => {
@@ -259,6 +267,20 @@ impl CostModel {
         (mapped_bytes > self.usable_bytes).then_some(self.band_above_100)
     }
 
+    /// Cost factor of compute reads past usable VRAM when the profile gives the host read
+    /// rate: the driver demotes the excess `s = (mapped - usable) / mapped` of memory to host
+    /// RAM, and reads are spread evenly over mapped memory, so a read costs
+    /// `(1 - s) + s x device_read_bandwidth / host_read_bandwidth` times a VRAM read.
+    /// `None` at or below usable VRAM or when [`CostModel::spill_read_ratio`] is unknown.
+    #[inline]
+    pub fn spill_factor_at(&self, mapped_bytes: f64) -> Option<f64> {
+        let ratio = self.spill_read_ratio?;
+        (mapped_bytes > self.usable_bytes).then(|| {
+            let s = (mapped_bytes - self.usable_bytes) / mapped_bytes;
+            1.0 + s * (ratio - 1.0)
+        })
+    }
+
     /// Time (µs) to prefetch `bytes` (copy engine).
     #[inline]
     pub fn prefetch_us(&self, bytes: u64) -> f64 {
@@ -314,6 +336,26 @@ mod tests {
         assert!((pooled.decommit_us(1) - unmap).abs() < 1e-9);
         // the H200 profile has no 90-100% first-touch point
         assert_eq!(m.band_90_100, Err("first_touch_90_100"));
+    }
+
+    #[test]
+    fn rtx_reads_past_usable_vram_at_the_host_read_rate() {
+        let p = profile::load("rtx4060-laptop-wddm").unwrap();
+        let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // measurements.md: device-resident weight read about 178 GB/s, zero-copy read of
+        // host-registered memory about 5.9 GB/s
+        let ratio = 178.0 / 5.9;
+        assert!((m.spill_read_ratio.unwrap() - ratio).abs() < 1e-12);
+        let usable = m.usable_bytes;
+        assert_eq!(m.spill_factor_at(usable), None);
+        assert_eq!(m.spill_factor_at(0.5 * usable), None);
+        // 25% over usable: a fifth of mapped memory lives in host RAM
+        let f = m.spill_factor_at(1.25 * usable).unwrap();
+        assert!((f - (0.8 + 0.2 * ratio)).abs() < 1e-9, "{f}");
+        // the H200 profile has no host read rate: the curve's band applies instead
+        let h = profile::load("h200-linux").unwrap();
+        let hm = CostModel::new(&h, Paging::Vmm, CostOptions::default()).unwrap();
+        assert_eq!(hm.spill_factor_at(2.0 * hm.usable_bytes), None);
     }
 
     #[test]

@@ -297,9 +297,9 @@ pub fn batch_table(reports: &[sim::runner::RunReport]) -> String {
             i += if next_is_capped { 2 } else { 1 };
         }
         let what = if capped_seen {
-            "all sequences admitted under the cap"
+            "the largest N tried with every sequence admitted under the cap"
         } else {
-            "mapped memory within usable VRAM"
+            "the largest N tried with mapped memory within usable VRAM"
         };
         match n_max {
             Some(n) => {

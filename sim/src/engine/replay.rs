@@ -135,10 +135,14 @@ impl State<'_> {
     }
 
     /// Cost factor of compute touching resident memory (weights, KV cache) with the current
-    /// mapped memory: above 100% of usable VRAM the touches degrade along the curve.
+    /// mapped memory: above 100% of usable VRAM the demoted share is read at the host read
+    /// rate when the profile has it, else the touches degrade along the curve.
     #[inline]
     fn touch_factor(&mut self) -> Result<f64, EngineError> {
         let mapped = self.mapped_base + self.mapped_units;
+        if let Some(f) = self.cost.spill_factor_at(mapped) {
+            return Ok(f);
+        }
         let band = self.cost.touch_band_at(mapped);
         self.band_factor(band, mapped, "compute touches of resident memory", false)
     }
