@@ -3,7 +3,8 @@
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
     lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile,
-    BLOCK_THREADS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+    BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS,
+    UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -15,8 +16,49 @@ use std::sync::Arc;
 
 /// The kernels' CUDA C source (compiled at run time with NVRTC).
 pub const SOURCE: &str = include_str!("cuda/moe.cu");
+/// The per-slot int8-dot kernels' CUDA C source, compiled as a module of its own so that a
+/// compile failure there leaves the kernels of [`SOURCE`] usable.
+pub const DOT_SOURCE: &str = include_str!("cuda/moe_dot.cu");
 /// Bytes of one staged activation value (f32) in the kernels' shared memory.
 const ACTIVATION_BYTES: usize = 4;
+/// Shared memory of the dot kernels per activation row of `k` values, bytes: two signed int8
+/// limbs per value and one f32 step per 32 values (see `cuda/moe_dot.cu`).
+fn dot_row_bytes(k: usize) -> usize {
+    2 * k + 4 * (k / 32)
+}
+/// Shared memory kept back from the dot kernels' dynamic allocation for their static arrays
+/// (block maxima and cross-warp sums: at most 160 B), bytes.
+const DOT_STATIC_SHARED_BYTES: usize = 1024;
+
+/// Which kernel serves the per-slot variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerSlotKernel {
+    /// `moe_matvec_t1` of [`SOURCE`]: f32 dequantization and FMAs.
+    F32,
+    /// `DOT_KERNELS[i]` of [`DOT_SOURCE`]: activations quantized per block to 16-bit integers,
+    /// int4 x int8 `dp4a` dot products (within the same tolerance of the CPU reference).
+    Dot(usize),
+}
+
+impl PerSlotKernel {
+    /// The CUDA function's name, for logs and measurement records.
+    pub fn name(self) -> &'static str {
+        match self {
+            PerSlotKernel::F32 => "moe_matvec_t1",
+            PerSlotKernel::Dot(i) => DOT_KERNELS[i].name,
+        }
+    }
+}
+
+fn compile(source: &str, arch: &'static str) -> Result<cudarc::nvrtc::Ptx, KernelError> {
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(source, opts)
+        .map_err(|e| KernelError::Compile(format!("{e:?}")))
+}
 
 /// Errors of the CUDA paths.
 #[derive(Debug, thiserror::Error)]
@@ -73,24 +115,25 @@ pub struct Kernels {
     stream_read: CudaFunction,
     empty: CudaFunction,
     spin: CudaFunction,
+    /// The functions of [`DOT_KERNELS`], in order (empty when [`DOT_SOURCE`] failed to compile).
+    dot: Vec<CudaFunction>,
+    _dot_module: Option<Arc<CudaModule>>,
+    dot_error: Option<String>,
+    per_slot: PerSlotKernel,
     multiprocessors: u32,
     /// Largest dynamic shared memory of one block after opting in, bytes (device attribute).
     max_shared_bytes: usize,
 }
 
 impl Kernels {
-    /// Compiles [`SOURCE`] with NVRTC for the context's device (PTX for `compute_XY`, JIT-ed by the driver).
+    /// Compiles [`SOURCE`] and [`DOT_SOURCE`] with NVRTC for the context's device (PTX for
+    /// `compute_XY`, JIT-ed by the driver). Fails when [`SOURCE`] does not compile or load; when
+    /// only [`DOT_SOURCE`] fails, the per-slot variant falls back to [`PerSlotKernel::F32`] and
+    /// [`Kernels::dot_error`] says why.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, KernelError> {
         let (major, minor) = ctx.compute_capability()?;
         let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some(arch),
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
-        };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
-            .map_err(|e| KernelError::Compile(format!("{e:?}")))?;
-        let module = ctx.load_module(ptx)?;
+        let module = ctx.load_module(compile(SOURCE, arch)?)?;
         use cudarc::driver::sys::CUdevice_attribute as A;
         let multiprocessors = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_shared_bytes =
@@ -107,7 +150,33 @@ impl Kernels {
                 max_shared_bytes as i32,
             )?;
         }
+        let load_dot = || -> Result<(Arc<CudaModule>, Vec<CudaFunction>), KernelError> {
+            let m = ctx.load_module(compile(DOT_SOURCE, arch)?)?;
+            let mut fs = Vec::new();
+            for d in DOT_KERNELS {
+                let f = m.load_function(d.name)?;
+                f.set_attribute(
+                    FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    max_shared_bytes.saturating_sub(DOT_STATIC_SHARED_BYTES) as i32,
+                )?;
+                fs.push(f);
+            }
+            Ok((m, fs))
+        };
+        let (dot_module, dot, dot_error) = match load_dot() {
+            Ok((m, fs)) => (Some(m), fs, None),
+            Err(e) => (None, Vec::new(), Some(e.to_string())),
+        };
+        let per_slot = if dot.is_empty() {
+            PerSlotKernel::F32
+        } else {
+            PerSlotKernel::Dot(DEFAULT_DOT_KERNEL)
+        };
         Ok(Self {
+            dot,
+            _dot_module: dot_module,
+            dot_error,
+            per_slot,
             ctx: ctx.clone(),
             moe_t1,
             moe_t8,
@@ -121,6 +190,37 @@ impl Kernels {
             multiprocessors,
             max_shared_bytes,
         })
+    }
+
+    /// Why the dot kernels of [`DOT_SOURCE`] are unavailable (NVRTC log or driver error), if they are.
+    pub fn dot_error(&self) -> Option<&str> {
+        self.dot_error.as_deref()
+    }
+
+    /// Every per-slot kernel that loaded: [`PerSlotKernel::F32`], then the dot kernels.
+    pub fn per_slot_kernels(&self) -> Vec<PerSlotKernel> {
+        std::iter::once(PerSlotKernel::F32)
+            .chain((0..self.dot.len()).map(PerSlotKernel::Dot))
+            .collect()
+    }
+
+    /// The kernel that launches prepared from now on use for the per-slot variant.
+    pub fn per_slot_kernel(&self) -> PerSlotKernel {
+        self.per_slot
+    }
+
+    /// Chooses the per-slot kernel of launches prepared from now on. Errors when it did not load.
+    pub fn set_per_slot_kernel(&mut self, kernel: PerSlotKernel) -> Result<(), KernelError> {
+        if let PerSlotKernel::Dot(i) = kernel {
+            if i >= self.dot.len() {
+                return Err(KernelError::Invalid(format!(
+                    "per-slot dot kernel {i} is not loaded ({})",
+                    self.dot_error.as_deref().unwrap_or("index out of range")
+                )));
+            }
+        }
+        self.per_slot = kernel;
+        Ok(())
     }
 
     /// The context the kernels were loaded on.
@@ -164,13 +264,19 @@ impl Kernels {
         // is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60 slots of
         // 2560x640); with several slots per item the tensor-core kernel serves them all from one
         // dequantization (57 vs 146 µs for 60 slots naming 6 experts).
+        // The dot kernels (BENCHMARKS.md issue 7, third pass) serve the per-slot variant when
+        // they compiled.
         let path = match (variant, tensor_core_group(geom.group)) {
-            (Variant::PerSlot, _) => KernelPath::PerSlotF32,
+            (Variant::PerSlot, _) => match self.per_slot {
+                PerSlotKernel::F32 => KernelPath::PerSlotF32,
+                PerSlotKernel::Dot(kernel) => KernelPath::PerSlotDot { kernel },
+            },
             (Variant::Union, true) => KernelPath::TensorCore,
             (Variant::Union, false) => KernelPath::UnionF32,
         };
         let (kernel_slots, rows_per_group) = match path {
             KernelPath::PerSlotF32 => (1, PER_SLOT_ROWS),
+            KernelPath::PerSlotDot { kernel } => (1, DOT_KERNELS[kernel].rows),
             KernelPath::UnionF32 => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
             KernelPath::TensorCore => (MAX_SLOTS_PER_ITEM, 0),
         };
@@ -179,14 +285,29 @@ impl Kernels {
         // kernel: 4 per lane of every warp, then 8 per-slot maxima).
         // (The tensor-core kernel reads prepared activations from global memory and has only
         // static shared memory.)
+        // (The dot kernels keep their cross-warp sums in static shared memory.)
         let reduce_bytes = match path {
-            KernelPath::TensorCore => 0,
+            KernelPath::TensorCore | KernelPath::PerSlotDot { .. } => 0,
             _ => (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4,
         };
-        let row_bytes = geom.hidden.max(geom.ffn) * ACTIVATION_BYTES;
+        let is_dot = matches!(path, KernelPath::PerSlotDot { .. });
+        let row_bytes_of = |k: usize| {
+            if is_dot {
+                dot_row_bytes(k)
+            } else {
+                k * ACTIVATION_BYTES
+            }
+        };
+        let shared_budget = if is_dot {
+            self.max_shared_bytes
+                .saturating_sub(DOT_STATIC_SHARED_BYTES)
+        } else {
+            self.max_shared_bytes
+        };
+        let row_bytes = row_bytes_of(geom.hidden.max(geom.ffn));
         let fit = match path {
             KernelPath::TensorCore => MAX_SLOTS_PER_ITEM,
-            _ => self.max_shared_bytes.saturating_sub(reduce_bytes) / row_bytes,
+            _ => shared_budget.saturating_sub(reduce_bytes) / row_bytes,
         };
         if fit == 0 {
             return Err(KernelError::Invalid(format!(
@@ -208,7 +329,7 @@ impl Kernels {
             .iter_mut()
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
-            let activations = maxt * k * ACTIVATION_BYTES;
+            let activations = maxt * row_bytes_of(k);
             *phase = if path == KernelPath::TensorCore {
                 let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
                 PhaseLaunch {
@@ -261,6 +382,7 @@ impl Kernels {
         let g = launch.geom;
         let func = match launch.path {
             KernelPath::PerSlotF32 => &self.moe_t1,
+            KernelPath::PerSlotDot { kernel } => &self.dot[kernel],
             KernelPath::UnionF32 => &self.moe_t8,
             KernelPath::TensorCore => &self.moe_tc,
         };
@@ -442,6 +564,9 @@ impl Kernels {
 pub enum KernelPath {
     /// `moe_matvec_t1`: f32 dequantization, one slot per item (the per-slot variant).
     PerSlotF32,
+    /// `DOT_KERNELS[kernel]` of [`DOT_SOURCE`]: 16-bit quantized activations and int8 `dp4a`,
+    /// one slot per item (the per-slot variant, the default when it compiled).
+    PerSlotDot { kernel: usize },
     /// `moe_matvec_t8`: f32 dequantization, up to 8 slots per item (union variant, groups not
     /// a multiple of 128).
     UnionF32,

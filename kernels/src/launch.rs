@@ -12,6 +12,45 @@
 pub const BLOCK_THREADS: u32 = 256;
 /// Output rows per row group of the per-slot kernel (`R` of `moe_matvec_t1` in `cuda/moe.cu`).
 pub const PER_SLOT_ROWS: usize = 2;
+/// One per-slot kernel of `cuda/moe_dot.cu` (int8 dot products on 16-bit quantized activations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DotKernel {
+    /// CUDA function name.
+    pub name: &'static str,
+    /// Output rows per row group (`R`).
+    pub rows: usize,
+    /// Resident blocks per multiprocessor its `__launch_bounds__` asks for (caps registers).
+    pub min_blocks: u32,
+}
+
+/// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
+/// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane and occupancy.
+pub const DOT_KERNELS: [DotKernel; 4] = [
+    DotKernel {
+        name: "moe_dot_r2b3",
+        rows: 2,
+        min_blocks: 3,
+    },
+    DotKernel {
+        name: "moe_dot_r2b4",
+        rows: 2,
+        min_blocks: 4,
+    },
+    DotKernel {
+        name: "moe_dot_r4b2",
+        rows: 4,
+        min_blocks: 2,
+    },
+    DotKernel {
+        name: "moe_dot_r1b4",
+        rows: 1,
+        min_blocks: 4,
+    },
+];
+
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default.
+pub const DEFAULT_DOT_KERNEL: usize = 0;
+
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
 pub const UNION_ROWS: usize = 2;
 /// Blocks per multiprocessor a launch aims for: the kernels keep 2 or 3 blocks resident per

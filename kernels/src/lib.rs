@@ -16,6 +16,7 @@ pub mod worklist;
 
 pub use geometry::ExpertGeometry;
 pub use gpu::{
-    check_cuda_libraries, open_device, KernelError, KernelPath, Kernels, MoeLaunch, PhaseLaunch,
+    check_cuda_libraries, open_device, KernelError, KernelPath, Kernels, MoeLaunch, PerSlotKernel,
+    PhaseLaunch,
 };
 pub use worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};

@@ -84,6 +84,25 @@ pub fn moe_slots(
     out
 }
 
+/// [`moe_slots`] with the per-slot dot kernels' arithmetic ([`expert_ffn_dot`]).
+pub fn moe_slots_dot(
+    geom: &ExpertGeometry,
+    bank: &[u8],
+    x: &[f32],
+    slot_token: &[u32],
+    sel: &[u32],
+) -> Vec<f32> {
+    assert_eq!(slot_token.len(), sel.len(), "one token per slot");
+    let mut out = Vec::with_capacity(sel.len() * geom.hidden);
+    for (&t, &e) in slot_token.iter().zip(sel) {
+        let start = e as usize * geom.expert_stride();
+        let expert = &bank[start..start + geom.expert_bytes()];
+        let xt = &x[t as usize * geom.hidden..(t as usize + 1) * geom.hidden];
+        out.extend(expert_ffn_dot(geom, expert, xt));
+    }
+    out
+}
+
 /// A bank of `experts` random experts, `geom.expert_stride()` apart (padding zero).
 ///
 /// Nibbles are uniform over 0..16; scales uniform in [0.5, 1.5] / sqrt(columns), which keeps
@@ -108,4 +127,61 @@ pub fn random_bank(geom: &ExpertGeometry, experts: usize, rng: &mut Pcg64) -> Ve
 /// `n` activations uniform in [-1, 1].
 pub fn random_activations(n: usize, rng: &mut Pcg64) -> Vec<f32> {
     (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
+}
+
+/// Largest quantized activation magnitude of the per-slot dot kernels (`QMAX` in
+/// `cuda/moe_dot.cu`): 16-bit integers whose split `256 h + l` keeps `h` a signed byte.
+pub const DOT_QMAX: f32 = 32639.0;
+
+/// The per-slot dot kernels' arithmetic (`cuda/moe_dot.cu`) on the CPU, written directly from
+/// its definition rather than from the kernel's int8 limbs: each 32-column chunk of an input row
+/// is quantized to `round_ties_even(x * DOT_QMAX / m)` with `m` the chunk's largest magnitude,
+/// each chunk of a weight row is then an exact integer dot product, and chunks are summed in f32
+/// with their group scale times `m / DOT_QMAX`. `expert` and `x` as in [`expert_ffn`]; returns
+/// `geom.hidden` values.
+pub fn expert_ffn_dot(geom: &ExpertGeometry, expert: &[u8], x: &[f32]) -> Vec<f32> {
+    assert_eq!(expert.len(), geom.expert_bytes(), "expert block length");
+    assert_eq!(x.len(), geom.hidden, "activation length");
+    let w = &expert[..geom.gate_up_weight_bytes()];
+    let s = &expert[geom.gate_up_scale_offset()..geom.down_scale_offset()];
+    let gu = matvec_dot(w, s, 2 * geom.ffn, geom.group, x);
+    let h: Vec<f32> = (0..geom.ffn)
+        .map(|j| silu(gu[j]) * gu[geom.ffn + j])
+        .collect();
+    let w = &expert[geom.down_weight_offset()..geom.gate_up_scale_offset()];
+    let s = &expert[geom.down_scale_offset()..geom.expert_bytes()];
+    matvec_dot(w, s, geom.hidden, geom.group, &h)
+}
+
+/// [`matvec`] with the dot kernels' quantized activations (see [`expert_ffn_dot`]).
+fn matvec_dot(weights: &[u8], scales: &[u8], rows: usize, group: usize, x: &[f32]) -> Vec<f32> {
+    let cols = x.len();
+    let mut q = vec![0i64; cols];
+    let mut step = vec![0f32; cols / 32];
+    for (c, chunk) in x.chunks_exact(32).enumerate() {
+        let m = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let inv = if m > 0.0 { DOT_QMAX / m } else { 0.0 };
+        for (qi, v) in q[c * 32..].iter_mut().zip(chunk) {
+            *qi = (v * inv).round_ties_even() as i64;
+        }
+        step[c] = m / DOT_QMAX;
+    }
+    (0..rows)
+        .map(|r| {
+            let mut acc = 0f32;
+            for c0 in (0..cols).step_by(32) {
+                let dot: i64 = (c0..c0 + 32)
+                    .map(|c| {
+                        let byte = weights[r * cols / 2 + c / 2];
+                        let n = if c % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                        (n as i64 - 8) * q[c]
+                    })
+                    .sum();
+                let at = (r * (cols / group) + c0 / group) * 4;
+                let scale = f32::from_le_bytes(scales[at..at + 4].try_into().expect("4 bytes"));
+                acc += scale * step[c0 / 32] * dot as f32;
+            }
+            acc
+        })
+        .collect()
 }

@@ -1,6 +1,11 @@
 //! CPU reference and work-list tests (run on CI, no GPU).
 
-use kernels::reference::{expert_ffn, moe_slots, random_activations, random_bank, silu};
+mod cases;
+
+use kernels::reference::{
+    expert_ffn, expert_ffn_dot, moe_slots, moe_slots_dot, random_activations, random_bank, silu,
+    DOT_QMAX,
+};
 use kernels::{ExpertGeometry, Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -177,5 +182,102 @@ fn library_check_never_panics() {
     // On CI (no driver) this is an error naming the driver; on a GPU machine it is Ok.
     if let Err(e) = kernels::check_cuda_libraries() {
         assert!(e.to_string().contains("could not be loaded"), "{e}");
+    }
+}
+
+/// Hand-computed case of the dot kernels' quantization: every weight +1 (nibble 9), scales 1,
+/// x = (1, 0.5, 0, ...). max|x| = 1, so x quantizes to (32639, 16320, 0, ...): 0.5 * 32639 =
+/// 16319.5 is a tie and rounds to even. Every gate/up output is then (32639 + 16320) / 32639.
+#[test]
+fn dot_quantization_rounds_ties_to_even_on_the_row_maximum() {
+    let g = ExpertGeometry::new(32, 32, 32).unwrap();
+    let mut e = vec![0u8; g.expert_bytes()];
+    e[..g.gate_up_weight_bytes()].fill(0x99);
+    for i in 0..(g.gate_up_scale_bytes() + g.down_scale_bytes()) / 4 {
+        put_scale(&mut e, g.gate_up_scale_offset() + 4 * i, 1.0);
+    }
+    // Down weights: row r has +1 (nibble 9) in column 0 only, so y[r] = h[0] quantized on h's max.
+    e[g.down_weight_offset()..g.gate_up_scale_offset()].fill(0x88);
+    for r in 0..g.hidden {
+        e[g.down_weight_offset() + r * g.ffn / 2] = 0x89;
+    }
+    let mut x = vec![0f32; 32];
+    x[0] = 1.0;
+    x[1] = 0.5;
+    let gate = (32639.0f64 + 16320.0) / 32639.0;
+    // Every h value is the same, silu(gate) * up, so it is the row maximum and quantizes to QMAX.
+    let h = gate / (1.0 + (-gate).exp()) * gate;
+    let y = expert_ffn_dot(&g, &e, &x);
+    assert_eq!(DOT_QMAX, 32639.0);
+    for v in y {
+        assert!((v as f64 - h).abs() <= h * 1e-6, "{v} vs {h}");
+    }
+}
+
+/// The dot kernels' arithmetic (16-bit activations, exact integer chunk sums) stays within the
+/// GPU tests' tolerance (1e-4 of the largest output + 1e-5) of the f32 reference on the
+/// benchmark geometries, with random weights and activations uniform in [-1, 1].
+#[test]
+fn dot_arithmetic_is_within_the_gpu_tolerance_of_the_f32_reference() {
+    let mut rng = Pcg64::seed_from_u64(3);
+    for (hidden, ffn) in [(2560, 640), (2048, 768)] {
+        let g = ExpertGeometry::new(hidden, ffn, 128).unwrap();
+        let bank = random_bank(&g, 2, &mut rng);
+        for e in 0..2 {
+            let expert = &bank[e * g.expert_stride()..e * g.expert_stride() + g.expert_bytes()];
+            let x = random_activations(hidden, &mut rng);
+            let want = expert_ffn(&g, expert, &x);
+            let got = expert_ffn_dot(&g, expert, &x);
+            let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst <= 1e-4 * scale + 1e-5,
+                "{hidden}x{ffn} expert {e}: error {worst} of outputs up to {scale}"
+            );
+            // Not trivially equal: quantization does change the result.
+            assert!(worst > 0.0);
+        }
+    }
+}
+
+/// On exactly the GPU tests' inputs, the dot kernels' arithmetic is within their tolerance of
+/// the f32 reference with room to spare (at most half of it), so the GPU tests of the dot
+/// kernels check the kernels, not luck in the quantization.
+#[test]
+fn dot_arithmetic_passes_the_gpu_cases_with_margin() {
+    for case in cases::all() {
+        let (bank, x) = case.data();
+        // Slots naming the same (expert, token) have the same output: compute each pair once.
+        let mut pairs: Vec<(u32, u32)> = case
+            .sel
+            .iter()
+            .copied()
+            .zip(case.slot_token.iter().copied())
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let (sel, tok): (Vec<u32>, Vec<u32>) = pairs.into_iter().unzip();
+        let want = moe_slots(&case.geom, &bank, &x, &tok, &sel);
+        let got = moe_slots_dot(&case.geom, &bank, &x, &tok, &sel);
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "{}: worst error / tolerance {:.3}",
+            case.name,
+            worst / cases::tolerance(scale)
+        );
+        assert!(
+            worst <= 0.5 * cases::tolerance(scale),
+            "{}: error {worst} of outputs up to {scale}",
+            case.name
+        );
     }
 }

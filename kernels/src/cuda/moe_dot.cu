@@ -1,0 +1,244 @@
+// Per-slot int4 expert kernel with integer dot products (dp4a), compiled at run time with NVRTC
+// as its own module, so a compile failure here leaves the f32 kernels of moe.cu usable.
+// Same expert layout, work list and arguments as `moe_matvec_t1` in moe.cu (read its header).
+//
+// Why: the f32 kernel spends ~3.3 instructions per weight (mask, subtract, FMA), about the
+// H200's issue rate at HBM speed, so it stalls in the multiprocessors at ~37% of the streaming
+// read. Here the activations of the block's slot are quantized once per block to 16-bit
+// integers x = 256 h + l (h, l signed bytes), one scale per 32-column chunk (the span of one
+// 16-byte weight load), and a 32-bit weight word (8 nibbles) costs 3 logic ops and 4 dp4a:
+// ~0.9 instructions per weight, exact integer arithmetic up to one f32 conversion, multiply and
+// FMA per 32 weights.
+//
+// Weights enter dp4a as signed bytes 16 (n - 8): for a nibble n in the high half of a byte,
+// (byte ^ 0x88) & 0xF0 read as s8 is 16 (n ^ 8) - 256 [n < 8] = 16 (n - 8); the low nibble is
+// first shifted up 4 bits. Per 16-byte chunk (32 weights, one scale group), the sums stay below
+// 32 x 128 x 128 x 257 < 2^31. The only rounding besides f32 sums is the activation
+// quantization: |x - x_int * step| <= step / 2 with step = (largest |x| of the chunk) / 32639.
+// CPU model of this arithmetic: `reference::expert_ffn_dot`.
+
+#define BLOCK 256
+// Largest |x_int|: keeps h = (x_int + 128) >> 8 within a signed byte (h <= 127).
+#define QMAX 32639.0f
+
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
+
+// 16-byte weight load that skips L1 (weights are read once per item).
+__device__ __forceinline__ uint4 load_weights(const uint4* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ unsigned int word_of(const uint4& w, int i) {
+    return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w;
+}
+
+// c + sum of the 4 signed byte products of a and b.
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// Activations 8u..8u+7 of slot s: mode 0 the token row x[slot_input[s]], mode 1
+// silu(gate) * up of the slot's gate+up row.
+__device__ __forceinline__ void activation8(const float* __restrict__ input,
+                                            const unsigned int* __restrict__ slot_input,
+                                            unsigned int s, unsigned int k, int mode,
+                                            unsigned int u, float* v) {
+    if (mode == 0) {
+        const float4* p = (const float4*)(input + (size_t)slot_input[s] * k + 8 * u);
+        const float4 a = p[0], b = p[1];
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+        v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+        const float* g = input + (size_t)s * 2 * k + 8 * u;
+        const float4 a0 = *(const float4*)g, a1 = *(const float4*)(g + 4);
+        const float4 b0 = *(const float4*)(g + k), b1 = *(const float4*)(g + k + 4);
+        v[0] = silu(a0.x) * b0.x; v[1] = silu(a0.y) * b0.y;
+        v[2] = silu(a0.z) * b0.z; v[3] = silu(a0.w) * b0.w;
+        v[4] = silu(a1.x) * b1.x; v[5] = silu(a1.y) * b1.y;
+        v[6] = silu(a1.z) * b1.z; v[7] = silu(a1.w) * b1.w;
+    }
+}
+
+// Bytes of the 4 ints, low byte first.
+__device__ __forceinline__ int pack4(int a, int b, int c, int d) {
+    return (int)((a & 0xFF) | ((b & 0xFF) << 8) | ((c & 0xFF) << 16) | ((unsigned int)(d & 0xFF) << 24));
+}
+
+// One slot per item (the per-slot variant). Shared memory: the quantized activations, one uint4
+// per 8 columns (h of the even columns, l of the even, h of the odd, l of the odd; byte b of each
+// is column 2b or 2b+1), word i of chunk c at qs[i * C + c] so lanes reading consecutive chunks
+// hit consecutive 16-byte words; then each chunk's step / 16 (f32, C of them): 2 k + k / 8 bytes.
+// P (lanes per row group) is a power of two in 1..BLOCK.
+template <int R>
+__device__ void moe_dot(const unsigned int* __restrict__ work,
+                        const unsigned int* __restrict__ slot_list,
+                        const unsigned int* __restrict__ slot_input,
+                        const float* __restrict__ input, float* __restrict__ output,
+                        unsigned int rows, unsigned int k, unsigned int group,
+                        unsigned long long weight_offset, unsigned long long scale_offset,
+                        int mode, unsigned int P) {
+    extern __shared__ uint4 qs[];
+    __shared__ float red[(BLOCK / 32) * R];
+    const unsigned int* item = work + 4 * blockIdx.y;
+    const unsigned long long base =
+        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
+    const unsigned int s = slot_list[item[2]];
+    const unsigned int C = k / 32;  // 16-byte chunks per row
+    float* step = (float*)(qs + 4 * C);
+
+    const unsigned int kl = threadIdx.x % P;
+    const unsigned int row0 = (blockIdx.x * (BLOCK / P) + threadIdx.x / P) * R;
+    const unsigned int groups_per_row = k / group;
+    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
+    const float* sbase = (const float*)(base + scale_offset);
+
+    // Two batches of 2 chunks x R rows in registers, the next fetched before the current is used.
+    uint4 w[2][2][R];
+    float sc[2][2][R];
+    auto fetch = [&](int buf, unsigned int c0) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const unsigned int c = c0 + j * P;
+            const unsigned int g = (c * 32) / group;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int row = row0 + r;
+                if (c < C && row < rows) {
+                    w[buf][j][r] = load_weights((const uint4*)(wbase + (size_t)row * (k / 2)) + c);
+                    sc[buf][j][r] = __ldg(sbase + (size_t)row * groups_per_row + g);
+                } else {  // nibbles 8 with scale 0: contributes exactly 0
+                    w[buf][j][r] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+                    sc[buf][j][r] = 0.0f;
+                }
+            }
+        }
+    };
+    // The first weights do not depend on the activations: start them before quantizing.
+    fetch(0, kl);
+
+    // Quantize the slot's activations: thread u takes the 8 columns of word u (word u % 4 of
+    // chunk u / 4), so the 4 words of a chunk sit in 4 consecutive lanes, which share their
+    // maximum by shuffles. The trip count is the same for the whole warp (k / 8 is a multiple
+    // of 4 and BLOCK of 32), as the shuffles need.
+    for (unsigned int u0 = 0; u0 < k / 8; u0 += BLOCK) {
+        const unsigned int u = u0 + threadIdx.x;
+        const bool in = u < k / 8;
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) activation8(input, slot_input, s, k, mode, u, v);
+        float m = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) m = fmaxf(m, fabsf(v[q]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        if (in) {
+            const float inv = m > 0.0f ? QMAX / m : 0.0f;
+            int h[8], l[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const int x = __float2int_rn(v[q] * inv);  // |x| <= QMAX
+                h[q] = (x + 128) >> 8;                     // arithmetic shift: floor
+                l[q] = x - (h[q] << 8);                    // in -128..127
+            }
+            qs[(u % 4) * C + u / 4] =
+                make_uint4(pack4(h[0], h[2], h[4], h[6]), pack4(l[0], l[2], l[4], l[6]),
+                           pack4(h[1], h[3], h[5], h[7]), pack4(l[1], l[3], l[5], l[7]));
+            // The step, and the weights' factor 16 undone.
+            if (u % 4 == 0) step[u / 4] = m / (QMAX * 16.0f);
+        }
+    }
+    __syncthreads();
+
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+
+    // Unrolled by two so the register buffers are indexed by constants.
+    for (unsigned int c0 = kl; c0 < C; c0 += 4 * P) {
+#pragma unroll
+        for (int buf = 0; buf < 2; ++buf) {
+            const unsigned int cb = c0 + buf * 2 * P;
+            if (cb < C) {
+                if (cb + 2 * P < C) fetch(buf ^ 1, cb + 2 * P);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const unsigned int c = cb + j * P;
+                    if (c < C) {
+                        const float st = step[c];
+                        int ah[R], al[R];
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            ah[r] = 0;
+                            al[r] = 0;
+                        }
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const uint4 a = qs[i * C + c];
+#pragma unroll
+                            for (int r = 0; r < R; ++r) {
+                                const unsigned int wv = word_of(w[buf][j][r], i);
+                                const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
+                                const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                                ah[r] = dp4a(lo, (int)a.x, ah[r]);
+                                ah[r] = dp4a(hi, (int)a.z, ah[r]);
+                                al[r] = dp4a(lo, (int)a.y, al[r]);
+                                al[r] = dp4a(hi, (int)a.w, al[r]);
+                            }
+                        }
+#pragma unroll
+                        for (int r = 0; r < R; ++r)
+                            acc[r] = fmaf(sc[buf][j][r] * st, (float)(ah[r] * 256 + al[r]), acc[r]);
+                    }
+                }
+            }
+        }
+    }
+
+    // Sum the P partial sums of each row: shuffles inside a warp, then shared memory across warps.
+    const unsigned int span = P < 32 ? P : 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        for (unsigned int off = span / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (P > 32) {
+        const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
+        }
+        __syncthreads();
+        if (kl == 0) {
+            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
+            }
+        }
+    }
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
+    }
+}
+
+#define DOT_ENTRY(NAME, R, MIN_BLOCKS)                                                            \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int lanes_per_row) {                                                   \
+        moe_dot<R>(work, slot_list, slot_input, input, output, rows, k, group, weight_offset,    \
+                   scale_offset, mode, lanes_per_row);                                            \
+    }
+
+// Rows per row group and minimum resident blocks per multiprocessor; keep in step with
+// `DOT_KERNELS` in launch.rs.
+DOT_ENTRY(moe_dot_r2b3, 2, 3)
+DOT_ENTRY(moe_dot_r2b4, 2, 4)
+DOT_ENTRY(moe_dot_r4b2, 4, 2)
+DOT_ENTRY(moe_dot_r1b4, 1, 4)
