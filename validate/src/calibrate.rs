@@ -8,7 +8,7 @@ use crate::device::DeviceInfo;
 use crate::stats::{LinearFit, Summary};
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, DevicePtr};
-use kernels::{ExpertGeometry, Kernels, Variant};
+use kernels::{ExpertGeometry, Kernels, PerSlotKernel, Variant};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -155,6 +155,9 @@ pub struct KernelPoint {
     pub slots: usize,
     pub distinct: usize,
     pub variant: String,
+    /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
+    #[serde(default)]
+    pub kernel: String,
     /// Time of the layer's two launches (gate+up, down) on the GPU, µs: CUDA events around the
     /// launches enqueued behind a busy-wait kernel, so host launch latency is not included.
     pub time_us: Summary,
@@ -193,6 +196,25 @@ pub struct Calibration {
     #[serde(default)]
     pub router_sync_us: Option<Summary>,
     /// Wall time of the whole calibration, s.
+    pub wall_s: f64,
+}
+
+/// The expert-kernel part of a calibration alone (`sim calibrate --only kernels`): the
+/// streaming-read reference and every kernel arm, with every per-slot kernel that loaded.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelCalibration {
+    pub device: DeviceInfo,
+    pub quick: bool,
+    /// Repetitions per arm (after the discarded warm-up).
+    pub reps: u32,
+    /// Plain streaming read over `stream_read_bytes`, bytes per µs.
+    pub stream_read_bytes: u64,
+    pub stream_read_bytes_per_us: Summary,
+    /// Arms of the default per-slot kernel have variant `PerSlot`; the others `PerSlot:<kernel>`.
+    pub kernels: Vec<KernelPoint>,
+    /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
+    pub dot_error: Option<String>,
+    /// Wall time, s.
     pub wall_s: f64,
 }
 
@@ -260,7 +282,12 @@ pub fn calibrate(
         device.vram_free / MIB,
         device.vram_total / MIB
     ));
-    let k = Kernels::load(&ctx)?;
+    let mut k = Kernels::load(&ctx)?;
+    if let Some(e) = k.dot_error() {
+        log(&format!(
+            "per-slot dot kernels unavailable, using the f32 kernel: {e}"
+        ));
+    }
     let reps: u32 = if opts.quick { 3 } else { 7 };
     let dev = opts.device as i32;
     let (gmin, grec) = vmm::granularity(dev).during("cuMemGetAllocationGranularity")?;
@@ -295,31 +322,9 @@ pub fn calibrate(
     let launch_us = summary(&launches)?;
     log(&format!("launch: {:.2} µs", launch_us.median));
 
-    let sr_bytes = if opts.quick { GIB } else { 4 * GIB };
-    let sr_bytes = sr_bytes.min(device.vram_free / 8);
-    let (stream_read_bytes_per_us, kernels) = {
-        let buf = stream
-            .alloc_zeros::<u8>(sr_bytes as usize)
-            .during("stream-read buffer")?;
-        let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
-        let mut bw = Vec::new();
-        for r in 0..=reps {
-            let t = time_events(&ctx, &stream, &mut || {
-                Ok(k.launch_stream_read(&stream, &buf, &mut sink)?)
-            })?;
-            if r > 0 {
-                bw.push(sr_bytes as f64 / t);
-            }
-        }
-        let s = summary(&bw)?;
-        log(&format!(
-            "stream read: {:.0} GB/s over {} MiB",
-            s.median / 1e3,
-            sr_bytes / MIB
-        ));
-        drop(buf);
-        (s, measure_kernels(&ctx, &stream, &k, reps, opts, log)?)
-    };
+    let (sr_bytes, stream_read_bytes_per_us) =
+        measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
+    let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, false, log)?;
 
     Ok(Calibration {
         device,
@@ -340,6 +345,78 @@ pub fn calibrate(
         router_sync_us,
         wall_s: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Measures only the streaming-read reference and the expert kernels (every per-slot kernel that
+/// loaded, interleaved with the default one). Fails like [`calibrate`] without a GPU.
+pub fn calibrate_kernels(
+    opts: &CalibrateOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<KernelCalibration, CalibrateError> {
+    let t0 = Instant::now();
+    let ctx = kernels::open_device(opts.device)?;
+    let stream = ctx.default_stream();
+    let device = DeviceInfo::read(&ctx).during("device query")?;
+    log(&format!(
+        "device: {} (driver {}, CUDA {})",
+        device.gpu, device.driver, device.cuda
+    ));
+    let mut k = Kernels::load(&ctx)?;
+    let dot_error = k.dot_error().map(str::to_owned);
+    if let Some(e) = &dot_error {
+        log(&format!(
+            "per-slot dot kernels unavailable, using the f32 kernel: {e}"
+        ));
+    }
+    let reps: u32 = if opts.quick { 3 } else { 7 };
+    let (stream_read_bytes, stream_read_bytes_per_us) =
+        measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
+    let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, true, log)?;
+    Ok(KernelCalibration {
+        device,
+        quick: opts.quick,
+        reps,
+        stream_read_bytes,
+        stream_read_bytes_per_us,
+        kernels,
+        dot_error,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Plain streaming read over a buffer many times the L2 (4 GiB, quick 1 GiB, at most 1/8 of
+/// free VRAM): the bandwidth reference of the expert kernels. Returns (bytes, bytes per µs).
+fn measure_stream_read(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    device: &DeviceInfo,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<(u64, Summary), CalibrateError> {
+    let sr_bytes = if quick { GIB } else { 4 * GIB };
+    let sr_bytes = sr_bytes.min(device.vram_free / 8);
+    let buf = stream
+        .alloc_zeros::<u8>(sr_bytes as usize)
+        .during("stream-read buffer")?;
+    let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
+    let mut bw = Vec::new();
+    for r in 0..=reps {
+        let t = time_events(ctx, stream, &mut || {
+            Ok(k.launch_stream_read(stream, &buf, &mut sink)?)
+        })?;
+        if r > 0 {
+            bw.push(sr_bytes as f64 / t);
+        }
+    }
+    let s = summary(&bw)?;
+    log(&format!(
+        "stream read: {:.0} GB/s over {} MiB",
+        s.median / 1e3,
+        sr_bytes / MIB
+    ));
+    Ok((sr_bytes, s))
 }
 
 /// VMM call latencies at several fill levels. The filler is plain cuMemAlloc memory in 1 GiB
@@ -870,18 +947,45 @@ struct KernelArm {
     slots: usize,
     distinct: usize,
     variant: Variant,
+    /// A per-slot kernel other than the default (recorded as variant `PerSlot:<kernel>`).
+    per_slot: Option<PerSlotKernel>,
 }
 
 /// Expert-kernel time vs expert bytes (batch 1, top-8, per-slot), the 60-slot bandwidth
-/// geometry, and the 60-slot distinct-expert sweep (per-slot vs union, interleaved).
+/// geometry, and the 60-slot distinct-expert sweep (per-slot vs union, interleaved). With
+/// `all_per_slot`, every per-slot arm is repeated with each other per-slot kernel that loaded.
 fn measure_kernels(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
-    k: &Kernels,
+    k: &mut Kernels,
     reps: u32,
     opts: &CalibrateOptions,
+    all_per_slot: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<Vec<KernelPoint>, CalibrateError> {
+    let default_per_slot = k.per_slot_kernel();
+    let others: Vec<PerSlotKernel> = if all_per_slot {
+        k.per_slot_kernels()
+            .into_iter()
+            .filter(|&p| p != default_per_slot)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Adds `arm` and, for the per-slot variant, one copy per other per-slot kernel.
+    let with_others = |arm: KernelArm| -> Vec<KernelArm> {
+        let mut v = Vec::new();
+        if arm.variant == Variant::PerSlot {
+            for &p in &others {
+                v.push(KernelArm {
+                    per_slot: Some(p),
+                    ..arm
+                });
+            }
+        }
+        v.insert(0, arm);
+        v
+    };
     let geo =
         |h, f| ExpertGeometry::new(h, f, 128).map_err(|e| CalibrateError::Other(e.to_string()));
     // (geometry, experts in bank, arms)
@@ -896,12 +1000,13 @@ fn measure_kernels(
         families.push((
             g,
             128,
-            vec![KernelArm {
+            with_others(KernelArm {
                 tokens: 1,
                 slots: 8,
                 distinct: 8,
                 variant: Variant::PerSlot,
-            }],
+                per_slot: None,
+            }),
         ));
     }
     let big = geo(2560, 640)?;
@@ -913,12 +1018,13 @@ fn measure_kernels(
     let mut arms = Vec::new();
     for &d in distincts {
         for v in [Variant::PerSlot, Variant::Union] {
-            arms.push(KernelArm {
+            arms.extend(with_others(KernelArm {
                 tokens: 6,
                 slots: 60,
                 distinct: d,
                 variant: v,
-            });
+                per_slot: None,
+            }));
         }
     }
     families.push((big, 512, arms));
@@ -949,7 +1055,9 @@ fn measure_kernels(
                     .map(|s| (s * arm.tokens / arm.slots) as u32)
                     .collect();
                 let x = vec![0.01f32; arm.tokens * g.hidden];
+                k.set_per_slot_kernel(arm.per_slot.unwrap_or(default_per_slot))?;
                 let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
+                k.set_per_slot_kernel(default_per_slot)?;
                 stream.synchronize().during("prepare")?;
                 // The GPU busy-waits while the host enqueues the start event and both launches,
                 // so the events time the kernels back to back on the GPU (as a decode loop that
@@ -972,17 +1080,22 @@ fn measure_kernels(
                 tokens: arm.tokens,
                 slots: arm.slots,
                 distinct: arm.distinct,
-                variant: format!("{:?}", arm.variant),
+                variant: match arm.per_slot {
+                    Some(p) => format!("PerSlot:{}", p.name()),
+                    None => format!("{:?}", arm.variant),
+                },
+                kernel: kernel_name(k, arm, g.group),
                 weight_bytes_per_us: (arm.distinct * g.expert_bytes()) as f64 / time_us.median,
                 time_us,
             };
             log(&format!(
-                "kernel {}x{} slots {} distinct {} {}: {:.1} µs, {:.0} GB/s of distinct weights",
+                "kernel {}x{} slots {} distinct {} {} ({}): {:.1} µs, {:.0} GB/s of distinct weights",
                 p.hidden,
                 p.ffn,
                 p.slots,
                 p.distinct,
                 p.variant,
+                p.kernel,
                 p.time_us.median,
                 p.weight_bytes_per_us / 1e3
             ));
@@ -990,4 +1103,18 @@ fn measure_kernels(
         }
     }
     Ok(out)
+}
+
+/// The CUDA function serving `arm` (the union variant's kernel depends on the group: see
+/// `Kernels::prepare_moe`).
+fn kernel_name(k: &Kernels, arm: &KernelArm, group: usize) -> String {
+    match arm.variant {
+        Variant::PerSlot => arm
+            .per_slot
+            .unwrap_or(k.per_slot_kernel())
+            .name()
+            .to_owned(),
+        Variant::Union if kernels::launch::tensor_core_group(group) => "moe_matvec_tc".to_owned(),
+        Variant::Union => "moe_matvec_t8".to_owned(),
+    }
 }

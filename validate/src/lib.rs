@@ -16,7 +16,9 @@ pub mod stats;
 pub mod to_profile;
 pub mod vmm;
 
-pub use calibrate::{calibrate, CalibrateError, CalibrateOptions, Calibration};
+pub use calibrate::{
+    calibrate, calibrate_kernels, CalibrateError, CalibrateOptions, Calibration, KernelCalibration,
+};
 pub use device::DeviceInfo;
 pub use replay::{replay, ReplayError, ReplayMeasurement, ReplayOptions};
 pub use replay_plan::{ReplayGroup, ReplayPaging, ReplayPlan};

@@ -1,7 +1,7 @@
 //! `sim calibrate`: measure the cost constants on the local GPU and write a hardware profile.
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -27,6 +27,18 @@ pub struct CalibrateArgs {
     /// Print the full measurement set as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Measure only one part. `kernels`: the streaming-read reference and the expert kernels,
+    /// every per-slot kernel that compiles (a few seconds); writes those measurements (JSON,
+    /// not a hardware profile) to --out.
+    #[arg(long, value_enum, value_name = "PART")]
+    pub only: Option<CalibratePart>,
+}
+
+/// A part of the calibration that `--only` runs alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CalibratePart {
+    /// Streaming-read reference and expert kernels.
+    Kernels,
 }
 
 /// `<stem>.measurements.json` beside the profile.
@@ -71,6 +83,21 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         device: args.device,
         seed: args.seed,
     };
+    if args.only == Some(CalibratePart::Kernels) {
+        let cal = validate::calibrate_kernels(&opts, &mut |line| eprintln!("calibrate: {line}"))
+            .context("kernel calibration failed")?;
+        let text = serde_json::to_string_pretty(&cal)?;
+        write_atomic(&args.out, &text)?;
+        eprintln!(
+            "calibrate: wrote {} in {:.1} s",
+            args.out.display(),
+            cal.wall_s
+        );
+        if args.json {
+            println!("{text}");
+        }
+        return Ok(());
+    }
     let cal = validate::calibrate(&opts, &mut |line| eprintln!("calibrate: {line}"))
         .context("calibration failed")?;
     let profile = validate::to_profile::to_profile(&cal, &args.name);
@@ -118,6 +145,7 @@ mod tests {
             device: 0,
             seed: 1,
             json: false,
+            only: None,
         };
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(
