@@ -76,7 +76,7 @@ impl Belady {
         Self::with_window(units, Self::window(units))
     }
 
-    /// [`Belady::new`] with a timeline of `window` positions (a power of two, at least 64).
+    /// [`Belady::new`] with a timeline of `window` positions (a power of two from 64 to 2^18).
     fn with_window(units: usize, window: usize) -> Self {
         assert!(
             units < ON_TIMELINE as usize,

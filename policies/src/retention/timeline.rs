@@ -1,12 +1,13 @@
 //! A circular timeline of the next `W` access positions, for Belady's MIN: which unit will be
-//! accessed at each upcoming position, as a two-level bitset over a ring of slots.
+//! accessed at each upcoming position, as a three-level bitset over a ring of slots.
 //!
 //! Every access position belongs to exactly one unit, so next-use keys that lie within one
 //! window of `W` positions are distinct and map to distinct ring slots (`key mod W`): the
 //! timeline stores them with no collisions, and the farthest one is the highest occupied slot
-//! in ring order, found with two or three leading-zero counts. Insert and remove are O(1).
+//! in ring order, found with at most three leading-zero counts and no loop. Insert and remove
+//! are O(1).
 
-/// The occupied slots of a ring of `W` positions (`W` a power of two, at least 64) and the
+/// The occupied slots of a ring of `W` positions (`W` a power of two from 64 to 2^18) and the
 /// unit at each.
 #[derive(Clone, Debug)]
 pub(crate) struct Timeline {
@@ -17,7 +18,9 @@ pub(crate) struct Timeline {
     /// Bit `s % 64` of word `s / 64` is set when slot `s` is occupied.
     bits: Vec<u64>,
     /// Bit `w % 64` of word `w / 64` is set when `bits[w] != 0`.
-    summary: Vec<u64>,
+    mid: Vec<u64>,
+    /// Bit `m` is set when `mid[m] != 0` (at most 64 mid words: `W <= 2^18`).
+    top: u64,
 }
 
 /// Mask of bits `0..=b` of a word.
@@ -33,15 +36,16 @@ fn top_bit(w: u64) -> usize {
 }
 
 impl Timeline {
-    /// An empty ring of `w` slots; `w` must be a power of two between 64 (one bitset word)
-    /// and 2^31.
+    /// An empty ring of `w` slots; `w` must be a power of two from 64 (one bitset word) to
+    /// 2^18 (one top word).
     pub(crate) fn new(w: usize) -> Self {
-        assert!(w.is_power_of_two() && (64..=1 << 31).contains(&w));
+        assert!(w.is_power_of_two() && (64..=1 << 18).contains(&w));
         Timeline {
             mask: (w - 1) as u32,
             who: vec![0; w],
             bits: vec![0; w / 64],
-            summary: vec![0; (w / 64).div_ceil(64)],
+            mid: vec![0; (w / 64).div_ceil(64)],
+            top: 0,
         }
     }
 
@@ -69,7 +73,8 @@ impl Timeline {
         debug_assert!(self.bits[s >> 6] & (1 << (s & 63)) == 0, "slot {s} taken");
         self.who[s] = u;
         self.bits[s >> 6] |= 1 << (s & 63);
-        self.summary[s >> 12] |= 1 << ((s >> 6) & 63);
+        self.mid[s >> 12] |= 1 << ((s >> 6) & 63);
+        self.top |= 1 << (s >> 12);
     }
 
     /// Free occupied slot `s`.
@@ -79,7 +84,10 @@ impl Timeline {
         let w = s >> 6;
         self.bits[w] &= !(1 << (s & 63));
         if self.bits[w] == 0 {
-            self.summary[w >> 6] &= !(1 << (w & 63));
+            self.mid[w >> 6] &= !(1 << (w & 63));
+            if self.mid[w >> 6] == 0 {
+                self.top &= !(1 << (w >> 6));
+            }
         }
     }
 
@@ -89,6 +97,7 @@ impl Timeline {
         if end == 0 {
             return None;
         }
+        // The slot's own word, then lower words of its mid word, then lower mid words.
         let last = end - 1;
         let w = last >> 6;
         let m = self.bits[w] & up_to(last & 63);
@@ -98,21 +107,23 @@ impl Timeline {
         if w == 0 {
             return None;
         }
-        // The highest non-empty word below w, through the summary level.
         let below = w - 1;
-        let mut sw = below >> 6;
-        let mut s = self.summary[sw] & up_to(below & 63);
-        loop {
-            if s != 0 {
-                let word = sw << 6 | top_bit(s);
-                return Some(word << 6 | top_bit(self.bits[word]));
-            }
-            if sw == 0 {
+        let mw = below >> 6;
+        let m = self.mid[mw] & up_to(below & 63);
+        let word = if m != 0 {
+            mw << 6 | top_bit(m)
+        } else {
+            if mw == 0 {
                 return None;
             }
-            sw -= 1;
-            s = self.summary[sw];
-        }
+            let t = self.top & up_to(mw - 1);
+            if t == 0 {
+                return None;
+            }
+            let mw = top_bit(t);
+            mw << 6 | top_bit(self.mid[mw])
+        };
+        Some(word << 6 | top_bit(self.bits[word]))
     }
 
     /// The occupied slot holding the largest position when positions run from slot `base`
@@ -159,12 +170,12 @@ mod tests {
     fn ring_order_matches_brute_force() {
         let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
         for round in 0..240 {
-            let w = [8192, 64, 1024][round % 3];
+            let w = [8192, 64, 1 << 18][round % 3];
             let mut t = Timeline::new(w);
             let mut occupied = vec![false; w];
-            let density = [0.0005, 0.01, 0.3][round / 3 % 3];
+            let density = [0.00005, 0.01, 0.3][round / 3 % 3];
             for (s, o) in occupied.iter_mut().enumerate() {
-                let edge = s % 4096 < 2 || s % 4096 > 4093 || s % 64 == 63;
+                let edge = s % 4096 < 2 || s % 4096 > 4093 || s % 64 == 63 || s % 65536 == 0;
                 if rng.gen_bool(density) || (round % 5 == 0 && edge) {
                     *o = true;
                     t.insert(s, s as u32 * 3);
