@@ -264,8 +264,8 @@ impl Kernels {
         // is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60 slots of
         // 2560x640); with several slots per item the tensor-core kernel serves them all from one
         // dequantization (57 vs 146 µs for 60 slots naming 6 experts).
-        // The dot kernels (BENCHMARKS.md issue 7, third pass) serve the per-slot variant when
-        // they compiled.
+        // The dot kernels serve the per-slot variant when they compiled: 63.9 vs 96.5 µs for
+        // 60 slots of 2560x640 on the H200 (BENCHMARKS.md issue 7, third pass).
         let path = match (variant, tensor_core_group(geom.group)) {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,

@@ -48,7 +48,10 @@ pub const DOT_KERNELS: [DotKernel; 4] = [
     },
 ];
 
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default.
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_r2b3`, the
+/// fastest at 60 slots of 2560x640 on the H200 (63.9 µs; r2b4 64.9, r4b2 74.5, r1b4 74.9:
+/// BENCHMARKS.md issue 7, third pass). `moe_dot_r4b2` is faster at batch 1 (21.1 vs 25.5 µs
+/// for a Qwen3-30B-A3B layer) but is not chosen per launch yet.
 pub const DEFAULT_DOT_KERNEL: usize = 0;
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
