@@ -338,8 +338,12 @@ impl Kernels {
                     shared_bytes: 0,
                 }
             } else {
-                let lanes =
-                    lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors);
+                let lanes = match path {
+                    KernelPath::PerSlotDot { kernel } => {
+                        DOT_KERNELS[kernel].lanes(rows, k / 32, items, self.multiprocessors)
+                    }
+                    _ => lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors),
+                };
                 PhaseLaunch {
                     split: lanes,
                     blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,

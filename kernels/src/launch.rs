@@ -21,30 +21,111 @@ pub struct DotKernel {
     pub rows: usize,
     /// Resident blocks per multiprocessor its `__launch_bounds__` asks for (caps registers).
     pub min_blocks: u32,
+    /// Weight chunks (16 bytes, 32 int4 weights) per row in one register batch (`J`).
+    pub batch_chunks: usize,
+    /// Register batches in the ring (`NB`): `NB - 1` batches of loads are in flight per thread.
+    pub ring: usize,
+    /// How the grid is sized (lanes per row).
+    pub grid: DotGrid,
+}
+
+/// How a dot kernel's lanes per row (and so its grid) are chosen for a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DotGrid {
+    /// [`lanes_per_row`]: at least [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor
+    /// (several waves, short rows per lane).
+    Waves,
+    /// [`lanes_per_row_one_wave`]: at most `min_blocks` blocks per multiprocessor, so every
+    /// block is resident from the start (no tail wave, one activation quantization per block,
+    /// long rows per lane for the register ring).
+    OneWave,
+}
+
+impl DotKernel {
+    /// Lanes per row of this kernel for one phase: `rows` output rows of `chunks` 16-byte
+    /// chunks, for `items` work items, on `multiprocessors` multiprocessors.
+    pub fn lanes(&self, rows: usize, chunks: usize, items: usize, multiprocessors: u32) -> u32 {
+        match self.grid {
+            DotGrid::Waves => lanes_per_row(rows, chunks, items, self.rows, multiprocessors),
+            DotGrid::OneWave => lanes_per_row_one_wave(
+                rows,
+                chunks,
+                items,
+                self.rows,
+                multiprocessors,
+                self.min_blocks,
+            ),
+        }
+    }
 }
 
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
-/// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane and occupancy.
-pub const DOT_KERNELS: [DotKernel; 4] = [
+/// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
+/// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
+pub const DOT_KERNELS: [DotKernel; 8] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
         min_blocks: 3,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::Waves,
     },
     DotKernel {
         name: "moe_dot_r2b4",
         rows: 2,
         min_blocks: 4,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::Waves,
     },
     DotKernel {
         name: "moe_dot_r4b2",
         rows: 4,
         min_blocks: 2,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::Waves,
     },
     DotKernel {
         name: "moe_dot_r1b4",
         rows: 1,
         min_blocks: 4,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::Waves,
+    },
+    DotKernel {
+        name: "moe_dot_w_r2j2n2b3",
+        rows: 2,
+        min_blocks: 3,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::OneWave,
+    },
+    DotKernel {
+        name: "moe_dot_w_r2j2n3b3",
+        rows: 2,
+        min_blocks: 3,
+        batch_chunks: 2,
+        ring: 3,
+        grid: DotGrid::OneWave,
+    },
+    DotKernel {
+        name: "moe_dot_w_r2j1n4b3",
+        rows: 2,
+        min_blocks: 3,
+        batch_chunks: 1,
+        ring: 4,
+        grid: DotGrid::OneWave,
+    },
+    DotKernel {
+        name: "moe_dot_w_r2j2n4b2",
+        rows: 2,
+        min_blocks: 2,
+        batch_chunks: 2,
+        ring: 4,
+        grid: DotGrid::OneWave,
     },
 ];
 
@@ -90,6 +171,33 @@ pub fn lanes_per_row(
     let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, rows_per_group));
     let mut p = cap.min(2);
     while p < cap && blocks(p) < target {
+        p *= 2;
+    }
+    p
+}
+
+/// Lanes per row (`P`, a power of two in 1..=[`BLOCK_THREADS`]) that fit a phase in one wave:
+/// the largest `P` whose grid (`items` x row tiles of [`rows_per_block`]`(P, rows_per_group)`
+/// rows) has at most `resident_per_multiprocessor x multiprocessors` blocks, so no block waits
+/// for another to finish. Never past the largest power of two not above `chunks` (idle lanes);
+/// 1 when even `P = 1` needs more than one wave (then the launch runs in several waves).
+pub fn lanes_per_row_one_wave(
+    rows: usize,
+    chunks: usize,
+    items: usize,
+    rows_per_group: usize,
+    multiprocessors: u32,
+    resident_per_multiprocessor: u32,
+) -> u32 {
+    let cap = if chunks >= 2 {
+        (1u32 << chunks.ilog2()).min(BLOCK_THREADS)
+    } else {
+        1
+    };
+    let capacity = resident_per_multiprocessor as usize * multiprocessors as usize;
+    let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, rows_per_group));
+    let mut p = 1;
+    while p < cap && blocks(p * 2) <= capacity {
         p *= 2;
     }
     p

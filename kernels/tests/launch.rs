@@ -117,3 +117,71 @@ fn tensor_core_split_of_k_matches_hand_computation() {
     assert!(tensor_core_group(128) && tensor_core_group(256));
     assert!(!tensor_core_group(64) && !tensor_core_group(32));
 }
+
+/// Hand-computed, one-wave grids (2 rows per row group, 3 resident blocks per multiprocessor,
+/// 132 multiprocessors: 396 blocks at most). 60 items of 2560x640: gate+up (1280 rows of 80
+/// chunks) P = 1, 2, 4 give 180, 300, 600 blocks (512, 256, 128 rows per block), so P = 2;
+/// down (2560 rows of 20 chunks) P = 1, 2 give 300, 600, so P = 1. Qwen3-30B-A3B batch 1
+/// (8 items): gate+up 1536 rows of 64 chunks, P = 16 gives 32 rows per block, 48 x 8 = 384,
+/// P = 32 gives 768, so P = 16; down 2048 rows of 24 chunks, P = 8 gives 32 x 8 = 256, P = 16
+/// 512, so P = 8. Capped by the chunk count: 16 rows of 8 chunks, one item, P = 8. More than a
+/// wave even at P = 1: 1.
+#[test]
+fn one_wave_lanes_match_hand_computation() {
+    use kernels::launch::lanes_per_row_one_wave as one_wave;
+    assert_eq!(one_wave(1280, 80, 60, 2, 132, 3), 2);
+    assert_eq!(one_wave(2560, 20, 60, 2, 132, 3), 1);
+    assert_eq!(one_wave(1536, 64, 8, 2, 132, 3), 16);
+    assert_eq!(one_wave(2048, 24, 8, 2, 132, 3), 8);
+    assert_eq!(one_wave(16, 8, 1, 2, 132, 3), 8);
+    assert_eq!(one_wave(64, 1, 1, 2, 132, 3), 1);
+    assert_eq!(one_wave(1 << 16, 80, 1000, 2, 132, 3), 1);
+    // 2 resident blocks (264): gate+up of 60 items: P = 1 gives 180, P = 2 gives 300, so 1.
+    assert_eq!(one_wave(1280, 80, 60, 2, 132, 2), 1);
+}
+
+/// Against a naive search over every power of two: the one-wave choice is the largest `P`
+/// (up to the chunk cap) whose grid fits the resident capacity, or 1 when none does.
+#[test]
+fn one_wave_lanes_are_the_largest_fitting_power_of_two() {
+    use kernels::launch::lanes_per_row_one_wave as one_wave;
+    for rows in [1usize, 7, 64, 1000, 4096] {
+        for chunks in [1usize, 2, 3, 20, 64, 80, 224, 1000] {
+            for items in [1usize, 8, 60, 300] {
+                for r in [1usize, 2, 4] {
+                    for resident in [2u32, 3] {
+                        let capacity = resident as usize * 132;
+                        let fits = |p: u32| {
+                            items * rows.div_ceil(r * (BLOCK_THREADS / p) as usize) <= capacity
+                        };
+                        let naive = (0..=8)
+                            .map(|e| 1u32 << e)
+                            .filter(|&p| p == 1 || (p as usize <= chunks && fits(p)))
+                            .max()
+                            .unwrap();
+                        assert_eq!(
+                            one_wave(rows, chunks, items, r, 132, resident),
+                            naive,
+                            "{rows} {chunks} {items} {r} {resident}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every dot kernel named in launch.rs has a `DOT_ENTRY` line in moe_dot.cu with the same
+/// rows, batch chunks, ring depth and resident blocks.
+#[test]
+fn dot_kernel_table_matches_the_cuda_entries() {
+    use kernels::gpu::DOT_SOURCE;
+    use kernels::launch::DOT_KERNELS;
+    for d in DOT_KERNELS {
+        let want = format!(
+            "DOT_ENTRY({}, {}, {}, {}, {})",
+            d.name, d.rows, d.batch_chunks, d.ring, d.min_blocks
+        );
+        assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
+    }
+}

@@ -75,7 +75,10 @@ __device__ __forceinline__ int pack4(int a, int b, int c, int d) {
 // is column 2b or 2b+1), word i of chunk c at qs[i * C + c] so lanes reading consecutive chunks
 // hit consecutive 16-byte words; then each chunk's step / 16 (f32, C of them): 2 k + k / 8 bytes.
 // P (lanes per row group) is a power of two in 1..BLOCK.
-template <int R>
+// Weights stream through a ring of NB register batches of J chunks x R rows: NB - 1 batches are
+// in flight while one is used (J = 2, NB = 2: the kernels of the third pass; deeper rings keep
+// more independent 16-byte loads in flight per thread, which long rows per lane need).
+template <int R, int J, int NB>
 __device__ void moe_dot(const unsigned int* __restrict__ work,
                         const unsigned int* __restrict__ slot_list,
                         const unsigned int* __restrict__ slot_input,
@@ -98,12 +101,12 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
     const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
     const float* sbase = (const float*)(base + scale_offset);
 
-    // Two batches of 2 chunks x R rows in registers, the next fetched before the current is used.
-    uint4 w[2][2][R];
-    float sc[2][2][R];
+    // NB batches of J chunks x R rows in registers, NB - 1 fetched ahead of the one in use.
+    uint4 w[NB][J][R];
+    float sc[NB][J][R];
     auto fetch = [&](int buf, unsigned int c0) {
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < J; ++j) {
             const unsigned int c = c0 + j * P;
             const unsigned int g = (c * 32) / group;
 #pragma unroll
@@ -120,7 +123,8 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
         }
     };
     // The first weights do not depend on the activations: start them before quantizing.
-    fetch(0, kl);
+#pragma unroll
+    for (int b = 0; b + 1 < NB; ++b) fetch(b, kl + b * J * P);
 
     // Quantize the slot's activations: thread u takes the 8 columns of word u (word u % 4 of
     // chunk u / 4), so the 4 words of a chunk sit in 4 consecutive lanes, which share their
@@ -158,15 +162,16 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 
-    // Unrolled by two so the register buffers are indexed by constants.
-    for (unsigned int c0 = kl; c0 < C; c0 += 4 * P) {
+    // Unrolled by NB so the register buffers are indexed by constants: batch n sits in buffer
+    // n % NB, and batch n + NB - 1 is fetched into the buffer batch n - 1 has just freed.
+    for (unsigned int c0 = kl; c0 < C; c0 += NB * J * P) {
 #pragma unroll
-        for (int buf = 0; buf < 2; ++buf) {
-            const unsigned int cb = c0 + buf * 2 * P;
+        for (int buf = 0; buf < NB; ++buf) {
+            const unsigned int cb = c0 + buf * J * P;
             if (cb < C) {
-                if (cb + 2 * P < C) fetch(buf ^ 1, cb + 2 * P);
+                if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
+                for (int j = 0; j < J; ++j) {
                     const unsigned int c = cb + j * P;
                     if (c < C) {
                         const float st = step[c];
@@ -226,19 +231,24 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
     }
 }
 
-#define DOT_ENTRY(NAME, R, MIN_BLOCKS)                                                            \
+#define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
         const float* input, float* output, unsigned int rows, unsigned int k,                    \
         unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
         int mode, unsigned int lanes_per_row) {                                                   \
-        moe_dot<R>(work, slot_list, slot_input, input, output, rows, k, group, weight_offset,    \
-                   scale_offset, mode, lanes_per_row);                                            \
+        moe_dot<R, J, NB>(work, slot_list, slot_input, input, output, rows, k, group,            \
+                          weight_offset, scale_offset, mode, lanes_per_row);                      \
     }
 
-// Rows per row group and minimum resident blocks per multiprocessor; keep in step with
-// `DOT_KERNELS` in launch.rs.
-DOT_ENTRY(moe_dot_r2b3, 2, 3)
-DOT_ENTRY(moe_dot_r2b4, 2, 4)
-DOT_ENTRY(moe_dot_r4b2, 4, 2)
-DOT_ENTRY(moe_dot_r1b4, 1, 4)
+// Rows per row group, chunks per batch, batches in the ring, and minimum resident blocks per
+// multiprocessor; keep in step with `DOT_KERNELS` in launch.rs (which also says how each one's
+// grid is sized: the `_w` kernels get one wave of blocks, few lanes per row and long rows).
+DOT_ENTRY(moe_dot_r2b3, 2, 2, 2, 3)
+DOT_ENTRY(moe_dot_r2b4, 2, 2, 2, 4)
+DOT_ENTRY(moe_dot_r4b2, 4, 2, 2, 2)
+DOT_ENTRY(moe_dot_r1b4, 1, 2, 2, 4)
+DOT_ENTRY(moe_dot_w_r2j2n2b3, 2, 2, 2, 3)
+DOT_ENTRY(moe_dot_w_r2j2n3b3, 2, 2, 3, 3)
+DOT_ENTRY(moe_dot_w_r2j1n4b3, 2, 1, 4, 3)
+DOT_ENTRY(moe_dot_w_r2j2n4b2, 2, 2, 4, 2)
