@@ -39,7 +39,17 @@ pub enum DotGrid {
     /// block is resident from the start (no tail wave, one activation quantization per block,
     /// long rows per lane for the register ring).
     OneWave,
+    /// [`lanes_per_row_one_wave`] when it gives at least [`COALESCED_LANES`] lanes per row,
+    /// else [`lanes_per_row`]. Measured on the H200 (BENCHMARKS.md issue 7, fourth pass): one
+    /// wave is 1.2-1.8x faster for 8-slot launches (Qwen3-30B-A3B layer 17.4 vs 25.6 µs, where
+    /// it gives 8-16 lanes per row) and 1.4x slower for 60 slots of 2560x640 (92.6 vs 64.7 µs,
+    /// where it gives 1-2 lanes per row, so each warp load touches 16-32 rows).
+    Adaptive,
 }
+
+/// Lanes per row from which one warp load instruction reads whole 128-byte lines of a row
+/// (8 lanes x 16-byte chunks): the threshold of [`DotGrid::Adaptive`].
+pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
     /// Lanes per row of this kernel for one phase: `rows` output rows of `chunks` 16-byte
@@ -55,6 +65,21 @@ impl DotKernel {
                 multiprocessors,
                 self.min_blocks,
             ),
+            DotGrid::Adaptive => {
+                let one = lanes_per_row_one_wave(
+                    rows,
+                    chunks,
+                    items,
+                    self.rows,
+                    multiprocessors,
+                    self.min_blocks,
+                );
+                if one >= COALESCED_LANES {
+                    one
+                } else {
+                    lanes_per_row(rows, chunks, items, self.rows, multiprocessors)
+                }
+            }
         }
     }
 }
@@ -62,7 +87,7 @@ impl DotKernel {
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
 /// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
 /// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
-pub const DOT_KERNELS: [DotKernel; 8] = [
+pub const DOT_KERNELS: [DotKernel; 9] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -127,13 +152,22 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
         ring: 4,
         grid: DotGrid::OneWave,
     },
+    DotKernel {
+        name: "moe_dot_a_r2b3",
+        rows: 2,
+        min_blocks: 3,
+        batch_chunks: 2,
+        ring: 2,
+        grid: DotGrid::Adaptive,
+    },
 ];
 
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_r2b3`, the
-/// fastest at 60 slots of 2560x640 on the H200 (63.9 µs; r2b4 64.9, r4b2 74.5, r1b4 74.9:
-/// BENCHMARKS.md issue 7, third pass). `moe_dot_r4b2` is faster at batch 1 (21.1 vs 25.5 µs
-/// for a Qwen3-30B-A3B layer) but is not chosen per launch yet.
-pub const DEFAULT_DOT_KERNEL: usize = 0;
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_a_r2b3`, the
+/// code of `moe_dot_r2b3` (the fastest at 60 slots of 2560x640 on the H200: 64.7 µs, r2b4 65.2,
+/// one-wave grids 92.6-131.7) with the [`DotGrid::Adaptive`] grid, which keeps that grid for
+/// large launches and takes one wave for small ones (8 slots: 12.4-22.2 vs 14.7-34.0 µs):
+/// BENCHMARKS.md issue 7, fourth pass.
+pub const DEFAULT_DOT_KERNEL: usize = 8;
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
 pub const UNION_ROWS: usize = 2;

@@ -185,3 +185,24 @@ fn dot_kernel_table_matches_the_cuda_entries() {
         assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
     }
 }
+
+/// The adaptive grid (the default kernel's): one wave where that keeps 8+ lanes per row, else
+/// the several-wave rule. Hand values from `one_wave_lanes_match_hand_computation` and
+/// `sixty_slot_launch_gets_enough_blocks`: 60 items of 2560x640 get 2 and 1 lanes from the
+/// one-wave rule, so the several-wave choice: gate+up P = 8 (64 rows per block, 1200 blocks),
+/// down P = 4 (128 rows per block, 20 x 60 = 1200 blocks; P = 2 gives 600, short of 1056);
+/// the Qwen3-30B-A3B batch-1 layer gets 16 and 8 from the one-wave rule and keeps them.
+#[test]
+fn adaptive_grid_takes_one_wave_only_when_it_stays_coalesced() {
+    use kernels::launch::{DotGrid, DEFAULT_DOT_KERNEL, DOT_KERNELS};
+    let d = DOT_KERNELS[DEFAULT_DOT_KERNEL];
+    assert_eq!(d.grid, DotGrid::Adaptive);
+    assert_eq!(
+        d.lanes(1280, 80, 60, 132),
+        lanes_per_row(1280, 80, 60, 2, 132)
+    );
+    assert_eq!(d.lanes(1280, 80, 60, 132), 8);
+    assert_eq!(d.lanes(2560, 20, 60, 132), 4);
+    assert_eq!(d.lanes(1536, 64, 8, 132), 16);
+    assert_eq!(d.lanes(2048, 24, 8, 132), 8);
+}

@@ -243,7 +243,8 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
 
 // Rows per row group, chunks per batch, batches in the ring, and minimum resident blocks per
 // multiprocessor; keep in step with `DOT_KERNELS` in launch.rs (which also says how each one's
-// grid is sized: the `_w` kernels get one wave of blocks, few lanes per row and long rows).
+// grid is sized: the `_w` kernels get one wave of blocks, the `_a` kernel one wave when that
+// keeps 8 or more lanes per row, else several).
 DOT_ENTRY(moe_dot_r2b3, 2, 2, 2, 3)
 DOT_ENTRY(moe_dot_r2b4, 2, 2, 2, 4)
 DOT_ENTRY(moe_dot_r4b2, 4, 2, 2, 2)
@@ -252,3 +253,5 @@ DOT_ENTRY(moe_dot_w_r2j2n2b3, 2, 2, 2, 3)
 DOT_ENTRY(moe_dot_w_r2j2n3b3, 2, 2, 3, 3)
 DOT_ENTRY(moe_dot_w_r2j1n4b3, 2, 1, 4, 3)
 DOT_ENTRY(moe_dot_w_r2j2n4b2, 2, 2, 4, 2)
+// Same code as moe_dot_r2b3, grid chosen per launch (DotGrid::Adaptive): the default.
+DOT_ENTRY(moe_dot_a_r2b3, 2, 2, 2, 3)
