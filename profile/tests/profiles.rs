@@ -18,11 +18,11 @@ fn shipped_profiles_load_and_convert_units() {
 
     let h200 = load("h200-linux").unwrap();
     // Measured by `sim calibrate`, read independently from
-    // validate/data/h200-linux.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
-    // PerSlot].weight_bytes_per_us = 1138604.6 B/µs (1.14 TB/s, MB/s = B/µs), and
-    // vmm[fill 0.4%].set_access_us.median = 30.2134375 µs per granule.
-    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 1_138_604.6).abs() < 0.1);
-    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(30.2134375));
+    // validate/data/h200-linux-final.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
+    // PerSlot (moe_dot_a_r2b3)].weight_bytes_per_us = 2484018.13 B/µs (2.48 TB/s, MB/s = B/µs),
+    // and vmm[fill 0.4%].set_access_us = 30.77244140625 µs per granule.
+    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 2_484_018.13).abs() < 0.01);
+    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(30.77244140625));
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 

@@ -313,15 +313,15 @@ mod tests {
     fn h200_vmm_costs_are_the_sum_of_the_calls() {
         let p = profile::load("h200-linux").unwrap();
         let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
-        // measured (validate/data/h200-linux.measurements.json, vmm[fill 0.4%] medians):
-        // create 11.34046875 + map 0.9576796875 + set access 30.2134375 per granule;
-        // unmap 20.90480859375 + release 13.83592578125
-        let (create, map, access) = (11.34046875, 0.9576796875, 30.2134375);
-        let (unmap, release) = (20.90480859375, 13.83592578125);
+        // measured (validate/data/h200-linux-final.measurements.json, vmm[fill 0.4%] medians):
+        // create 11.45105859375 + map 0.90883203125 + set access 30.77244140625 per granule;
+        // unmap 22.04051953125 + release 13.7160078125
+        let (create, map, access) = (11.45105859375, 0.90883203125, 30.77244140625);
+        let (unmap, release) = (22.04051953125, 13.7160078125);
         assert!((m.commit_us(8) - 8.0 * (create + map + access)).abs() < 1e-9);
         assert!((m.decommit_us(8) - 8.0 * (unmap + release)).abs() < 1e-9);
-        // 16 MiB with the pinned H2D fit (h2d_pinned.fit): 9.6860460 µs + bytes / 55475.949 B/µs
-        let copy = 9.686046030910802 + 16777216.0 / 55475.94888888031;
+        // 16 MiB with the pinned H2D fit (h2d_pinned.fit): 9.5330860 µs + bytes / 55292.890 B/µs
+        let copy = 9.533085956385548 + 16777216.0 / 55292.8904510579;
         assert!((m.copy_us(16 << 20) - copy).abs() < 1e-6);
         let pooled = CostModel::new(
             &p,
