@@ -3,8 +3,8 @@
 //! is thin glue that parses arguments and prints what these return.
 
 pub mod cache;
-pub mod runner;
-pub mod streaming;
 pub mod cost;
 pub mod engine;
 pub mod model_profile;
+pub mod runner;
+pub mod streaming;

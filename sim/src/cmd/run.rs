@@ -153,7 +153,7 @@ fn summary(r: &RunReport) -> String {
 
 /// A granule or page size in the unit that reads best: `2 MiB`, `64 KiB`.
 pub fn granule_text(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{} KiB", bytes as f64 / 1024.0)
