@@ -35,8 +35,12 @@ pub struct Belady {
     now: u32,
     /// The 4-ary max-heap of keys; the children of slot i are 4i+1 ..= 4i+4.
     heap: Vec<u64>,
-    /// Keys not yet in the heap (units accessed since the last eviction).
+    /// Keys not yet placed (units accessed since the last eviction, and the current group's
+    /// protected units). The first `held` of them were found protected under the group
+    /// `held_group` by the last eviction and need no second look while that group lasts.
     pending: Vec<u64>,
+    held: usize,
+    held_group: u32,
 }
 
 /// `loc` of a unit that is not resident.
@@ -89,6 +93,8 @@ impl Belady {
             now: 0,
             heap: Vec::new(),
             pending: Vec::new(),
+            held: 0,
+            held_group: 0,
         }
     }
 
@@ -125,17 +131,35 @@ impl Belady {
             self.timeline.remove((l & !ON_TIMELINE) as usize);
         } else if l & IN_PENDING != 0 {
             debug_assert!(l != FREE, "on_hit for a unit that is not resident");
-            // Accessed again before any eviction: drop the waiting key (swap-remove).
-            let i = (l & !IN_PENDING) as usize;
-            self.pending.swap_remove(i);
-            if let Some(&moved) = self.pending.get(i) {
-                self.loc[unit_of(moved) as usize] = IN_PENDING | i as u32;
-            }
+            // Accessed again before any eviction: drop the waiting key.
+            self.remove_pending((l & !IN_PENDING) as usize);
         } else {
             self.remove_at(l as usize);
         }
         self.now = pos;
         self.push_pending(pack(next_use, u));
+    }
+
+    /// Remove the waiting key at index `i`, keeping the held keys a prefix of `pending`:
+    /// a held slot is refilled from the end of the held prefix, whose slot is refilled from
+    /// the end of the list.
+    #[inline]
+    fn remove_pending(&mut self, i: usize) {
+        let last = self.pending.len() - 1;
+        if i < self.held {
+            let h = self.held - 1;
+            self.pending[i] = self.pending[h];
+            self.pending[h] = self.pending[last];
+            self.held = h;
+        } else {
+            self.pending[i] = self.pending[last];
+        }
+        self.pending.pop();
+        for j in [i, self.held] {
+            if let Some(&moved) = self.pending.get(j) {
+                self.loc[unit_of(moved) as usize] = IN_PENDING | j as u32;
+            }
+        }
     }
 
     #[inline]
@@ -256,10 +280,18 @@ impl EvictionPolicy for Belady {
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
         // Place the waiting keys of unprotected units; protected ones keep waiting
-        // (compacted to the front of `pending`).
+        // (compacted to the front of `pending`). Keys held under the same group are still
+        // protected (a group's protection only grows), so only the rest is looked at: without
+        // this, groups of thousands of units (os4k pages) cost a scan per eviction.
         let mut pending = std::mem::take(&mut self.pending);
-        let mut kept = 0;
-        for j in 0..pending.len() {
+        let group = protect.group();
+        let start = if group != 0 && group == self.held_group {
+            self.held
+        } else {
+            0
+        };
+        let mut kept = start;
+        for j in start..pending.len() {
             let key = pending[j];
             if protect.is(unit_of(key)) {
                 pending[kept] = key;
@@ -271,6 +303,8 @@ impl EvictionPolicy for Belady {
         }
         pending.truncate(kept);
         self.pending = pending;
+        self.held = kept;
+        self.held_group = group;
         // Protected units can be placed after a fallback eviction without protection earlier
         // in the same group: those at the top of the heap go back to waiting, those on the
         // timeline are stepped over.

@@ -82,6 +82,13 @@ impl<'a> Protect<'a> {
         self.current != 0 && self.stamp[u as usize] == self.current
     }
 
+    /// The group whose units are protected (0 when nothing is). Within one group the
+    /// protected set only grows.
+    #[inline]
+    pub fn group(&self) -> u32 {
+        self.current
+    }
+
     /// True when nothing is protected.
     #[inline]
     pub fn is_none(&self) -> bool {
