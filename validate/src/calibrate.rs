@@ -5,6 +5,7 @@
 //! hit all arms alike. Each arm reports the median and the spread of its repetitions.
 
 use crate::device::DeviceInfo;
+pub use crate::stats::Line;
 use crate::stats::{LinearFit, Summary};
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, DevicePtr};
@@ -53,47 +54,6 @@ pub struct VmmAtLive {
     pub commit_us: Summary,
     /// cuMemUnmap + cuMemRelease per granule, µs.
     pub decommit_us: Summary,
-}
-
-/// Least-squares line `y = intercept + slope x` (slope may be of any sign).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    pub intercept: f64,
-    pub slope: f64,
-    pub r2: f64,
-}
-
-impl Line {
-    /// Fit over `(x, y)` points; `None` with fewer than two distinct x.
-    pub fn fit(points: &[(f64, f64)]) -> Option<Line> {
-        let n = points.len() as f64;
-        if points.len() < 2 {
-            return None;
-        }
-        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-        let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-        if sxx == 0.0 {
-            return None;
-        }
-        let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
-        let intercept = my - slope * mx;
-        let ss_tot: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
-        let ss_res: f64 = points
-            .iter()
-            .map(|p| (p.1 - intercept - slope * p.0).powi(2))
-            .sum();
-        let r2 = if ss_tot > 0.0 {
-            1.0 - ss_res / ss_tot
-        } else {
-            1.0
-        };
-        Some(Line {
-            intercept,
-            slope,
-            r2,
-        })
-    }
 }
 
 /// Dense reads (one load per 16 B) of contiguous runs of host-resident managed memory: demand

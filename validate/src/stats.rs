@@ -59,6 +59,26 @@ pub struct LinearFit {
 impl LinearFit {
     /// Fits `(bytes, µs)` points; `None` with fewer than two distinct sizes or a non-positive slope.
     pub fn fit(points: &[(f64, f64)]) -> Option<Self> {
+        let line = Line::fit(points)?;
+        (line.slope > 0.0).then(|| Self {
+            latency_us: line.intercept,
+            bytes_per_us: 1.0 / line.slope,
+            r2: line.r2,
+        })
+    }
+}
+
+/// Least-squares line `y = intercept + slope x` (slope may be of any sign).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub intercept: f64,
+    pub slope: f64,
+    pub r2: f64,
+}
+
+impl Line {
+    /// Fit over `(x, y)` points; `None` with fewer than two distinct x.
+    pub fn fit(points: &[(f64, f64)]) -> Option<Line> {
         let n = points.len() as f64;
         if points.len() < 2 {
             return None;
@@ -66,14 +86,10 @@ impl LinearFit {
         let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
         let my = points.iter().map(|p| p.1).sum::<f64>() / n;
         let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
         if sxx == 0.0 {
             return None;
         }
-        let slope = sxy / sxx;
-        if slope <= 0.0 {
-            return None;
-        }
+        let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
         let intercept = my - slope * mx;
         let ss_tot: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
         let ss_res: f64 = points
@@ -85,9 +101,9 @@ impl LinearFit {
         } else {
             1.0
         };
-        Some(Self {
-            latency_us: intercept,
-            bytes_per_us: 1.0 / slope,
+        Some(Line {
+            intercept,
+            slope,
             r2,
         })
     }
