@@ -45,4 +45,22 @@ impl UnitMap {
     pub fn num_units(&self) -> usize {
         self.units.len()
     }
+
+    /// A map in which every key lies in exactly one unit, `key_first[k]` (e* and region:*).
+    pub fn one_unit_per_key(
+        spec: String,
+        expert_bytes: u64,
+        granule_bytes: u64,
+        key_first: Vec<u32>,
+        units: Vec<UnitInfo>,
+    ) -> UnitMap {
+        UnitMap {
+            spec,
+            expert_bytes,
+            granule_bytes,
+            key_count: vec![1; key_first.len()],
+            key_first,
+            units,
+        }
+    }
 }

@@ -72,14 +72,13 @@ impl Mechanism for Packing {
                 });
             }
         }
-        Ok(UnitMap {
-            spec: self.spec(),
-            expert_bytes: eb,
-            granule_bytes: ctx.sizes.granule_bytes,
-            key_count: vec![1; key_first.len()],
+        Ok(UnitMap::one_unit_per_key(
+            self.spec(),
+            eb,
+            ctx.sizes.granule_bytes,
             key_first,
             units,
-        })
+        ))
     }
 }
 

@@ -74,14 +74,13 @@ impl Mechanism for Region {
         for u in &mut units {
             u.committed_bytes = round_up(u.useful_bytes, ctx.sizes.granule_bytes);
         }
-        Ok(UnitMap {
-            spec: self.spec(),
-            expert_bytes: eb,
-            granule_bytes: ctx.sizes.granule_bytes,
-            key_count: vec![1; key_first.len()],
+        Ok(UnitMap::one_unit_per_key(
+            self.spec(),
+            eb,
+            ctx.sizes.granule_bytes,
             key_first,
             units,
-        })
+        ))
     }
 }
 
