@@ -244,25 +244,12 @@ fn profile_trace_of_another_geometry_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.bin");
     let model = ModelSpec::uniform("other", 2, 4, 2);
-    let t = Trace {
-        header: Header {
-            model,
-            provenance: Provenance::default(),
-            sequences: vec![SequenceInfo {
-                name: "s".into(),
-                prefill_tokens: 0,
-                decode_tokens: 1,
-            }],
-            has_weights: false,
-        },
-        sequences: vec![SequenceData {
-            prefill: TokenBlock::default(),
-            decode: TokenBlock {
-                ids: vec![0, 1, 2, 3],
-                weights: None,
-            },
-        }],
-    };
+    let t = Trace::decode_only(
+        model,
+        Provenance::default(),
+        &[vec![vec![vec![0, 1], vec![2, 3]]]],
+    )
+    .unwrap();
     traces::write_file(&path, &t).unwrap();
     let (ok, _, err) = sim(&[
         "run",

@@ -7,38 +7,12 @@ use proptest::prelude::*;
 use sim::cache::{
     run_grid, AccessStream, Batching, Budget, CacheConfig, Schedule, Semantics, Split, Workload,
 };
-use traces::{
-    Header, ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace,
-};
+use traces::{ModelSpec, PhaseSel, Provenance, Trace};
 
 /// A decode-only trace: `seqs[s][t][m]` is the selection of sequence s, token t, layer m.
 fn trace(layers: usize, experts: u16, k: u16, seqs: &[Vec<Vec<Vec<u16>>>]) -> Trace {
-    Trace {
-        header: Header {
-            model: ModelSpec::uniform("random", layers, experts, k),
-            provenance: Provenance::default(),
-            sequences: seqs
-                .iter()
-                .enumerate()
-                .map(|(i, s)| SequenceInfo {
-                    name: format!("s{i}"),
-                    prefill_tokens: 0,
-                    decode_tokens: s.len() as u64,
-                })
-                .collect(),
-            has_weights: false,
-        },
-        sequences: seqs
-            .iter()
-            .map(|s| SequenceData {
-                prefill: TokenBlock::default(),
-                decode: TokenBlock {
-                    ids: s.iter().flatten().flatten().copied().collect(),
-                    weights: None,
-                },
-            })
-            .collect(),
-    }
+    let model = ModelSpec::uniform("random", layers, experts, k);
+    Trace::decode_only(model, Provenance::default(), seqs).expect("generated trace is valid")
 }
 
 /// One unit per expert (e1), 1 MiB useful in a 2 MiB commit.

@@ -159,6 +159,45 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// A decode-only trace of `model` with one sequence per entry of `sequences`, named
+    /// `s0`, `s1`, ...; `sequences[s][t][m]` is the selection of sequence s, token t, MoE
+    /// layer m. Token counts in the header follow from the data; the result is checked
+    /// ([`Trace::check`]), so a wrong shape, an id out of range or a repeat is an error.
+    pub fn decode_only(
+        model: ModelSpec,
+        provenance: crate::Provenance,
+        sequences: &[Vec<Vec<Vec<u16>>>],
+    ) -> Result<Trace, String> {
+        let trace = Trace {
+            header: Header {
+                model,
+                provenance,
+                sequences: sequences
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| crate::SequenceInfo {
+                        name: format!("s{i}"),
+                        prefill_tokens: 0,
+                        decode_tokens: s.len() as u64,
+                    })
+                    .collect(),
+                has_weights: false,
+            },
+            sequences: sequences
+                .iter()
+                .map(|s| SequenceData {
+                    prefill: TokenBlock::default(),
+                    decode: TokenBlock {
+                        ids: s.iter().flatten().flatten().copied().collect(),
+                        weights: None,
+                    },
+                })
+                .collect(),
+        };
+        trace.check()?;
+        Ok(trace)
+    }
+
     /// The key space of the trace's model.
     pub fn keyspace(&self) -> KeySpace {
         KeySpace::new(&self.header.model)

@@ -112,34 +112,13 @@ pub(crate) fn check_profile<'a>(
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    use traces::{
-        Header, ModelSpec, Phase, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace,
-    };
+    use traces::{ModelSpec, Provenance, Trace};
 
     /// A one-sequence decode-only trace of `layers` MoE layers x `experts`, top-k = width of
     /// each selection; `tokens[t][m]` is token t's selection in layer m.
     pub fn trace(layers: usize, experts: u16, tokens: &[Vec<Vec<u16>>]) -> Trace {
         let k = tokens[0][0].len() as u16;
         let model = ModelSpec::uniform("tiny", layers, experts, k);
-        let ids: Vec<u16> = tokens.iter().flatten().flatten().copied().collect();
-        let t = Trace {
-            header: Header {
-                model,
-                provenance: Provenance::default(),
-                sequences: vec![SequenceInfo {
-                    name: "s".into(),
-                    prefill_tokens: 0,
-                    decode_tokens: tokens.len() as u64,
-                }],
-                has_weights: false,
-            },
-            sequences: vec![SequenceData {
-                prefill: TokenBlock::default(),
-                decode: TokenBlock { ids, weights: None },
-            }],
-        };
-        t.check().unwrap();
-        let _ = Phase::Decode;
-        t
+        Trace::decode_only(model, Provenance::default(), &[tokens.to_vec()]).unwrap()
     }
 }
