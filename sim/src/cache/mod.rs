@@ -145,16 +145,7 @@ impl Workload {
                 ks.num_keys()
             )));
         }
-        let requests = stream::round_robin_requests(trace, phases);
-        let (batches, delays) = schedule::form_batches(
-            trace,
-            &ks,
-            map,
-            &requests,
-            batching.batch,
-            batching.queue,
-            batching.schedule,
-        )?;
+        let (batches, delays) = schedule::batches_of(trace, &ks, map, phases, batching)?;
         let s = AccessStream::build(trace, &ks, map, &batches)?;
         let profile = match profile {
             None if batching.batch == 1 && batching.schedule == Schedule::Fifo => {

@@ -1,11 +1,11 @@
 //! Batching and route-aware scheduling of requests.
 
 use super::stream::Request;
-use super::CacheError;
+use super::{Batching, CacheError};
 use hdrhistogram::Histogram;
 use policies::UnitMap;
 use serde::{Deserialize, Serialize};
-use traces::{KeySpace, Trace};
+use traces::{KeySpace, PhaseSel, Trace};
 
 /// How batches are formed from the waiting requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +31,27 @@ pub struct ScheduleReport {
     pub delay_p99: i64,
     /// ... the largest.
     pub delay_max: i64,
+}
+
+/// The trace's requests of `phases`, interleaved round-robin across sequences, formed into
+/// batches as `batching` says: the batches and each request's dispatch delay.
+pub fn batches_of(
+    trace: &Trace,
+    ks: &KeySpace,
+    map: &UnitMap,
+    phases: PhaseSel,
+    batching: Batching,
+) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
+    let requests = super::stream::round_robin_requests(trace, phases);
+    form_batches(
+        trace,
+        ks,
+        map,
+        &requests,
+        batching.batch,
+        batching.queue,
+        batching.schedule,
+    )
 }
 
 /// Form batches of `batch` requests from `requests` (arrival order). With `queue`, the

@@ -3,7 +3,7 @@
 //! streaming regime pages every accessed unit in and drops it after the group.
 
 use super::plan::Plans;
-use crate::cache::{self, schedule, stream, Batching, CacheConfig};
+use crate::cache::{self, schedule, Batching, CacheConfig};
 use anyhow::Result;
 use policies::UnitMap;
 use traces::{Phase, PhaseSel, Trace};
@@ -20,16 +20,7 @@ pub fn plans(
     cache_cfg: Option<&CacheConfig>,
 ) -> Result<Plans> {
     let ks = trace.keyspace();
-    let requests = stream::round_robin_requests(trace, phases);
-    let (batches, _) = schedule::form_batches(
-        trace,
-        &ks,
-        map,
-        &requests,
-        batching.batch,
-        batching.queue,
-        batching.schedule,
-    )?;
+    let (batches, _) = schedule::batches_of(trace, &ks, map, phases, batching)?;
     let m = ks.num_moe_layers();
     let mut plans = Plans::new(m);
     let workload;
