@@ -115,3 +115,77 @@ fn profile_commands_and_errors() {
     let (ok, _, err) = sim(&["run", "--predictor", "oracle"]);
     assert!(!ok && err.contains("--hw"), "{err}");
 }
+
+/// `sim sweep --admission-cap`: every configuration runs without and with the cap. The cache
+/// table shows each configuration once, the CSV has one header (the union of the rows'
+/// columns) and the JSON says of every row whether it was capped.
+#[test]
+fn sweep_with_admission_cap_prints_each_cache_row_once_and_a_rectangular_csv() {
+    let base = [
+        "sweep",
+        "--policies",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--split",
+        "global",
+        "--batch",
+        "1,2",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--admission-cap",
+        "0.9",
+    ];
+    // configurations: evict {belady (always added), lru} x batch {1, 2}
+    let configs = [("belady", "1"), ("belady", "2"), ("lru", "1"), ("lru", "2")];
+
+    let (ok, out, err) = sim(&base);
+    assert!(ok, "{err}");
+    let cache_rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("mechanism "))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let seen: Vec<(&str, &str)> = cache_rows.iter().map(|c| (c[1], c[4])).collect();
+    assert_eq!(seen, configs, "{out}");
+
+    let mut csv_args = base.to_vec();
+    csv_args.extend(["--format", "csv"]);
+    let (ok, out, err) = sim(&csv_args);
+    assert!(ok, "{err}");
+    let mut rd = csv::Reader::from_reader(out.as_bytes());
+    let header = rd.headers().unwrap().clone();
+    let cap_col = header.iter().position(|h| h == "admission.cap").unwrap();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 2 * configs.len());
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), header.len());
+        // uncapped first, then its capped twin
+        let want = if i % 2 == 0 { "" } else { "0.9" };
+        assert_eq!(&row[cap_col], want, "row {i}");
+    }
+
+    let mut json_args = base.to_vec();
+    json_args.extend(["--format", "json"]);
+    let (ok, out, err) = sim(&json_args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2 * configs.len());
+    for (i, r) in runs.iter().enumerate() {
+        let a = &r["admission"];
+        let batch = r["retention"]["batch"].as_u64().unwrap();
+        assert_eq!(batch.to_string(), configs[i / 2].1);
+        assert_eq!(a["requested"].as_u64(), Some(batch), "row {i}");
+        if i % 2 == 0 {
+            assert!(a["cap"].is_null(), "row {i}: {a}");
+            assert_eq!(a["admitted"].as_u64(), Some(batch));
+        } else {
+            assert_eq!(a["cap"].as_f64(), Some(0.9), "row {i}: {a}");
+        }
+    }
+}

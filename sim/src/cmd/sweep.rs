@@ -11,6 +11,7 @@ use super::run::granule_text;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
+use sim::engine::Admission;
 use sim::runner::{self, parse_policy, RunConfig, RunReport};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -151,14 +152,26 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let workload = args.input.workload()?;
     let mut reports = Vec::with_capacity(configs.len());
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
-        reports.push(r.with_context(|| format!("sweep row `{}`", cfg.policy))?);
+        let mut r = r.with_context(|| format!("sweep row `{}`", cfg.policy))?;
+        // With --admission-cap every configuration also runs without it: say so in its row.
+        if args.timing.admission_cap.is_some() && r.timing.is_some() && r.admission.is_none() {
+            let batch = cfg.retention.as_ref().map_or(1, |x| x.batching.batch);
+            r.admission = Some(Admission::uncapped(batch));
+        }
+        reports.push(r);
     }
     let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
         Format::Csv => csv_text(&reports)?,
         Format::Table if reports.iter().any(|r| r.cache.is_some()) => {
-            super::args_cache::retention_table(&reports)
-                + &super::args_timing::batch_table(&reports)
+            // The capped twin of a configuration has the same retention inputs: its cache row
+            // would repeat the uncapped one; the batch table shows the two side by side.
+            let once: Vec<RunReport> = reports
+                .iter()
+                .filter(|r| !r.admission.as_ref().is_some_and(|a| a.cap.is_some()))
+                .cloned()
+                .collect();
+            super::args_cache::retention_table(&once) + &super::args_timing::batch_table(&reports)
         }
         Format::Table => table(&reports) + &super::args_timing::batch_table(&reports),
     };
@@ -166,10 +179,15 @@ pub fn run(args: SweepArgs) -> Result<()> {
 }
 
 /// CSV: column `policy`, then every scalar of every metric block, named by its JSON key
-/// (`streaming` keys bare, keys of other blocks as `block.key`), in JSON order.
+/// (`streaming` keys bare, keys of other blocks as `block.key`), in JSON order. Rows may carry
+/// different blocks (the capped rows of `--admission-cap` add `admission`), so the header is
+/// the union of all rows' columns in first-seen order, and a row lacking a column (or holding
+/// null there) has an empty cell.
 fn csv_text(reports: &[RunReport]) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for (n, r) in reports.iter().enumerate() {
+    let mut header: Vec<String> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = Default::default();
+    let mut rows: Vec<Vec<(usize, String)>> = Vec::with_capacity(reports.len());
+    for r in reports {
         let mut cols: Vec<(String, String)> = vec![("policy".into(), r.inputs.policy.clone())];
         if let serde_json::Value::Object(blocks) = serde_json::to_value(r)? {
             for (block, v) in blocks.iter().filter(|(k, _)| *k != "inputs") {
@@ -183,19 +201,32 @@ fn csv_text(reports: &[RunReport]) -> Result<String> {
                         } else {
                             format!("{block}.{k}")
                         };
-                        let text = match x {
-                            serde_json::Value::String(t) => t.clone(),
-                            other => other.to_string(),
-                        };
-                        cols.push((name, text));
+                        cols.push((name, reports::flatten::cell(x)));
                     }
                 }
             }
         }
-        if n == 0 {
-            w.write_record(cols.iter().map(|c| c.0.as_str()))?;
+        rows.push(
+            cols.into_iter()
+                .map(|(name, text)| {
+                    let next = header.len();
+                    let i = *index.entry(name.clone()).or_insert(next);
+                    if i == next {
+                        header.push(name);
+                    }
+                    (i, text)
+                })
+                .collect(),
+        );
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(&header)?;
+    for cells in rows {
+        let mut row = vec![String::new(); header.len()];
+        for (i, text) in cells {
+            row[i] = text;
         }
-        w.write_record(cols.iter().map(|c| c.1.as_str()))?;
+        w.write_record(&row)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -19,6 +19,20 @@ pub struct Admission {
     pub limit_mib: Option<f64>,
 }
 
+impl Admission {
+    /// A batch of `batch` sequences run without admission control: all admitted, no cap.
+    /// `sim sweep --admission-cap` gives its uncapped rows this block so that every row of
+    /// its JSON says whether it was capped.
+    pub fn uncapped(batch: usize) -> Admission {
+        Admission {
+            requested: batch,
+            admitted: batch,
+            cap: None,
+            limit_mib: None,
+        }
+    }
+}
+
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
 /// the plan itself needs), counted like the engine counts it.
 pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -> f64 {
