@@ -202,6 +202,16 @@ impl Profile {
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
         tmp.write_all(self.to_json().as_bytes()).map_err(io)?;
         tmp.write_all(b"\n").map_err(io)?;
+        // Temporary files are owner-only (0600); a profile is ordinary data (0644). This
+        // crate depends on no workspace crate, so it keeps its own copy of
+        // `traces::file_mode::share_file`.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+                .map_err(io)?;
+        }
         tmp.persist(path).map_err(|e| io(e.error))?;
         Ok(())
     }

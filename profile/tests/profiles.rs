@@ -134,3 +134,16 @@ fn save_then_load_round_trips() {
     // nothing else (no leftover temporary) in the directory
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+/// A saved profile is ordinary data: readable by everyone (0644), not the temporary file's
+/// owner-only 0600.
+#[cfg(unix)]
+#[test]
+fn saved_profile_is_mode_0644() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    load("h200-linux").unwrap().save(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644);
+}

@@ -78,6 +78,9 @@ pub fn write_dir_atomically(
         .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
     fill(tmp.path())
         .with_context(|| format!("writing the report into {}", tmp.path().display()))?;
+    // The temporary directory is owner-only (0700); a report is meant to be shared.
+    traces::file_mode::share_dir(tmp.path())
+        .with_context(|| format!("setting permissions of {}", tmp.path().display()))?;
     let staged = tmp.keep();
     if dir.exists() {
         // Move the old report aside, put the new one in place, then delete the old one.

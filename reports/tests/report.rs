@@ -490,3 +490,18 @@ fn merge_and_shard_errors_name_the_problem() {
         "{e}"
     );
 }
+
+/// The report directory is shared data: 0755, not the temporary directory's owner-only 0700,
+/// on first write and when a previous report is replaced.
+#[cfg(unix)]
+#[test]
+fn report_directory_is_mode_0755() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    for _ in 0..2 {
+        reports::write_report(&fixture(true), &out).unwrap();
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+}

@@ -189,3 +189,47 @@ fn sweep_with_admission_cap_prints_each_cache_row_once_and_a_rectangular_csv() {
         }
     }
 }
+
+/// Files written through a temporary file (`--out` of run and sweep, `--timeline`) end up
+/// 0644 like any ordinary output, and `--out` names the file it wrote on stderr.
+#[cfg(unix)]
+#[test]
+fn out_and_timeline_files_are_mode_0644_and_named_on_stderr() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let run_out = dir.path().join("run.txt");
+    let timeline = dir.path().join("t.json");
+    let (ok, _, err) = sim(&[
+        "run",
+        "--policy",
+        "e1",
+        "--hw",
+        "h200-linux",
+        "--out",
+        run_out.to_str().unwrap(),
+        "--timeline",
+        timeline.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(mode(&run_out), 0o644);
+    assert_eq!(mode(&timeline), 0o644);
+    assert!(
+        err.contains(&format!("wrote {}", run_out.display())),
+        "{err}"
+    );
+
+    let sweep_out = dir.path().join("sweep.csv");
+    let (ok, _, err) = sim(&[
+        "sweep",
+        "--policies",
+        "e1,e2",
+        "--format",
+        "csv",
+        "--out",
+        sweep_out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(mode(&sweep_out), 0o644);
+    assert_eq!(err.trim(), format!("wrote {}", sweep_out.display()));
+}

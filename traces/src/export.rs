@@ -33,13 +33,8 @@ pub(crate) fn write_atomically<T>(
         w.flush().map_err(|e| TraceError::io(&file, "writing", e))?;
         v
     };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(|e| TraceError::io(&file, "setting permissions", e))?;
-    }
+    crate::file_mode::share_file(tmp.as_file())
+        .map_err(|e| TraceError::io(&file, "setting permissions", e))?;
     tmp.persist(path)
         .map_err(|e| TraceError::io(&file, "renaming the finished file into place", e.error))?;
     Ok(value)

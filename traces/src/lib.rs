@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod export;
+pub mod file_mode;
 pub mod format;
 pub mod gen;
 pub mod import_onnx;

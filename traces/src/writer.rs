@@ -190,13 +190,8 @@ impl TraceWriter {
             .into_inner()
             .map_err(|e| TraceError::io(&self.file, "flushing", e.into_error()))?;
         // Temporary files are created owner-only (0600); a trace is ordinary data.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-                .map_err(|e| TraceError::io(&self.file, "setting permissions", e))?;
-        }
+        crate::file_mode::share_file(tmp.as_file())
+            .map_err(|e| TraceError::io(&self.file, "setting permissions", e))?;
         tmp.as_file()
             .sync_all()
             .map_err(|e| TraceError::io(&self.file, "syncing", e))?;

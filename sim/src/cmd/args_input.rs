@@ -81,8 +81,8 @@ impl InputArgs {
     }
 }
 
-/// Write `text` to `out` atomically (a temporary file in the same directory, renamed when
-/// complete), or to stdout when `out` is `None`.
+/// Write `text` to `out` atomically ([`write_atomic`]) and name the file on stderr, or print
+/// it to stdout when `out` is `None`.
 pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {
     match out {
         None => {
@@ -91,16 +91,27 @@ pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {
             o.flush()?;
         }
         Some(path) => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            let mut tmp = tempfile::NamedTempFile::new_in(dir)
-                .with_context(|| format!("--out: cannot create a file in `{}`", dir.display()))?;
-            tmp.write_all(text.as_bytes())?;
-            tmp.persist(path)
-                .with_context(|| format!("--out: cannot write `{}`", path.display()))?;
+            write_atomic(path, text.as_bytes()).context("--out")?;
+            eprintln!("wrote {}", path.display());
         }
     }
+    Ok(())
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory, renamed over
+/// `path` when complete (mode 0644 on unix), so a failure never leaves a half-written file.
+/// Errors name the directory or the file that could not be written.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot create a file in `{}`", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| traces::file_mode::share_file(tmp.as_file()))
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok(())
 }

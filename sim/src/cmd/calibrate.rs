@@ -1,8 +1,8 @@
 //! `sim calibrate`: measure the cost constants on the local GPU and write a hardware profile.
 
+use super::args_input::write_atomic;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `sim calibrate`.
@@ -50,20 +50,6 @@ fn measurements_path(out: &Path) -> PathBuf {
     out.with_file_name(format!("{stem}.measurements.json"))
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory.
-fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
-
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     // Fail before measuring anything when the output cannot be written or no GPU is usable.
     let dir = args
@@ -87,7 +73,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         let cal = validate::calibrate_kernels(&opts, &mut |line| eprintln!("calibrate: {line}"))
             .context("kernel calibration failed")?;
         let text = serde_json::to_string_pretty(&cal)?;
-        write_atomic(&args.out, &text)?;
+        write_atomic(&args.out, text.as_bytes())?;
         eprintln!(
             "calibrate: wrote {} in {:.1} s",
             args.out.display(),
@@ -103,7 +89,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     let profile = validate::to_profile::to_profile(&cal, &args.name);
     let measurements = serde_json::to_string_pretty(&cal)?;
     let mpath = measurements_path(&args.out);
-    write_atomic(&mpath, &measurements)?;
+    write_atomic(&mpath, measurements.as_bytes())?;
     profile
         .save(&args.out)
         .with_context(|| format!("writing profile {}", args.out.display()))?;

@@ -106,6 +106,7 @@ impl Timeline {
             serde_json::to_writer(&mut w, &self.to_json())?;
             w.flush()?;
         }
+        traces::file_mode::share_file(tmp.as_file())?;
         tmp.persist(path)
             .with_context(|| format!("cannot write timeline {}", path.display()))?;
         Ok(())
