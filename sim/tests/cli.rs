@@ -166,6 +166,25 @@ fn bad_sizes() {
     assert!(e.contains("--dtype"), "{e}");
 }
 
+/// Sizes no real expert or granule can have are refused with the flag and the limit, not
+/// replayed into saturated numbers (or an overflow panic).
+#[test]
+fn absurd_sizes_are_refused_with_the_limit() {
+    let e = fails(&[
+        "run",
+        "--policy",
+        "e2",
+        "--expert-mib",
+        "1e14",
+        "--hw",
+        "rtx4060-laptop-wddm",
+    ]);
+    assert!(e.contains("--expert-mib") && e.contains("1 TiB"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    let e = fails(&["run", "--granule-mib", "2048"]);
+    assert!(e.contains("--granule-mib") && e.contains("1024 MiB"), "{e}");
+}
+
 #[test]
 fn missing_geometry_needs_expert_mib() {
     let dir = tempfile::tempdir().unwrap();

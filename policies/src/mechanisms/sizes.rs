@@ -11,6 +11,17 @@ pub const MIB: u64 = 1 << 20;
 /// (../shared/reference/measurements.md).
 pub const DEFAULT_GRANULE_BYTES: u64 = 2 * MIB;
 
+/// Largest expert accepted: 1 TiB. Not a measured constant but a sanity bound: the largest
+/// routed expert of the shipped presets (Mixtral-8x7B, 3 x 4096 x 14336 parameters in bf16)
+/// is 336 MiB, and 1 TiB is beyond the memory of any single GPU (the H200 has 141 GB), so a
+/// larger value is a unit mistake; it also keeps bank sizes, chunk sizes and per-granule call
+/// counts far from u64 overflow.
+pub const MAX_EXPERT_BYTES: u64 = 1 << 40;
+
+/// Largest granule accepted: 1 GiB, the largest page size of x86-64 and ARM64 (the VMM granule
+/// measured on the RTX 4060 Laptop and the H200 is 2 MiB). A sanity bound, not a measurement.
+pub const MAX_GRANULE_BYTES: u64 = 1 << 30;
+
 /// What the user asked for (`--expert-mib`, `--dtype`, `--granule-mib`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct SizeOptions {
@@ -44,6 +55,12 @@ pub enum SizeError {
     ExpertZero(f64),
     #[error("the expert size is unknown: the trace header of model `{model}` has no hidden and expert FFN sizes; give --expert-mib X (MiB per expert)")]
     Missing { model: String },
+    #[error("--expert-mib {0} is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. --expert-mib 3 for 3 MiB), not in bytes or KiB")]
+    ExpertTooLarge(f64),
+    #[error("the expert size derived from the trace header of model `{model}` is {bytes} bytes, above the limit of 1 TiB per expert; check the header's hidden and expert FFN sizes or give --expert-mib X (MiB per expert)")]
+    HeaderExpertTooLarge { model: String, bytes: u64 },
+    #[error("--granule-mib {0} is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)")]
+    GranuleTooLarge(f64),
     #[error("--granule-mib {0} is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)")]
     GranuleNotPowerOfTwo(f64),
 }
@@ -58,8 +75,9 @@ impl Sizes {
     ///
     /// Expert bytes: `--expert-mib` when given (rounded to the nearest byte), else the header's
     /// `3 x hidden x expert_ffn` parameters in `--dtype` (default bf16) via
-    /// [`DType::bytes_for`]. Errors: both given, a non-positive or zero-byte size, no geometry
-    /// and no `--expert-mib`, a granule that is not a power of two.
+    /// [`DType::bytes_for`]. Errors: both given, a non-positive or zero-byte size, an expert
+    /// above [`MAX_EXPERT_BYTES`], no geometry and no `--expert-mib`, a granule that is not a
+    /// power of two or is above [`MAX_GRANULE_BYTES`].
     pub fn resolve(model: &ModelSpec, opts: &SizeOptions) -> Result<Sizes, SizeError> {
         let granule_bytes = match opts.granule_mib {
             None => DEFAULT_GRANULE_BYTES,
@@ -72,6 +90,9 @@ impl Sizes {
                 {
                     return Err(SizeError::GranuleNotPowerOfTwo(g));
                 }
+                if b > MAX_GRANULE_BYTES {
+                    return Err(SizeError::GranuleTooLarge(g));
+                }
                 b
             }
         };
@@ -80,6 +101,10 @@ impl Sizes {
             (Some(x), None) => {
                 if !x.is_finite() || x <= 0.0 {
                     return Err(SizeError::ExpertNotPositive(x));
+                }
+                // compared in MiB, before the conversion to bytes can saturate
+                if x > (MAX_EXPERT_BYTES / MIB) as f64 {
+                    return Err(SizeError::ExpertTooLarge(x));
                 }
                 let b = mib_to_bytes(x);
                 if b == 0 {
@@ -96,6 +121,12 @@ impl Sizes {
                 if b == 0 {
                     return Err(SizeError::Missing {
                         model: model.name.clone(),
+                    });
+                }
+                if b > MAX_EXPERT_BYTES {
+                    return Err(SizeError::HeaderExpertTooLarge {
+                        model: model.name.clone(),
+                        bytes: b,
                     });
                 }
                 (b, Some(dtype))
@@ -173,6 +204,39 @@ mod tests {
     }
 
     #[test]
+    fn expert_sizes_above_one_tib_are_refused() {
+        let m = ModelSpec::uniform("nogeo", 2, 4, 2);
+        for (mib, ok) in [(1048576.0, true), (1048576.5, false), (1e14, false)] {
+            let o = SizeOptions {
+                expert_mib: Some(mib),
+                ..Default::default()
+            };
+            match Sizes::resolve(&m, &o) {
+                Ok(s) => {
+                    assert!(ok, "{mib} MiB accepted");
+                    assert_eq!(s.expert_bytes, 1 << 40);
+                }
+                Err(e) => {
+                    assert!(!ok, "{mib} MiB refused: {e}");
+                    assert_eq!(e, SizeError::ExpertTooLarge(mib));
+                    assert!(e.to_string().contains("--expert-mib"));
+                }
+            }
+        }
+        // geometry: 3 x 2^20 x 2^20 parameters x 2 bytes = 6 TiB
+        let mut big = granite();
+        big.hidden_size = Some(1 << 20);
+        big.expert_ffn = Some(1 << 20);
+        assert_eq!(
+            Sizes::resolve(&big, &SizeOptions::default()),
+            Err(SizeError::HeaderExpertTooLarge {
+                model: "granite".into(),
+                bytes: 6 << 40
+            })
+        );
+    }
+
+    #[test]
     fn granule_must_be_power_of_two() {
         let m = granite();
         for (g, ok) in [
@@ -182,6 +246,9 @@ mod tests {
             (3.0, false),
             (0.0, false),
             (-2.0, false),
+            (1024.0, true),
+            (2048.0, false),
+            (1048576.0, false),
         ] {
             let o = SizeOptions {
                 granule_mib: Some(g),

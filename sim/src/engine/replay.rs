@@ -320,6 +320,25 @@ impl State<'_> {
 
 /// Replay `plans` (made for `units`) on the resources, priced by `cost` and `compute`.
 /// `ks` is the trace's key space (for the next-layer predictor).
+/// Longest step time the latency histogram records: 2^53 ns (about 104 days), the largest
+/// count of nanoseconds an f64 holds exactly and far inside the histogram's u64 range.
+const MAX_STEP_NS: f64 = (1u64 << 53) as f64;
+
+/// A step time in µs as whole nanoseconds for the latency histogram. A time that is not finite
+/// or above [`MAX_STEP_NS`] is an error: `as u64` would saturate it (to u64::MAX, or 0 for
+/// NaN) and the percentiles would stop meaning anything.
+fn step_ns(us: f64) -> Result<u64, EngineError> {
+    let ns = (us * 1e3).round();
+    if !(0.0..=MAX_STEP_NS).contains(&ns) {
+        return Err(EngineError::Invalid(format!(
+            "a decode step took {us} µs in the model, beyond the {:.0} days the latency \
+             histogram records; check the expert size (--expert-mib), the budget and the profile",
+            MAX_STEP_NS / 86_400e9
+        )));
+    }
+    Ok(ns as u64)
+}
+
 pub fn replay(
     plans: &Plans,
     units: &UnitMap,
@@ -545,8 +564,8 @@ pub fn replay(
     let total_us = st.compute_free;
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
     for &s in &step_us {
-        hist.record((s * 1e3).round() as u64) // ns
-            .expect("an auto-resizing histogram accepts any value");
+        hist.record(step_ns(s)?)
+            .map_err(|e| EngineError::Invalid(format!("step time {s} µs: {e}")))?;
     }
     let max_us = step_us.iter().cloned().fold(0.0, f64::max);
     // the histogram reports a bucket's upper edge: never above the exact maximum
@@ -592,4 +611,27 @@ pub fn replay(
         peak_mapped_bytes: st.peak_mapped,
         timeline: st.timeline,
     })
+}
+
+#[cfg(test)]
+mod step_ns_tests {
+    use super::*;
+
+    #[test]
+    fn step_times_become_nanoseconds_or_an_error_never_a_saturated_value() {
+        assert_eq!(step_ns(0.0).unwrap(), 0);
+        assert_eq!(step_ns(12.3456).unwrap(), 12_346);
+        // 2^53 ns exactly is the largest accepted
+        assert_eq!(step_ns(MAX_STEP_NS / 1e3).unwrap(), 1u64 << 53);
+        for bad in [
+            MAX_STEP_NS / 1e3 * 2.0,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -1.0,
+        ] {
+            let e = step_ns(bad).unwrap_err().to_string();
+            assert!(e.contains("--expert-mib"), "{bad}: {e}");
+        }
+    }
 }
