@@ -10,14 +10,14 @@ pub enum ProfileError {
     #[error("unknown hardware profile '{name}': not a shipped profile ({known}) and no such file; pass a shipped name or the path of a profile JSON (see `sim profile list`)")]
     UnknownProfile { name: String, known: String },
     /// The profile file could not be read or written.
-    #[error("cannot access profile file {path}: {source}")]
+    #[error("cannot access profile file {path}")]
     Io {
         path: String,
         #[source]
         source: std::io::Error,
     },
     /// The JSON does not follow the schema.
-    #[error("profile '{profile}' is not valid profile JSON: {source}")]
+    #[error("profile '{profile}' is not valid profile JSON")]
     Parse {
         profile: String,
         #[source]

@@ -11,7 +11,7 @@ pub const FORMAT: &str = "moe-sim-results/1";
 /// Errors reading, checking or merging results.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Read {
         path: String,
         source: std::io::Error,

@@ -505,3 +505,15 @@ fn report_directory_is_mode_0755() {
         assert_eq!(mode & 0o777, 0o755);
     }
 }
+
+/// A results.json that cannot be read names the file and the OS error once each (the error's
+/// source is not repeated in its own message).
+#[test]
+fn unreadable_results_say_the_cause_once() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("results.json");
+    let e = anyhow::Error::from(reports::Results::load(&path).unwrap_err());
+    let text = format!("{e:#}");
+    assert_eq!(text.matches("(os error").count(), 1, "{text}");
+    assert_eq!(text.matches(path.to_str().unwrap()).count(), 1, "{text}");
+}

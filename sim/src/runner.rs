@@ -34,11 +34,19 @@ impl TraceInput {
     /// Read the trace at `path`, or the embedded prose trace when `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<TraceInput> {
         match path {
-            Some(p) => Ok(TraceInput {
-                label: p.display().to_string(),
-                trace: traces::read_file(p)
-                    .with_context(|| format!("cannot read trace `{}`", p.display()))?,
-            }),
+            Some(p) => {
+                if !p.exists() {
+                    anyhow::bail!(
+                        "{}: no such file; give the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
+                        p.display()
+                    );
+                }
+                // trace errors name the file themselves
+                Ok(TraceInput {
+                    label: p.display().to_string(),
+                    trace: traces::read_file(p)?,
+                })
+            }
             None => Ok(TraceInput {
                 label: EMBEDDED_PROSE_LABEL.to_string(),
                 trace: traces::read_bytes(EMBEDDED_PROSE, EMBEDDED_PROSE_LABEL)
@@ -204,7 +212,7 @@ pub struct RunReport {
 
 /// Parse a spec, naming the flag it came from in the error.
 pub fn parse_policy(spec: &str, flag: &str) -> Result<Box<dyn Mechanism>> {
-    mechanisms::parse(spec).with_context(|| format!("bad {flag} value `{}`", spec.trim()))
+    mechanisms::parse(spec).with_context(|| format!("bad {flag} value"))
 }
 
 /// Build the unit map of `cfg`'s mechanism for the workload's model.

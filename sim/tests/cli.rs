@@ -225,3 +225,49 @@ fn missing_trace_file_and_mismatched_profile() {
         "{e}"
     );
 }
+
+/// Each error says the path or value once (the chain of contexts used to repeat it) and how
+/// to fix it.
+#[test]
+fn errors_say_the_thing_once_and_how_to_fix_it() {
+    let once = |e: &str, what: &str| {
+        assert_eq!(
+            e.matches(what).count(),
+            1,
+            "`{what}` not exactly once in: {e}"
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let m = missing.to_str().unwrap();
+
+    let e = fails(&["report", m]);
+    once(&e, m);
+    assert!(e.contains("sim compare"), "{e}");
+    let e = fails(&["report", dir.path().to_str().unwrap()]);
+    assert!(
+        e.contains("results.json") && e.contains("sim compare"),
+        "{e}"
+    );
+
+    let e = fails(&["run", "--trace", m]);
+    once(&e, m);
+    assert!(
+        e.contains("--trace") && e.contains("sim trace import"),
+        "{e}"
+    );
+    let not_trace = dir.path().join("x.bin");
+    std::fs::write(&not_trace, b"not a trace at all").unwrap();
+    let e = fails(&["run", "--trace", not_trace.to_str().unwrap()]);
+    once(&e, not_trace.to_str().unwrap());
+
+    // a profile file that is not JSON: the parser's message once
+    let bad_profile = dir.path().join("p.json");
+    std::fs::write(&bad_profile, b"not json").unwrap();
+    let e = fails(&["run", "--hw", bad_profile.to_str().unwrap()]);
+    once(&e, "line 1 column");
+
+    let e = fails(&["run", "--policy", "e0"]);
+    once(&e, "e0");
+    assert!(e.contains("--policy"), "{e}");
+}

@@ -265,9 +265,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         if names.contains(&name) {
             bail!("--trace {}: another trace is also named `{name}`; the report names traces by file stem, so give each a distinct file name", path.display());
         }
-        inputs.push(
-            TraceInput::load(Some(path)).with_context(|| format!("--trace {}", path.display()))?,
-        );
+        inputs.push(TraceInput::load(Some(path)).context("--trace")?);
         names.push(name);
     }
     for m in &args.policies {

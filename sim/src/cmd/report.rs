@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use reports::Results;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `sim report`.
 #[derive(Args)]
@@ -33,14 +33,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         let Some(dir) = args.dir else {
             bail!("give a report directory (sim report DIR) or shards to merge (sim report --merge DIR... --out DIR)");
         };
-        let results = Results::load(&dir.join(reports::output::RESULTS_JSON))?;
-        (results, args.out.unwrap_or(dir))
+        (load(&dir, "DIR")?, args.out.unwrap_or(dir))
     } else {
         let parts = args
             .merge
             .iter()
-            .map(|d| Results::load(&d.join(reports::output::RESULTS_JSON)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|d| load(d, "--merge"))
+            .collect::<Result<Vec<_>>>()?;
         let out = args.out.expect("clap requires --out with --merge");
         (Results::merge(parts)?, out)
     };
@@ -51,4 +50,24 @@ pub fn run(args: ReportArgs) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// The results of the report directory `dir` (given as `what`), with a hint when `dir` is not
+/// one written by `sim compare`.
+fn load(dir: &Path, what: &str) -> Result<Results> {
+    let json = dir.join(reports::output::RESULTS_JSON);
+    if !dir.is_dir() {
+        bail!(
+            "{what} {}: no such directory; give a report directory written by `sim compare --out DIR`",
+            dir.display()
+        );
+    }
+    if !json.is_file() {
+        bail!(
+            "{what} {}: holds no {}, so it is not a report directory; give a directory written by `sim compare --out DIR`",
+            dir.display(),
+            reports::output::RESULTS_JSON
+        );
+    }
+    Ok(Results::load(&json)?)
 }
