@@ -271,3 +271,65 @@ fn errors_say_the_thing_once_and_how_to_fix_it() {
     once(&e, "e0");
     assert!(e.contains("--policy"), "{e}");
 }
+
+/// Negative numbers reach the flag's own validation, which names the flag, instead of
+/// clap's `unexpected argument '-5' found`.
+#[test]
+fn negative_values_reach_the_flags_own_validation() {
+    for (args, flag) in [
+        (
+            &["run", "--evict", "lru", "--budget", "-5%"][..],
+            "--budget",
+        ),
+        (
+            &["run", "--evict", "lru", "--budget", "25%", "--dram", "-5%"],
+            "--dram",
+        ),
+        (&["run", "--expert-mib", "-1"], "--expert-mib"),
+        (&["run", "--granule-mib", "-2"], "--granule-mib"),
+        (&["sweep", "--expert-mib", "-1"], "--expert-mib"),
+        (
+            &["run", "--hw", "h200-linux", "--admission-cap", "-1"],
+            "--admission-cap",
+        ),
+        (
+            &["run", "--hw", "h200-linux", "--expert-us", "-1"],
+            "--expert-us",
+        ),
+        (
+            &[
+                "trace",
+                "gen",
+                "--preset",
+                "deepseek-v3",
+                "--tokens",
+                "3",
+                "--skew",
+                "-1",
+                "--locality",
+                "0.3",
+                "--out",
+                "unused.bin",
+            ],
+            "--skew",
+        ),
+        (
+            &[
+                "compare",
+                "--trace",
+                PROSE,
+                "--expert-mib",
+                "-1",
+                "--out",
+                "unused-dir",
+            ],
+            "--expert-mib",
+        ),
+    ] {
+        let e = fails(args);
+        assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
+        assert!(e.contains(flag), "{args:?}: {e}");
+    }
+    assert!(!root().join("unused.bin").exists());
+    assert!(!root().join("unused-dir").exists());
+}

@@ -24,7 +24,7 @@ pub struct CacheArgs {
     /// max(1, round-half-even(r x units))), a unit count (`192`) or bytes (`3GiB`, `512MiB`;
     /// floor(bytes / largest unit's committed bytes) units). Comma-separated list in
     /// `sim sweep` (default there: 10%,25%,50%,75%,90%).
-    #[arg(long, value_delimiter = ',', value_name = "BUDGET",
+    #[arg(long, value_delimiter = ',', value_name = "BUDGET", allow_hyphen_values = true,
           value_parser = |s: &str| Budget::parse(s))]
     pub budget: Vec<Budget>,
 
@@ -44,7 +44,7 @@ pub struct CacheArgs {
 
     /// Add an exclusive LRU DRAM tier of this size behind VRAM (same forms as --budget, over
     /// the same bank), with SSD behind it; reports DRAM hits and SSD compulsory/capacity reads.
-    #[arg(long, value_name = "BUDGET", value_parser = |s: &str| Budget::parse(s))]
+    #[arg(long, value_name = "BUDGET", allow_hyphen_values = true, value_parser = |s: &str| Budget::parse(s))]
     pub dram: Option<Budget>,
 
     /// Sequences decoded together (W): each layer accesses the union of their selections
@@ -72,11 +72,21 @@ pub struct CacheArgs {
     /// Inverse question (`sim run`): the smallest budget whose transfer floor
     /// (link bandwidth / bytes per token) reaches this many tokens per second. Needs
     /// --link-gbps and --evict; --budget is not used.
-    #[arg(long, value_name = "TOKENS_PER_S", requires = "link_gbps")]
+    #[arg(
+        long,
+        value_name = "TOKENS_PER_S",
+        requires = "link_gbps",
+        allow_negative_numbers = true
+    )]
     pub target_tokens_per_s: Option<f64>,
 
     /// Host-to-device link bandwidth in GB/s (10^9 bytes/s) for --target-tokens-per-s.
-    #[arg(long, value_name = "GBPS", requires = "target_tokens_per_s")]
+    #[arg(
+        long,
+        value_name = "GBPS",
+        requires = "target_tokens_per_s",
+        allow_negative_numbers = true
+    )]
     pub link_gbps: Option<f64>,
 }
 

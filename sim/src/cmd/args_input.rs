@@ -32,7 +32,7 @@ pub struct InputArgs {
 
     /// Size of one expert in MiB (may be fractional), instead of deriving it from the trace
     /// header's hidden and expert FFN sizes. Conflicts with --dtype.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
     pub expert_mib: Option<f64>,
 
     /// Weight dtype for deriving the expert size from the header geometry (3 x hidden x
@@ -45,7 +45,7 @@ pub struct InputArgs {
 
     /// VMM allocation granule in MiB, a power of two in bytes (default 2, the granule
     /// measured on the RTX 4060 Laptop and the H200). Ignored by the os* mechanisms.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
     pub granule_mib: Option<f64>,
 }
 

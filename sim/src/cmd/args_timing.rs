@@ -22,16 +22,31 @@ pub struct TimingArgs {
     pub compute: ComputeMode,
 
     /// Override: non-expert compute per MoE layer per step, in µs (KV read excluded).
-    #[arg(long, value_name = "US", help_heading = "Timing")]
+    #[arg(
+        long,
+        value_name = "US",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
     pub nonexpert_us: Option<f64>,
 
     /// Override: compute of one selected expert, in µs.
-    #[arg(long, value_name = "US", help_heading = "Timing")]
+    #[arg(
+        long,
+        value_name = "US",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
     pub expert_us: Option<f64>,
 
     /// Override: non-expert weights resident in VRAM for the whole model, in MiB (default from
     /// the geometry: 4 x hidden^2 attention + router parameters per layer).
-    #[arg(long, value_name = "MIB", help_heading = "Timing")]
+    #[arg(
+        long,
+        value_name = "MIB",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
     pub nonexpert_mib: Option<f64>,
 
     /// KV cache bytes per token per sequence, all layers (default from the geometry:
@@ -65,7 +80,12 @@ pub struct TimingArgs {
 
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
     /// would push mapped memory past cap x usable are refused.
-    #[arg(long, value_name = "FRACTION", help_heading = "Timing")]
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
     pub admission_cap: Option<f64>,
 
     /// Write a Chrome trace-event JSON of the resources (open in ui.perfetto.dev).

@@ -45,7 +45,12 @@ pub struct CompareArgs {
 
     /// Size of one expert in MiB (may be fractional), instead of deriving it from the trace
     /// header's geometry. Conflicts with --dtype. Same as `sim run --expert-mib`.
-    #[arg(long, value_name = "MIB", conflicts_with = "dtype")]
+    #[arg(
+        long,
+        value_name = "MIB",
+        conflicts_with = "dtype",
+        allow_negative_numbers = true
+    )]
     pub expert_mib: Option<f64>,
 
     /// Weight dtype for deriving the expert size from the header geometry: bf16 (default),
@@ -56,7 +61,7 @@ pub struct CompareArgs {
     pub dtype: Option<DType>,
 
     /// VMM allocation granule in MiB (default 2). Same as `sim run --granule-mib`.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
     pub granule_mib: Option<f64>,
 
     /// Leave out the cross-trace stability runs (packing or pinning chosen on one trace and

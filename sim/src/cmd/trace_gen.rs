@@ -35,15 +35,15 @@ pub struct GenArgs {
     pub model_name: String,
     /// Zipf exponent of expert popularity (0 = uniform): one value, or one per MoE layer
     /// separated by commas. Required unless --fit-to gives it.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub skew: Vec<f64>,
     /// Probability in [0, 1] that each of the previous token's experts is selected again: one
     /// value, or one per MoE layer. Required unless --fit-to gives it.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub locality: Vec<f64>,
     /// Probability in [0, 1] that a free slot takes the successor (same popularity rank) of the
     /// previous layer's expert in that slot; 0 keeps layers independent.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub cross_layer: f64,
     /// Decode tokens per sequence.
     #[arg(long, required_unless_present = "list_presets")]
