@@ -333,3 +333,33 @@ fn negative_values_reach_the_flags_own_validation() {
     assert!(!root().join("unused.bin").exists());
     assert!(!root().join("unused-dir").exists());
 }
+
+/// `sim validate` reports a bad argument as such, before it looks for a GPU, and a missing GPU
+/// is said once.
+#[test]
+fn validate_checks_arguments_before_the_gpu() {
+    let e = fails(&["validate", "--policy", "e0", "--hw", "h200-linux"]);
+    assert!(e.contains("--policy") && e.contains("e0"), "{e}");
+    assert!(!e.contains("GPU"), "{e}");
+    let e = fails(&[
+        "validate",
+        "--policy",
+        "e1",
+        "--hw",
+        "h200-linux",
+        "--expert-mib",
+        "-1",
+    ]);
+    assert!(e.contains("--expert-mib") && !e.contains("GPU"), "{e}");
+    let e = fails(&["validate", "--policy", "e1", "--hw", "no-such-profile"]);
+    assert!(e.contains("no-such-profile") && !e.contains("GPU"), "{e}");
+    if kernels::check_cuda_libraries().is_err() {
+        let e = fails(&["validate", "--policy", "e1", "--hw", "h200-linux"]);
+        assert_eq!(e.matches("NVIDIA GPU").count(), 1, "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("p.json");
+        let e = fails(&["calibrate", "--out", out.to_str().unwrap()]);
+        assert_eq!(e.matches("NVIDIA GPU").count(), 1, "{e}");
+        assert!(!out.exists());
+    }
+}

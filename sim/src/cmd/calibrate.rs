@@ -63,7 +63,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         args.out.display(),
         dir.display()
     );
-    kernels::check_cuda_libraries().context("`sim calibrate` needs an NVIDIA GPU")?;
+    kernels::check_cuda_libraries().context("`sim calibrate` measures the local GPU")?;
     let opts = validate::CalibrateOptions {
         quick: args.quick,
         device: args.device,

@@ -17,7 +17,7 @@ use sim::cache::Batching;
 use sim::cost::{CostModel, CostOptions, Paging};
 use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind};
 use sim::model_profile::ComputeModel;
-use sim::runner::{build_units, RunConfig};
+use sim::runner::{build_units, parse_policy, RunConfig};
 use std::fmt::Write;
 use std::path::PathBuf;
 use validate::{ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPaging, ReplayPlan};
@@ -123,8 +123,9 @@ pub struct Validation {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
-    kernels::check_cuda_libraries()
-        .context("`sim validate` replays on a GPU and needs an NVIDIA GPU")?;
+    for spec in &args.policy {
+        parse_policy(spec, "--policy")?;
+    }
     let seed = args.cache.seed;
     let Some(tc) = args.timing.for_run(seed)? else {
         bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
@@ -151,6 +152,10 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         bail!("the trace header of '{}' records no hidden size: the replay's expert kernels need it (re-import the trace with the model geometry)", model.name);
     };
     let hw = profile::load(&tc.hw)?;
+    policies::mechanisms::Sizes::resolve(model, &args.input.sizes())?;
+    // Only now, with every argument checked, look for the GPU: a bad argument is reported as
+    // such on any machine.
+    kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
     let ks = trace.keyspace();
     let mut rows = Vec::new();
     let mut expert_bytes = 0;
