@@ -363,3 +363,88 @@ fn validate_checks_arguments_before_the_gpu() {
         assert!(!out.exists());
     }
 }
+
+/// Small wording fixes: split names as the CLI spells them, a unit-count budget said once,
+/// generator parameters reported as bad arguments before any file is written, and a note
+/// when `sim compare --out` replaces an earlier report.
+#[test]
+fn summaries_and_notes_read_well() {
+    let o = sim(&[
+        "sweep",
+        "--policies",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--split",
+        "global,per-layer",
+        "--hw",
+        "rtx4060-laptop-wddm",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(out.contains("e2:hot lru 25% global "), "{out}");
+    assert!(out.contains("e2:hot lru 25% per-layer "), "{out}");
+    assert!(
+        !out.contains("Global") && !out.contains("PerLayer"),
+        "{out}"
+    );
+
+    let o = sim(&["run", "--policy", "e1", "--evict", "lru", "--budget", "192"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("budget 192 units (global split)"), "{out}");
+    let o = sim(&["run", "--policy", "e1", "--evict", "lru", "--budget", "25%"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    // 25% of 768 units = 192
+    assert!(
+        out.contains("budget 25% = 192 units (global split)"),
+        "{out}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let gen_out = dir.path().join("g.bin");
+    let e = fails(&[
+        "trace",
+        "gen",
+        "--preset",
+        "deepseek-v3",
+        "--tokens",
+        "3",
+        "--skew",
+        "1",
+        "--locality",
+        "1.5",
+        "--out",
+        gen_out.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("--locality 1.5") && !e.contains("writing"),
+        "{e}"
+    );
+    assert!(!gen_out.exists());
+
+    let report = dir.path().join("rep");
+    let args = [
+        "compare",
+        "--trace",
+        PROSE,
+        "--policies",
+        "e1",
+        "--quiet",
+        "--out",
+        report.to_str().unwrap(),
+    ];
+    let o = sim(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("replaced"), "{err}");
+    let o = sim(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.matches("replaced the earlier report in").count(),
+        1,
+        "{err}"
+    );
+}

@@ -729,17 +729,20 @@ impl TraceStats {
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut o = String::new();
-        let per = |v: Option<u16>| v.map_or("varies by layer".to_string(), |x| x.to_string());
         let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
         let _ = writeln!(o, "model            {}", self.model);
         let _ = writeln!(o, "phase            {}", self.phase);
         let _ = writeln!(
             o,
-            "layers           {} MoE of {} ({} experts, top-{})",
+            "layers           {} MoE of {} ({}, {})",
             self.num_layers,
             self.model_layers,
-            per(self.num_experts),
-            per(self.top_k)
+            self.num_experts
+                .map_or("experts vary by layer".to_string(), |n| format!(
+                    "{n} experts"
+                )),
+            self.top_k
+                .map_or("top-k varies by layer".to_string(), |k| format!("top-{k}"))
         );
         let _ = writeln!(o, "tokens           {}", self.tokens);
         let _ = writeln!(o, "accesses         {}", self.accesses);

@@ -223,6 +223,11 @@ fn non_uniform_model_reports_null_top_level_geometry() {
     assert_eq!(st.top_k, None);
     assert_eq!(st.layers[1].num_experts, 6);
     assert_eq!(st.layers[1].top_k, 3);
+    let text = st.to_text();
+    assert!(
+        text.contains("2 MoE of 2 (experts vary by layer, top-k varies by layer)"),
+        "{text}"
+    );
     assert_eq!(st.accesses, 5);
     assert_eq!(st.num_keys, 10);
     // One token: every selected key is always-on; predictability is 1 (each row's top-3 is

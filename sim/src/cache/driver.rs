@@ -29,6 +29,16 @@ pub enum Split {
     PerLayer,
 }
 
+impl Split {
+    /// The name the CLI and the JSON use: `global`, `per-layer`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Global => "global",
+            Split::PerLayer => "per-layer",
+        }
+    }
+}
+
 /// The `cache` block of a run report (exact JSON keys).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheReport {

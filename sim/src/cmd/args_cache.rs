@@ -282,14 +282,14 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
     };
     let _ = writeln!(
         s,
-        "\ncache regime: evict {}  budget {} = {} units ({} split)  semantics {}  batch {}",
+        "\ncache regime: evict {}  budget {} ({} split)  semantics {}  batch {}",
         i.evict,
-        i.budget,
-        c.budget_units,
-        match i.split {
-            Split::Global => "global",
-            Split::PerLayer => "per-layer",
+        // a budget given as a unit count is its own resolution: say it once
+        match i.budget {
+            Budget::Units(_) => i.budget.to_string(),
+            _ => format!("{} = {} units", i.budget, c.budget_units),
         },
+        i.split.name(),
         match i.semantics {
             Semantics::Group => "group",
             Semantics::Access => "access",

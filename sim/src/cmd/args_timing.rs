@@ -245,7 +245,7 @@ pub fn batch_table(reports: &[sim::runner::RunReport]) -> String {
         let ret = r
             .retention
             .as_ref()
-            .map(|x| format!("{} {} {:?}", x.evict.name(), x.budget, x.split))
+            .map(|x| format!("{} {} {}", x.evict.name(), x.budget, x.split.name()))
             .unwrap_or_else(|| "streaming".into());
         format!("{} {}", r.inputs.policy, ret)
     };

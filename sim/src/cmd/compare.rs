@@ -394,7 +394,15 @@ pub fn run(args: CompareArgs) -> Result<()> {
         shard: args.shard,
         runs,
     };
+    // write_report replaces an earlier report in place (regeneration relies on it): say so
+    let replacing = args.out.join(reports::output::RESULTS_JSON).is_file();
     reports::write_report(&results, &args.out)?;
+    if replacing {
+        eprintln!(
+            "replaced the earlier report in {} (choose another --out to keep both)",
+            args.out.display()
+        );
+    }
     eprintln!(
         "wrote {} of {total} runs to {} (report.md, report.html, results.json, results.csv, plots/)",
         results.runs.len(),

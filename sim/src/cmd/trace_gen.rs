@@ -149,7 +149,11 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         seed: a.seed,
         fitted_to: a.fit_to.as_ref().map(|p| p.display().to_string()),
     };
-    write_trace(&out, &model, &params).with_context(|| format!("writing {}", out.display()))?;
+    // Bad parameters are argument errors: report them before the output file is touched, so
+    // they do not read as a failure to write it.
+    params.validate(&model)?;
+    // its errors name the file
+    write_trace(&out, &model, &params)?;
     if a.json {
         let fit_json = fitted.as_ref().map(|(_, f)| f);
         let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
