@@ -448,3 +448,13 @@ fn summaries_and_notes_read_well() {
         "{err}"
     );
 }
+
+/// The run header names the profile trace (the trace whose counts order experts) as such, so
+/// it is not read as a hardware profile.
+#[test]
+fn run_header_says_profile_trace() {
+    let o = sim(&["run", "--policy", "e2", "--trace", PROSE]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(out.contains(&format!("profile trace {PROSE}")), "{out}");
+}

@@ -74,7 +74,7 @@ fn summary(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "policy    {}   expert {:.3} MiB ({})   granule {}   profile {}",
+        "policy    {}   expert {:.3} MiB ({})   granule {}   profile trace {}",
         i.policy,
         i.expert_mib,
         dtype,
