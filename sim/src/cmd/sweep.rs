@@ -168,7 +168,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
             // would repeat the uncapped one; the batch table shows the two side by side.
             let once: Vec<RunReport> = reports
                 .iter()
-                .filter(|r| !r.admission.as_ref().is_some_and(|a| a.cap.is_some()))
+                .filter(|r| r.admission.as_ref().is_none_or(|a| a.cap.is_none()))
                 .cloned()
                 .collect();
             super::args_cache::retention_table(&once) + &super::args_timing::batch_table(&reports)
