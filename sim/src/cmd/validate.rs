@@ -352,18 +352,11 @@ mod tests {
         if kernels::check_cuda_libraries().is_ok() {
             return; // a GPU machine: nothing to check here
         }
-        let args = Cli::try_parse_from([
-            "validate",
-            "--trace",
-            "t.trace",
-            "--policy",
-            "e1",
-            "--hw",
-            "h200-linux",
-            "--json",
-        ])
-        .unwrap()
-        .a;
+        // valid arguments (the embedded trace): arguments are checked before the GPU is
+        let args =
+            Cli::try_parse_from(["validate", "--policy", "e1", "--hw", "h200-linux", "--json"])
+                .unwrap()
+                .a;
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(
             err.contains("needs an NVIDIA GPU") && err.contains("driver"),
