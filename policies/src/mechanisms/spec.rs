@@ -20,9 +20,13 @@ pub enum SpecError {
         order: String,
         accepted: &'static str,
     },
-    #[error("`{0}`: the region size must be a whole number of MiB >= 1, e.g. region:64; accepted forms: {ACCEPTED_FORMS}")]
+    #[error("`{0}`: the region size must be a whole number of MiB from 1 to {MAX_REGION_MIB} (1 TiB), e.g. region:64; accepted forms: {ACCEPTED_FORMS}")]
     RegionSize(String),
 }
+
+/// Largest region, MiB: 1 TiB, the same bound as one expert's size; it keeps every byte count
+/// of a region far from u64 overflow.
+pub const MAX_REGION_MIB: u64 = 1 << 20;
 
 /// Parse one spec into its mechanism. Whitespace around the spec is ignored; the spec is
 /// case-sensitive (all forms are lower case).
@@ -40,7 +44,7 @@ pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
         let mib: u64 = size
             .parse()
             .ok()
-            .filter(|&r| r >= 1)
+            .filter(|&r| (1..=MAX_REGION_MIB).contains(&r))
             .ok_or_else(|| SpecError::RegionSize(s.into()))?;
         let order = order(s, parts.next(), ChunkOrder::Index, "index, hot")?;
         if order == ChunkOrder::Coact || parts.next().is_some() {
@@ -130,6 +134,15 @@ mod tests {
             parse("region:64:coact"),
             Err(SpecError::Order { .. })
         ));
+        assert_eq!(
+            parse("region:1048577").unwrap_err(),
+            SpecError::RegionSize("region:1048577".into())
+        );
+        assert!(parse("region:1048576").is_ok());
+        assert_eq!(
+            parse("region:17592186044416").unwrap_err(),
+            SpecError::RegionSize("region:17592186044416".into())
+        );
         assert_eq!(
             parse("region:0").unwrap_err(),
             SpecError::RegionSize("region:0".into())
