@@ -73,15 +73,7 @@ pub fn moe_slots(
     slot_token: &[u32],
     sel: &[u32],
 ) -> Vec<f32> {
-    assert_eq!(slot_token.len(), sel.len(), "one token per slot");
-    let mut out = Vec::with_capacity(sel.len() * geom.hidden);
-    for (&t, &e) in slot_token.iter().zip(sel) {
-        let start = e as usize * geom.expert_stride();
-        let expert = &bank[start..start + geom.expert_bytes()];
-        let xt = &x[t as usize * geom.hidden..(t as usize + 1) * geom.hidden];
-        out.extend(expert_ffn(geom, expert, xt));
-    }
-    out
+    slots_with(geom, bank, x, slot_token, sel, expert_ffn)
 }
 
 /// [`moe_slots`] with the per-slot dot kernels' arithmetic ([`expert_ffn_dot`]).
@@ -92,13 +84,25 @@ pub fn moe_slots_dot(
     slot_token: &[u32],
     sel: &[u32],
 ) -> Vec<f32> {
+    slots_with(geom, bank, x, slot_token, sel, expert_ffn_dot)
+}
+
+/// Apply `ffn` slot by slot (the loop shared by [`moe_slots`] and [`moe_slots_dot`]).
+fn slots_with(
+    geom: &ExpertGeometry,
+    bank: &[u8],
+    x: &[f32],
+    slot_token: &[u32],
+    sel: &[u32],
+    ffn: fn(&ExpertGeometry, &[u8], &[f32]) -> Vec<f32>,
+) -> Vec<f32> {
     assert_eq!(slot_token.len(), sel.len(), "one token per slot");
     let mut out = Vec::with_capacity(sel.len() * geom.hidden);
     for (&t, &e) in slot_token.iter().zip(sel) {
         let start = e as usize * geom.expert_stride();
         let expert = &bank[start..start + geom.expert_bytes()];
         let xt = &x[t as usize * geom.hidden..(t as usize + 1) * geom.hidden];
-        out.extend(expert_ffn_dot(geom, expert, xt));
+        out.extend(ffn(geom, expert, xt));
     }
     out
 }
