@@ -18,6 +18,16 @@ pub enum Semantics {
     Access,
 }
 
+impl Semantics {
+    /// The name the CLI and the JSON use: `group`, `access`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Semantics::Group => "group",
+            Semantics::Access => "access",
+        }
+    }
+}
+
 /// How the budget is shared between layers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -290,10 +290,7 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
             _ => format!("{} = {} units", i.budget, c.budget_units),
         },
         i.split.name(),
-        match i.semantics {
-            Semantics::Group => "group",
-            Semantics::Access => "access",
-        },
+        i.semantics.name(),
         i.batch
     );
     let rows = [
@@ -406,10 +403,7 @@ pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
             i.tokens,
             i.phase.as_str(),
             i.expert_mib,
-            r.retention.as_ref().map_or("", |x| match x.semantics {
-                Semantics::Group => "group",
-                Semantics::Access => "access",
-            })
+            r.retention.as_ref().map_or("", |x| x.semantics.name())
         );
     }
     let tiers = reports.iter().any(|r| r.tiers.is_some());
