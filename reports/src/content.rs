@@ -56,6 +56,14 @@ fn slug(s: &str) -> String {
         .collect()
 }
 
+/// Orders two runs by the metric at `path`, a run without it first (the order of
+/// `Option<f64>`); JSON numbers are finite, so no two values are unordered.
+fn by_metric(a: &RunEntry, b: &RunEntry, path: &str) -> std::cmp::Ordering {
+    a.metric(path)
+        .partial_cmp(&b.metric(path))
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
 fn is_belady(r: &RunEntry) -> bool {
     r.grid.evict.as_deref() == Some("belady")
 }
@@ -266,7 +274,7 @@ fn glance(doc: &mut Doc, res: &Results) {
                             && !is_belady(r)
                             && r.metric(bpt).is_some()
                     })
-                    .min_by(|x, y| x.metric(bpt).partial_cmp(&y.metric(bpt)).unwrap());
+                    .min_by(|x, y| by_metric(x, y, bpt));
                 let cell = match best {
                     Some(r) => {
                         let v = r.metric(bpt).unwrap();
@@ -292,7 +300,7 @@ fn glance(doc: &mut Doc, res: &Results) {
                 let best = of_m
                     .iter()
                     .filter(|r| !is_belady(r) && r.metric(tps).is_some())
-                    .max_by(|x, y| x.metric(tps).partial_cmp(&y.metric(tps)).unwrap());
+                    .max_by(|x, y| by_metric(x, y, tps));
                 cols[1 + budgets.len()].push(match best {
                     Some(r) => {
                         let how = match (&r.grid.evict, &r.grid.budget) {
@@ -366,18 +374,15 @@ fn findings(doc: &mut Doc, res: &Results) {
                     && r.metric("streaming.resident_mib_per_layer_step").is_some()
             })
             .collect();
-        if let Some(b) = stream.iter().min_by(|a, b| {
-            let k = "streaming.resident_mib_per_layer_step";
-            a.metric(k).partial_cmp(&b.metric(k)).unwrap()
-        }) {
+        if let Some(b) = stream
+            .iter()
+            .min_by(|a, b| by_metric(a, b, "streaming.resident_mib_per_layer_step"))
+        {
             let res_mib = b.metric("streaming.resident_mib_per_layer_step").unwrap();
             let ideal = expert_mib(b, t).zip(t.mean_top_k()).map(|(e, k)| e * k);
             let worst = stream
                 .iter()
-                .max_by(|a, b| {
-                    let k = "streaming.resident_mib_per_layer_step";
-                    a.metric(k).partial_cmp(&b.metric(k)).unwrap()
-                })
+                .max_by(|a, b| by_metric(a, b, "streaming.resident_mib_per_layer_step"))
                 .unwrap();
             items.push(format!(
                 "`{}`: least memory held is `{}` at {} MiB per layer step{} (most: `{}` at {} MiB).",
@@ -400,11 +405,10 @@ fn findings(doc: &mut Doc, res: &Results) {
                     .iter()
                     .filter(|r| r.grid.budget == budget && r.grid.batch == batch && !is_belady(r))
                     .collect();
-                let Some(b) = at.iter().min_by(|a, b| {
-                    a.metric(metrics::BYTES_PER_TOKEN.path)
-                        .partial_cmp(&b.metric(metrics::BYTES_PER_TOKEN.path))
-                        .unwrap()
-                }) else {
+                let Some(b) = at
+                    .iter()
+                    .min_by(|a, b| by_metric(a, b, metrics::BYTES_PER_TOKEN.path))
+                else {
                     continue;
                 };
                 let v = b.metric(metrics::BYTES_PER_TOKEN.path).unwrap() * metrics::MIB;
@@ -438,11 +442,10 @@ fn findings(doc: &mut Doc, res: &Results) {
                 .iter()
                 .filter(|r| r.grid.batch == batch && !is_belady(r))
                 .collect();
-            if let Some(b) = at.iter().max_by(|a, b| {
-                a.metric("timing.tokens_per_s")
-                    .partial_cmp(&b.metric("timing.tokens_per_s"))
-                    .unwrap()
-            }) {
+            if let Some(b) = at
+                .iter()
+                .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
+            {
                 items.push(format!(
                     "`{}`{}: fastest is `{}` at {} tokens/s (step p50 {} ms, p99 {} ms) on `{}`.",
                     t.name,
@@ -1161,11 +1164,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     let best = group
                         .iter()
                         .filter(|r| !is_belady(r))
-                        .max_by(|a, b| {
-                            a.metric("timing.tokens_per_s")
-                                .partial_cmp(&b.metric("timing.tokens_per_s"))
-                                .unwrap()
-                        })
+                        .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
                         .map(|r| r.grid.mechanism.clone());
                     group
                         .iter()
@@ -1219,11 +1218,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             let best = at
                 .iter()
                 .filter(|r| r.grid.batch == top_batch && !is_belady(r))
-                .max_by(|a, b| {
-                    a.metric("timing.tokens_per_s")
-                        .partial_cmp(&b.metric("timing.tokens_per_s"))
-                        .unwrap()
-                })
+                .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
                 .map(|r| r.grid.mechanism.clone());
             let tr: Vec<&RunEntry> = at
                 .into_iter()
