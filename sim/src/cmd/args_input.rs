@@ -22,7 +22,7 @@ pub struct InputArgs {
     /// Phases of the trace to replay: decode (generated tokens), prefill (prompt tokens) or
     /// all. The profile trace is read with the same phases.
     #[arg(long, default_value = "decode", value_name = "PHASE",
-          value_parser = PossibleValuesParser::new(["decode", "prefill", "all"]).map(|s| parse_phase(&s)))]
+          value_parser = phase_parser())]
     pub phase: PhaseSel,
 
     /// Trace whose selection counts order experts for the `hot` and `coact` chunk orders.
@@ -39,8 +39,7 @@ pub struct InputArgs {
     /// expert FFN parameters): bf16 (default), fp16, fp8, int4 (with one fp16 scale per 128
     /// weights), int4-noscale, nvfp4, mxfp4.
     #[arg(long, value_name = "DTYPE",
-          value_parser = PossibleValuesParser::new(["bf16", "fp16", "fp8", "int4", "int4-noscale", "nvfp4", "mxfp4"])
-              .map(|s| DType::parse(&s).expect("listed names parse")))]
+          value_parser = dtype_parser())]
     pub dtype: Option<DType>,
 
     /// VMM allocation granule in MiB, a power of two in bytes (default 2, the granule
@@ -49,12 +48,27 @@ pub struct InputArgs {
     pub granule_mib: Option<f64>,
 }
 
-fn parse_phase(s: &str) -> PhaseSel {
-    match s {
+/// The `--phase` value parser of every command that replays traces: decode, prefill, all.
+pub fn phase_parser() -> impl TypedValueParser<Value = PhaseSel> {
+    PossibleValuesParser::new(["decode", "prefill", "all"]).map(|s| match s.as_str() {
         "prefill" => PhaseSel::Prefill,
         "all" => PhaseSel::All,
         _ => PhaseSel::Decode,
-    }
+    })
+}
+
+/// The `--dtype` value parser of every command that sizes experts from the header geometry.
+pub fn dtype_parser() -> impl TypedValueParser<Value = DType> {
+    PossibleValuesParser::new([
+        "bf16",
+        "fp16",
+        "fp8",
+        "int4",
+        "int4-noscale",
+        "nvfp4",
+        "mxfp4",
+    ])
+    .map(|s| DType::parse(&s).expect("every listed name is a DType"))
 }
 
 impl InputArgs {

@@ -2,9 +2,9 @@
 //! run library in parallel and write a report directory (see the `reports` crate).
 
 use super::args_cache::CacheArgs;
+use super::args_input::{dtype_parser, phase_parser};
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
-use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use policies::mechanisms::SizeOptions;
@@ -40,8 +40,8 @@ pub struct CompareArgs {
 
     /// Phases of the traces to replay: decode, prefill or all.
     #[arg(long, default_value = "decode", value_name = "PHASE",
-          value_parser = PossibleValuesParser::new(["decode", "prefill", "all"]))]
-    pub phase: String,
+          value_parser = phase_parser())]
+    pub phase: PhaseSel,
 
     /// Size of one expert in MiB (may be fractional), instead of deriving it from the trace
     /// header's geometry. Conflicts with --dtype. Same as `sim run --expert-mib`.
@@ -56,8 +56,7 @@ pub struct CompareArgs {
     /// Weight dtype for deriving the expert size from the header geometry: bf16 (default),
     /// fp16, fp8, int4, int4-noscale, nvfp4, mxfp4. Same as `sim run --dtype`.
     #[arg(long, value_name = "DTYPE",
-          value_parser = PossibleValuesParser::new(["bf16", "fp16", "fp8", "int4", "int4-noscale", "nvfp4", "mxfp4"])
-              .map(|s| DType::parse(&s).expect("listed names parse")))]
+          value_parser = dtype_parser())]
     pub dtype: Option<DType>,
 
     /// VMM allocation granule in MiB (default 2). Same as `sim run --granule-mib`.
@@ -102,14 +101,6 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
     Shard::parse(s)
 }
 
-fn phase_sel(s: &str) -> PhaseSel {
-    match s {
-        "prefill" => PhaseSel::Prefill,
-        "all" => PhaseSel::All,
-        _ => PhaseSel::Decode,
-    }
-}
-
 /// One point of the grid: indices into the loaded traces plus the coordinates.
 #[derive(Clone, Debug)]
 struct Point {
@@ -117,14 +108,6 @@ struct Point {
     profile: usize,
     coords: RunCoords,
     retention: Option<RetentionConfig>,
-}
-
-/// Text of a split in the grid coordinates (`global`, `per-layer`).
-fn split_name(s: Split) -> String {
-    match s {
-        Split::Global => "global".into(),
-        Split::PerLayer => "per-layer".into(),
-    }
 }
 
 /// Enumerate the grid in its fixed order: per evaluated trace, the streaming run of every
@@ -146,7 +129,7 @@ fn grid(
             mechanism: mech.to_string(),
             evict: r.map(|r| r.cache.policy.name().to_string()),
             budget: r.map(|r| r.cache.budget.to_string()),
-            split: r.map(|r| split_name(r.cache.split)),
+            split: r.map(|r| r.cache.split.name().to_string()),
             batch: r.filter(|_| batch_given).map(|r| r.batching.batch as u32),
         },
         retention: r.cloned(),
@@ -192,13 +175,13 @@ fn retention_grid(args: &CompareArgs) -> Result<Vec<RetentionConfig>> {
     let mut grid = cache.for_sweep()?.unwrap_or_default();
     let pos = |v: &[String], x: &String| v.iter().position(|y| y == x).unwrap_or(usize::MAX);
     let budgets: Vec<String> = cache.budget.iter().map(|b| b.to_string()).collect();
-    let splits: Vec<String> = cache.split.iter().map(|&s| split_name(s)).collect();
+    let splits: Vec<String> = cache.split.iter().map(|s| s.name().to_string()).collect();
     // stable: the policy order of `for_sweep` stays the innermost
     grid.sort_by_key(|r| {
         (
             r.batching.batch,
             pos(&budgets, &r.cache.budget.to_string()),
-            pos(&splits, &split_name(r.cache.split)),
+            pos(&splits, &r.cache.split.name().to_string()),
         )
     });
     Ok(grid)
@@ -245,7 +228,7 @@ fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceIn
 fn config(args: &CompareArgs, p: &Point, timing: &Option<TimingConfig>) -> RunConfig {
     RunConfig {
         policy: p.coords.mechanism.clone(),
-        phase: phase_sel(&args.phase),
+        phase: args.phase,
         sizes: SizeOptions {
             expert_mib: args.expert_mib,
             dtype: args.dtype,
@@ -258,7 +241,7 @@ fn config(args: &CompareArgs, p: &Point, timing: &Option<TimingConfig>) -> RunCo
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let phase = phase_sel(&args.phase);
+    let phase = args.phase;
     // Load every trace once; names are the file stems and must be distinct.
     let mut inputs = Vec::new();
     let mut names: Vec<String> = Vec::new();
@@ -370,14 +353,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
         "mechanisms": args.policies,
         "evict": distinct(retention.iter().map(|r| r.cache.policy.name().to_string()).collect()),
         "budgets": distinct(retention.iter().map(|r| r.cache.budget.to_string()).collect()),
-        "splits": distinct(retention.iter().map(|r| split_name(r.cache.split)).collect()),
+        "splits": distinct(retention.iter().map(|r| r.cache.split.name().to_string()).collect()),
         "batches": distinct(retention.iter().map(|r| r.batching.batch.to_string()).collect()),
-        "semantics": (!retention.is_empty()).then(|| format!("{:?}", c.semantics).to_lowercase()),
+        "semantics": (!retention.is_empty()).then(|| c.semantics.name()),
         "dram": c.dram.as_ref().map(|d| d.to_string()),
         "queue": c.queue,
         "schedule": c.queue.map(|_| format!("{:?}", c.schedule).to_lowercase()),
         "seed": (!retention.is_empty()).then_some(c.seed),
-        "phase": args.phase,
+        "phase": args.phase.as_str(),
         "expert_mib": args.expert_mib,
         "dtype": args.dtype,
         "granule_mib": args.granule_mib,
