@@ -182,6 +182,16 @@ pub fn rows_per_block(lanes: u32, rows_per_group: usize) -> usize {
     rows_per_group * (BLOCK_THREADS / lanes) as usize
 }
 
+/// The largest power of two not above `n`, at most `max` (itself a power of two); 1 when `n`
+/// is 0. Caps lanes per row and warps per tile: more threads than 16-byte chunks or K blocks
+/// would sit idle.
+fn pow2_at_most(n: usize, max: u32) -> u32 {
+    match n.checked_ilog2() {
+        Some(log) => (1usize << log).min(max as usize) as u32,
+        None => 1,
+    }
+}
+
 /// Lanes per row (`P`, a power of two in 1..=[`BLOCK_THREADS`]) for one phase of a launch:
 /// `rows` output rows of `chunks` 16-byte chunks each, for `items` work items, `rows_per_group`
 /// rows per row group, on a GPU of `multiprocessors` multiprocessors.
@@ -196,11 +206,7 @@ pub fn lanes_per_row(
     rows_per_group: usize,
     multiprocessors: u32,
 ) -> u32 {
-    let cap = if chunks >= 2 {
-        (1u32 << chunks.ilog2()).min(BLOCK_THREADS)
-    } else {
-        1
-    };
+    let cap = pow2_at_most(chunks, BLOCK_THREADS);
     let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
     let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, rows_per_group));
     let mut p = cap.min(2);
@@ -223,11 +229,7 @@ pub fn lanes_per_row_one_wave(
     multiprocessors: u32,
     resident_per_multiprocessor: u32,
 ) -> u32 {
-    let cap = if chunks >= 2 {
-        (1u32 << chunks.ilog2()).min(BLOCK_THREADS)
-    } else {
-        1
-    };
+    let cap = pow2_at_most(chunks, BLOCK_THREADS);
     let capacity = resident_per_multiprocessor as usize * multiprocessors as usize;
     let blocks = |p: u32| items * rows.div_ceil(rows_per_block(p, rows_per_group));
     let mut p = 1;
@@ -262,11 +264,7 @@ pub fn tc_rows_per_block(ks: u32) -> usize {
 /// the grid has fewer than [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor, never past
 /// the largest power of two not above `k_blocks`.
 pub fn warps_per_tile(rows: usize, k_blocks: usize, items: usize, multiprocessors: u32) -> u32 {
-    let cap = if k_blocks >= 1 {
-        (1u32 << k_blocks.ilog2()).min(TC_WARPS)
-    } else {
-        1
-    };
+    let cap = pow2_at_most(k_blocks, TC_WARPS);
     let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
     let blocks = |ks: u32| items * rows.div_ceil(tc_rows_per_block(ks));
     let mut ks = 1;
@@ -274,4 +272,24 @@ pub fn warps_per_tile(rows: usize, k_blocks: usize, items: usize, multiprocessor
         ks *= 2;
     }
     ks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pow2_at_most;
+
+    #[test]
+    fn pow2_at_most_is_the_floor_power_of_two_under_the_cap() {
+        // (n, max) -> by hand: 0 and 1 give 1; 5 -> 4; 8 -> 8; 100 -> 64, capped at 32
+        for (n, max, want) in [
+            (0, 32, 1),
+            (1, 32, 1),
+            (5, 32, 4),
+            (8, 32, 8),
+            (100, 32, 32),
+        ] {
+            assert_eq!(pow2_at_most(n, max), want, "n {n} max {max}");
+        }
+        assert_eq!(pow2_at_most(usize::MAX, 8), 8);
+    }
 }
