@@ -8,3 +8,7 @@ pub mod engine;
 pub mod model_profile;
 pub mod runner;
 pub mod streaming;
+
+/// Bytes in one MiB (2^20, the unit of every `*_mib` report field), as `f64` for byte-to-MiB
+/// conversions; the same value as [`policies::mechanisms::MIB`].
+pub const MIB: f64 = policies::mechanisms::MIB as f64;

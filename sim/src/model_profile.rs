@@ -89,7 +89,7 @@ impl ComputeModel {
             )
         };
         let nonexpert_bytes = match o.nonexpert_mib {
-            Some(mib) => mib * 1048576.0,
+            Some(mib) => mib * crate::MIB,
             None => {
                 let (h, bpp) = geometry
                     .ok_or_else(|| need_geometry("non-expert weight memory", "--nonexpert-mib"))?;

@@ -286,7 +286,7 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
             tokens: trace.total_tokens(cfg.phase) as u64,
             dtype: sizes.dtype,
             expert_bytes: sizes.expert_bytes,
-            expert_mib: sizes.expert_bytes as f64 / mechanisms::MIB as f64,
+            expert_mib: sizes.expert_bytes as f64 / crate::MIB,
             granule_bytes: map.granule_bytes,
         },
         streaming: Some(streaming),

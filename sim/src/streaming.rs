@@ -15,12 +15,10 @@
 //! - waste factor = committed bytes / useful bytes over all units of the model;
 //! - always-on units: units hot in every step of the selected phases of every sequence.
 
+use crate::MIB;
 use policies::UnitMap;
 use serde::Serialize;
 use traces::{KeySpace, PhaseSel, Trace};
-
-/// Bytes in one MiB.
-const MIB: f64 = (1u64 << 20) as f64;
 
 /// Streaming-regime metrics of one mechanism on one trace. The JSON keys are part of the
 /// interface (`sim run --json`'s `streaming` block); MiB = 2^20 bytes.

@@ -345,7 +345,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             bytes_per_token: per(self.page_in_bytes as f64, self.tokens),
             evictions: self.evictions,
             budget_units: self.pools.iter().map(|p| p.capacity as u64).sum(),
-            peak_resident_mib: self.peak_bytes as f64 / (1u64 << 20) as f64,
+            peak_resident_mib: self.peak_bytes as f64 / crate::MIB,
         }
     }
 

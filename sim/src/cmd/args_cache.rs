@@ -313,7 +313,7 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
         ),
         (
             "bytes/token",
-            format!("{:.3} MiB", c.bytes_per_token / (1u64 << 20) as f64),
+            format!("{:.3} MiB", c.bytes_per_token / sim::MIB),
             "useful bytes paged in per token (H2D)",
         ),
         ("evictions", c.evictions.to_string(), ""),
@@ -378,7 +378,7 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
                     t.target_tokens_per_s,
                     t.link_gbps,
                     i.evict,
-                    t.bytes_per_token / (1u64 << 20) as f64,
+                    t.bytes_per_token / sim::MIB,
                     t.tokens_per_s.unwrap_or(f64::INFINITY)
                 );
             }
@@ -452,7 +452,7 @@ pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
             c.budget_units,
             c.page_ins_per_token,
             c.miss_rate * 100.0,
-            c.bytes_per_token / (1u64 << 20) as f64,
+            c.bytes_per_token / sim::MIB,
             c.evictions,
             c.peak_resident_mib
         );

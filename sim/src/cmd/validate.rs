@@ -301,7 +301,7 @@ fn table(v: &Validation) -> String {
         "trace {} ({}), expert {:.2} MiB, {}, profile {}",
         v.trace,
         v.model,
-        v.expert_bytes as f64 / 1048576.0,
+        v.expert_bytes as f64 / sim::MIB,
         v.retention,
         v.hw
     );

@@ -106,14 +106,14 @@ pub fn admit(
             requested,
             admitted: n,
             cap: Some(cap),
-            limit_mib: Some(limit / 1048576.0),
+            limit_mib: Some(limit / crate::MIB),
         };
         return Ok((admission, r));
     }
     anyhow::bail!(
         "the admission cap admits no sequence: one sequence maps {:.0} MiB but {cap} x usable VRAM of profile '{}' is {:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU",
-        smallest_need / 1048576.0,
+        smallest_need / crate::MIB,
         cost.profile,
-        limit / 1048576.0
+        limit / crate::MIB
     )
 }

@@ -587,7 +587,7 @@ pub fn replay(
         vmm_ms_per_step: st.busy_driver / steps / 1e3,
         fault_ms_per_step: st.busy_fault / steps / 1e3,
         stall_ms_per_step: st.stall / steps / 1e3,
-        peak_mapped_mib: st.peak_mapped / 1048576.0,
+        peak_mapped_mib: st.peak_mapped / crate::MIB,
         map_calls: st.map_calls,
         unmap_calls: st.unmap_calls,
         prefetch_issued: issued,
@@ -602,7 +602,7 @@ pub fn replay(
         prefetch_wasted: wasted,
         bytes_in: st.bytes_in,
         oversubscribed_page_ins: st.oversubscribed,
-        usable_mib: cost.usable_bytes / 1048576.0,
+        usable_mib: cost.usable_bytes / crate::MIB,
     };
     Ok(Replay {
         timing,
