@@ -323,9 +323,7 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
             "committed bytes, after each group/access",
         ),
     ];
-    for (k, v, note) in rows {
-        let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
-    }
+    super::run::write_rows(&mut s, rows);
     if let Some(t) = &r.tiers {
         let per = |x: u64| x as f64 / c.tokens.max(1) as f64;
         let _ = writeln!(

@@ -113,9 +113,7 @@ fn summary(r: &RunReport) -> String {
                 "resident experts / top-k",
             ),
         ];
-        for (k, v, note) in rows {
-            let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
-        }
+        write_rows(&mut s, rows);
         let _ = writeln!(s, "whole model:");
         let rows = [
             (
@@ -144,11 +142,17 @@ fn summary(r: &RunReport) -> String {
                 "the expert bank",
             ),
         ];
-        for (k, v, note) in rows {
-            let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
-        }
+        write_rows(&mut s, rows);
     }
     s
+}
+
+/// Append summary rows `(name, value, note)` in the aligned layout every summary of `sim run`
+/// uses: name left in 17 columns, value right in 12, then the note.
+pub fn write_rows<'a>(s: &mut String, rows: impl IntoIterator<Item = (&'a str, String, &'a str)>) {
+    for (k, v, note) in rows {
+        let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
+    }
 }
 
 /// A granule or page size in the unit that reads best: `2 MiB`, `64 KiB`.
