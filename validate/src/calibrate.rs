@@ -33,13 +33,19 @@ pub struct CalibrateOptions {
 pub struct VmmAtFill {
     /// Fraction of total VRAM allocated (by others and by the filler) while measuring.
     pub fill_fraction: f64,
+    /// Granules created, mapped, touched, unmapped and released per repetition.
     pub granules: u32,
+    /// cuMemCreate per granule, µs.
     pub create_us: Summary,
+    /// cuMemMap per granule, µs.
     pub map_us: Summary,
+    /// cuMemSetAccess per granule, µs.
     pub set_access_us: Summary,
     /// cuMemsetD8 over all granules + synchronize, divided by the granule count.
     pub first_touch_us: Summary,
+    /// cuMemUnmap per granule, µs.
     pub unmap_us: Summary,
+    /// cuMemRelease per granule, µs.
     pub release_us: Summary,
 }
 
@@ -47,6 +53,7 @@ pub struct VmmAtFill {
 /// other granules (each its own cuMemCreate handle, mapped and accessible) are mapped.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VmmAtLive {
+    /// Granules already mapped (and accessible) while measuring.
     pub live_granules: u64,
     /// Granules committed and decommitted per repetition.
     pub granules: u32,
@@ -71,13 +78,16 @@ pub struct DenseFaultPoint {
 /// One copy size: median time in µs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CopyPoint {
+    /// Bytes of one copy.
     pub bytes: u64,
+    /// Time of one copy, µs (CUDA events).
     pub time_us: Summary,
 }
 
 /// H2D copies of one host-memory kind over sizes, and the fit of `latency + bytes / bandwidth`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CopyCurve {
+    /// One point per copy size, sizes ascending.
     pub points: Vec<CopyPoint>,
     /// Fit over the medians of all sizes.
     pub fit: Option<LinearFit>,
@@ -86,7 +96,9 @@ pub struct CopyCurve {
 /// Managed memory touched from the GPU with one read per `stride` bytes (demand faults).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FaultPoint {
+    /// Bytes between two reads of the touch kernel (the page size it faults on).
     pub stride: u64,
+    /// Bytes of the managed buffer touched.
     pub bytes: u64,
     /// Bytes of the buffer per µs of the touch kernel (= MB/s).
     pub bytes_per_us: Summary,
@@ -97,6 +109,7 @@ pub struct FaultPoint {
 /// Managed-memory results; `None` fields were unsupported on this platform.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ManagedResult {
+    /// Demand-fault touches, one point per stride.
     pub faults: Vec<FaultPoint>,
     /// cuMemPrefetchAsync of host-resident managed memory to the device, bytes per µs.
     pub prefetch_bytes_per_us: Option<Summary>,
@@ -107,13 +120,22 @@ pub struct ManagedResult {
 /// One expert-kernel arm.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KernelPoint {
+    /// Model hidden size of the expert (input and output width).
     pub hidden: usize,
+    /// Expert FFN width.
     pub ffn: usize,
+    /// int4 quantization group: weights per scale.
     pub group: usize,
+    /// Bytes of one expert (int4 weights and their scales).
     pub expert_bytes: u64,
+    /// Tokens of the batch.
     pub tokens: usize,
+    /// Routed (token, expert) slots of the layer, one expert FFN each.
     pub slots: usize,
+    /// Distinct experts among the slots.
     pub distinct: usize,
+    /// `PerSlot` or `Union` (the [`kernels::Variant`]), or `PerSlot:<kernel>` for a per-slot
+    /// kernel other than the default.
     pub variant: String,
     /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
     #[serde(default)]
@@ -128,22 +150,32 @@ pub struct KernelPoint {
 /// Everything the calibration measured, before conversion into a profile.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Calibration {
+    /// The GPU and driver measured.
     pub device: DeviceInfo,
+    /// A quick pass (fewer repetitions, sizes and fill levels).
     pub quick: bool,
     /// Repetitions per arm (after the discarded warm-up).
     pub reps: u32,
     /// cuMemGetAllocationGranularity (minimum, recommended), bytes.
     pub granularity_min: u64,
+    /// cuMemGetAllocationGranularity recommended, bytes.
     pub granularity_recommended: u64,
+    /// VMM call latencies, one entry per VRAM fill level.
     pub vmm: Vec<VmmAtFill>,
+    /// H2D copies from pinned host memory.
     pub h2d_pinned: CopyCurve,
+    /// H2D copies from pageable host memory.
     pub h2d_pageable: CopyCurve,
+    /// Managed-memory demand faults and prefetch.
     pub managed: ManagedResult,
     /// Back-to-back launches of an empty kernel, µs each.
     pub launch_us: Summary,
-    /// Plain streaming read over `stream_read_bytes`, bytes per µs.
+    /// Bytes of a plain streaming read of device memory, the expert kernels' bandwidth
+    /// reference.
     pub stream_read_bytes: u64,
+    /// Bandwidth of that read, bytes per µs (= MB/s).
     pub stream_read_bytes_per_us: Summary,
+    /// Expert-kernel arms.
     pub kernels: Vec<KernelPoint>,
     /// VMM commit/decommit against the number of granules already mapped.
     #[serde(default)]
@@ -163,12 +195,16 @@ pub struct Calibration {
 /// streaming-read reference and every kernel arm, with every per-slot kernel that loaded.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KernelCalibration {
+    /// The GPU and driver measured.
     pub device: DeviceInfo,
+    /// A quick pass (fewer repetitions and sizes).
     pub quick: bool,
     /// Repetitions per arm (after the discarded warm-up).
     pub reps: u32,
-    /// Plain streaming read over `stream_read_bytes`, bytes per µs.
+    /// Bytes of a plain streaming read of device memory, the expert kernels' bandwidth
+    /// reference.
     pub stream_read_bytes: u64,
+    /// Bandwidth of that read, bytes per µs (= MB/s).
     pub stream_read_bytes_per_us: Summary,
     /// Arms of the default per-slot kernel have variant `PerSlot`; the others `PerSlot:<kernel>`.
     pub kernels: Vec<KernelPoint>,

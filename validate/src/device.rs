@@ -16,6 +16,7 @@ pub struct DeviceInfo {
     pub cuda: String,
     /// Compute capability, e.g. `9.0`.
     pub compute_capability: String,
+    /// Streaming multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).
     pub multiprocessors: u32,
     /// cuMemGetInfo total, bytes.
     pub vram_total: u64,

@@ -66,17 +66,20 @@ pub struct ReplayOptions {
 /// A finished replay: measured step times and what was executed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplayMeasurement {
+    /// The GPU and driver the replay ran on.
     pub device: DeviceInfo,
     /// Measured latency of every decode step, µs (CUDA events on the compute stream, from the
     /// step's first non-expert kernel to the end of its last expert kernels), in step order.
     pub step_us: Vec<f64>,
     /// Kernel geometry run for one expert: hidden x ffn, int4, group 128.
     pub kernel_hidden: usize,
+    /// FFN width of that kernel geometry.
     pub kernel_ffn: usize,
     /// Bytes the kernel reads per expert (<= the simulator's expert bytes).
     pub kernel_expert_bytes: u64,
     /// Granules committed (cuMemCreate + cuMemMap + cuMemSetAccess each) and decommitted.
     pub map_calls: u64,
+    /// Granules decommitted (cuMemUnmap + cuMemRelease each).
     pub unmap_calls: u64,
     /// cuMemPrefetchAsync calls that evicted OS pages back to host memory.
     pub os_evict_calls: u64,

@@ -26,22 +26,30 @@ pub enum ReplayPaging {
 /// decommitted at the router, units paged in by this group after its expert compute).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayGroup {
+    /// Decode step, from 0.
     pub step: u32,
+    /// MoE layer index (dense layers not counted).
     pub moe_layer: u32,
+    /// Distinct selected expert keys, one kernel slot each.
     pub keys: Vec<u32>,
+    /// Units paged in for this group.
     pub page_ins: Vec<u32>,
+    /// Units evicted after admission.
     pub evicted: Vec<u32>,
 }
 
 /// Everything the replay executes, in order (groups step-major, MoE layers in order).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayPlan {
+    /// How units are committed and paged in.
     pub paging: ReplayPaging,
+    /// Every group, step-major, MoE layers in order.
     pub groups: Vec<ReplayGroup>,
     /// Units resident before the first step (static pins): committed before timing starts.
     pub preloaded: Vec<u32>,
     /// Decode steps (the groups' `step` runs over `0..steps`).
     pub steps: usize,
+    /// MoE layers per step (the groups' `moe_layer` runs over `0..moe_layers`).
     pub moe_layers: usize,
     /// Model hidden size: the expert kernels' input width.
     pub hidden: usize,

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 pub struct Summary {
     /// Median of the samples (mean of the two middle ones for an even count).
     pub median: f64,
+    /// Smallest sample.
     pub min: f64,
+    /// Largest sample.
     pub max: f64,
     /// (max - min) / median; 0 when the median is 0.
     pub spread: f64,
@@ -71,8 +73,11 @@ impl LinearFit {
 /// Least-squares line `y = intercept + slope x` (slope may be of any sign).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Line {
+    /// `y` at `x = 0`, in the unit of `y`.
     pub intercept: f64,
+    /// Change of `y` per unit of `x`.
     pub slope: f64,
+    /// Coefficient of determination of the fit (1 = every point on the line).
     pub r2: f64,
 }
 

@@ -39,7 +39,9 @@ pub fn granularity(device: i32) -> Result<(usize, usize), DriverError> {
 
 /// A reserved virtual address range, freed on drop (everything mapped in it must be unmapped first).
 pub struct Reservation {
+    /// First device virtual address of the range.
     pub base: u64,
+    /// Bytes reserved.
     pub size: usize,
 }
 
