@@ -177,6 +177,20 @@ pub struct RunInputs {
     pub granule_bytes: u64,
 }
 
+impl RunInputs {
+    /// The trace as summaries name it: `PATH (MODEL, N MoE layers, T PHASE tokens)`.
+    pub fn trace_text(&self) -> String {
+        format!(
+            "{} ({}, {} MoE layers, {} {} tokens)",
+            self.trace,
+            self.model,
+            self.moe_layers,
+            self.tokens,
+            self.phase.as_str()
+        )
+    }
+}
+
 /// The result of one run. Blocks other than `inputs` are optional and left out when `None`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {

@@ -394,12 +394,8 @@ pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
         let i = &r.inputs;
         let _ = writeln!(
             s,
-            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB; cache regime, semantics {}",
-            i.trace,
-            i.model,
-            i.moe_layers,
-            i.tokens,
-            i.phase.as_str(),
+            "{}, expert {:.3} MiB; cache regime, semantics {}",
+            i.trace_text(),
             i.expert_mib,
             r.retention.as_ref().map_or("", |x| x.semantics.name())
         );

@@ -63,15 +63,7 @@ fn summary(r: &RunReport) -> String {
     let dtype = i.dtype.map_or("--expert-mib".to_string(), |d| {
         format!("{d:?}").to_lowercase()
     });
-    let _ = writeln!(
-        s,
-        "trace     {} ({}, {} MoE layers, {} {} tokens)",
-        i.trace,
-        i.model,
-        i.moe_layers,
-        i.tokens,
-        i.phase.as_str()
-    );
+    let _ = writeln!(s, "trace     {}", i.trace_text());
     let _ = writeln!(
         s,
         "policy    {}   expert {:.3} MiB ({})   granule {}   profile trace {}",

@@ -237,12 +237,8 @@ fn table(reports: &[RunReport]) -> String {
         let i = &r.inputs;
         let _ = writeln!(
             s,
-            "{} ({}, {} MoE layers, {} {} tokens), expert {:.3} MiB, granule {}",
-            i.trace,
-            i.model,
-            i.moe_layers,
-            i.tokens,
-            i.phase.as_str(),
+            "{}, expert {:.3} MiB, granule {}",
+            i.trace_text(),
             i.expert_mib,
             granule_text(i.granule_bytes)
         );
