@@ -240,6 +240,13 @@ impl<T> Step<T> for Result<T, cudarc::driver::DriverError> {
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
+/// Back-to-back empty-kernel launches per repetition of the launch-latency arm (a design
+/// choice, not tuned).
+pub const LAUNCHES_PER_REP: u32 = 1000;
+/// Launch + event + host wait iterations per repetition of the router-sync arm (a design
+/// choice, not tuned).
+pub const ROUTER_SYNCS_PER_REP: u32 = 200;
+
 /// Times `f` on `stream` with CUDA events; returns µs.
 fn time_events(
     ctx: &Arc<CudaContext>,
@@ -303,7 +310,7 @@ pub fn calibrate(
     let router_sync_us = Some(measure_router_sync(&ctx, &stream, &k, reps, log)?);
 
     let mut launches = Vec::new();
-    let n_launch = 1000;
+    let n_launch = LAUNCHES_PER_REP;
     for r in 0..=reps {
         let t = time_events(&ctx, &stream, &mut || {
             for _ in 0..n_launch {
@@ -681,7 +688,7 @@ fn measure_dense_faults(
 }
 
 /// The per-layer host round trip: launch an empty kernel, record an event, wait for it on the
-/// host; 200 iterations per repetition, host clock, µs per iteration.
+/// host; [`ROUTER_SYNCS_PER_REP`] iterations per repetition, host clock, µs per iteration.
 fn measure_router_sync(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -692,7 +699,7 @@ fn measure_router_sync(
     let ev = ctx
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .during("event create")?;
-    let n = 200;
+    let n = ROUTER_SYNCS_PER_REP;
     let mut v = Vec::new();
     for r in 0..=reps {
         let t = Instant::now();

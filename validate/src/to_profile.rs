@@ -1,7 +1,7 @@
 //! Converts a [`Calibration`] into a hardware profile of the `profile` crate's schema.
 //! Constants that were not measured (or were unsupported) are left out, never zero.
 
-use crate::calibrate::{Calibration, Line};
+use crate::calibrate::{Calibration, Line, LAUNCHES_PER_REP, ROUTER_SYNCS_PER_REP};
 use crate::stats::LinearFit;
 use crate::stats::Summary;
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
@@ -180,7 +180,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     }
     add_model_fits(c, &mut p, &m);
     let s = &c.launch_us;
-    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m("1000 back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch".into(), Some(s))));
+    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
     p.os_paging = Some(OsPaging {
         prefetch_hints: c.managed.prefetch_bytes_per_us.is_some(),
         note: c.managed.prefetch_unsupported.clone().unwrap_or_else(|| {
@@ -305,7 +305,7 @@ fn add_model_fits(
             Constant::measured(
                 s.median,
                 "us",
-                m("launch an empty kernel, record an event, cuEventSynchronize on the host; 200 iterations per repetition, host clock, per iteration".into(), Some(s)),
+                m(format!("launch an empty kernel, record an event, cuEventSynchronize on the host; {ROUTER_SYNCS_PER_REP} iterations per repetition, host clock, per iteration"), Some(s)),
             )
             .with_range(s.min, s.max),
         );
