@@ -478,9 +478,10 @@ impl StatsAccumulator {
         Ok(())
     }
 
-    fn begin_sequence(&mut self, sequence: usize, first: &[u16]) {
-        // Sequences skipped entirely (no token in the phase) get empty entries.
-        while self.sequences.len() < sequence {
+    /// Give the sequences before `upto` that have no entry yet (no token in the selected
+    /// phases) an empty one.
+    fn pad_sequences(&mut self, upto: usize) {
+        while self.sequences.len() < upto {
             let name = self.seq_names[self.sequences.len()].clone();
             self.sequences.push(SequenceStats {
                 name,
@@ -489,6 +490,10 @@ impl StatsAccumulator {
                 always_on_keys: Vec::new(),
             });
         }
+    }
+
+    fn begin_sequence(&mut self, sequence: usize, first: &[u16]) {
+        self.pad_sequences(sequence);
         self.current = Some(sequence);
         // Leave one unused index so the new sequence's first token never looks like the
         // successor of the previous sequence's last token.
@@ -574,15 +579,7 @@ impl StatsAccumulator {
             return Err(e);
         }
         self.end_sequence()?;
-        while self.sequences.len() < self.seq_names.len() {
-            let name = self.seq_names[self.sequences.len()].clone();
-            self.sequences.push(SequenceStats {
-                name,
-                tokens: 0,
-                distinct_keys: 0,
-                always_on_keys: Vec::new(),
-            });
-        }
+        self.pad_sequences(self.seq_names.len());
         if self.tokens == 0 {
             return Err(StatsError::NoTokens {
                 phase: self.phases.as_str(),

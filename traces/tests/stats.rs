@@ -455,3 +455,23 @@ fn granite_decode_facts() {
     assert_eq!(st.sequences[1].always_on_keys, with([22, 3]));
     assert_eq!(st.sequences[2].always_on_keys, with([20, 21]));
 }
+
+#[test]
+fn sequences_without_tokens_get_empty_entries_in_header_order() {
+    // 1 MoE layer x 4 experts, top-2; only s1 and s3 have decode tokens, so s0 (before the
+    // first), s2 (between) and s4 (after the last) must appear with no tokens.
+    let d = |recs: &[[u16; 2]]| (Vec::new(), recs.iter().map(|r| r.to_vec()).collect());
+    let t = trace_of(
+        ModelSpec::uniform("m", 1, 4, 2),
+        vec![d(&[]), d(&[[0, 1], [0, 2]]), d(&[]), d(&[[3, 2]]), d(&[])],
+    );
+    let st = trace_stats(&t, PhaseSel::Decode).unwrap();
+    let names: Vec<&str> = st.sequences.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["s0", "s1", "s2", "s3", "s4"]);
+    let tokens: Vec<u64> = st.sequences.iter().map(|s| s.tokens).collect();
+    assert_eq!(tokens, [0, 2, 0, 1, 0]);
+    let distinct: Vec<u64> = st.sequences.iter().map(|s| s.distinct_keys).collect();
+    assert_eq!(distinct, [0, 3, 0, 2, 0]);
+    assert_eq!(st.sequences[1].always_on_keys, vec![[0, 0]]);
+    assert!(st.sequences[2].always_on_keys.is_empty());
+}
