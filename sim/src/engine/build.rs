@@ -37,7 +37,9 @@ pub fn plans(
     };
     let mut seen_key = vec![false; ks.num_keys()];
     let mut seen_unit = vec![false; map.num_units()];
-    let (mut keys, mut units, mut evicted) = (Vec::new(), Vec::new(), Vec::new());
+    // per-group buffers, reused so the loop allocates nothing once they have grown
+    let (mut keys, mut units) = (Vec::new(), Vec::new());
+    let (mut page_ins, mut evicted) = (Vec::new(), Vec::new());
     for batch in &batches {
         let kv: u64 = batch
             .iter()
@@ -81,21 +83,22 @@ pub fn plans(
                     let out = sim.group(&units);
                     evicted.clear();
                     evicted.extend_from_slice(&out.evicted);
-                    let page_ins = out.page_ins.clone();
+                    page_ins.clear();
+                    page_ins.extend_from_slice(&out.page_ins);
                     // streamed (bypassed) page-ins leave VRAM after the group; units the
                     // policy already evicted (a budget below one group) are not listed twice
+                    let policy_evicted = evicted.len();
                     for &u in &evicted {
                         seen_unit[u as usize] = true;
                     }
-                    let streamed: Vec<u32> = page_ins
-                        .iter()
-                        .copied()
-                        .filter(|&u| !sim.is_resident(u) && !seen_unit[u as usize])
-                        .collect();
-                    for &u in &evicted {
+                    for &u in &page_ins {
+                        if !sim.is_resident(u) && !seen_unit[u as usize] {
+                            evicted.push(u);
+                        }
+                    }
+                    for &u in &evicted[..policy_evicted] {
                         seen_unit[u as usize] = false;
                     }
-                    evicted.extend(streamed);
                     plans.push_group(layer, &keys, &units, &page_ins, &evicted);
                 }
                 None => plans.push_group(layer, &keys, &units, &units, &units),
