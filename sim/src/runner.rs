@@ -145,7 +145,8 @@ impl Workload {
     }
 }
 
-/// Distinct values in order, for short messages about per-layer expert counts.
+/// Runs of equal values collapsed to one (`[64, 64, 32, 64]` -> `[64, 32, 64]`), for short
+/// messages about per-layer expert counts.
 fn dedup(v: &[u16]) -> Vec<u16> {
     let mut out: Vec<u16> = v.to_vec();
     out.dedup();
