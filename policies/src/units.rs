@@ -14,6 +14,7 @@ pub struct UnitInfo {
     /// First and last MoE layer index (KeySpace numbering) of the experts inside; equal unless
     /// the unit spans layers (regions).
     pub first_moe_layer: u32,
+    /// Last MoE layer index of the experts inside (see `first_moe_layer`).
     pub last_moe_layer: u32,
 }
 
@@ -28,8 +29,11 @@ pub struct UnitMap {
     pub expert_bytes: u64,
     /// Commit granularity in bytes (VMM granule, or OS page size for `os*`).
     pub granule_bytes: u64,
+    /// Per key (`num_keys` entries): index into `units` of the key's first unit.
     pub key_first: Vec<u32>,
+    /// Per key (`num_keys` entries): units the key occupies, >= 1.
     pub key_count: Vec<u32>,
+    /// Every commit unit of the model, indexed by unit id.
     pub units: Vec<UnitInfo>,
 }
 

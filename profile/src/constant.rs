@@ -218,20 +218,33 @@ pub enum Provenance {
     /// Measured on a real GPU.
     Measured(Measurement),
     /// Computed from measured figures (e.g. a fit); `from` names them, `method` says how.
-    Derived { from: String, method: String },
+    Derived {
+        /// The measured figures the value is computed from.
+        from: String,
+        /// How it is computed from them.
+        method: String,
+    },
     /// Not measured; the reason the value is believed.
-    Assumed { reason: String },
+    Assumed {
+        /// Why the value is believed.
+        reason: String,
+    },
 }
 
 /// One constant: `value` in `unit`, optional measured `min`/`max` (same unit) and provenance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Constant {
+    /// The value, in `unit`.
     pub value: f64,
+    /// Unit of `value`, `min` and `max`, e.g. `us`, `MB/s`.
     pub unit: String,
+    /// Smallest measured value, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<f64>,
+    /// Largest measured value, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
+    /// Where the value came from.
     pub provenance: Provenance,
 }
 

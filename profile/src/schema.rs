@@ -17,7 +17,9 @@ pub struct Device {
     pub gpu: String,
     /// Operating system and driver model, e.g. `Windows 11 (WDDM)`.
     pub os: String,
+    /// Driver version, e.g. `580.159.04`.
     pub driver: String,
+    /// CUDA version the driver supports, e.g. `13.0`.
     pub cuda: String,
     /// Host link, e.g. `PCIe 4.0 x8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,10 +46,13 @@ pub struct OsPaging {
 /// (atomic), read one with [`crate::load`] (validated).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
+    /// Version of this schema the file was written for; [`SCHEMA_VERSION`] for this build.
     pub schema_version: u32,
     /// Short name, e.g. `h200-linux`; shipped profiles are loaded by it.
     pub name: String,
+    /// One line on what the profile describes and where its figures come from.
     pub description: String,
+    /// The hardware the constants describe.
     pub device: Device,
     /// Absent when OS paging was not characterised.
     #[serde(default, skip_serializing_if = "Option::is_none")]

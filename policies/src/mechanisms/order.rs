@@ -57,8 +57,11 @@ impl ChunkOrder {
 /// One co-activation edge of a layer: experts `a < b` selected together in `tokens` tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CoactEdge {
+    /// The lower expert id of the pair.
     pub a: u16,
+    /// The higher expert id of the pair.
     pub b: u16,
+    /// Tokens of the profile trace in which the layer's router selected both.
     pub tokens: u64,
 }
 

@@ -14,6 +14,7 @@ use crate::units::{UnitInfo, UnitMap};
 pub struct Packing {
     /// Experts per chunk, >= 1.
     pub n: u32,
+    /// Order of the layer's experts before they are cut into chunks of `n`.
     pub order: ChunkOrder,
 }
 

@@ -16,6 +16,7 @@ use crate::units::{UnitInfo, UnitMap};
 pub struct Region {
     /// Region size in MiB, >= 1.
     pub mib: u64,
+    /// Order of each layer's experts before they are packed into regions.
     pub order: ChunkOrder,
 }
 
