@@ -6,11 +6,15 @@ use crate::results::Results;
 use anyhow::{bail, Context};
 use std::path::Path;
 
-/// Files of a report directory, relative to it.
+/// The grid's results, the input of `sim report` (file of a report directory, relative to it).
 pub const RESULTS_JSON: &str = "results.json";
+/// One row per run, one column per scalar of its JSON (see [`crate::flatten`]).
 pub const RESULTS_CSV: &str = "results.csv";
+/// The report in Markdown, figures linked from [`PLOTS_DIR`].
 pub const REPORT_MD: &str = "report.md";
+/// The report as one self-contained HTML page, figures inline.
 pub const REPORT_HTML: &str = "report.html";
+/// Directory of the report's SVG figures.
 pub const PLOTS_DIR: &str = "plots";
 
 /// Write `results.json`, `results.csv`, `report.md`, `report.html` and `plots/*.svg` for

@@ -82,8 +82,11 @@ pub struct TraceInfo {
     pub name: String,
     /// Path as given on the command line.
     pub file: String,
+    /// The model from the trace header.
     pub model: ModelSpec,
+    /// Where the trace came from, from its header.
     pub provenance: Provenance,
+    /// The header's sequences, in order.
     pub sequences: Vec<SequenceInfo>,
     /// Phase the runs looked at (`decode`, `prefill`, `all`).
     pub phase: String,
@@ -147,6 +150,7 @@ impl RunCoords {
 pub struct RunEntry {
     /// Index in the whole grid, from 0.
     pub run: usize,
+    /// The run's coordinates in the grid (trace, mechanism, policy, budget, ...).
     pub grid: RunCoords,
     /// The `sim run --json` object (must not itself use the keys `run` or `grid`).
     #[serde(flatten)]
