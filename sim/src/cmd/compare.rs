@@ -7,7 +7,7 @@ use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use policies::mechanisms::SizeOptions;
+use policies::mechanisms::{ProfileStats, SizeOptions};
 use rayon::prelude::*;
 use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
@@ -189,21 +189,15 @@ fn retention_grid(args: &CompareArgs) -> Result<Vec<RetentionConfig>> {
 
 /// What the report says about one trace, computed from the loaded trace.
 fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceInfo {
-    let ks = trace.keyspace();
-    let mut counts: Vec<Vec<u64>> = ks.experts.iter().map(|&e| vec![0; e as usize]).collect();
-    let mut tokens = 0u64;
-    for s in 0..trace.sequences.len() {
-        for &ph in phase.phases() {
-            for t in 0..trace.tokens(s, ph) {
-                tokens += 1;
-                for (m, c) in counts.iter_mut().enumerate() {
-                    for &e in trace.selection(&ks, s, ph, t, m) {
-                        c[e as usize] += 1;
-                    }
-                }
-            }
-        }
-    }
+    // selection counts per key: the same pass the hot/coact chunk orders use, split by layer
+    let per_key = ProfileStats::new(trace, phase, false).counts;
+    let counts: Vec<Vec<u64>> = trace
+        .keyspace()
+        .offsets
+        .windows(2)
+        .map(|w| per_key[w[0] as usize..w[1] as usize].to_vec())
+        .collect();
+    let tokens = trace.total_tokens(phase) as u64;
     let accesses = counts.iter().flatten().sum();
     let stats = traces::stats::trace_stats(trace, phase)
         .ok()
@@ -392,4 +386,38 @@ pub fn run(args: CompareArgs) -> Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts of `trace_info` against a naive walk over every selection.
+    #[test]
+    fn trace_info_counts_every_selection_once() {
+        let trace = traces::read_bytes(runner::EMBEDDED_PROSE, "prose").unwrap();
+        let ks = trace.keyspace();
+        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
+            let mut naive: Vec<Vec<u64>> =
+                ks.experts.iter().map(|&e| vec![0; e as usize]).collect();
+            let mut tokens = 0u64;
+            for s in 0..trace.sequences.len() {
+                for &ph in phase.phases() {
+                    for t in 0..trace.tokens(s, ph) {
+                        tokens += 1;
+                        for (m, c) in naive.iter_mut().enumerate() {
+                            for &e in trace.selection(&ks, s, ph, t, m) {
+                                c[e as usize] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            let info = trace_info("prose", "prose.bin", &trace, phase);
+            assert!(tokens > 0, "{phase:?}");
+            assert_eq!(info.tokens, tokens, "{phase:?}");
+            assert_eq!(info.expert_counts, naive, "{phase:?}");
+            assert_eq!(info.accesses, naive.iter().flatten().sum::<u64>());
+        }
+    }
 }
