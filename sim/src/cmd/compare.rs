@@ -199,9 +199,18 @@ fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceIn
         .collect();
     let tokens = trace.total_tokens(phase) as u64;
     let accesses = counts.iter().flatten().sum();
-    let stats = traces::stats::trace_stats(trace, phase)
-        .ok()
-        .and_then(|s| serde_json::to_value(s).ok());
+    // statistics are context for the reader: a failure leaves them out of the report, but
+    // says so instead of dropping them silently
+    let stats = match traces::stats::trace_stats(trace, phase)
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string()))
+    {
+        Ok(v) => Some(v),
+        Err(e) => {
+            eprintln!("warning: no statistics for trace `{file}` in the report: {e}");
+            None
+        }
+    };
     TraceInfo {
         name: name.to_string(),
         file: file.to_string(),
@@ -352,7 +361,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         "semantics": (!retention.is_empty()).then(|| c.semantics.name()),
         "dram": c.dram.as_ref().map(|d| d.to_string()),
         "queue": c.queue,
-        "schedule": c.queue.map(|_| format!("{:?}", c.schedule).to_lowercase()),
+        "schedule": c.queue.map(|_| c.schedule),
         "seed": (!retention.is_empty()).then_some(c.seed),
         "phase": args.phase.as_str(),
         "expert_mib": args.expert_mib,
