@@ -6,6 +6,7 @@ pub mod cache;
 pub mod cost;
 pub mod engine;
 pub mod model_profile;
+pub mod output;
 pub mod runner;
 pub mod streaming;
 

@@ -112,20 +112,4 @@ pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// Write `bytes` to `path` through a temporary file in the same directory, renamed over
-/// `path` when complete (mode 0644 on unix), so a failure never leaves a half-written file.
-/// Errors name the directory or the file that could not be written.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a file in `{}`", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| traces::file_mode::share_file(tmp.as_file()))
-        .with_context(|| format!("cannot write `{}`", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write `{}`", path.display()))?;
-    Ok(())
-}
+pub use sim::output::write_atomic;

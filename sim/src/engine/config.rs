@@ -134,6 +134,7 @@ pub fn run_timing(
     if let (Some(path), Some(t)) = (&cfg.timeline, &r.timeline) {
         t.write(path)
             .with_context(|| format!("--timeline {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
         if t.dropped > 0 {
             eprintln!(
                 "note: --timeline kept the first {} spans and dropped {}",

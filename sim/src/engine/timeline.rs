@@ -2,7 +2,6 @@
 //! chrome://tracing or ui.perfetto.dev), one track per resource.
 
 use serde_json::json;
-use std::io::Write;
 use std::path::Path;
 
 /// The engine's resources, one timeline each.
@@ -94,21 +93,6 @@ impl Timeline {
     /// Write the document to `path` atomically (temporary file in the same directory, then
     /// rename).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        use anyhow::Context;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-        {
-            let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-            serde_json::to_writer(&mut w, &self.to_json())?;
-            w.flush()?;
-        }
-        traces::file_mode::share_file(tmp.as_file())?;
-        tmp.persist(path)
-            .with_context(|| format!("cannot write timeline {}", path.display()))?;
-        Ok(())
+        crate::output::write_atomic_with(path, |w| Ok(serde_json::to_writer(w, &self.to_json())?))
     }
 }
