@@ -3,19 +3,21 @@
 //! Every arm runs one discarded warm-up, then `reps` repetitions; where several arms share a
 //! phase they are interleaved repetition by repetition, so slow drifts (clocks, temperature)
 //! hit all arms alike. Each arm reports the median and the spread of its repetitions.
+//! The expert-kernel arms live in [`kernel_arms`].
 
 use crate::device::DeviceInfo;
 pub use crate::stats::Line;
 use crate::stats::{LinearFit, Summary};
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, DevicePtr};
-use kernels::{ExpertGeometry, Kernels, PerSlotKernel, Variant};
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_pcg::Pcg64;
+use kernels::Kernels;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
+
+mod kernel_arms;
+pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
+use kernel_arms::{measure_kernels, measure_stream_read};
 
 /// How much to measure.
 #[derive(Clone, Debug)]
@@ -117,36 +119,6 @@ pub struct ManagedResult {
     pub prefetch_unsupported: Option<String>,
 }
 
-/// One expert-kernel arm.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KernelPoint {
-    /// Model hidden size of the expert (input and output width).
-    pub hidden: usize,
-    /// Expert FFN width.
-    pub ffn: usize,
-    /// int4 quantization group: weights per scale.
-    pub group: usize,
-    /// Bytes of one expert (int4 weights and their scales).
-    pub expert_bytes: u64,
-    /// Tokens of the batch.
-    pub tokens: usize,
-    /// Routed (token, expert) slots of the layer, one expert FFN each.
-    pub slots: usize,
-    /// Distinct experts among the slots.
-    pub distinct: usize,
-    /// `PerSlot` or `Union` (the [`kernels::Variant`]), or `PerSlot:<kernel>` for a per-slot
-    /// kernel other than the default.
-    pub variant: String,
-    /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
-    #[serde(default)]
-    pub kernel: String,
-    /// Time of the layer's two launches (gate+up, down) on the GPU, µs: CUDA events around the
-    /// launches enqueued behind a busy-wait kernel, so host launch latency is not included.
-    pub time_us: Summary,
-    /// distinct experts x expert bytes / median time, bytes per µs.
-    pub weight_bytes_per_us: f64,
-}
-
 /// Everything the calibration measured, before conversion into a profile.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Calibration {
@@ -191,29 +163,6 @@ pub struct Calibration {
     pub wall_s: f64,
 }
 
-/// The expert-kernel part of a calibration alone (`sim calibrate --only kernels`): the
-/// streaming-read reference and every kernel arm, with every per-slot kernel that loaded.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KernelCalibration {
-    /// The GPU and driver measured.
-    pub device: DeviceInfo,
-    /// A quick pass (fewer repetitions and sizes).
-    pub quick: bool,
-    /// Repetitions per arm (after the discarded warm-up).
-    pub reps: u32,
-    /// Bytes of a plain streaming read of device memory, the expert kernels' bandwidth
-    /// reference.
-    pub stream_read_bytes: u64,
-    /// Bandwidth of that read, bytes per µs (= MB/s).
-    pub stream_read_bytes_per_us: Summary,
-    /// Arms of the default per-slot kernel have variant `PerSlot`; the others `PerSlot:<kernel>`.
-    pub kernels: Vec<KernelPoint>,
-    /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
-    pub dot_error: Option<String>,
-    /// Wall time, s.
-    pub wall_s: f64,
-}
-
 /// A calibration failure, naming the step.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
@@ -228,7 +177,7 @@ pub enum CalibrateError {
     Other(String),
 }
 
-trait Step<T> {
+pub(crate) trait Step<T> {
     fn during(self, step: &'static str) -> Result<T, CalibrateError>;
 }
 impl<T> Step<T> for Result<T, cudarc::driver::DriverError> {
@@ -237,8 +186,8 @@ impl<T> Step<T> for Result<T, cudarc::driver::DriverError> {
     }
 }
 
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
+pub(crate) const MIB: u64 = 1 << 20;
+pub(crate) const GIB: u64 = 1 << 30;
 
 /// Back-to-back empty-kernel launches per repetition of the launch-latency arm (a design
 /// choice, not tuned).
@@ -248,7 +197,7 @@ pub const LAUNCHES_PER_REP: u32 = 1000;
 pub const ROUTER_SYNCS_PER_REP: u32 = 200;
 
 /// Times `f` on `stream` with CUDA events; returns µs.
-fn time_events(
+pub(crate) fn time_events(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     f: &mut dyn FnMut() -> Result<(), CalibrateError>,
@@ -263,7 +212,7 @@ fn time_events(
     Ok(a.elapsed_ms(&b).during("event elapsed")? as f64 * 1e3)
 }
 
-fn summary(v: &[f64]) -> Result<Summary, CalibrateError> {
+pub(crate) fn summary(v: &[f64]) -> Result<Summary, CalibrateError> {
     Summary::of(v).ok_or_else(|| CalibrateError::Other("no finite samples".into()))
 }
 
@@ -348,78 +297,6 @@ pub fn calibrate(
         router_sync_us,
         wall_s: t0.elapsed().as_secs_f64(),
     })
-}
-
-/// Measures only the streaming-read reference and the expert kernels (every per-slot kernel that
-/// loaded, interleaved with the default one). Fails like [`calibrate`] without a GPU.
-pub fn calibrate_kernels(
-    opts: &CalibrateOptions,
-    log: &mut dyn FnMut(&str),
-) -> Result<KernelCalibration, CalibrateError> {
-    let t0 = Instant::now();
-    let ctx = kernels::open_device(opts.device)?;
-    let stream = ctx.default_stream();
-    let device = DeviceInfo::read(&ctx).during("device query")?;
-    log(&format!(
-        "device: {} (driver {}, CUDA {})",
-        device.gpu, device.driver, device.cuda
-    ));
-    let mut k = Kernels::load(&ctx)?;
-    let dot_error = k.dot_error().map(str::to_owned);
-    if let Some(e) = &dot_error {
-        log(&format!(
-            "per-slot dot kernels unavailable, using the f32 kernel: {e}"
-        ));
-    }
-    let reps: u32 = if opts.quick { 3 } else { 7 };
-    let (stream_read_bytes, stream_read_bytes_per_us) =
-        measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
-    let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, true, log)?;
-    Ok(KernelCalibration {
-        device,
-        quick: opts.quick,
-        reps,
-        stream_read_bytes,
-        stream_read_bytes_per_us,
-        kernels,
-        dot_error,
-        wall_s: t0.elapsed().as_secs_f64(),
-    })
-}
-
-/// Plain streaming read over a buffer many times the L2 (4 GiB, quick 1 GiB, at most 1/8 of
-/// free VRAM): the bandwidth reference of the expert kernels. Returns (bytes, bytes per µs).
-fn measure_stream_read(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    k: &Kernels,
-    device: &DeviceInfo,
-    reps: u32,
-    quick: bool,
-    log: &mut dyn FnMut(&str),
-) -> Result<(u64, Summary), CalibrateError> {
-    let sr_bytes = if quick { GIB } else { 4 * GIB };
-    let sr_bytes = sr_bytes.min(device.vram_free / 8);
-    let buf = stream
-        .alloc_zeros::<u8>(sr_bytes as usize)
-        .during("stream-read buffer")?;
-    let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
-    let mut bw = Vec::new();
-    for r in 0..=reps {
-        let t = time_events(ctx, stream, &mut || {
-            Ok(k.launch_stream_read(stream, &buf, &mut sink)?)
-        })?;
-        if r > 0 {
-            bw.push(sr_bytes as f64 / t);
-        }
-    }
-    let s = summary(&bw)?;
-    log(&format!(
-        "stream read: {:.0} GB/s over {} MiB",
-        s.median / 1e3,
-        sr_bytes / MIB
-    ));
-    Ok((sr_bytes, s))
 }
 
 /// VMM call latencies at several fill levels. The filler is plain cuMemAlloc memory in 1 GiB
@@ -938,186 +815,4 @@ fn measure_managed(
         prefetch_bytes_per_us,
         prefetch_unsupported,
     })
-}
-
-/// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue
-/// an event and two launches (3.35 µs per launch measured on the H200, BENCHMARKS.md issue 7).
-const KERNEL_QUEUE_FILL_NS: u64 = 200_000;
-
-/// One family of kernel arms sharing a bank of random experts.
-struct KernelArm {
-    tokens: usize,
-    slots: usize,
-    distinct: usize,
-    variant: Variant,
-    /// A per-slot kernel other than the default (recorded as variant `PerSlot:<kernel>`).
-    per_slot: Option<PerSlotKernel>,
-}
-
-/// Expert-kernel time vs expert bytes (batch 1, top-8, per-slot), the 60-slot bandwidth
-/// geometry, and the 60-slot distinct-expert sweep (per-slot vs union, interleaved). With
-/// `all_per_slot`, every per-slot arm is repeated with each other per-slot kernel that loaded.
-fn measure_kernels(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    k: &mut Kernels,
-    reps: u32,
-    opts: &CalibrateOptions,
-    all_per_slot: bool,
-    log: &mut dyn FnMut(&str),
-) -> Result<Vec<KernelPoint>, CalibrateError> {
-    let default_per_slot = k.per_slot_kernel();
-    let others: Vec<PerSlotKernel> = if all_per_slot {
-        k.per_slot_kernels()
-            .into_iter()
-            .filter(|&p| p != default_per_slot)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    // Adds `arm` and, for the per-slot variant, one copy per other per-slot kernel.
-    let with_others = |arm: KernelArm| -> Vec<KernelArm> {
-        let mut v = Vec::new();
-        if arm.variant == Variant::PerSlot {
-            for &p in &others {
-                v.push(KernelArm {
-                    per_slot: Some(p),
-                    ..arm
-                });
-            }
-        }
-        v.insert(0, arm);
-        v
-    };
-    let geo =
-        |h, f| ExpertGeometry::new(h, f, 128).map_err(|e| CalibrateError::Other(e.to_string()));
-    // (geometry, experts in bank, arms)
-    let mut families: Vec<(ExpertGeometry, usize, Vec<KernelArm>)> = Vec::new();
-    let ffns: &[usize] = if opts.quick {
-        &[256, 768]
-    } else {
-        &[256, 512, 768, 1024, 1536]
-    };
-    for &f in ffns {
-        let g = geo(2048, f)?;
-        families.push((
-            g,
-            128,
-            with_others(KernelArm {
-                tokens: 1,
-                slots: 8,
-                distinct: 8,
-                variant: Variant::PerSlot,
-                per_slot: None,
-            }),
-        ));
-    }
-    let big = geo(2560, 640)?;
-    let distincts: &[usize] = if opts.quick {
-        &[60, 6]
-    } else {
-        &[60, 30, 20, 15, 12, 10, 6]
-    };
-    let mut arms = Vec::new();
-    for &d in distincts {
-        for v in [Variant::PerSlot, Variant::Union] {
-            arms.extend(with_others(KernelArm {
-                tokens: 6,
-                slots: 60,
-                distinct: d,
-                variant: v,
-                per_slot: None,
-            }));
-        }
-    }
-    families.push((big, 512, arms));
-
-    let mut rng = Pcg64::seed_from_u64(opts.seed);
-    let mut out = Vec::new();
-    for (g, experts, arms) in families {
-        let bank_bytes = experts * g.expert_stride();
-        // Random bytes: timing does not depend on values, only on bytes read.
-        let bank_host: Vec<u8> = {
-            let mut b = vec![0u8; bank_bytes];
-            rand::Rng::fill(&mut rng, &mut b[..]);
-            b
-        };
-        let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
-        let (base, _g) = bank.device_ptr(stream);
-        let mut samples = vec![Vec::new(); arms.len()];
-        for r in 0..=reps {
-            for (a, arm) in arms.iter().enumerate() {
-                // Fresh experts every repetition so the L2 (50-60 MB on Hopper) holds none of them.
-                let mut ids: Vec<usize> = (0..experts).collect();
-                ids.shuffle(&mut rng);
-                let pool = &ids[..arm.distinct];
-                let ptrs: Vec<u64> = (0..arm.slots)
-                    .map(|s| base + (pool[s % arm.distinct] * g.expert_stride()) as u64)
-                    .collect();
-                let slot_token: Vec<u32> = (0..arm.slots)
-                    .map(|s| (s * arm.tokens / arm.slots) as u32)
-                    .collect();
-                let x = vec![0.01f32; arm.tokens * g.hidden];
-                k.set_per_slot_kernel(arm.per_slot.unwrap_or(default_per_slot))?;
-                let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
-                k.set_per_slot_kernel(default_per_slot)?;
-                stream.synchronize().during("prepare")?;
-                // The GPU busy-waits while the host enqueues the start event and both launches,
-                // so the events time the kernels back to back on the GPU (as a decode loop that
-                // runs ahead of the GPU sees them), not the host's launch latency, which is
-                // measured on its own (`launch_us`).
-                k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
-                let t = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?;
-                if r > 0 {
-                    samples[a].push(t);
-                }
-            }
-        }
-        for (arm, s) in arms.iter().zip(&samples) {
-            let time_us = summary(s)?;
-            let p = KernelPoint {
-                hidden: g.hidden,
-                ffn: g.ffn,
-                group: g.group,
-                expert_bytes: g.expert_bytes() as u64,
-                tokens: arm.tokens,
-                slots: arm.slots,
-                distinct: arm.distinct,
-                variant: match arm.per_slot {
-                    Some(p) => format!("PerSlot:{}", p.name()),
-                    None => format!("{:?}", arm.variant),
-                },
-                kernel: kernel_name(k, arm, g.group),
-                weight_bytes_per_us: (arm.distinct * g.expert_bytes()) as f64 / time_us.median,
-                time_us,
-            };
-            log(&format!(
-                "kernel {}x{} slots {} distinct {} {} ({}): {:.1} µs, {:.0} GB/s of distinct weights",
-                p.hidden,
-                p.ffn,
-                p.slots,
-                p.distinct,
-                p.variant,
-                p.kernel,
-                p.time_us.median,
-                p.weight_bytes_per_us / 1e3
-            ));
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
-/// The CUDA function serving `arm` (the union variant's kernel depends on the group: see
-/// `Kernels::prepare_moe`).
-fn kernel_name(k: &Kernels, arm: &KernelArm, group: usize) -> String {
-    match arm.variant {
-        Variant::PerSlot => arm
-            .per_slot
-            .unwrap_or(k.per_slot_kernel())
-            .name()
-            .to_owned(),
-        Variant::Union if kernels::launch::tensor_core_group(group) => "moe_matvec_tc".to_owned(),
-        Variant::Union => "moe_matvec_t8".to_owned(),
-    }
 }
