@@ -20,5 +20,5 @@ pub use calibrate::{
     calibrate, calibrate_kernels, CalibrateError, CalibrateOptions, Calibration, KernelCalibration,
 };
 pub use device::DeviceInfo;
-pub use replay::{replay, ReplayError, ReplayMeasurement, ReplayOptions};
+pub use replay::{replay, HostBreakdown, ReplayError, ReplayMeasurement, ReplayOptions};
 pub use replay_plan::{ReplayGroup, ReplayPaging, ReplayPlan};

@@ -87,6 +87,60 @@ pub struct ReplayMeasurement {
     pub bytes_copied: u64,
     /// Wall time of the timed loop, s (host clock).
     pub wall_s: f64,
+    /// Where the host's time went, per decode step (host clock), in step order.
+    #[serde(default)]
+    pub host: Vec<HostBreakdown>,
+}
+
+/// Host time of one decode step of the replay by what the host was doing, µs (host clock,
+/// `Instant` around each phase of every group of the step). The phases follow each other on
+/// the one host thread, so their sum is the host's time spent on the step's groups.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostBreakdown {
+    /// Blocked in cuEventSynchronize on the router event (the GPU still busy).
+    pub router_wait_us: f64,
+    /// Evicting units resident before the group: cuMemUnmap + cuMemRelease per granule (VMM),
+    /// or enqueueing cuMemPrefetchAsync back to host memory (OS pages).
+    pub evict_us: f64,
+    /// Commit calls of page-ins: cuMemCreate + cuMemMap + cuMemSetAccess per granule.
+    pub commit_us: f64,
+    /// Enqueueing the page-ins' cuMemcpyHtoDAsync on the copy stream.
+    pub h2d_enqueue_us: f64,
+    /// Event records, the compute stream's wait for the copies, the expert launches and the
+    /// next group's non-expert launch.
+    pub launch_us: f64,
+    /// Blocked until the group's expert kernels finish, before decommitting units paged in
+    /// and evicted within the group (VMM streaming).
+    pub late_wait_us: f64,
+    /// Evicting those units (same calls as `evict_us`).
+    pub late_evict_us: f64,
+    /// Groups of the step.
+    pub groups: u32,
+    /// Units paged in (committed and copied, or faulted) by the step.
+    pub page_ins: u32,
+    /// Units evicted by the step.
+    pub evictions: u32,
+}
+
+impl HostBreakdown {
+    /// Sum of the timed phases, µs.
+    pub fn total_us(&self) -> f64 {
+        self.router_wait_us
+            + self.evict_us
+            + self.commit_us
+            + self.h2d_enqueue_us
+            + self.launch_us
+            + self.late_wait_us
+            + self.late_evict_us
+    }
+}
+
+/// Microseconds since `*t`, and `*t` moved to now: consecutive phases of the host loop.
+fn lap(t: &mut Instant) -> f64 {
+    let now = Instant::now();
+    let us = now.duration_since(*t).as_secs_f64() * 1e6;
+    *t = now;
+    us
 }
 
 /// Pinned host memory from cuMemHostAlloc, freed on drop.
@@ -310,6 +364,8 @@ pub fn replay(
         unmap_calls: 0,
         os_evict_calls: 0,
         bytes_copied: 0,
+        commit_us: 0.0,
+        h2d_enqueue_us: 0.0,
     };
 
     // Preloaded units (static pins) are committed before timing, never page-ins.
@@ -351,9 +407,19 @@ pub fn replay(
         router.record(&compute).during("event record")?;
     }
     let mut late: Vec<u32> = Vec::new();
+    let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
     for (gi, launch) in launches.iter_mut().enumerate() {
         let g = &plan.groups[gi];
+        let mut clock = Instant::now();
         router.synchronize().during("router wait")?;
+        let hb = host.get_mut(g.step as usize).ok_or_else(|| {
+            ReplayError::Invalid(format!(
+                "group {gi} names step {} of a plan of {} steps",
+                g.step, plan.steps
+            ))
+        })?;
+        hb.router_wait_us += lap(&mut clock);
+        hb.groups += 1;
 
         // evictions of units resident before this group, first (critical path)
         late.clear();
@@ -367,6 +433,8 @@ pub fn replay(
             }
         }
         st.evict(&early, None)?;
+        hb.evict_us += lap(&mut clock);
+        hb.evictions += g.evicted.len() as u32;
 
         // demand page-ins: VMM commit + async copy per unit; OS pages fault in the kernels
         let fresh: Vec<u32> = g
@@ -375,7 +443,14 @@ pub fn replay(
             .copied()
             .filter(|&u| !st.resident[u as usize])
             .collect();
+        let (c0, h0) = (st.commit_us, st.h2d_enqueue_us);
         st.page_in(&fresh)?;
+        let (c, h) = (st.commit_us - c0, st.h2d_enqueue_us - h0);
+        hb.commit_us += c;
+        hb.h2d_enqueue_us += h;
+        hb.page_ins += g.page_ins.len() as u32;
+        // the page-in loop's own bookkeeping counts with the launches
+        hb.launch_us += (lap(&mut clock) - c - h).max(0.0);
         for &u in &g.page_ins {
             st.resident[u as usize] = true;
         }
@@ -399,11 +474,28 @@ pub fn replay(
             router.record(&compute).during("event record")?;
         }
 
+        hb.launch_us += lap(&mut clock);
+
         // units paged in and evicted within this group: once its kernels are done
-        for &u in &late {
-            st.resident[u as usize] = false;
+        if !late.is_empty() {
+            for &u in &late {
+                st.resident[u as usize] = false;
+            }
+            // VMM: the host waits for the kernels, then decommits; OS pages: the side stream
+            // waits for them (no host wait)
+            let after = match plan.paging {
+                ReplayPaging::Vmm => {
+                    experts_done
+                        .synchronize()
+                        .during("wait for the group's kernels")?;
+                    None
+                }
+                ReplayPaging::Os => Some(&experts_done),
+            };
+            hb.late_wait_us += lap(&mut clock);
+            st.evict(&late, after)?;
+            hb.late_evict_us += lap(&mut clock);
         }
-        st.evict(&late, Some(&experts_done))?;
     }
     let end = new_event()?;
     end.record(&compute).during("event record")?;
@@ -433,6 +525,7 @@ pub fn replay(
         os_evict_calls: st.os_evict_calls,
         bytes_copied: st.bytes_copied - bytes0,
         wall_s,
+        host,
     };
     drop(st);
     drop(launches);
@@ -483,6 +576,9 @@ struct Exec<'a> {
     unmap_calls: u64,
     os_evict_calls: u64,
     bytes_copied: u64,
+    /// Host time in commit calls and in H2D enqueues, µs (running sums).
+    commit_us: f64,
+    h2d_enqueue_us: f64,
 }
 
 impl Exec<'_> {
@@ -495,7 +591,10 @@ impl Exec<'_> {
         for &u in units {
             let info = &self.map.units[u as usize];
             let va = self.base + self.layout.unit_offset[u as usize];
+            let t = Instant::now();
             self.map_calls += bank.commit(u as usize, va, info.committed_bytes)?;
+            let t1 = Instant::now();
+            self.commit_us += t1.duration_since(t).as_secs_f64() * 1e6;
             // SAFETY: va..va+useful is mapped read-write above; src holds >= useful pinned bytes.
             unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
@@ -507,6 +606,7 @@ impl Exec<'_> {
             }
             .result()
             .during("cuMemcpyHtoDAsync")?;
+            self.h2d_enqueue_us += t1.elapsed().as_secs_f64() * 1e6;
             self.bytes_copied += info.useful_bytes;
         }
         Ok(())

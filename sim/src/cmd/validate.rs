@@ -12,15 +12,18 @@ use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sim::cache::Batching;
 use sim::cost::{CostModel, CostOptions, Paging};
-use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind};
+use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind, StepParts};
 use sim::model_profile::ComputeModel;
 use sim::runner::{build_units, parse_policy, RunConfig};
 use std::fmt::Write;
 use std::path::PathBuf;
-use validate::{ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPaging, ReplayPlan};
+use validate::stats::Summary;
+use validate::{
+    HostBreakdown, ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPaging, ReplayPlan,
+};
 
 /// Arguments of `sim validate`.
 #[derive(Args)]
@@ -37,6 +40,21 @@ pub struct ValidateArgs {
     /// default: every step).
     #[arg(long, value_name = "N")]
     pub steps: Option<usize>,
+
+    /// Replay every policy N times, the policies interleaved within each repetition and their
+    /// order rotated by one per repetition (so drifts of the machine hit all alike). Reports
+    /// each repetition's p50, the median of the repetitions' p50s (the figure the error is
+    /// taken against) and their spread. Back-to-back replays on an H200 differed by up to 19%
+    /// (BENCHMARKS.md, issue 7), so deciding a 10% goal needs 3 or more.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub repeat: u32,
+
+    /// Also print, per policy, where the time of a step went: the real replay's host phases
+    /// (router wait, VMM commit and decommit calls, H2D enqueues, launches) next to the
+    /// engine's predicted split (compute, router round trip, commits, decommits, copies,
+    /// faults, stall), means per step. The JSON always holds both, step by step.
+    #[arg(long)]
+    pub breakdown: bool,
 
     /// CUDA device ordinal to replay on.
     #[arg(long, default_value_t = 0, value_name = "ORDINAL")]
@@ -58,7 +76,7 @@ pub struct ValidateArgs {
 }
 
 /// p50, p99 and mean of step times, ms.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepStats {
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -95,8 +113,23 @@ fn error_pct(pred: f64, meas: f64) -> f64 {
     100.0 * (pred - meas) / meas
 }
 
-/// One mechanism's row of the `validation` block.
-#[derive(Clone, Debug, Serialize)]
+/// One repetition of a policy's real replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Repetition {
+    /// Position of this policy within its repetition (0 = replayed first).
+    pub position: u32,
+    /// Step statistics of this repetition, ms.
+    pub measured: StepStats,
+    /// Every step's measured time, µs.
+    pub step_us: Vec<f64>,
+    /// Every step's host breakdown.
+    pub host: Vec<HostBreakdown>,
+}
+
+/// One mechanism's row of the `validation` block. With `--repeat N`, `measured` holds the
+/// median over the N repetitions of each repetition's p50, p99 and mean (for N = 1, the one
+/// replay's), and the errors are taken against it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ValidationRow {
     pub policy: String,
     pub steps: usize,
@@ -107,11 +140,61 @@ pub struct ValidationRow {
     pub error_pct_p50: f64,
     pub error_pct_p99: f64,
     pub error_pct_mean: f64,
+    /// The first repetition's full measurement.
     pub replay: ReplayMeasurement,
+    /// Repetitions of the real replay (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Each repetition, in order.
+    #[serde(default)]
+    pub repetitions: Vec<Repetition>,
+    /// Smallest and largest p50 of the repetitions, ms, and (max - min) / median, percent.
+    #[serde(default)]
+    pub measured_p50_min_ms: f64,
+    #[serde(default)]
+    pub measured_p50_max_ms: f64,
+    #[serde(default)]
+    pub measured_p50_spread_pct: f64,
+    /// Error of the p50 prediction against the slowest and the fastest repetition's p50,
+    /// percent (the range the error moves in over the repetitions).
+    #[serde(default)]
+    pub error_pct_p50_range: [f64; 2],
+    /// The engine's predicted time of every replayed step, µs.
+    #[serde(default)]
+    pub predicted_step_us: Vec<f64>,
+    /// The engine's time split of every replayed step.
+    #[serde(default)]
+    pub predicted_parts: Vec<StepParts>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Repetition order: in repetition `rep`, position `i` replays policy `(i + rep) mod n`.
+pub fn rotation(rep: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |i| (i + rep) % n)
+}
+
+/// The combined measurement of repetitions: the median of their p50s, p99s and means
+/// (`Summary` median: the mean of the two middle values for an even count), and the summary
+/// of the p50s (min, max, spread). `None` without repetitions.
+pub fn combine(reps: &[StepStats]) -> Option<(StepStats, Summary)> {
+    let p50 = Summary::of(&reps.iter().map(|r| r.p50_ms).collect::<Vec<_>>())?;
+    let p99 = Summary::of(&reps.iter().map(|r| r.p99_ms).collect::<Vec<_>>())?;
+    let mean = Summary::of(&reps.iter().map(|r| r.mean_ms).collect::<Vec<_>>())?;
+    Some((
+        StepStats {
+            p50_ms: p50.median,
+            p99_ms: p99.median,
+            mean_ms: mean.median,
+        },
+        p50,
+    ))
 }
 
 /// The `validation` block.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Validation {
     pub trace: String,
     pub model: String,
@@ -157,7 +240,18 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     // such on any machine.
     kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
     let ks = trace.keyspace();
-    let mut rows = Vec::new();
+    // Price every policy first (deterministic, no GPU), then replay them.
+    struct Prepared {
+        spec: String,
+        map: policies::UnitMap,
+        rp: ReplayPlan,
+        peak: u64,
+        steps: usize,
+        page_ins: u64,
+        predicted_step_us: Vec<f64>,
+        predicted_parts: Vec<StepParts>,
+    }
+    let mut prepared: Vec<Prepared> = Vec::new();
     let mut expert_bytes = 0;
     for spec in &args.policy {
         let cfg = RunConfig {
@@ -214,32 +308,53 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         let rp = replay_plan(&p, steps, paging, hidden as u64, nonexpert_bytes_per_layer);
         let page_ins = rp.groups.iter().map(|g| g.page_ins.len() as u64).sum();
         let peak = (pred.peak_mapped_bytes - compute.nonexpert_bytes).max(0.0) as u64;
-        eprintln!(
-            "validate: {} on {}: {} steps, {} page-ins, replaying on the GPU",
-            map.spec, w.trace.label, steps, page_ins
-        );
-        let meas = validate::replay(
-            &rp,
-            &map,
+        prepared.push(Prepared {
+            spec: map.spec.clone(),
+            map,
+            rp,
             peak,
-            ReplayOptions {
-                device: args.device,
-            },
-        )
-        .with_context(|| format!("replaying --policy {} on the GPU", map.spec))?;
-        let measured = StepStats::of(&meas.step_us);
-        let predicted = StepStats::of(&pred.step_us[..steps]);
-        rows.push(ValidationRow {
-            policy: map.spec.clone(),
             steps,
             page_ins,
-            error_pct_p50: error_pct(predicted.p50_ms, measured.p50_ms),
-            error_pct_p99: error_pct(predicted.p99_ms, measured.p99_ms),
-            error_pct_mean: error_pct(predicted.mean_ms, measured.mean_ms),
-            measured,
-            predicted,
-            replay: meas,
+            predicted_step_us: pred.step_us[..steps].to_vec(),
+            predicted_parts: pred.step_parts[..steps].to_vec(),
         });
+    }
+    let n = prepared.len();
+    let mut measured: Vec<Vec<(u32, ReplayMeasurement)>> = vec![Vec::new(); n];
+    for r in 0..args.repeat as usize {
+        for (position, i) in rotation(r, n).enumerate() {
+            let pp = &prepared[i];
+            eprintln!(
+                "validate: {} on {}: {} steps, {} page-ins, replaying on the GPU (repetition {} of {})",
+                pp.spec,
+                w.trace.label,
+                pp.steps,
+                pp.page_ins,
+                r + 1,
+                args.repeat
+            );
+            let meas = validate::replay(
+                &pp.rp,
+                &pp.map,
+                pp.peak,
+                ReplayOptions {
+                    device: args.device,
+                },
+            )
+            .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))?;
+            measured[i].push((position as u32, meas));
+        }
+    }
+    let mut rows = Vec::new();
+    for (pp, reps) in prepared.into_iter().zip(measured) {
+        rows.push(row(
+            pp.spec,
+            pp.steps,
+            pp.page_ins,
+            pp.predicted_step_us,
+            pp.predicted_parts,
+            reps,
+        )?);
     }
     let v = Validation {
         trace: w.trace.label.clone(),
@@ -254,10 +369,62 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     };
     let text = if args.json {
         serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
+    } else if args.breakdown {
+        table(&v) + "\n" + &breakdown_table(&v)
     } else {
         table(&v)
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// A policy's row from its prediction and its repetitions `(position, measurement)`.
+fn row(
+    policy: String,
+    steps: usize,
+    page_ins: u64,
+    predicted_step_us: Vec<f64>,
+    predicted_parts: Vec<StepParts>,
+    reps: Vec<(u32, ReplayMeasurement)>,
+) -> Result<ValidationRow> {
+    let repetitions: Vec<Repetition> = reps
+        .iter()
+        .map(|(position, m)| Repetition {
+            position: *position,
+            measured: StepStats::of(&m.step_us),
+            step_us: m.step_us.clone(),
+            host: m.host.clone(),
+        })
+        .collect();
+    let stats: Vec<StepStats> = repetitions.iter().map(|r| r.measured).collect();
+    let Some((measured, p50s)) = combine(&stats) else {
+        bail!("no finite measurement of --policy {policy}: the replay returned no step times");
+    };
+    let predicted = StepStats::of(&predicted_step_us);
+    let Some((_, first)) = reps.into_iter().next() else {
+        bail!("--policy {policy} was not replayed");
+    };
+    Ok(ValidationRow {
+        policy,
+        steps,
+        page_ins,
+        error_pct_p50: error_pct(predicted.p50_ms, measured.p50_ms),
+        error_pct_p99: error_pct(predicted.p99_ms, measured.p99_ms),
+        error_pct_mean: error_pct(predicted.mean_ms, measured.mean_ms),
+        measured,
+        predicted,
+        replay: first,
+        repeat: repetitions.len() as u32,
+        measured_p50_min_ms: p50s.min,
+        measured_p50_max_ms: p50s.max,
+        measured_p50_spread_pct: 100.0 * p50s.spread,
+        error_pct_p50_range: [
+            error_pct(predicted.p50_ms, p50s.max),
+            error_pct(predicted.p50_ms, p50s.min),
+        ],
+        repetitions,
+        predicted_step_us,
+        predicted_parts,
+    })
 }
 
 /// The plain-data plan of the first `steps` steps of `p` for the GPU replay.
@@ -332,6 +499,79 @@ fn table(v: &Validation) -> String {
             r.error_pct_p99,
             r.error_pct_mean
         );
+        if r.repetitions.len() > 1 {
+            let p50s: Vec<String> = r
+                .repetitions
+                .iter()
+                .map(|x| format!("{:.3}", x.measured.p50_ms))
+                .collect();
+            let _ = writeln!(
+                s,
+                "{:<14} p50 of {} repetitions: {} ms; median {:.3}, spread {:.1}%, error {:+.1}% ({:+.1}..{:+.1}%)",
+                "",
+                r.repetitions.len(),
+                p50s.join(" / "),
+                r.measured.p50_ms,
+                r.measured_p50_spread_pct,
+                r.error_pct_p50,
+                r.error_pct_p50_range[0],
+                r.error_pct_p50_range[1]
+            );
+        }
+    }
+    s
+}
+
+/// Means per step of the real replay's host phases (over every repetition) and of the
+/// engine's predicted split, per policy, ms.
+fn breakdown_table(v: &Validation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "where a step's time goes, ms per step (means over steps and repetitions)"
+    );
+    for r in &v.rows {
+        let host: Vec<&HostBreakdown> = r.repetitions.iter().flat_map(|x| &x.host).collect();
+        let nh = host.len().max(1) as f64;
+        let h = |f: fn(&HostBreakdown) -> f64| host.iter().map(|b| f(b)).sum::<f64>() / nh / 1e3;
+        let np = r.predicted_parts.len().max(1) as f64;
+        let p = |f: fn(&StepParts) -> f64| r.predicted_parts.iter().map(f).sum::<f64>() / np / 1e3;
+        let measured_mean = r
+            .repetitions
+            .iter()
+            .map(|x| x.measured.mean_ms)
+            .sum::<f64>()
+            / r.repetitions.len().max(1) as f64;
+        let _ = writeln!(
+            s,
+            "{:<14} real host:  router wait {:.3}  evict {:.3}  commit {:.3}  h2d enqueue {:.3}  launch+events {:.3}  late wait {:.3}  late evict {:.3}  = {:.3} (GPU step mean {:.3}; page-ins {:.1}, evictions {:.1} per step)",
+            r.policy,
+            h(|b| b.router_wait_us),
+            h(|b| b.evict_us),
+            h(|b| b.commit_us),
+            h(|b| b.h2d_enqueue_us),
+            h(|b| b.launch_us),
+            h(|b| b.late_wait_us),
+            h(|b| b.late_evict_us),
+            h(HostBreakdown::total_us),
+            measured_mean,
+            h(|b| b.page_ins as f64) * 1e3,
+            h(|b| b.evictions as f64) * 1e3,
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} predicted: compute {:.3} (experts {:.3})  router sync {:.3}  commit {:.3}  decommit {:.3}  copy {:.3}  faults {:.3}  stall {:.3}  (step mean {:.3})",
+            "",
+            p(|x| x.compute_us),
+            p(|x| x.expert_us),
+            p(|x| x.host_sync_us),
+            p(|x| x.commit_us),
+            p(|x| x.decommit_us),
+            p(|x| x.copy_us),
+            p(|x| x.fault_us),
+            p(|x| x.stall_us),
+            r.predicted.mean_ms,
+        );
     }
     s
 }
@@ -375,6 +615,100 @@ mod tests {
         let s = StepStats::of(&[3000.0, 1000.0, 2000.0]);
         assert_eq!((s.p50_ms, s.p99_ms, s.mean_ms), (2.0, 3.0, 2.0));
         assert_eq!(error_pct(1.1, 1.0).round(), 10.0);
+    }
+
+    #[test]
+    fn repetitions_rotate_the_policy_order() {
+        let order = |r| rotation(r, 3).collect::<Vec<_>>();
+        assert_eq!(order(0), vec![0, 1, 2]);
+        assert_eq!(order(1), vec![1, 2, 0]);
+        assert_eq!(order(2), vec![2, 0, 1]);
+        assert_eq!(order(3), vec![0, 1, 2]);
+        // every policy takes every position once over n repetitions
+        for i in 0..4 {
+            let mut pos: Vec<usize> = (0..4)
+                .map(|r| rotation(r, 4).position(|p| p == i).unwrap())
+                .collect();
+            pos.sort();
+            assert_eq!(pos, vec![0, 1, 2, 3]);
+        }
+    }
+
+    #[test]
+    fn repetitions_combine_into_medians_by_hand() {
+        let st = |p50, p99, mean| StepStats {
+            p50_ms: p50,
+            p99_ms: p99,
+            mean_ms: mean,
+        };
+        // p50s 30, 10, 20 -> median 20, min 10, max 30, spread (30-10)/20 = 100%
+        let (m, p50) = combine(&[
+            st(30.0, 40.0, 31.0),
+            st(10.0, 12.0, 11.0),
+            st(20.0, 50.0, 21.0),
+        ])
+        .unwrap();
+        assert_eq!(m, st(20.0, 40.0, 21.0));
+        assert_eq!((p50.min, p50.max, p50.spread, p50.n), (10.0, 30.0, 1.0, 3));
+        // an even count takes the mean of the two middle values: p50s 10, 12, 14, 100 -> 13
+        let (m, _) = combine(&[
+            st(100.0, 1.0, 1.0),
+            st(12.0, 1.0, 1.0),
+            st(10.0, 1.0, 1.0),
+            st(14.0, 1.0, 1.0),
+        ])
+        .unwrap();
+        assert_eq!(m.p50_ms, 13.0);
+        // one repetition is the replay itself
+        let (m, p50) = combine(&[st(5.0, 6.0, 7.0)]).unwrap();
+        assert_eq!((m, p50.spread), (st(5.0, 6.0, 7.0), 0.0));
+        assert!(combine(&[]).is_none());
+    }
+
+    #[test]
+    fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
+        let meas = |steps: Vec<f64>| ReplayMeasurement {
+            device: validate::DeviceInfo::default(),
+            step_us: steps,
+            kernel_hidden: 0,
+            kernel_ffn: 0,
+            kernel_expert_bytes: 0,
+            map_calls: 0,
+            unmap_calls: 0,
+            os_evict_calls: 0,
+            bytes_copied: 0,
+            wall_s: 0.0,
+            host: Vec::new(),
+        };
+        // repetition p50s (nearest rank of 3 steps = the middle one): 1.0, 1.2, 0.8 ms
+        let reps = vec![
+            (0, meas(vec![900.0, 1000.0, 1100.0])),
+            (1, meas(vec![1200.0, 1300.0, 1100.0])),
+            (2, meas(vec![800.0, 700.0, 900.0])),
+        ];
+        let r = row("e1".into(), 3, 9, vec![1100.0; 3], Vec::new(), reps).unwrap();
+        assert_eq!(r.measured.p50_ms, 1.0);
+        assert!((r.error_pct_p50 - 10.0).abs() < 1e-9);
+        assert_eq!((r.measured_p50_min_ms, r.measured_p50_max_ms), (0.8, 1.2));
+        assert!((r.measured_p50_spread_pct - 40.0).abs() < 1e-9);
+        // against the slowest (1.2 ms): -8.33%; the fastest (0.8 ms): +37.5%
+        assert!((r.error_pct_p50_range[0] - (1.1 / 1.2 - 1.0) * 100.0).abs() < 1e-9);
+        assert!((r.error_pct_p50_range[1] - 37.5).abs() < 1e-9);
+        assert_eq!(r.repeat, 3);
+        assert_eq!(r.repetitions[1].position, 1);
+        assert_eq!(r.replay.step_us, vec![900.0, 1000.0, 1100.0]);
+    }
+
+    #[test]
+    fn validation_json_of_earlier_passes_still_reads() {
+        // written before --repeat existed (BENCHMARKS.md issue 7, final pass)
+        let text = include_str!("../../../validate/data/validation/final/qwen-lru50.json");
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let rows: Vec<ValidationRow> =
+            serde_json::from_value(v["validation"]["rows"].clone()).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].repeat, 1);
+        assert!(rows[0].repetitions.is_empty() && rows[0].replay.host.is_empty());
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub use plan::{GroupRec, Plans, StepRec};
 pub use predict::PredictorKind;
 pub use queue::EventQueue;
 pub use replay::{replay, EngineError, EngineOptions, Replay};
-pub use report::{TimingDetail, TimingReport};
+pub use report::{StepParts, TimingDetail, TimingReport};
 pub use timeline::Timeline;
 
 #[cfg(test)]

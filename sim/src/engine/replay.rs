@@ -18,7 +18,7 @@
 use super::plan::Plans;
 use super::predict::{Predictor, PredictorKind};
 use super::queue::EventQueue;
-use super::report::{TimingDetail, TimingReport};
+use super::report::{StepParts, TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
 use crate::cost::{Band, CostModel, Paging};
 use crate::model_profile::ComputeModel;
@@ -51,6 +51,8 @@ pub struct Replay {
     pub detail: TimingDetail,
     /// Latency of every step, µs, in order (for tests and plots).
     pub step_us: Vec<f64>,
+    /// Each step's time split by resource, in step order (same length as `step_us`).
+    pub step_parts: Vec<StepParts>,
     /// Peak mapped bytes (the same figure as `peak_mapped_mib`, unrounded).
     pub peak_mapped_bytes: f64,
     pub timeline: Option<Timeline>,
@@ -77,6 +79,11 @@ struct State<'a> {
     busy_copy: f64,
     busy_driver: f64,
     busy_fault: f64,
+    /// Driver time in commits and in decommits (their sum is `busy_driver`).
+    busy_commit: f64,
+    busy_decommit: f64,
+    /// Expert compute (part of `busy_compute`).
+    busy_expert: f64,
     stall: f64,
     /// Resident per the plan (the retention driver's view).
     resident: Vec<bool>,
@@ -244,6 +251,7 @@ impl State<'_> {
         self.unmap_calls += g;
         self.driver_free = start + d;
         self.busy_driver += d;
+        self.busy_decommit += d;
         self.span(Resource::Driver, "unmap+release", start, d);
         self.driver_free
     }
@@ -274,6 +282,7 @@ impl State<'_> {
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
+        self.busy_commit += c;
         self.map_calls += g;
         self.span(Resource::Driver, "map", d_start, c);
         let x = self.cost.copy_us(useful) * f;
@@ -369,6 +378,9 @@ pub fn replay(
         busy_copy: 0.0,
         busy_driver: 0.0,
         busy_fault: 0.0,
+        busy_commit: 0.0,
+        busy_decommit: 0.0,
+        busy_expert: 0.0,
         stall: 0.0,
         resident: vec![false; n],
         inflight: vec![false; n],
@@ -403,6 +415,32 @@ pub fn replay(
     let mut used = 0u64;
     let mut wasted = 0u64;
     let mut step_us: Vec<f64> = Vec::with_capacity(plans.steps.len());
+    let mut step_parts: Vec<StepParts> = Vec::with_capacity(plans.steps.len());
+    // the running sums at the current step's start; each step's parts are the differences
+    let mut at_start = StepParts::default();
+    let mut groups_in_step = 0u32;
+    let sums = |st: &State, groups: u32| StepParts {
+        compute_us: st.busy_compute,
+        expert_us: st.busy_expert,
+        host_sync_us: groups as f64 * cost.host_sync_us,
+        commit_us: st.busy_commit,
+        decommit_us: st.busy_decommit,
+        copy_us: st.busy_copy,
+        fault_us: st.busy_fault,
+        stall_us: st.stall,
+        groups,
+    };
+    let close = |now: &StepParts, start: &StepParts| StepParts {
+        compute_us: now.compute_us - start.compute_us,
+        expert_us: now.expert_us - start.expert_us,
+        host_sync_us: now.host_sync_us,
+        commit_us: now.commit_us - start.commit_us,
+        decommit_us: now.decommit_us - start.decommit_us,
+        copy_us: now.copy_us - start.copy_us,
+        fault_us: now.fault_us - start.fault_us,
+        stall_us: now.stall_us - start.stall_us,
+        groups: now.groups,
+    };
     let mut step_start = 0.0;
     let mut cur_step = u32::MAX;
 
@@ -411,7 +449,10 @@ pub fn replay(
         if g.step != cur_step {
             if cur_step != u32::MAX {
                 step_us.push(st.compute_free - step_start);
+                step_parts.push(close(&sums(&st, groups_in_step), &at_start));
             }
+            at_start = sums(&st, 0);
+            groups_in_step = 0;
             cur_step = g.step;
             step_start = st.compute_free;
             let s = plans.steps[g.step as usize];
@@ -421,6 +462,7 @@ pub fn replay(
         }
         st.step = g.step;
         st.layer = g.moe_layer;
+        groups_in_step += 1;
         let kv_tokens = plans.steps[g.step as usize].kv_tokens as f64;
         // non-expert compute, then the router's selection is known
         let touch = st.touch_factor()?;
@@ -532,6 +574,7 @@ pub fn replay(
         };
         st.compute_free = start + ex;
         st.busy_compute += ex;
+        st.busy_expert += ex;
         st.span(Resource::Compute, "experts", start, ex);
 
         // units paged in and evicted within this group (streamed, or a budget below one group)
@@ -557,6 +600,7 @@ pub fn replay(
     }
     if cur_step != u32::MAX {
         step_us.push(st.compute_free - step_start);
+        step_parts.push(close(&sums(&st, groups_in_step), &at_start));
     }
     st.drain_deferred(f64::INFINITY);
 
@@ -608,6 +652,7 @@ pub fn replay(
         timing,
         detail,
         step_us,
+        step_parts,
         peak_mapped_bytes: st.peak_mapped,
         timeline: st.timeline,
     })

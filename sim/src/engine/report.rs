@@ -59,3 +59,28 @@ pub struct TimingDetail {
     /// The profile's usable VRAM, MiB.
     pub usable_mib: f64,
 }
+
+/// The engine's time split of one decode step, µs: what each resource was busy with while
+/// the step ran (the `timing` block's per-step means, step by step), for comparing with a
+/// real replay's breakdown (`sim validate`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepParts {
+    /// Compute stream: non-expert compute and expert compute.
+    pub compute_us: f64,
+    /// Of which expert compute.
+    pub expert_us: f64,
+    /// Host round trips to learn the router's selection (`router_sync` per group).
+    pub host_sync_us: f64,
+    /// Driver: VMM commits of page-ins (prefetches included).
+    pub commit_us: f64,
+    /// Driver: VMM decommits of evictions.
+    pub decommit_us: f64,
+    /// Copy engine: H2D copies (and prefetches).
+    pub copy_us: f64,
+    /// Fault handler: OS demand faults.
+    pub fault_us: f64,
+    /// Compute stream waiting for units to become resident.
+    pub stall_us: f64,
+    /// Groups (MoE layers) of the step.
+    pub groups: u32,
+}

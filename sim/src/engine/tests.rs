@@ -699,3 +699,46 @@ fn dense_faults_router_sync_and_kernel_fixed_part_by_hand() {
     );
     assert!(close(r.timing.fault_ms_per_step * 1e3, faults));
 }
+
+#[test]
+fn step_parts_split_each_step_by_hand() {
+    // two steps of one layer: step 0 pages in units 0 and 1 (2 MiB each), step 1 evicts
+    // unit 0 and pages in unit 2; asynchronous loader, no overlap with compute
+    let map = unit_map(1, 4, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0, 1], &[0, 1], &[0, 1], &[]);
+    plans.begin_step(1, 2);
+    plans.push_group(0, &[1, 2], &[1, 2], &[2], &[0]);
+    let p = test_profile(None);
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let (a, b) = (&r.step_parts[0], &r.step_parts[1]);
+    assert_eq!(r.step_parts.len(), 2);
+    // step 0: 2 commits of 10 µs, 2 copies, compute 50 + 2 x 20, stall = commit + 2 copies
+    assert!(close(a.commit_us, 20.0) && close(a.decommit_us, 0.0));
+    assert!(close(a.copy_us, 2.0 * COPY_2MIB));
+    assert!(close(a.compute_us, 90.0) && close(a.expert_us, 40.0));
+    assert!(close(a.stall_us, 10.0 + 2.0 * COPY_2MIB));
+    assert_eq!(a.groups, 1);
+    // step 1: one decommit of 5 µs first, then one commit and one copy
+    assert!(close(b.decommit_us, 5.0) && close(b.commit_us, 10.0));
+    assert!(close(b.copy_us, COPY_2MIB));
+    assert!(close(b.stall_us, 5.0 + 10.0 + COPY_2MIB));
+    // each step's time is its compute plus its stall, and the parts add up to the totals
+    for (s, t) in r.step_parts.iter().zip(&r.step_us) {
+        assert!(close(s.compute_us + s.stall_us, *t));
+    }
+    let sum = |f: fn(&StepParts) -> f64| r.step_parts.iter().map(f).sum::<f64>();
+    assert!(close(
+        sum(|s| s.commit_us + s.decommit_us),
+        r.timing.vmm_ms_per_step * 2e3
+    ));
+}

@@ -16,8 +16,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod kernel_arms;
+mod paging_arms;
 pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
 use kernel_arms::{measure_kernels, measure_stream_read};
+use paging_arms::{measure_fault_launches, measure_page_in};
+pub use paging_arms::{
+    FaultLaunchPoint, PageInPoint, BUSY_SPIN_NS, FAULT_GEOMETRIES, FAULT_KS, PAGE_IN_GRANULES,
+    PAGE_IN_UNITS,
+};
 
 /// How much to measure.
 #[derive(Clone, Debug)]
@@ -159,6 +165,13 @@ pub struct Calibration {
     /// (the per-layer host round trip to learn the router's selection).
     #[serde(default)]
     pub router_sync_us: Option<Summary>,
+    /// A page-in's host sequence per unit size, GPU idle and busy (the replay's granularity).
+    #[serde(default)]
+    pub page_in: Vec<PageInPoint>,
+    /// Demand faults of k experts read by one expert-kernel launch (empty where managed
+    /// memory cannot fault).
+    #[serde(default)]
+    pub fault_launches: Vec<FaultLaunchPoint>,
     /// Wall time of the whole calibration, s.
     pub wall_s: f64,
 }
@@ -257,6 +270,12 @@ pub fn calibrate(
         Vec::new()
     };
     let router_sync_us = Some(measure_router_sync(&ctx, &stream, &k, reps, log)?);
+    let page_in = measure_page_in(&ctx, &k, gmin, reps, log)?;
+    let fault_launches = if device.concurrent_managed_access {
+        measure_fault_launches(&ctx, &stream, &k, reps, opts.quick, log)?
+    } else {
+        Vec::new()
+    };
 
     let mut launches = Vec::new();
     let n_launch = LAUNCHES_PER_REP;
@@ -295,6 +314,8 @@ pub fn calibrate(
         vmm_live,
         dense_faults,
         router_sync_us,
+        page_in,
+        fault_launches,
         wall_s: t0.elapsed().as_secs_f64(),
     })
 }

@@ -1,0 +1,287 @@
+//! Calibration arms that time paging the way the real-GPU replay (`crate::replay`) does it,
+//! at its granularity: a whole page-in's host sequence per unit (commit calls, then the H2D
+//! enqueue, copies of earlier units in flight), with the GPU idle and with it busy; and demand
+//! faults of `k` whole experts read by ONE expert-kernel launch (the replay's `os*` groups),
+//! against the same launch on resident pages.
+
+use super::{summary, time_events, CalibrateError, Step, MIB};
+use crate::replay_plan::{kernel_geometry, KERNEL_GROUP};
+use crate::stats::Summary;
+use crate::vmm;
+use cudarc::driver::{sys, CudaContext, CudaStream};
+use kernels::{Kernels, Variant};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Units committed and decommitted per (size, GPU state) and repetition of the page-in arm.
+pub const PAGE_IN_UNITS: usize = 8;
+/// Unit sizes of the page-in arm, in granules (a design choice: the replay's units are 1
+/// granule (2 MiB experts), 2 (Qwen3-30B-A3B int4, 2.4 MB), 8 (granite at 16 MiB) and more).
+pub const PAGE_IN_GRANULES: [u64; 4] = [1, 2, 4, 8];
+/// How long the spin kernel keeps the GPU busy while the busy arm runs, ns (longer than the
+/// arm's calls and copies take; a design choice).
+pub const BUSY_SPIN_NS: u64 = 60_000_000;
+/// Experts faulted by one launch in the fault-concurrency arm.
+pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// One page-in size and GPU state: host time per unit, as the replay spends it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PageInPoint {
+    /// Granules per unit.
+    pub granules: u64,
+    /// True when a spin kernel kept the GPU busy during the calls.
+    pub gpu_busy: bool,
+    /// Units per repetition.
+    pub units: u32,
+    /// cuMemCreate + cuMemMap + cuMemSetAccess of the unit's granules, one granule at a time,
+    /// µs per unit (host clock).
+    pub commit_us: Summary,
+    /// cuMemcpyHtoDAsync enqueue of the unit's bytes from pinned memory, µs per unit.
+    pub h2d_enqueue_us: Summary,
+    /// cuMemUnmap + cuMemRelease of the unit's granules, µs per unit (copies finished).
+    pub decommit_us: Summary,
+}
+
+/// `k` experts of one geometry faulted in by one expert-kernel launch.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FaultLaunchPoint {
+    /// Kernel geometry: hidden x ffn (int4, group [`KERNEL_GROUP`]).
+    pub hidden: usize,
+    /// FFN width of the geometry.
+    pub ffn: usize,
+    /// Bytes the kernels read per expert.
+    pub expert_bytes: u64,
+    /// Experts (slots, each a distinct host-resident expert) of the launch.
+    pub experts: u32,
+    /// Gate+up and down launches on host-resident managed pages, µs (CUDA events).
+    pub faulted_us: Summary,
+    /// The same launches again, pages now resident, µs.
+    pub resident_us: Summary,
+    /// Per repetition, faulted - resident, µs: the launch's fault time.
+    pub fault_us: Summary,
+}
+
+/// The page-in arm: per repetition, GPU idle and GPU busy (order alternating), each unit size
+/// in turn: [`PAGE_IN_UNITS`] units committed one after another, each followed by the H2D
+/// enqueue of its bytes on a copy stream (so a copy is in flight during the next unit's
+/// calls, as in the replay); then, copies finished, every unit decommitted.
+pub(crate) fn measure_page_in(
+    ctx: &Arc<CudaContext>,
+    k: &Kernels,
+    granule: usize,
+    reps: u32,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<PageInPoint>, CalibrateError> {
+    let dev = ctx.ordinal() as i32;
+    let gmax = *PAGE_IN_GRANULES.iter().max().expect("sizes") as usize;
+    let compute = ctx.new_stream().during("compute stream")?;
+    let copy = ctx.new_stream().during("copy stream")?;
+    let va = vmm::Reservation::new(PAGE_IN_UNITS * gmax * granule, granule)
+        .during("cuMemAddressReserve")?;
+    let mut staging = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; freed below.
+    unsafe { sys::cuMemHostAlloc(&mut staging, gmax * granule, 0) }
+        .result()
+        .during("cuMemHostAlloc")?;
+    // [busy][size] -> (commit, enqueue, decommit) samples
+    let mut samples = vec![vec![(Vec::new(), Vec::new(), Vec::new()); PAGE_IN_GRANULES.len()]; 2];
+    let result = (|| -> Result<(), CalibrateError> {
+        for r in 0..=reps {
+            for b in 0..2 {
+                let busy = (b + r as usize) % 2 == 1;
+                if busy {
+                    k.launch_spin(&compute, BUSY_SPIN_NS)?;
+                }
+                for (si, &g) in PAGE_IN_GRANULES.iter().enumerate() {
+                    let mut units: Vec<Vec<(u64, sys::CUmemGenericAllocationHandle)>> =
+                        Vec::with_capacity(PAGE_IN_UNITS);
+                    let (mut c, mut e, mut d) = (0.0, 0.0, 0.0);
+                    for u in 0..PAGE_IN_UNITS {
+                        let base = va.base + (u * gmax * granule) as u64;
+                        let t = Instant::now();
+                        let mut hs = Vec::with_capacity(g as usize);
+                        for i in 0..g {
+                            let at = base + i * granule as u64;
+                            let h = vmm::create(granule, dev).during("cuMemCreate")?;
+                            vmm::map(at, granule, h).during("cuMemMap")?;
+                            vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
+                            hs.push((at, h));
+                        }
+                        let t1 = Instant::now();
+                        // SAFETY: base..base + g granules is mapped read-write above; the
+                        // staging buffer holds gmax granules of pinned bytes.
+                        unsafe {
+                            sys::cuMemcpyHtoDAsync_v2(
+                                base,
+                                staging as *const _,
+                                g as usize * granule,
+                                copy.cu_stream(),
+                            )
+                        }
+                        .result()
+                        .during("cuMemcpyHtoDAsync")?;
+                        let t2 = Instant::now();
+                        c += t1.duration_since(t).as_secs_f64() * 1e6;
+                        e += t2.duration_since(t1).as_secs_f64() * 1e6;
+                        units.push(hs);
+                    }
+                    copy.synchronize().during("page-in copies")?;
+                    for hs in units {
+                        let t = Instant::now();
+                        for (at, h) in hs {
+                            vmm::unmap(at, granule).during("cuMemUnmap")?;
+                            vmm::release(h).during("cuMemRelease")?;
+                        }
+                        d += t.elapsed().as_secs_f64() * 1e6;
+                    }
+                    if r > 0 {
+                        let n = PAGE_IN_UNITS as f64;
+                        let s = &mut samples[busy as usize][si];
+                        s.0.push(c / n);
+                        s.1.push(e / n);
+                        s.2.push(d / n);
+                    }
+                }
+                if busy {
+                    compute.synchronize().during("spin")?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
+    let _ = copy.synchronize();
+    let _ = unsafe { sys::cuMemFreeHost(staging) };
+    result?;
+    let mut out = Vec::new();
+    for busy in [false, true] {
+        for (si, &g) in PAGE_IN_GRANULES.iter().enumerate() {
+            let s = &samples[busy as usize][si];
+            let p = PageInPoint {
+                granules: g,
+                gpu_busy: busy,
+                units: PAGE_IN_UNITS as u32,
+                commit_us: summary(&s.0)?,
+                h2d_enqueue_us: summary(&s.1)?,
+                decommit_us: summary(&s.2)?,
+            };
+            log(&format!(
+                "page-in of {g} granules, GPU {}: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit",
+                if busy { "busy" } else { "idle" },
+                p.commit_us.median,
+                p.h2d_enqueue_us.median,
+                p.decommit_us.median
+            ));
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Expert geometries of the fault-concurrency arm: (hidden, expert bytes) of the replay's two
+/// validation models (Qwen3-30B-A3B int4: hidden 2048, 2433024 B; granite at `--expert-mib
+/// 16`: hidden 1024, 16 MiB).
+pub const FAULT_GEOMETRIES: [(usize, u64); 2] = [(2048, 2_433_024), (1024, 16 * MIB)];
+
+/// The fault-concurrency arm: per geometry and repetition, one managed buffer holding
+/// sum([`FAULT_KS`]) experts (4 KiB-aligned, as the replay's `os4k` bank lays them out),
+/// written by the host so every page starts host-resident; then for each k (order rotating
+/// with the repetition) one expert-kernel launch over k fresh experts (faulted), and the same
+/// launch again (resident). The launches are prepared before the timed part.
+pub(crate) fn measure_fault_launches(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<FaultLaunchPoint>, CalibrateError> {
+    let ks: &[usize] = if quick { &[1, 8] } else { &FAULT_KS };
+    let total: usize = ks.iter().sum();
+    let mut out = Vec::new();
+    for &(hidden, expert_bytes) in &FAULT_GEOMETRIES {
+        let geom = kernel_geometry(hidden, expert_bytes).ok_or_else(|| {
+            CalibrateError::Other(format!(
+                "no int4 kernel geometry of hidden {hidden} fits {expert_bytes} B"
+            ))
+        })?;
+        let stride = (expert_bytes as usize).div_ceil(4096) * 4096;
+        let bytes = total * stride;
+        let x = vec![0.01f32; geom.hidden];
+        let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); ks.len()];
+        for r in 0..=reps {
+            let mut p = 0;
+            // SAFETY: valid out-pointer; freed below.
+            unsafe {
+                sys::cuMemAllocManaged(&mut p, bytes, 1 /* GLOBAL */)
+            }
+            .result()
+            .during("cuMemAllocManaged (fault launches)")?;
+            let run = (|| -> Result<(), CalibrateError> {
+                // experts of each k: consecutive slots of the buffer
+                let mut launches = Vec::with_capacity(ks.len());
+                let mut first = 0usize;
+                for &n in ks {
+                    let ptrs: Vec<u64> = (first..first + n)
+                        .map(|i| p + (i * stride) as u64)
+                        .collect();
+                    first += n;
+                    launches.push(k.prepare_moe(
+                        stream,
+                        geom,
+                        Variant::PerSlot,
+                        &ptrs,
+                        &vec![0u32; n],
+                        &x,
+                    )?);
+                }
+                stream.synchronize().during("prepare fault launches")?;
+                // SAFETY: managed memory is host-accessible, no kernel running: pages start on
+                // the host.
+                unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, bytes) };
+                for j in 0..ks.len() {
+                    let i = (j + r as usize) % ks.len();
+                    let l = &mut launches[i];
+                    let f = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
+                    let res = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
+                    if r > 0 {
+                        samples[i].0.push(f);
+                        samples[i].1.push(res);
+                        samples[i].2.push(f - res);
+                    }
+                }
+                Ok(())
+            })();
+            // SAFETY: allocated above, freed once; time_events synchronized every launch.
+            let _ = stream.synchronize();
+            unsafe { sys::cuMemFree_v2(p) }
+                .result()
+                .during("cuMemFree managed")?;
+            run?;
+        }
+        for (i, &n) in ks.iter().enumerate() {
+            let s = &samples[i];
+            let pt = FaultLaunchPoint {
+                hidden: geom.hidden,
+                ffn: geom.ffn,
+                expert_bytes: geom.expert_bytes() as u64,
+                experts: n as u32,
+                faulted_us: summary(&s.0)?,
+                resident_us: summary(&s.1)?,
+                fault_us: summary(&s.2)?,
+            };
+            log(&format!(
+                "faults of {n} experts of {} B ({}x{}, group {KERNEL_GROUP}) in one launch: {:.1} µs faulted, {:.1} µs resident, {:.2} GB/s of fault time",
+                pt.expert_bytes,
+                geom.hidden,
+                geom.ffn,
+                pt.faulted_us.median,
+                pt.resident_us.median,
+                (n as u64 * pt.expert_bytes) as f64 / pt.fault_us.median.max(1e-9) / 1e3
+            ));
+            out.push(pt);
+        }
+    }
+    Ok(out)
+}
