@@ -56,6 +56,13 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub breakdown: bool,
 
+    /// Re-price instead of replaying: take the measurements from FILE (the JSON a `sim
+    /// validate --json` run wrote, same trace, policies, retention and --steps) and compare
+    /// them with this build's prediction under --hw. Needs no GPU: for trying a cost-model
+    /// or profile change against real replays.
+    #[arg(long, value_name = "FILE.json")]
+    pub measured: Option<PathBuf>,
+
     /// CUDA device ordinal to replay on.
     #[arg(long, default_value_t = 0, value_name = "ORDINAL")]
     pub device: usize,
@@ -236,9 +243,15 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     };
     let hw = profile::load(&tc.hw)?;
     policies::mechanisms::Sizes::resolve(model, &args.input.sizes())?;
-    // Only now, with every argument checked, look for the GPU: a bad argument is reported as
-    // such on any machine.
-    kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
+    let earlier = match &args.measured {
+        Some(path) => Some(read_measured(path)?),
+        None => {
+            // Only now, with every argument checked, look for the GPU: a bad argument is
+            // reported as such on any machine.
+            kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
+            None
+        }
+    };
     let ks = trace.keyspace();
     // Price every policy first (deterministic, no GPU), then replay them.
     struct Prepared {
@@ -321,7 +334,35 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     }
     let n = prepared.len();
     let mut measured: Vec<Vec<(u32, ReplayMeasurement)>> = vec![Vec::new(); n];
-    for r in 0..args.repeat as usize {
+    if let Some((path, rows)) = &earlier {
+        for (pp, m) in prepared.iter().zip(measured.iter_mut()) {
+            let Some(r) = rows.iter().find(|r| r.policy == pp.spec) else {
+                bail!(
+                    "{} holds no row for --policy {} (it has: {}); pass the policies it was measured with",
+                    path.display(),
+                    pp.spec,
+                    rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>().join(", ")
+                );
+            };
+            if r.steps != pp.steps {
+                bail!(
+                    "{} measured {} steps of --policy {}, this run predicts {}: pass --steps {}",
+                    path.display(),
+                    r.steps,
+                    pp.spec,
+                    pp.steps,
+                    r.steps
+                );
+            }
+            *m = repetitions_of(r);
+        }
+    }
+    let replays = if earlier.is_some() {
+        0
+    } else {
+        args.repeat as usize
+    };
+    for r in 0..replays {
         for (position, i) in rotation(r, n).enumerate() {
             let pp = &prepared[i];
             eprintln!(
@@ -375,6 +416,52 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         table(&v)
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// The rows of the `validation` block in `path`, with the path.
+fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Vec<ValidationRow>)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --measured {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--measured {} is not JSON", path.display()))?;
+    let rows = v
+        .get("validation")
+        .and_then(|b| b.get("rows"))
+        .cloned()
+        .with_context(|| {
+            format!(
+                "--measured {} has no validation.rows: pass a file `sim validate --json` wrote",
+                path.display()
+            )
+        })?;
+    let rows: Vec<ValidationRow> = serde_json::from_value(rows).with_context(|| {
+        format!(
+            "--measured {}: validation.rows do not parse",
+            path.display()
+        )
+    })?;
+    Ok((path.to_path_buf(), rows))
+}
+
+/// The repetitions `(position, measurement)` a stored row holds (one, the `replay`, for
+/// files written before `--repeat`).
+fn repetitions_of(r: &ValidationRow) -> Vec<(u32, ReplayMeasurement)> {
+    if r.repetitions.is_empty() {
+        return vec![(0, r.replay.clone())];
+    }
+    r.repetitions
+        .iter()
+        .map(|x| {
+            (
+                x.position,
+                ReplayMeasurement {
+                    step_us: x.step_us.clone(),
+                    host: x.host.clone(),
+                    ..r.replay.clone()
+                },
+            )
+        })
+        .collect()
 }
 
 /// A policy's row from its prediction and its repetitions `(position, measurement)`.
@@ -536,13 +623,20 @@ fn breakdown_table(v: &Validation) -> String {
         let h = |f: fn(&HostBreakdown) -> f64| host.iter().map(|b| f(b)).sum::<f64>() / nh / 1e3;
         let np = r.predicted_parts.len().max(1) as f64;
         let p = |f: fn(&StepParts) -> f64| r.predicted_parts.iter().map(f).sum::<f64>() / np / 1e3;
+        if host.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:<14} real host:  not recorded (a replay from before the breakdown)",
+                r.policy
+            );
+        }
         let measured_mean = r
             .repetitions
             .iter()
             .map(|x| x.measured.mean_ms)
             .sum::<f64>()
             / r.repetitions.len().max(1) as f64;
-        let _ = writeln!(
+        let _ = (!host.is_empty()).then(|| writeln!(
             s,
             "{:<14} real host:  router wait {:.3}  evict {:.3}  commit {:.3}  h2d enqueue {:.3}  launch+events {:.3}  late wait {:.3}  late evict {:.3}  = {:.3} (GPU step mean {:.3}; page-ins {:.1}, evictions {:.1} per step)",
             r.policy,
@@ -557,7 +651,7 @@ fn breakdown_table(v: &Validation) -> String {
             measured_mean,
             h(|b| b.page_ins as f64) * 1e3,
             h(|b| b.evictions as f64) * 1e3,
-        );
+        ));
         let _ = writeln!(
             s,
             "{:<14} predicted: compute {:.3} (experts {:.3})  router sync {:.3}  commit {:.3}  decommit {:.3}  copy {:.3}  faults {:.3}  stall {:.3}  (step mean {:.3})",

@@ -69,6 +69,14 @@ pub struct VmmAtLive {
     pub commit_us: Summary,
     /// cuMemUnmap + cuMemRelease per granule, µs.
     pub decommit_us: Summary,
+    /// Commit per granule while the live set grew to this level (granules created, mapped and
+    /// given access one at a time, none released in between: the footprint grows as in a
+    /// cache that warms up), µs, one sample over `grown` granules; `None` at level 0.
+    #[serde(default)]
+    pub grow_commit_us: Option<f64>,
+    /// Granules committed to grow the live set to this level.
+    #[serde(default)]
+    pub grown: u64,
 }
 
 /// Dense reads (one load per 16 B) of contiguous runs of host-resident managed memory: demand
@@ -467,6 +475,7 @@ fn measure_vmm_live(
     let mut out = Vec::new();
     let result = (|| -> Result<(), CalibrateError> {
         for &level in levels.iter().filter(|&&l| l <= top) {
+            let (t, before) = (Instant::now(), live.len() as u64);
             while (live.len() as u64) < level {
                 let at = live_va.base + (live.len() * granule) as u64;
                 let h = vmm::create(granule, dev).during("live cuMemCreate")?;
@@ -474,6 +483,9 @@ fn measure_vmm_live(
                 live.push((at, h));
                 vmm::set_access(at, granule, dev).during("live cuMemSetAccess")?;
             }
+            let grown = live.len() as u64 - before;
+            let grow_commit_us =
+                (grown > 0).then(|| t.elapsed().as_secs_f64() * 1e6 / grown as f64);
             let (mut commit, mut decommit) = (Vec::new(), Vec::new());
             for r in 0..=reps {
                 let mut hs = Vec::with_capacity(cycle);
@@ -502,10 +514,15 @@ fn measure_vmm_live(
                 granules: cycle as u32,
                 commit_us: summary(&commit)?,
                 decommit_us: summary(&decommit)?,
+                grow_commit_us,
+                grown,
             };
             log(&format!(
-                "vmm with {} live granules: commit {:.1} decommit {:.1} µs/granule",
-                level, p.commit_us.median, p.decommit_us.median
+                "vmm with {} live granules: commit {:.1} decommit {:.1} µs/granule; growing the live set: {} µs/granule",
+                level,
+                p.commit_us.median,
+                p.decommit_us.median,
+                p.grow_commit_us.map_or("-".into(), |v| format!("{v:.1}"))
             ));
             out.push(p);
         }
