@@ -3,8 +3,8 @@
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
     lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile,
-    BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS,
-    UNION_ROWS,
+    DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK,
+    TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -298,9 +298,14 @@ impl Kernels {
                 k * ACTIVATION_BYTES
             }
         };
+        // The staged dot kernels' weight ring comes first in their dynamic shared memory.
+        let ring_bytes = match path {
+            KernelPath::PerSlotDot { kernel } => DOT_KERNELS[kernel].ring_bytes(),
+            _ => 0,
+        };
         let shared_budget = if is_dot {
             self.max_shared_bytes
-                .saturating_sub(DOT_STATIC_SHARED_BYTES)
+                .saturating_sub(DOT_STATIC_SHARED_BYTES + ring_bytes)
         } else {
             self.max_shared_bytes
         };
@@ -347,10 +352,15 @@ impl Kernels {
                 PhaseLaunch {
                     split: lanes,
                     blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
-                    shared_bytes: (activations + if lanes > 32 { reduce_bytes } else { 0 }) as u32,
+                    shared_bytes: (ring_bytes
+                        + activations
+                        + if lanes > 32 { reduce_bytes } else { 0 })
+                        as u32,
                 }
             };
         }
+        let fused = matches!(path, KernelPath::PerSlotDot { kernel }
+            if DOT_KERNELS[kernel].staging == DotStaging::Fused);
         let slots = slot_token.len();
         Ok(MoeLaunch {
             geom,
@@ -370,6 +380,11 @@ impl Kernels {
             } else {
                 None
             },
+            counters: if fused {
+                Some(stream.alloc_zeros::<u32>(items + 2)?)
+            } else {
+                None
+            },
             x: stream.clone_htod(x)?,
             gu: stream.alloc_zeros::<f32>(slots * 2 * geom.ffn)?,
             y: stream.alloc_zeros::<f32>(slots * geom.hidden)?,
@@ -377,11 +392,39 @@ impl Kernels {
     }
 
     /// Enqueues the two launches of a layer's expert FFN on `stream`: gate+up over every item,
-    /// then down. Results land in `launch.y` (`slots x hidden`).
+    /// then down (one launch for the fused dot kernels, [`DotStaging::Fused`]). Results land in
+    /// `launch.y` (`slots x hidden`).
     pub fn launch_moe(
         &self,
         stream: &Arc<CudaStream>,
         launch: &mut MoeLaunch,
+    ) -> Result<(), KernelError> {
+        self.launch_phases(stream, launch, None)
+    }
+
+    /// Enqueues only phase `phase` (0: gate+up, 1: down, which reads the gate+up rows the last
+    /// gate+up phase of `launch` left) of a two-launch path: how a calibration times the two
+    /// launches apart. Errors for a fused kernel (one launch) or a phase other than 0 or 1.
+    pub fn launch_moe_phase(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        phase: usize,
+    ) -> Result<(), KernelError> {
+        if phase > 1 || launch.counters.is_some() {
+            return Err(KernelError::Invalid(format!(
+                "phase {phase} of a launch of {} cannot run alone (phases 0 and 1 of two-launch kernels only)",
+                launch.kernel_name()
+            )));
+        }
+        self.launch_phases(stream, launch, Some(phase))
+    }
+
+    fn launch_phases(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        only: Option<usize>,
     ) -> Result<(), KernelError> {
         let g = launch.geom;
         let func = match launch.path {
@@ -391,6 +434,44 @@ impl Kernels {
             KernelPath::TensorCore => &self.moe_tc,
         };
         debug_assert!(launch.maxt <= MAX_SLOTS_PER_ITEM);
+        if let Some(counters) = launch.counters.as_mut() {
+            let [p0, p1] = launch.phases;
+            let cfg = LaunchConfig {
+                grid_dim: (launch.items * (p0.blocks + p1.blocks), 1, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
+                shared_mem_bytes: p0.shared_bytes.max(p1.shared_bytes),
+            };
+            let (hidden, ffn, group) = (g.hidden as u32, g.ffn as u32, g.group as u32);
+            let offsets = [
+                g.down_weight_offset() as u64,
+                g.gate_up_scale_offset() as u64,
+                g.down_scale_offset() as u64,
+            ];
+            let mut b = stream.launch_builder(func);
+            b.arg(&launch.work)
+                .arg(&launch.slot_list)
+                .arg(&launch.slot_token)
+                .arg(&launch.x)
+                .arg(&mut launch.gu)
+                .arg(&mut launch.y)
+                .arg(counters)
+                .arg(&launch.items)
+                .arg(&hidden)
+                .arg(&ffn)
+                .arg(&group)
+                .arg(&offsets[0])
+                .arg(&offsets[1])
+                .arg(&offsets[2])
+                .arg(&p0.split)
+                .arg(&p1.split)
+                .arg(&p0.blocks)
+                .arg(&p1.blocks);
+            // SAFETY: argument list matches FUSED_ENTRY in moe_dot.cu; the counters hold
+            // items + 2 words, zero between launches (the kernel's last block zeroes them);
+            // the grid has exactly items x (tiles0 + tiles1) blocks, one per ticket.
+            unsafe { b.launch(cfg) }?;
+            return Ok(());
+        }
         let phases = [
             // (rows, k, weight offset, scale offset, mode)
             (2 * g.ffn, g.hidden, 0usize, g.gate_up_scale_offset(), 0i32),
@@ -405,6 +486,9 @@ impl Kernels {
         for (pi, ((rows, k, woff, soff, mode), phase)) in
             phases.into_iter().zip(launch.phases).enumerate()
         {
+            if only.is_some_and(|o| o != pi) {
+                continue;
+            }
             if let Some(prepared) = launch.prepared.as_mut() {
                 let input = if mode == 0 { &launch.x } else { &launch.gu };
                 let p = &mut prepared[pi];
@@ -627,6 +711,8 @@ pub struct MoeLaunch {
     slot_token: CudaSlice<u32>,
     /// Tensor-core path: the prepared token rows (gate+up) and slot rows (down).
     prepared: Option<[PreparedRows; 2]>,
+    /// Fused dot kernels: ticket, finished blocks, then one gate+up tile count per item.
+    counters: Option<CudaSlice<u32>>,
     x: CudaSlice<f32>,
     gu: CudaSlice<f32>,
     /// Output, `slots x hidden`, slot-major.
@@ -634,6 +720,16 @@ pub struct MoeLaunch {
 }
 
 impl MoeLaunch {
+    /// The CUDA function the launch runs (the tensor-core path also runs `moe_prep_tc`).
+    pub fn kernel_name(&self) -> &'static str {
+        match self.path {
+            KernelPath::PerSlotF32 => "moe_matvec_t1",
+            KernelPath::PerSlotDot { kernel } => DOT_KERNELS[kernel].name,
+            KernelPath::UnionF32 => "moe_matvec_t8",
+            KernelPath::TensorCore => "moe_matvec_tc",
+        }
+    }
+
     /// Expert weight bytes the launch reads from memory at least once per item
     /// (`items x expert_bytes`): the numerator of its bandwidth.
     pub fn weight_bytes_read(&self) -> u64 {

@@ -27,6 +27,37 @@ pub struct DotKernel {
     pub ring: usize,
     /// How the grid is sized (lanes per row).
     pub grid: DotGrid,
+    /// Where the weights in flight wait (registers or a shared-memory ring) and how many
+    /// launches a layer takes.
+    pub staging: DotStaging,
+}
+
+/// How a dot kernel keeps its weight loads in flight, and how a layer is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DotStaging {
+    /// `DOT_ENTRY` kernels: a ring of `ring` register batches (`ld.global.nc`), two launches
+    /// per layer (gate+up, then down).
+    Registers,
+    /// `STAGED_ENTRY` kernels: a ring of `ring` stages in shared memory filled by `cp.async`
+    /// (`ring - 1` batches in flight per thread, no registers held), two launches per layer.
+    Shared,
+    /// `FUSED_ENTRY` kernels: the [`DotStaging::Shared`] ring, and the whole layer in one
+    /// launch: blocks take gate+up then down tiles in ticket order, and a down tile requests
+    /// its first weights before it waits for its slot's gate+up rows (per-slot counters), so
+    /// the down weights stream while the last gate+up tiles finish and no launch boundary
+    /// drains the GPU in between.
+    Fused,
+}
+
+impl DotStaging {
+    /// The `cuda/moe_dot.cu` macro that defines kernels of this staging.
+    pub fn entry_macro(self) -> &'static str {
+        match self {
+            DotStaging::Registers => "DOT_ENTRY",
+            DotStaging::Shared => "STAGED_ENTRY",
+            DotStaging::Fused => "FUSED_ENTRY",
+        }
+    }
 }
 
 /// How a dot kernel's lanes per row (and so its grid) are chosen for a launch.
@@ -52,6 +83,18 @@ pub enum DotGrid {
 pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
+    /// Bytes of dynamic shared memory the weight ring takes per block (0 for
+    /// [`DotStaging::Registers`]): `ring` stages x `batch_chunks` x `rows` x
+    /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
+    pub fn ring_bytes(&self) -> usize {
+        match self.staging {
+            DotStaging::Registers => 0,
+            DotStaging::Shared | DotStaging::Fused => {
+                self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
+            }
+        }
+    }
+
     /// Lanes per row of this kernel for one phase: `rows` output rows of `chunks` 16-byte
     /// chunks, for `items` work items, on `multiprocessors` multiprocessors.
     pub fn lanes(&self, rows: usize, chunks: usize, items: usize, multiprocessors: u32) -> u32 {
@@ -87,7 +130,7 @@ impl DotKernel {
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
 /// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
 /// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
-pub const DOT_KERNELS: [DotKernel; 9] = [
+pub const DOT_KERNELS: [DotKernel; 16] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -95,6 +138,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::Waves,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_r2b4",
@@ -103,6 +147,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::Waves,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_r4b2",
@@ -111,6 +156,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::Waves,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_r1b4",
@@ -119,6 +165,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::Waves,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n2b3",
@@ -127,6 +174,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::OneWave,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n3b3",
@@ -135,6 +183,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 3,
         grid: DotGrid::OneWave,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_w_r2j1n4b3",
@@ -143,6 +192,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 1,
         ring: 4,
         grid: DotGrid::OneWave,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n4b2",
@@ -151,6 +201,7 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 4,
         grid: DotGrid::OneWave,
+        staging: DotStaging::Registers,
     },
     DotKernel {
         name: "moe_dot_a_r2b3",
@@ -159,8 +210,37 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         batch_chunks: 2,
         ring: 2,
         grid: DotGrid::Adaptive,
+        staging: DotStaging::Registers,
     },
+    staged("moe_dot_s_r2j2s3b3", 2, 2, 3, 3, DotStaging::Shared),
+    staged("moe_dot_s_r2j1s6b3", 2, 1, 6, 3, DotStaging::Shared),
+    staged("moe_dot_s_r2j2s4b2", 2, 2, 4, 2, DotStaging::Shared),
+    staged("moe_dot_f_r2j2s3b3", 2, 2, 3, 3, DotStaging::Fused),
+    staged("moe_dot_f_r2j1s6b3", 2, 1, 6, 3, DotStaging::Fused),
+    staged("moe_dot_f_r2j2s4b2", 2, 2, 4, 2, DotStaging::Fused),
+    staged("moe_dot_f_r2j1s4b4", 2, 1, 4, 4, DotStaging::Fused),
 ];
+
+/// A shared-memory staged kernel (fifth pass) with the [`DotGrid::Adaptive`] grid: `name`,
+/// rows per row group, chunks per stage, stages, resident blocks per multiprocessor.
+const fn staged(
+    name: &'static str,
+    rows: usize,
+    batch_chunks: usize,
+    ring: usize,
+    min_blocks: u32,
+    staging: DotStaging,
+) -> DotKernel {
+    DotKernel {
+        name,
+        rows,
+        min_blocks,
+        batch_chunks,
+        ring,
+        grid: DotGrid::Adaptive,
+        staging,
+    }
+}
 
 /// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_a_r2b3`, the
 /// code of `moe_dot_r2b3` (the fastest at 60 slots of 2560x640 on the H200: 64.7 µs, r2b4 65.2,

@@ -171,16 +171,22 @@ fn one_wave_lanes_are_the_largest_fitting_power_of_two() {
     }
 }
 
-/// Every dot kernel named in launch.rs has a `DOT_ENTRY` line in moe_dot.cu with the same
-/// rows, batch chunks, ring depth and resident blocks.
+/// Every dot kernel named in launch.rs has an entry line in moe_dot.cu (`DOT_ENTRY`,
+/// `STAGED_ENTRY` or `FUSED_ENTRY` after its staging) with the same rows, batch chunks, ring
+/// depth and resident blocks.
 #[test]
 fn dot_kernel_table_matches_the_cuda_entries() {
     use kernels::gpu::DOT_SOURCE;
     use kernels::launch::DOT_KERNELS;
     for d in DOT_KERNELS {
         let want = format!(
-            "DOT_ENTRY({}, {}, {}, {}, {})",
-            d.name, d.rows, d.batch_chunks, d.ring, d.min_blocks
+            "{}({}, {}, {}, {}, {})",
+            d.staging.entry_macro(),
+            d.name,
+            d.rows,
+            d.batch_chunks,
+            d.ring,
+            d.min_blocks
         );
         assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
     }
@@ -205,4 +211,39 @@ fn adaptive_grid_takes_one_wave_only_when_it_stays_coalesced() {
     assert_eq!(d.lanes(2560, 20, 60, 132), 4);
     assert_eq!(d.lanes(1536, 64, 8, 132), 16);
     assert_eq!(d.lanes(2048, 24, 8, 132), 8);
+}
+
+/// The shared-memory rings of the staged kernels, by hand: stages x chunks x rows x 256 threads
+/// x (16 + 4) B; with the 60-slot geometry's activations (k = 2560: 2 x 2560 + 2560 / 8 =
+/// 5440 B) and 1 KiB of static and reserved memory per block, `min_blocks` of them fit in the
+/// H200's 228 KiB of shared memory per multiprocessor (so `__launch_bounds__` is reachable).
+#[test]
+fn staged_rings_fit_their_resident_blocks() {
+    use kernels::launch::{DotStaging, DOT_KERNELS};
+    let by_hand = [
+        ("moe_dot_s_r2j2s3b3", 61440),
+        ("moe_dot_s_r2j1s6b3", 61440),
+        ("moe_dot_s_r2j2s4b2", 81920),
+        ("moe_dot_f_r2j2s3b3", 61440),
+        ("moe_dot_f_r2j1s6b3", 61440),
+        ("moe_dot_f_r2j2s4b2", 81920),
+        ("moe_dot_f_r2j1s4b4", 40960),
+    ];
+    for (name, bytes) in by_hand {
+        let d = DOT_KERNELS.iter().find(|d| d.name == name).expect(name);
+        assert_ne!(d.staging, DotStaging::Registers, "{name}");
+        assert_eq!(d.ring_bytes(), bytes, "{name}");
+        let per_block = bytes + 5440 + 1024 + 1024;
+        assert!(
+            per_block * d.min_blocks as usize <= 228 * 1024,
+            "{name}: {} blocks of {per_block} B",
+            d.min_blocks
+        );
+    }
+    for d in DOT_KERNELS
+        .iter()
+        .filter(|d| d.staging == DotStaging::Registers)
+    {
+        assert_eq!(d.ring_bytes(), 0, "{}", d.name);
+    }
 }

@@ -43,21 +43,30 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return d;
 }
 
+// 16 bytes of activations. COHERENT: through the L2 only (ld.global.cg), for rows another
+// block of the same launch wrote (the fused kernels); else the compiler's choice.
+template <bool COHERENT>
+__device__ __forceinline__ float4 load4(const float* p) {
+    if (COHERENT) return __ldcg((const float4*)p);
+    return *(const float4*)p;
+}
+
 // Activations 8u..8u+7 of slot s: mode 0 the token row x[slot_input[s]], mode 1
 // silu(gate) * up of the slot's gate+up row.
+template <bool COHERENT>
 __device__ __forceinline__ void activation8(const float* __restrict__ input,
                                             const unsigned int* __restrict__ slot_input,
                                             unsigned int s, unsigned int k, int mode,
                                             unsigned int u, float* v) {
     if (mode == 0) {
-        const float4* p = (const float4*)(input + (size_t)slot_input[s] * k + 8 * u);
-        const float4 a = p[0], b = p[1];
+        const float* p = input + (size_t)slot_input[s] * k + 8 * u;
+        const float4 a = load4<COHERENT>(p), b = load4<COHERENT>(p + 4);
         v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
         v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
     } else {
         const float* g = input + (size_t)s * 2 * k + 8 * u;
-        const float4 a0 = *(const float4*)g, a1 = *(const float4*)(g + 4);
-        const float4 b0 = *(const float4*)(g + k), b1 = *(const float4*)(g + k + 4);
+        const float4 a0 = load4<COHERENT>(g), a1 = load4<COHERENT>(g + 4);
+        const float4 b0 = load4<COHERENT>(g + k), b1 = load4<COHERENT>(g + k + 4);
         v[0] = silu(a0.x) * b0.x; v[1] = silu(a0.y) * b0.y;
         v[2] = silu(a0.z) * b0.z; v[3] = silu(a0.w) * b0.w;
         v[4] = silu(a1.x) * b1.x; v[5] = silu(a1.y) * b1.y;
@@ -68,6 +77,46 @@ __device__ __forceinline__ void activation8(const float* __restrict__ input,
 // Bytes of the 4 ints, low byte first.
 __device__ __forceinline__ int pack4(int a, int b, int c, int d) {
     return (int)((a & 0xFF) | ((b & 0xFF) << 8) | ((c & 0xFF) << 16) | ((unsigned int)(d & 0xFF) << 24));
+}
+
+// Quantizes the k activations of slot s into qs (4 C uint4, word i of chunk c at qs[i C + c])
+// and step (C floats); the caller synchronizes the block before reading them.
+template <bool COHERENT>
+__device__ __forceinline__ void quantize_slot(const float* __restrict__ input,
+                                              const unsigned int* __restrict__ slot_input,
+                                              unsigned int s, unsigned int k, int mode,
+                                              uint4* qs, float* step) {
+    const unsigned int C = k / 32;
+    // Quantize the slot's activations: thread u takes the 8 columns of word u (word u % 4 of
+    // chunk u / 4), so the 4 words of a chunk sit in 4 consecutive lanes, which share their
+    // maximum by shuffles. The trip count is the same for the whole warp (k / 8 is a multiple
+    // of 4 and BLOCK of 32), as the shuffles need.
+    for (unsigned int u0 = 0; u0 < k / 8; u0 += BLOCK) {
+        const unsigned int u = u0 + threadIdx.x;
+        const bool in = u < k / 8;
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) activation8<COHERENT>(input, slot_input, s, k, mode, u, v);
+        float m = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) m = fmaxf(m, fabsf(v[q]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        if (in) {
+            const float inv = m > 0.0f ? QMAX / m : 0.0f;
+            int h[8], l[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const int x = __float2int_rn(v[q] * inv);  // |x| <= QMAX
+                h[q] = (x + 128) >> 8;                     // arithmetic shift: floor
+                l[q] = x - (h[q] << 8);                    // in -128..127
+            }
+            qs[(u % 4) * C + u / 4] =
+                make_uint4(pack4(h[0], h[2], h[4], h[6]), pack4(l[0], l[2], l[4], l[6]),
+                           pack4(h[1], h[3], h[5], h[7]), pack4(l[1], l[3], l[5], l[7]));
+            // The step, and the weights' factor 16 undone.
+            if (u % 4 == 0) step[u / 4] = m / (QMAX * 16.0f);
+        }
+    }
 }
 
 // One slot per item (the per-slot variant). Shared memory: the quantized activations, one uint4
@@ -126,36 +175,7 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
 #pragma unroll
     for (int b = 0; b + 1 < NB; ++b) fetch(b, kl + b * J * P);
 
-    // Quantize the slot's activations: thread u takes the 8 columns of word u (word u % 4 of
-    // chunk u / 4), so the 4 words of a chunk sit in 4 consecutive lanes, which share their
-    // maximum by shuffles. The trip count is the same for the whole warp (k / 8 is a multiple
-    // of 4 and BLOCK of 32), as the shuffles need.
-    for (unsigned int u0 = 0; u0 < k / 8; u0 += BLOCK) {
-        const unsigned int u = u0 + threadIdx.x;
-        const bool in = u < k / 8;
-        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        if (in) activation8(input, slot_input, s, k, mode, u, v);
-        float m = 0.0f;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) m = fmaxf(m, fabsf(v[q]));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        if (in) {
-            const float inv = m > 0.0f ? QMAX / m : 0.0f;
-            int h[8], l[8];
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const int x = __float2int_rn(v[q] * inv);  // |x| <= QMAX
-                h[q] = (x + 128) >> 8;                     // arithmetic shift: floor
-                l[q] = x - (h[q] << 8);                    // in -128..127
-            }
-            qs[(u % 4) * C + u / 4] =
-                make_uint4(pack4(h[0], h[2], h[4], h[6]), pack4(l[0], l[2], l[4], l[6]),
-                           pack4(h[1], h[3], h[5], h[7]), pack4(l[1], l[3], l[5], l[7]));
-            // The step, and the weights' factor 16 undone.
-            if (u % 4 == 0) step[u / 4] = m / (QMAX * 16.0f);
-        }
-    }
+    quantize_slot<false>(input, slot_input, s, k, mode, qs, step);
     __syncthreads();
 
     float acc[R];
@@ -231,6 +251,275 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
     }
 }
 
+// ---- Shared-memory staged kernels (fifth pass) ----
+// Same arithmetic, but the weights and their scales stream through a ring of S stages in shared
+// memory filled by cp.async (sm_80+; a plain copy before), so S - 1 batches of J chunks x R
+// rows are in flight per thread without holding registers. Each thread copies and reads back
+// only its own slots of the ring (slot q of stage t at [(t J R + q) BLOCK + thread], so a warp's
+// 16-byte accesses are consecutive), which needs no barrier, only cp.async.wait_group.
+// Dynamic shared memory: the ring (S J R BLOCK x 16 B of weights, then x 4 B of scales), then
+// the quantized activations as in moe_dot (2 k + k / 8 bytes).
+
+__device__ __forceinline__ unsigned int shared_address(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned int)a;
+}
+
+// 16 bytes global -> shared, cached in the L2 only (weights are read once per item).
+__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+#else
+    *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+
+__device__ __forceinline__ void copy4_async(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+#else
+    *(float*)dst = *(const float*)src;
+#endif
+}
+
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until at most N of this thread's committed copy groups are still pending.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
+#if __CUDA_ARCH__ >= 700
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#else
+    const unsigned int v = *(const volatile unsigned int*)p;
+    __threadfence();
+    return v;
+#endif
+}
+
+// One row tile (BLOCK / P row groups of R rows) of one slot. With `ready` set (the down tiles of
+// the fused kernels), the weights of the first S - 1 stages are requested first, then the block
+// waits until *ready reaches ready_count (every gate+up tile of the slot has published its
+// rows), then reads its activations through the L2.
+template <int R, int J, int S, bool COHERENT>
+__device__ __forceinline__ void dot_tile_staged(
+    unsigned long long base, unsigned int s, const unsigned int* __restrict__ slot_input,
+    const float* input, float* output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
+    unsigned int tile, const unsigned int* ready, unsigned int ready_count) {
+    extern __shared__ uint4 dyn[];
+    __shared__ float red[(BLOCK / 32) * R];
+    constexpr int Q = J * R;  // ring slots per stage and thread
+    uint4* ring = dyn;
+    float* ring_scale = (float*)(dyn + S * Q * BLOCK);
+    uint4* qs = (uint4*)(ring_scale + S * Q * BLOCK);
+    const unsigned int C = k / 32;
+    float* step = (float*)(qs + 4 * C);
+
+    const unsigned int t = threadIdx.x;
+    const unsigned int kl = t % P;
+    const unsigned int row0 = (tile * (BLOCK / P) + t / P) * R;
+    const unsigned int groups_per_row = k / group;
+    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
+    const float* sbase = (const float*)(base + scale_offset);
+    const unsigned int advance = J * P;  // chunks per stage
+
+    // Requests stage `c0` (chunks c0 + j P of rows row0..row0+R-1) into ring stage `st`; commits
+    // a group even when empty, so every thread counts groups the same way.
+    auto request = [&](unsigned int st, unsigned int c0) {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const unsigned int c = c0 + j * P;
+            const unsigned int g = (c * 32) / group;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int row = row0 + r;
+                if (c < C && row < rows) {
+                    const unsigned int q = (st * Q + j * R + r) * BLOCK + t;
+                    copy16_async(ring + q, (const uint4*)(wbase + (size_t)row * (k / 2)) + c);
+                    copy4_async(ring_scale + q, sbase + (size_t)row * groups_per_row + g);
+                }
+            }
+        }
+        copy_commit();
+    };
+#pragma unroll
+    for (int st = 0; st + 1 < S; ++st) request(st, kl + st * advance);
+
+    if (ready != nullptr) {
+        if (t == 0) {
+            while (load_acquire(ready) < ready_count) {
+#if __CUDA_ARCH__ >= 700
+                __nanosleep(256);
+#endif
+            }
+        }
+        __syncthreads();
+    }
+    quantize_slot<COHERENT>(input, slot_input, s, k, mode, qs, step);
+    __syncthreads();
+
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    unsigned int st = 0;
+    for (unsigned int c0 = kl; c0 < C; c0 += advance) {
+        // Refill the stage the previous iteration used, then wait for this one's group.
+        request(st == 0 ? S - 1 : st - 1, c0 + (S - 1) * advance);
+        copy_wait<S - 1>();
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const unsigned int c = c0 + j * P;
+            if (c < C) {
+                const float stp = step[c];
+                uint4 w[R];
+                float sc[R];
+                int ah[R], al[R];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const unsigned int q = (st * Q + j * R + r) * BLOCK + t;
+                    w[r] = ring[q];
+                    sc[r] = ring_scale[q];
+                    ah[r] = 0;
+                    al[r] = 0;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const uint4 a = qs[i * C + c];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const unsigned int wv = word_of(w[r], i);
+                        const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
+                        const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                        ah[r] = dp4a(lo, (int)a.x, ah[r]);
+                        ah[r] = dp4a(hi, (int)a.z, ah[r]);
+                        al[r] = dp4a(lo, (int)a.y, al[r]);
+                        al[r] = dp4a(hi, (int)a.w, al[r]);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+                    acc[r] = fmaf(sc[r] * stp, (float)(ah[r] * 256 + al[r]), acc[r]);
+            }
+        }
+        st = st + 1 == S ? 0 : st + 1;
+    }
+
+    // Rows of a row group past `rows` read ring slots never filled: their sums are discarded.
+    const unsigned int span = P < 32 ? P : 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        for (unsigned int off = span / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (P > 32) {
+        const unsigned int warp = t / 32, lane = t % 32;
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
+        }
+        __syncthreads();
+        if (kl == 0) {
+            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
+            }
+        }
+    }
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
+    }
+}
+
+#define STAGED_ENTRY(NAME, R, J, S, MIN_BLOCKS)                                                   \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int lanes_per_row) {                                                   \
+        const unsigned int* item = work + 4 * blockIdx.y;                                         \
+        const unsigned long long base =                                                           \
+            (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);                    \
+        dot_tile_staged<R, J, S, false>(base, slot_list[item[2]], slot_input, input, output,      \
+                                        rows, k, group, weight_offset, scale_offset, mode,        \
+                                        lanes_per_row, blockIdx.x, nullptr, 0);                   \
+    }
+
+// The whole layer (gate+up, then down) in one launch, one slot per item. Blocks take tickets
+// in launch order from counters[0]: the first items x tiles0 are the gate+up tiles (item-major),
+// the rest the down tiles. A gate+up tile publishes its rows by counting up counters[2 + item];
+// a down tile requests its first weights, then waits for all tiles0 of its item. No deadlock:
+// a block waits only on tiles whose tickets were taken before its own, by blocks already
+// running, which never wait. The last block to finish (counters[1]) zeroes the counters for the
+// next launch. counters: items + 2 words, zero before the first launch.
+template <int R, int J, int S>
+__device__ __forceinline__ void moe_dot_fused(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_token, const float* __restrict__ x, float* gu, float* y,
+    unsigned int* counters, unsigned int items, unsigned int hidden, unsigned int ffn,
+    unsigned int group, unsigned long long down_weight_offset,
+    unsigned long long gate_up_scale_offset, unsigned long long down_scale_offset,
+    unsigned int lanes0, unsigned int lanes1, unsigned int tiles0, unsigned int tiles1) {
+    __shared__ unsigned int ticket;
+    if (threadIdx.x == 0) ticket = atomicAdd(counters, 1u);
+    __syncthreads();
+    unsigned int tk = ticket;
+    const bool down = tk >= items * tiles0;
+    if (down) tk -= items * tiles0;
+    const unsigned int tiles = down ? tiles1 : tiles0;
+    const unsigned int it = tk / tiles, tile = tk % tiles;
+    const unsigned int* item = work + 4 * it;
+    const unsigned long long base =
+        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
+    const unsigned int s = slot_list[item[2]];
+    if (!down) {
+        dot_tile_staged<R, J, S, false>(base, s, slot_token, x, gu, 2 * ffn, hidden, group, 0,
+                                        gate_up_scale_offset, 0, lanes0, tile, nullptr, 0);
+        // Publish: every writer's rows reach the GPU scope before the count goes up.
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) atomicAdd(counters + 2 + it, 1u);
+    } else {
+        dot_tile_staged<R, J, S, true>(base, s, slot_token, gu, y, hidden, ffn, group,
+                                       down_weight_offset, down_scale_offset, 1, lanes1, tile,
+                                       counters + 2 + it, tiles0);
+    }
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(counters + 1, 1u) == items * (tiles0 + tiles1) - 1) {
+            for (unsigned int i = 0; i < items + 2; ++i) counters[i] = 0;
+        }
+    }
+}
+
+#define FUSED_ENTRY(NAME, R, J, S, MIN_BLOCKS)                                                    \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_token,  \
+        const float* x, float* gu, float* y, unsigned int* counters, unsigned int items,         \
+        unsigned int hidden, unsigned int ffn, unsigned int group,                                \
+        unsigned long long down_weight_offset, unsigned long long gate_up_scale_offset,           \
+        unsigned long long down_scale_offset, unsigned int lanes0, unsigned int lanes1,           \
+        unsigned int tiles0, unsigned int tiles1) {                                               \
+        moe_dot_fused<R, J, S>(work, slot_list, slot_token, x, gu, y, counters, items, hidden,    \
+                               ffn, group, down_weight_offset, gate_up_scale_offset,              \
+                               down_scale_offset, lanes0, lanes1, tiles0, tiles1);                \
+    }
+
 #define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
@@ -255,3 +544,12 @@ DOT_ENTRY(moe_dot_w_r2j1n4b3, 2, 1, 4, 3)
 DOT_ENTRY(moe_dot_w_r2j2n4b2, 2, 2, 4, 2)
 // Same code as moe_dot_r2b3, grid chosen per launch (DotGrid::Adaptive): the default.
 DOT_ENTRY(moe_dot_a_r2b3, 2, 2, 2, 3)
+// Shared-memory staged (fifth pass): rows, chunks per stage, stages, resident blocks; the
+// STAGED kernels run the usual two launches, the FUSED ones the whole layer in one launch.
+STAGED_ENTRY(moe_dot_s_r2j2s3b3, 2, 2, 3, 3)
+STAGED_ENTRY(moe_dot_s_r2j1s6b3, 2, 1, 6, 3)
+STAGED_ENTRY(moe_dot_s_r2j2s4b2, 2, 2, 4, 2)
+FUSED_ENTRY(moe_dot_f_r2j2s3b3, 2, 2, 3, 3)
+FUSED_ENTRY(moe_dot_f_r2j1s6b3, 2, 1, 6, 3)
+FUSED_ENTRY(moe_dot_f_r2j2s4b2, 2, 2, 4, 2)
+FUSED_ENTRY(moe_dot_f_r2j1s4b4, 2, 1, 4, 4)

@@ -33,7 +33,8 @@ pub struct KernelPoint {
     /// Distinct experts among the slots.
     pub distinct: usize,
     /// `PerSlot` or `Union` (the [`kernels::Variant`]), or `PerSlot:<kernel>` for a per-slot
-    /// kernel other than the default.
+    /// kernel other than the default; `PerSlot:<kernel>/gate_up` or `/down` for one launch of
+    /// a two-launch kernel timed alone (`sim calibrate --only kernels`, 60 distinct slots).
     pub variant: String,
     /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
     #[serde(default)]
@@ -41,7 +42,8 @@ pub struct KernelPoint {
     /// Time of the layer's two launches (gate+up, down) on the GPU, µs: CUDA events around the
     /// launches enqueued behind a busy-wait kernel, so host launch latency is not included.
     pub time_us: Summary,
-    /// distinct experts x expert bytes / median time, bytes per µs.
+    /// distinct experts x expert bytes (of the phase, for a phase-only arm) / median time,
+    /// bytes per µs.
     pub weight_bytes_per_us: f64,
 }
 
@@ -152,6 +154,27 @@ struct KernelArm {
     variant: Variant,
     /// A per-slot kernel other than the default (recorded as variant `PerSlot:<kernel>`).
     per_slot: Option<PerSlotKernel>,
+    /// Only this launch of a two-launch kernel (0 gate+up, 1 down; recorded as
+    /// `PerSlot:<kernel>/gate_up` or `/down`): where a layer's time goes.
+    phase: Option<usize>,
+}
+
+/// Bytes of one expert a launch reads: the whole expert, or one phase's weights and scales.
+fn bytes_read(g: ExpertGeometry, phase: Option<usize>) -> usize {
+    match phase {
+        None => g.expert_bytes(),
+        Some(0) => g.gate_up_weight_bytes() + g.gate_up_scale_bytes(),
+        Some(_) => g.down_weight_bytes() + g.down_scale_bytes(),
+    }
+}
+
+/// Name suffix of a phase-only arm.
+fn phase_name(phase: usize) -> &'static str {
+    if phase == 0 {
+        "gate_up"
+    } else {
+        "down"
+    }
 }
 
 /// Expert-kernel time vs expert bytes (batch 1, top-8, per-slot), the 60-slot bandwidth
@@ -209,6 +232,7 @@ pub(super) fn measure_kernels(
                 distinct: 8,
                 variant: Variant::PerSlot,
                 per_slot: None,
+                phase: None,
             }),
         ));
     }
@@ -227,7 +251,32 @@ pub(super) fn measure_kernels(
                 distinct: d,
                 variant: v,
                 per_slot: None,
+                phase: None,
             }));
+        }
+    }
+    // Each launch of every two-launch per-slot kernel alone, at 60 distinct experts.
+    if all_per_slot {
+        let two_launch: Vec<PerSlotKernel> = std::iter::once(default_per_slot)
+            .chain(others.iter().copied())
+            .filter(|p| match p {
+                PerSlotKernel::Dot(i) => {
+                    kernels::launch::DOT_KERNELS[*i].staging != kernels::launch::DotStaging::Fused
+                }
+                PerSlotKernel::F32 => true,
+            })
+            .collect();
+        for p in two_launch {
+            for phase in 0..2 {
+                arms.push(KernelArm {
+                    tokens: 6,
+                    slots: 60,
+                    distinct: 60,
+                    variant: Variant::PerSlot,
+                    per_slot: Some(p),
+                    phase: Some(phase),
+                });
+            }
         }
     }
     families.push((big, 512, arms));
@@ -267,7 +316,14 @@ pub(super) fn measure_kernels(
                 // runs ahead of the GPU sees them), not the host's launch latency, which is
                 // measured on its own (`launch_us`).
                 k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
-                let t = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?;
+                let t = match arm.phase {
+                    None => {
+                        time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?
+                    }
+                    Some(phase) => time_events(ctx, stream, &mut || {
+                        Ok(k.launch_moe_phase(stream, &mut launch, phase)?)
+                    })?,
+                };
                 if r > 0 {
                     samples[a].push(t);
                 }
@@ -283,12 +339,14 @@ pub(super) fn measure_kernels(
                 tokens: arm.tokens,
                 slots: arm.slots,
                 distinct: arm.distinct,
-                variant: match arm.per_slot {
-                    Some(p) => format!("PerSlot:{}", p.name()),
-                    None => format!("{:?}", arm.variant),
+                variant: match (arm.per_slot, arm.phase) {
+                    (Some(p), Some(phase)) => format!("PerSlot:{}/{}", p.name(), phase_name(phase)),
+                    (Some(p), None) => format!("PerSlot:{}", p.name()),
+                    (None, _) => format!("{:?}", arm.variant),
                 },
                 kernel: kernel_name(k, arm, g.group),
-                weight_bytes_per_us: (arm.distinct * g.expert_bytes()) as f64 / time_us.median,
+                weight_bytes_per_us: (arm.distinct * bytes_read(g, arm.phase)) as f64
+                    / time_us.median,
                 time_us,
             };
             log(&format!(
