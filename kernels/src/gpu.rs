@@ -2,9 +2,9 @@
 
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
-    lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile,
-    DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK,
-    TC_WARPS, UNION_ROWS,
+    bulk_lanes, bulk_shared_bytes, lanes_per_row, rows_per_block, tc_rows_per_block,
+    tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS,
+    PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -123,6 +123,9 @@ pub struct Kernels {
     multiprocessors: u32,
     /// Largest dynamic shared memory of one block after opting in, bytes (device attribute).
     max_shared_bytes: usize,
+    /// Shared memory of one multiprocessor, bytes (device attribute): sizes the bulk-copy
+    /// kernels' tiles.
+    shared_per_multiprocessor: usize,
 }
 
 impl Kernels {
@@ -138,6 +141,8 @@ impl Kernels {
         let multiprocessors = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_shared_bytes =
             ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
+        let shared_per_multiprocessor =
+            ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as usize;
         let moe_t1 = module.load_function("moe_matvec_t1")?;
         let moe_t8 = module.load_function("moe_matvec_t8")?;
         let moe_tc = module.load_function("moe_matvec_tc")?;
@@ -189,6 +194,7 @@ impl Kernels {
             _module: module,
             multiprocessors,
             max_shared_bytes,
+            shared_per_multiprocessor,
         })
     }
 
@@ -345,17 +351,45 @@ impl Kernels {
             } else {
                 let lanes = match path {
                     KernelPath::PerSlotDot { kernel } => {
-                        DOT_KERNELS[kernel].lanes(rows, k / 32, items, self.multiprocessors)
+                        let d = DOT_KERNELS[kernel];
+                        let lanes = d.lanes(rows, k / 32, items, self.multiprocessors);
+                        if d.staging == DotStaging::Bulk {
+                            bulk_lanes(
+                                lanes,
+                                d.rows,
+                                k / 32,
+                                k / geom.group,
+                                d.min_blocks,
+                                self.shared_per_multiprocessor,
+                                2 * DOT_STATIC_SHARED_BYTES,
+                            )
+                        } else {
+                            lanes
+                        }
                     }
                     _ => lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors),
+                };
+                let bulk = match path {
+                    KernelPath::PerSlotDot { kernel }
+                        if DOT_KERNELS[kernel].staging == DotStaging::Bulk =>
+                    {
+                        let b = bulk_shared_bytes(lanes, rows_per_group, k / 32, k / geom.group);
+                        if b > shared_budget + ring_bytes {
+                            return Err(KernelError::Invalid(format!(
+                                "the weight tile of {} ({b} B) does not fit in the {} B of shared memory of a block on this GPU",
+                                DOT_KERNELS[kernel].name, self.max_shared_bytes
+                            )));
+                        }
+                        Some(b)
+                    }
+                    _ => None,
                 };
                 PhaseLaunch {
                     split: lanes,
                     blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
-                    shared_bytes: (ring_bytes
-                        + activations
-                        + if lanes > 32 { reduce_bytes } else { 0 })
-                        as u32,
+                    shared_bytes: bulk.unwrap_or(
+                        ring_bytes + activations + if lanes > 32 { reduce_bytes } else { 0 },
+                    ) as u32,
                 }
             };
         }

@@ -47,6 +47,11 @@ pub enum DotStaging {
     /// the down weights stream while the last gate+up tiles finish and no launch boundary
     /// drains the GPU in between.
     Fused,
+    /// `BULK_ENTRY` kernels: thread 0 requests the block's whole weight tile (its rows are one
+    /// contiguous range) with bulk copies (`cp.async.bulk`, sm_90+) completing on a shared
+    /// barrier while the block quantizes its activations; two launches per layer. The tile is
+    /// sized by the grid ([`bulk_lanes`]), not by `batch_chunks` / `ring` (both 1).
+    Bulk,
 }
 
 impl DotStaging {
@@ -56,6 +61,7 @@ impl DotStaging {
             DotStaging::Registers => "DOT_ENTRY",
             DotStaging::Shared => "STAGED_ENTRY",
             DotStaging::Fused => "FUSED_ENTRY",
+            DotStaging::Bulk => "BULK_ENTRY",
         }
     }
 }
@@ -88,7 +94,7 @@ impl DotKernel {
     /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
     pub fn ring_bytes(&self) -> usize {
         match self.staging {
-            DotStaging::Registers => 0,
+            DotStaging::Registers | DotStaging::Bulk => 0,
             DotStaging::Shared | DotStaging::Fused => {
                 self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
             }
@@ -130,7 +136,7 @@ impl DotKernel {
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
 /// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
 /// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
-pub const DOT_KERNELS: [DotKernel; 16] = [
+pub const DOT_KERNELS: [DotKernel; 20] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -219,7 +225,66 @@ pub const DOT_KERNELS: [DotKernel; 16] = [
     staged("moe_dot_f_r2j1s6b3", 2, 1, 6, 3, DotStaging::Fused),
     staged("moe_dot_f_r2j2s4b2", 2, 2, 4, 2, DotStaging::Fused),
     staged("moe_dot_f_r2j1s4b4", 2, 1, 4, 4, DotStaging::Fused),
+    bulk("moe_dot_t_r2b2", 2, 2),
+    bulk("moe_dot_t_r2b4", 2, 4),
+    bulk("moe_dot_t_r1b4", 1, 4),
+    bulk("moe_dot_t_r4b4", 4, 4),
 ];
+
+/// A bulk-copy kernel (fifth pass): `name`, rows per row group, resident blocks per
+/// multiprocessor its tiles are sized for.
+const fn bulk(name: &'static str, rows: usize, min_blocks: u32) -> DotKernel {
+    DotKernel {
+        name,
+        rows,
+        min_blocks,
+        batch_chunks: 1,
+        ring: 1,
+        grid: DotGrid::Adaptive,
+        staging: DotStaging::Bulk,
+    }
+}
+
+/// Dynamic shared memory of one block of a bulk-copy kernel, bytes: the weight tile
+/// (`rows_per_group x BLOCK_THREADS / lanes` rows of `chunks` 16-byte chunks), its f32 scales
+/// (`groups_per_row` per row, padded to 16 bytes), and the quantized activations of `chunks x 32`
+/// columns (`2 k + k / 8` bytes, as the other dot kernels).
+pub fn bulk_shared_bytes(
+    lanes: u32,
+    rows_per_group: usize,
+    chunks: usize,
+    groups_per_row: usize,
+) -> usize {
+    let rows = rows_per_block(lanes, rows_per_group);
+    let k = chunks * 32;
+    rows * chunks * 16 + (rows * groups_per_row).div_ceil(4) * 16 + 2 * k + k / 8
+}
+
+/// Lanes per row of a bulk-copy kernel: `lanes` (the grid rule's choice), doubled while
+/// `min_blocks` blocks of [`bulk_shared_bytes`] plus `per_block_overhead` bytes each would not
+/// fit in `shared_per_multiprocessor` bytes, never past the largest power of two not above
+/// `chunks` (then the kernel runs with fewer resident blocks).
+pub fn bulk_lanes(
+    lanes: u32,
+    rows_per_group: usize,
+    chunks: usize,
+    groups_per_row: usize,
+    min_blocks: u32,
+    shared_per_multiprocessor: usize,
+    per_block_overhead: usize,
+) -> u32 {
+    let cap = pow2_at_most(chunks, BLOCK_THREADS);
+    let fits = |p: u32| {
+        (bulk_shared_bytes(p, rows_per_group, chunks, groups_per_row) + per_block_overhead)
+            * min_blocks as usize
+            <= shared_per_multiprocessor
+    };
+    let mut p = lanes;
+    while p < cap && !fits(p) {
+        p *= 2;
+    }
+    p
+}
 
 /// A shared-memory staged kernel (fifth pass) with the [`DotGrid::Adaptive`] grid: `name`,
 /// rows per row group, chunks per stage, stages, resident blocks per multiprocessor.

@@ -179,15 +179,20 @@ fn dot_kernel_table_matches_the_cuda_entries() {
     use kernels::gpu::DOT_SOURCE;
     use kernels::launch::DOT_KERNELS;
     for d in DOT_KERNELS {
-        let want = format!(
-            "{}({}, {}, {}, {}, {})",
-            d.staging.entry_macro(),
-            d.name,
-            d.rows,
-            d.batch_chunks,
-            d.ring,
-            d.min_blocks
-        );
+        let want = if d.staging == kernels::launch::DotStaging::Bulk {
+            assert_eq!((d.batch_chunks, d.ring), (1, 1), "{}", d.name);
+            format!("BULK_ENTRY({}, {}, {})", d.name, d.rows, d.min_blocks)
+        } else {
+            format!(
+                "{}({}, {}, {}, {}, {})",
+                d.staging.entry_macro(),
+                d.name,
+                d.rows,
+                d.batch_chunks,
+                d.ring,
+                d.min_blocks
+            )
+        };
         assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
     }
 }
@@ -246,4 +251,30 @@ fn staged_rings_fit_their_resident_blocks() {
     {
         assert_eq!(d.ring_bytes(), 0, "{}", d.name);
     }
+}
+
+/// Bulk-copy tiles, by hand, for the 60-slot geometry on the H200 (233472 B of shared memory per
+/// multiprocessor, 2 KiB kept per block): gate+up rows of 80 chunks (k = 2560, 20 scales per
+/// row), down rows of 20 chunks (k = 640, 5 scales per row).
+#[test]
+fn bulk_tiles_match_hand_computation() {
+    use kernels::launch::{bulk_lanes, bulk_shared_bytes};
+    // P = 8, R = 2: 64 rows x 1280 B = 81920, scales 64 x 20 x 4 = 5120, activations
+    // 2 x 2560 + 320 = 5440.
+    assert_eq!(bulk_shared_bytes(8, 2, 80, 20), 81920 + 5120 + 5440);
+    // Down, P = 4, R = 2: 128 rows x 320 B = 40960, scales 128 x 5 = 640 floats = 2560 B,
+    // activations 2 x 640 + 80 = 1360.
+    assert_eq!(bulk_shared_bytes(4, 2, 20, 5), 40960 + 2560 + 1360);
+    // Odd scale count: 1 row (P = 256, R = 1) of 5 scales = 20 B, padded to 32.
+    assert_eq!(bulk_shared_bytes(256, 1, 20, 5), 320 + 32 + 1360);
+    let sm = 233472;
+    // 2 blocks of 92480 + 2048 fit: P stays 8.
+    assert_eq!(bulk_lanes(8, 2, 80, 20, 2, sm, 2048), 8);
+    // 4 blocks do not (4 x 94528 > sm); P = 16 halves the tile: 40960 + 2560 + 5440 = 48960,
+    // 4 x 51008 = 204032 fits.
+    assert_eq!(bulk_lanes(8, 2, 80, 20, 4, sm, 2048), 16);
+    // Down at P = 4: 4 x (44880 + 2048) = 187712 fits.
+    assert_eq!(bulk_lanes(4, 2, 20, 5, 4, sm, 2048), 4);
+    // Never past the chunk count's power of two (16 for 20 chunks), even if it does not fit.
+    assert_eq!(bulk_lanes(4, 2, 20, 5, 4, 1000, 2048), 16);
 }

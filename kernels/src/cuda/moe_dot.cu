@@ -520,6 +520,173 @@ __device__ __forceinline__ void moe_dot_fused(
                                down_scale_offset, lanes0, lanes1, tiles0, tiles1);                \
     }
 
+// ---- Bulk-copy kernels (fifth pass) ----
+// A block's weights are one contiguous byte range (its rows of one expert matrix), so thread 0
+// requests the whole tile with one bulk copy (cp.async.bulk, the TMA engine, sm_90+) that
+// completes on a shared-memory barrier, while the block quantizes its activations and copies
+// the tile's scales: the tile is in flight during the whole start-up, with no registers and no
+// per-load instructions; the dot loop then reads weights from shared memory. Before sm_90 the
+// threads copy the tile themselves (same result, no overlap).
+// Dynamic shared memory: the tile (rows_per_block x k / 2 bytes), its scales (rows_per_block x
+// k / group floats, padded to 16 bytes), then the quantized activations as in moe_dot.
+
+__device__ __forceinline__ void bulk_barrier_init(unsigned long long* bar, unsigned int bytes) {
+#if __CUDA_ARCH__ >= 900
+    const unsigned int b = shared_address(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> shared; on sm_90+
+// completes on `bar` (thread 0 only), else every thread of the block takes part.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned int bytes,
+                                          unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+        const unsigned int piece = 1u << 15;  // 32 KiB per request
+        for (unsigned int o = 0; o < bytes; o += piece) {
+            const unsigned int n = bytes - o < piece ? bytes - o : piece;
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+                "[%3];" ::"r"(shared_address((char*)dst + o)),
+                "l"((const char*)src + o), "r"(n), "r"(shared_address(bar))
+                : "memory");
+        }
+    }
+#else
+    for (unsigned int i = threadIdx.x; i < bytes / 16; i += BLOCK)
+        ((uint4*)dst)[i] = load_weights((const uint4*)src + i);
+#endif
+}
+
+// Waits for phase 0 of `bar` (the bulk copy landed).
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+    const unsigned int b = shared_address(bar);
+    unsigned int done = 0;
+    while (!done) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, "
+            "p; }"
+            : "=r"(done)
+            : "r"(b)
+            : "memory");
+    }
+#endif
+}
+
+template <int R>
+__device__ __forceinline__ void moe_dot_bulk(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
+    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P) {
+    extern __shared__ uint4 dyn[];
+    __shared__ unsigned long long bar;
+    __shared__ float red[(BLOCK / 32) * R];
+    const unsigned int* item = work + 4 * blockIdx.y;
+    const unsigned long long base =
+        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
+    const unsigned int t = threadIdx.x;
+    const unsigned int C = k / 32;  // 16-byte chunks per row
+    const unsigned int rows_per_block = R * (BLOCK / P);
+    const unsigned int r0 = blockIdx.x * rows_per_block;
+    const unsigned int nrows = rows - r0 < rows_per_block ? rows - r0 : rows_per_block;
+    const unsigned int groups_per_row = k / group;
+    uint4* tile = dyn;
+    float* tile_scale = (float*)(dyn + rows_per_block * C);
+    uint4* qs = (uint4*)(tile_scale + ((rows_per_block * groups_per_row + 3) & ~3u));
+    float* step = (float*)(qs + 4 * C);
+
+    const unsigned int tile_bytes = nrows * C * 16;
+    if (t == 0) bulk_barrier_init(&bar, tile_bytes);
+    bulk_copy(tile, (const unsigned char*)(base + weight_offset) + (size_t)r0 * (k / 2), tile_bytes,
+              &bar);
+    const float* sbase = (const float*)(base + scale_offset) + (size_t)r0 * groups_per_row;
+    for (unsigned int i = t; i < nrows * groups_per_row; i += BLOCK) tile_scale[i] = __ldg(sbase + i);
+    const unsigned int s = slot_list[item[2]];
+    quantize_slot<false>(input, slot_input, s, k, mode, qs, step);
+    __syncthreads();
+    bulk_wait(&bar);
+
+    const unsigned int kl = t % P;
+    const unsigned int lrow0 = (t / P) * R;  // first row of this row group in the tile
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll 2
+    for (unsigned int c = kl; c < C; c += P) {
+        const float stp = step[c];
+        const unsigned int g = (c * 32) / group;
+        uint4 w[R];
+        float sc[R];
+        int ah[R], al[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            // Rows past the tile read whatever is there: their sums are discarded.
+            const unsigned int lr = lrow0 + r < rows_per_block ? lrow0 + r : 0;
+            w[r] = tile[lr * C + c];
+            sc[r] = tile_scale[lr * groups_per_row + g];
+            ah[r] = 0;
+            al[r] = 0;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint4 a = qs[i * C + c];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int wv = word_of(w[r], i);
+                const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
+                const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                ah[r] = dp4a(lo, (int)a.x, ah[r]);
+                ah[r] = dp4a(hi, (int)a.z, ah[r]);
+                al[r] = dp4a(lo, (int)a.y, al[r]);
+                al[r] = dp4a(hi, (int)a.w, al[r]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(sc[r] * stp, (float)(ah[r] * 256 + al[r]), acc[r]);
+    }
+
+    const unsigned int span = P < 32 ? P : 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        for (unsigned int off = span / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (P > 32) {
+        const unsigned int warp = t / 32, lane = t % 32;
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
+        }
+        __syncthreads();
+        if (kl == 0) {
+            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
+            }
+        }
+    }
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (lrow0 + r < nrows) output[(size_t)s * rows + r0 + lrow0 + r] = acc[r];
+    }
+}
+
+#define BULK_ENTRY(NAME, R, MIN_BLOCKS)                                                           \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int lanes_per_row) {                                                   \
+        moe_dot_bulk<R>(work, slot_list, slot_input, input, output, rows, k, group,              \
+                        weight_offset, scale_offset, mode, lanes_per_row);                        \
+    }
+
 #define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
@@ -553,3 +720,9 @@ FUSED_ENTRY(moe_dot_f_r2j2s3b3, 2, 2, 3, 3)
 FUSED_ENTRY(moe_dot_f_r2j1s6b3, 2, 1, 6, 3)
 FUSED_ENTRY(moe_dot_f_r2j2s4b2, 2, 2, 4, 2)
 FUSED_ENTRY(moe_dot_f_r2j1s4b4, 2, 1, 4, 4)
+// Bulk copy (fifth pass): rows per row group, resident blocks; the grid (launch.rs) keeps the
+// tile within the shared memory of that many blocks.
+BULK_ENTRY(moe_dot_t_r2b2, 2, 2)
+BULK_ENTRY(moe_dot_t_r2b4, 2, 4)
+BULK_ENTRY(moe_dot_t_r1b4, 1, 4)
+BULK_ENTRY(moe_dot_t_r4b4, 4, 4)
