@@ -114,9 +114,12 @@ constant_names! {
     /// cuMemRelease, per granule.
     CuMemRelease = "cu_mem_release": Time,
     /// Commit (create + map + set access) per granule, for profiles where only the sum was
-    /// measured; used instead of the three calls when present.
+    /// measured, or measured as a page-in does it (`sim calibrate`: per unit, one granule at a
+    /// time, then the H2D enqueue, slope of the fit over unit sizes); used instead of the three
+    /// calls when present.
     VmmCommit = "vmm_commit": Time,
-    /// Decommit (unmap + release) per granule, where only the sum was measured.
+    /// Decommit (unmap + release) per granule, where only the sum was measured or measured per
+    /// unit as an eviction does it (slope of the fit over unit sizes).
     VmmDecommit = "vmm_decommit": Time,
     /// Fixed driver cost per committed unit (per page-in call sequence), on top of the
     /// per-granule cost; optional term.
@@ -176,6 +179,17 @@ constant_names! {
     /// with [`ConstantName::ExpertKernelFixed`] it prices expert compute instead of
     /// `device_read_bandwidth`.
     ExpertKernelBandwidth = "expert_kernel_bandwidth": Bandwidth,
+    /// Extra commit time per granule for a "fresh" granule: one committed while no granule
+    /// released earlier is left to reuse (the footprint grows, as in a cache warming up).
+    /// Measured as the commit time while a live set grows minus the commit time of granules
+    /// committed right after others were released, at the same live count.
+    VmmCommitFresh = "vmm_commit_fresh": Time,
+    /// Fixed time of migrating one contiguous run of device-resident managed memory back to
+    /// host memory (cuMemPrefetchAsync to the host: an `os*` eviction), per run.
+    OsEvictRunLatency = "os_evict_run_latency": Time,
+    /// Throughput of those migrations (slope of the same fit); with
+    /// [`ConstantName::OsEvictRunLatency`] it prices `os*` evictions on the fault handler.
+    OsEvictBandwidth = "os_evict_bandwidth": Bandwidth,
 }
 
 impl std::fmt::Display for ConstantName {

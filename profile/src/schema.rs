@@ -159,6 +159,7 @@ impl Profile {
                     | ConstantName::FirstTouchBelow90
                     | ConstantName::FaultDenseBandwidth
                     | ConstantName::ExpertKernelBandwidth
+                    | ConstantName::OsEvictBandwidth
             ) && c.value == 0.0
             {
                 return Err(bad(

@@ -11,6 +11,10 @@
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
 //!
+//! A commit granule that cannot reuse a granule released earlier in the run (the footprint
+//! grows: a cache warming up) costs `vmm_commit_fresh` more, when measured (the engine keeps
+//! the count of released granules not yet reused).
+//!
 //! When the profile holds the live-mapping slopes (`vmm_commit_live_slope`,
 //! `vmm_decommit_live_slope`; measured by `sim calibrate`), `slope x live / 1024` is added per
 //! granule, `live` being the granules mapped at that moment. On the H200 the slopes are under
@@ -19,7 +23,9 @@
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
 //! kernel reads of whole experts), else c / `fault_bandwidth`; or c / `prefetch_bandwidth`
-//! when prefetched (only where the profile has prefetch hints).
+//! when prefetched (only where the profile has prefetch hints). Evicting OS pages migrates the
+//! touched pages back to host memory on the same fault handler: r x `os_evict_run_latency` +
+//! c / `os_evict_bandwidth` when the profile has that fit (else evictions are free).
 //!
 //! Per group, the host waits for the router's result before it can issue page-ins or launch
 //! the experts: `router_sync` (when measured) delays everything the host does after the router.
@@ -98,6 +104,15 @@ pub struct CostModel {
     pub decommit_live_slope_us: f64,
     /// Fixed fault time per contiguous run of OS pages (0 without the dense-fault fit).
     pub fault_run_latency_us: f64,
+    /// Extra commit time per fresh granule (one that reuses no released granule), µs
+    /// (`vmm_commit_fresh`; 0 when not measured).
+    pub commit_fresh_us: f64,
+    /// Fixed time per contiguous run of OS pages migrated back to host memory on eviction
+    /// (`os_evict_run_latency`; 0 when not measured).
+    pub os_evict_run_latency_us: f64,
+    /// Rate of those migrations, bytes per µs (`os_evict_bandwidth`); `None` when not
+    /// measured: OS evictions are then free (the pages are dropped in the fault path).
+    pub os_evict_bytes_per_us: Option<f64>,
     /// Host round trip from the router's kernel to the host's next action, µs per group
     /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
     pub host_sync_us: f64,
@@ -145,6 +160,9 @@ impl CostModel {
             decommit_live_slope_us: 0.0,
             fault_run_latency_us: 0.0,
             host_sync_us: opt_or_zero(C::RouterSync),
+            commit_fresh_us: 0.0,
+            os_evict_run_latency_us: 0.0,
+            os_evict_bytes_per_us: None,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))
@@ -183,6 +201,7 @@ impl CostModel {
                     // used: replays on a busy GPU run at or above the per-call sums
                     m.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
                     m.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
+                    m.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
                 }
             }
             Paging::Os => {
@@ -194,6 +213,10 @@ impl CostModel {
                     _ => {
                         m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?
                     }
+                }
+                if let Some(bw) = p.get(C::OsEvictBandwidth) {
+                    m.os_evict_bytes_per_us = Some(bw);
+                    m.os_evict_run_latency_us = opt_or_zero(C::OsEvictRunLatency);
                 }
                 if opt.prefetch {
                     let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
@@ -257,6 +280,16 @@ impl CostModel {
     #[inline]
     pub fn fault_runs_us(&self, bytes: u64, runs: u64) -> f64 {
         runs as f64 * self.fault_run_latency_us + bytes as f64 / self.fault_bytes_per_us
+    }
+
+    /// Fault handler time (µs) to migrate evicted OS pages of `bytes` in `runs` contiguous
+    /// runs back to host memory; 0 when the profile has no `os_evict_bandwidth`.
+    #[inline]
+    pub fn os_evict_us(&self, bytes: u64, runs: u64) -> f64 {
+        match self.os_evict_bytes_per_us {
+            Some(bw) => runs as f64 * self.os_evict_run_latency_us + bytes as f64 / bw,
+            None => 0.0,
+        }
     }
 
     /// Cost factor of touching resident memory (compute reads) with `mapped_bytes` mapped:

@@ -113,3 +113,82 @@ impl Line {
         })
     }
 }
+
+/// Least-squares fit through the origin of `y = a x1 + b x2`: two per-item costs of one
+/// measurement, e.g. `time = runs x latency + bytes / bandwidth` with no per-launch term.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TwoTerms {
+    /// Coefficient of `x1`, in the unit of `y` per unit of `x1`.
+    pub a: f64,
+    /// Coefficient of `x2`, in the unit of `y` per unit of `x2`.
+    pub b: f64,
+    /// Coefficient of determination against the mean of `y`.
+    pub r2: f64,
+}
+
+impl TwoTerms {
+    /// Fit over `(x1, x2, y)` points; `None` when the normal equations are singular (fewer
+    /// than two points, or `x1` and `x2` proportional).
+    pub fn fit(points: &[(f64, f64, f64)]) -> Option<TwoTerms> {
+        let s = |f: &dyn Fn(&(f64, f64, f64)) -> f64| points.iter().map(f).sum::<f64>();
+        let (s11, s12, s22) = (s(&|p| p.0 * p.0), s(&|p| p.0 * p.1), s(&|p| p.1 * p.1));
+        let (s1y, s2y) = (s(&|p| p.0 * p.2), s(&|p| p.1 * p.2));
+        let det = s11 * s22 - s12 * s12;
+        if points.len() < 2 || det.abs() <= 1e-12 * (s11 * s22).abs() {
+            return None;
+        }
+        let a = (s1y * s22 - s2y * s12) / det;
+        let b = (s11 * s2y - s12 * s1y) / det;
+        let my = s(&|p| p.2) / points.len() as f64;
+        let ss_tot = s(&|p| (p.2 - my).powi(2));
+        let ss_res = s(&|p| (p.2 - a * p.0 - b * p.1).powi(2));
+        let r2 = if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            1.0
+        };
+        Some(TwoTerms { a, b, r2 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_terms_recover_exact_coefficients() {
+        // y = 50 x1 + 0.125 x2 on points not on one line through the origin
+        let pts: Vec<(f64, f64, f64)> = [(1.0, 2000.0), (2.0, 1000.0), (8.0, 64000.0), (4.0, 0.0)]
+            .iter()
+            .map(|&(x1, x2)| (x1, x2, 50.0 * x1 + 0.125 * x2))
+            .collect();
+        let f = TwoTerms::fit(&pts).unwrap();
+        assert!(
+            (f.a - 50.0).abs() < 1e-9 && (f.b - 0.125).abs() < 1e-12,
+            "{f:?}"
+        );
+        assert!((f.r2 - 1.0).abs() < 1e-12);
+        // proportional columns cannot be told apart
+        assert!(TwoTerms::fit(&[(1.0, 2.0, 3.0), (2.0, 4.0, 6.0)]).is_none());
+        assert!(TwoTerms::fit(&[(1.0, 2.0, 3.0)]).is_none());
+    }
+
+    #[test]
+    fn two_terms_by_hand_with_noise() {
+        // points (1,0,3), (0,1,5), (1,1,7): normal equations [2 1; 1 2][a b] = [10 12]
+        // -> a = 8/3, b = 14/3
+        let f = TwoTerms::fit(&[(1.0, 0.0, 3.0), (0.0, 1.0, 5.0), (1.0, 1.0, 7.0)]).unwrap();
+        assert!((f.a - 8.0 / 3.0).abs() < 1e-12 && (f.b - 14.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn line_and_summary_by_hand() {
+        let l = Line::fit(&[(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]).unwrap();
+        assert_eq!((l.intercept, l.slope, l.r2), (1.0, 2.0, 1.0));
+        let s = Summary::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!(
+            (s.median, s.min, s.max, s.spread, s.n),
+            (2.5, 1.0, 4.0, 1.2, 4)
+        );
+    }
+}

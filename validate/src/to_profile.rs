@@ -2,8 +2,8 @@
 //! Constants that were not measured (or were unsupported) are left out, never zero.
 
 use crate::calibrate::{Calibration, Line, LAUNCHES_PER_REP, ROUTER_SYNCS_PER_REP};
-use crate::stats::LinearFit;
-use crate::stats::Summary;
+use crate::calibrate::{FAULT_GEOMETRIES, PAGE_IN_UNITS};
+use crate::stats::{LinearFit, Summary, TwoTerms};
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
 /// Builds the profile `name` from `c`. Every constant carries GPU, driver, CUDA version, date,
@@ -179,6 +179,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))));
     }
     add_model_fits(c, &mut p, &m);
+    add_replay_granularity_fits(c, &mut p, &m);
     let s = &c.launch_us;
     p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
     p.os_paging = Some(OsPaging {
@@ -350,5 +351,167 @@ fn add_model_fits(
                 );
             }
         }
+    }
+}
+
+/// The constants measured at the replay's granularity (`calibrate::paging_arms` and the grow
+/// phase of the live-mapping arm): per-unit commit and decommit, the fresh-granule premium,
+/// demand faults of k experts in one launch and their migration back to the host. Each is
+/// left out when its arm did not run or its fit is not physical; the fault fit replaces the
+/// one-run-per-launch fit of [`add_model_fits`] when present.
+fn add_replay_granularity_fits(
+    c: &Calibration,
+    p: &mut Profile,
+    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
+) {
+    let fit_stat = |meas: Measurement| Measurement {
+        statistic: Some("least-squares fit over per-point medians".into()),
+        ..meas
+    };
+    if c.page_in.len() >= 2 {
+        let sizes: Vec<u64> = c.page_in.iter().map(|q| q.granules).collect();
+        let first = c.page_in.first().map(|q| q.commit_us.clone());
+        for (fixed, per, what, commit) in [
+            (
+                N::VmmCommitFixed,
+                N::VmmCommit,
+                "cuMemCreate + cuMemMap + cuMemSetAccess per granule, one granule at a time, then cuMemcpyHtoDAsync of the unit's bytes from pinned memory (the previous unit's copy in flight), host clock",
+                true,
+            ),
+            (
+                N::VmmDecommitFixed,
+                N::VmmDecommit,
+                "cuMemUnmap + cuMemRelease per granule, one granule at a time, host clock",
+                false,
+            ),
+        ] {
+            let pts: Vec<(f64, f64)> = c
+                .page_in
+                .iter()
+                .map(|q| {
+                    let t = if commit {
+                        q.commit_us.median + q.h2d_enqueue_us.median
+                    } else {
+                        q.decommit_us.median
+                    };
+                    (q.granules as f64, t)
+                })
+                .collect();
+            let Some(l) = Line::fit(&pts) else { continue };
+            if l.slope <= 0.0 {
+                continue;
+            }
+            let method = |term: &str| {
+                format!("{what}, per unit of g granules ({PAGE_IN_UNITS} units per size and repetition, g in {sizes:?}, sizes in rotating order, GPU idle); {term} of the fit of unit time against g (r2 {:.5})", l.r2)
+            };
+            // a negative intercept is noise around no fixed cost: leave the fixed term out
+            if l.intercept >= 0.0 {
+                p.set(
+                    fixed,
+                    Constant::measured(
+                        l.intercept,
+                        "us",
+                        fit_stat(m(method("intercept (per unit)"), first.as_ref())),
+                    ),
+                );
+            }
+            p.set(
+                per,
+                Constant::measured(
+                    l.slope,
+                    "us",
+                    fit_stat(m(method("slope (per granule)"), first.as_ref())),
+                ),
+            );
+        }
+    }
+    // fresh granules: growing the live set vs cycling granules at the levels around it
+    let mut grown = 0u64;
+    let mut extra = 0.0;
+    for w in c.vmm_live.windows(2) {
+        if let Some(g) = w[1].grow_commit_us {
+            let cycled = (w[0].commit_us.median + w[1].commit_us.median) / 2.0;
+            extra += (g - cycled) * w[1].grown as f64;
+            grown += w[1].grown;
+        }
+    }
+    if grown > 0 {
+        let levels: Vec<u64> = c.vmm_live.iter().map(|v| v.live_granules).collect();
+        p.set(
+            N::VmmCommitFresh,
+            Constant::measured(
+                (extra / grown as f64).max(0.0),
+                "us",
+                Measurement {
+                    statistic: Some("granule-weighted mean over the growth steps, clamped at 0".into()),
+                    ..m(format!("commit (cuMemCreate + cuMemMap + cuMemSetAccess, one granule at a time) per granule while a live set of single-granule mappings grows from level to level {levels:?} with nothing released (one reading per step, {grown} granules in all), minus the mean of the commit times of granules committed right after others were released at the two levels around it"), None)
+                },
+            ),
+        );
+    }
+    // demand faults of k experts in one launch: k x run latency + bytes / bandwidth
+    let pts: Vec<(f64, f64, f64)> = c
+        .fault_launches
+        .iter()
+        .map(|f| {
+            let k = f.experts as f64;
+            (k, k * f.expert_bytes as f64, f.fault_us.median)
+        })
+        .collect();
+    let geoms = format!("{FAULT_GEOMETRIES:?}");
+    if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
+        let first = c.fault_launches.first().map(|f| f.fault_us.clone());
+        let method = |term: &str| {
+            format!("k host-resident experts (managed memory written by the host, (hidden, bytes) in {geoms}) read by one launch of the int4 expert kernels (gate+up, down), minus the same launch on resident pages, CUDA events, k in {:?}; {term} of the fit time = k x latency + k x bytes / bandwidth (no per-launch term; r2 {:.5})", { let mut ks: Vec<u32> = c.fault_launches.iter().map(|f| f.experts).collect(); ks.sort_unstable(); ks.dedup(); ks }, f.r2)
+        };
+        p.set(
+            N::FaultRunLatency,
+            Constant::measured(
+                f.a,
+                "us",
+                fit_stat(m(method("latency (per expert run)"), first.as_ref())),
+            ),
+        );
+        p.set(
+            N::FaultDenseBandwidth,
+            Constant::measured(
+                1.0 / f.b,
+                "MB/s",
+                fit_stat(m(method("1 / bytes coefficient"), first.as_ref())),
+            ),
+        );
+    }
+    // the same experts migrated back to the host: one cuMemPrefetchAsync per expert
+    let pts: Vec<(f64, f64, f64)> = c
+        .fault_launches
+        .iter()
+        .filter_map(|f| {
+            let k = f.experts as f64;
+            f.evict_us
+                .as_ref()
+                .map(|e| (k, k * f.expert_bytes as f64, e.median))
+        })
+        .collect();
+    if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
+        let first = c.fault_launches.iter().find_map(|f| f.evict_us.clone());
+        let method = |term: &str| {
+            format!("after the fault arm's launches, cuMemPrefetchAsync to the host of each of the k experts' ranges (one call per expert; the pages the kernels touched are device-resident), CUDA events, (hidden, bytes) in {geoms}; {term} of the fit time = k x latency + k x bytes / bandwidth (r2 {:.5})", f.r2)
+        };
+        p.set(
+            N::OsEvictRunLatency,
+            Constant::measured(
+                f.a,
+                "us",
+                fit_stat(m(method("latency (per expert run)"), first.as_ref())),
+            ),
+        );
+        p.set(
+            N::OsEvictBandwidth,
+            Constant::measured(
+                1.0 / f.b,
+                "MB/s",
+                fit_stat(m(method("1 / bytes coefficient"), first.as_ref())),
+            ),
+        );
     }
 }

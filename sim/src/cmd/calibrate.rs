@@ -32,6 +32,11 @@ pub struct CalibrateArgs {
     /// not a hardware profile) to --out.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
+    /// Measure nothing: rebuild the profile from a stored measurement set (the
+    /// `<stem>.measurements.json` an earlier calibration wrote), e.g. after the fits changed.
+    /// Needs no GPU; writes only --out.
+    #[arg(long, value_name = "FILE.json", conflicts_with_all = ["quick", "only"])]
+    pub from_measurements: Option<PathBuf>,
 }
 
 /// A part of the calibration that `--only` runs alone.
@@ -63,6 +68,25 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         args.out.display(),
         dir.display()
     );
+    if let Some(from) = &args.from_measurements {
+        let text = std::fs::read_to_string(from)
+            .with_context(|| format!("reading --from-measurements {}", from.display()))?;
+        let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--from-measurements {} is not a measurement set `sim calibrate` wrote",
+                from.display()
+            )
+        })?;
+        validate::to_profile::to_profile(&cal, &args.name)
+            .save(&args.out)
+            .with_context(|| format!("writing profile {}", args.out.display()))?;
+        eprintln!(
+            "calibrate: wrote {} from {}",
+            args.out.display(),
+            from.display()
+        );
+        return Ok(());
+    }
     kernels::check_cuda_libraries().context("`sim calibrate` measures the local GPU")?;
     let opts = validate::CalibrateOptions {
         quick: args.quick,
@@ -118,6 +142,53 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_measurement_set_rebuilds_the_shipped_constants() {
+        // the raw data of the shipped profile's calibration, rebuilt without a GPU
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("p.json");
+        let from = PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../validate/data/h200-linux-final.measurements.json"
+        ));
+        let args = CalibrateArgs {
+            out: out.clone(),
+            quick: false,
+            name: "rebuilt".into(),
+            device: 0,
+            seed: 1,
+            json: false,
+            only: None,
+            from_measurements: Some(from),
+        };
+        run(args).unwrap();
+        let p = profile::load(out.to_str().unwrap()).unwrap();
+        // vmm[fill 0.4%].set_access_us median of that file
+        assert_eq!(
+            p.get(profile::ConstantName::CuMemSetAccess),
+            Some(30.77244140625)
+        );
+        assert_eq!(p.name, "rebuilt");
+        // a file that is not a measurement set is refused with its name
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{}").unwrap();
+        let args = CalibrateArgs {
+            out: dir.path().join("q.json"),
+            quick: false,
+            name: "x".into(),
+            device: 0,
+            seed: 1,
+            json: false,
+            only: None,
+            from_measurements: Some(bad),
+        };
+        let e = format!("{:#}", run(args).unwrap_err());
+        assert!(
+            e.contains("bad.json") && e.contains("measurement set"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn without_a_gpu_calibrate_fails_at_once_and_writes_nothing() {
         if kernels::check_cuda_libraries().is_ok() {
             return; // a GPU machine: the ignored GPU tests cover it
@@ -132,6 +203,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
+            from_measurements: None,
         };
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(

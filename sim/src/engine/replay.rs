@@ -13,7 +13,10 @@
 //! decommit finishes); then each demand page-in commits on the driver and copies on the copy
 //! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
-//! the same way. Deferred work lives in an [`EventQueue`] keyed by (time, push order).
+//! the same way. Units paged in and evicted by the same group are decommitted once its expert
+//! compute ends (the kernels read them until then). OS-paged evictions migrate the pages
+//! back to host memory on the fault handler, when the profile prices that. Deferred work
+//! lives in an [`EventQueue`] keyed by (time, push order).
 
 use super::plan::Plans;
 use super::predict::{Predictor, PredictorKind};
@@ -92,6 +95,8 @@ struct State<'a> {
     ready_at: Vec<f64>,
     /// Committed bytes of units mapped now (resident, in flight, awaiting deferred decommit).
     mapped_units: f64,
+    /// VMM granules released and not yet reused by a commit (a commit beyond them is fresh).
+    released_granules: u64,
     /// Non-expert weights + the current step's KV cache, bytes.
     mapped_base: f64,
     peak_mapped: f64,
@@ -249,6 +254,7 @@ impl State<'_> {
         let g = self.granules(u);
         let d = self.cost.decommit_us_at(g, live);
         self.unmap_calls += g;
+        self.released_granules += g;
         self.driver_free = start + d;
         self.busy_driver += d;
         self.busy_decommit += d;
@@ -278,7 +284,10 @@ impl State<'_> {
         self.note_mapped();
         let f = self.oversub_factor()?;
         let g = self.granules(u);
-        let c = self.cost.commit_us_at(g, live) * f;
+        let reused = g.min(self.released_granules);
+        self.released_granules -= reused;
+        let fresh = (g - reused) as f64 * self.cost.commit_fresh_us;
+        let c = (self.cost.commit_us_at(g, live) + fresh) * f;
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
@@ -295,6 +304,32 @@ impl State<'_> {
             self.driver_free = self.copy_free;
         }
         Ok(self.copy_free)
+    }
+
+    /// Evict OS-paged `units` no earlier than `t`: their memory leaves the mapped count and
+    /// their touched pages migrate back to host memory on the fault handler (free when the
+    /// profile has no eviction rate). Pages of one expert are consecutive units: a new run
+    /// starts at a gap.
+    fn os_evict_batch(&mut self, units: &[u32], t: f64) {
+        if units.is_empty() {
+            return;
+        }
+        let (mut bytes, mut runs, mut prev) = (0u64, 0u64, None::<u32>);
+        for &u in units {
+            bytes += self.units.units[u as usize].committed_bytes;
+            if prev.map(|v| v + 1) != Some(u) {
+                runs += 1;
+            }
+            prev = Some(u);
+        }
+        self.mapped_units -= bytes as f64;
+        let d = self.cost.os_evict_us(bytes, runs);
+        if d > 0.0 {
+            let s = self.fault_free.max(t);
+            self.fault_free = s + d;
+            self.busy_fault += d;
+            self.span(Resource::Faults, "evict to host", s, d);
+        }
     }
 
     /// Fault in (or prefetch) a batch of OS pages of `bytes` committed bytes in `runs`
@@ -386,6 +421,7 @@ pub fn replay(
         inflight: vec![false; n],
         ready_at: vec![0.0; n],
         mapped_units: 0.0,
+        released_granules: 0,
         mapped_base: compute.nonexpert_bytes,
         peak_mapped: 0.0,
         deferred: EventQueue::default(),
@@ -411,6 +447,7 @@ pub fn replay(
     let mut targets: Vec<Vec<u32>> = vec![Vec::new(); if predicting { slots } else { 0 }];
     let mut scratch: Vec<u32> = Vec::new();
     let mut late_evictions: Vec<u32> = Vec::new();
+    let mut os_evicted: Vec<u32> = Vec::new();
     let mut issued = 0u64;
     let mut used = 0u64;
     let mut wasted = 0u64;
@@ -476,14 +513,19 @@ pub fn replay(
 
         // evictions of units resident before this group: first, freeing memory
         late_evictions.clear();
+        os_evicted.clear();
         for &u in plans.evicted(&g) {
             if st.resident[u as usize] {
                 st.resident[u as usize] = false;
-                st.evict(u, router);
+                match cost.paging {
+                    Paging::Vmm => st.evict(u, router),
+                    Paging::Os => os_evicted.push(u),
+                }
             } else {
                 late_evictions.push(u);
             }
         }
+        st.os_evict_batch(&os_evicted, router);
 
         // demand page-ins (or consume a prefetch)
         let mut ready = router;
@@ -577,13 +619,20 @@ pub fn replay(
         st.busy_expert += ex;
         st.span(Resource::Compute, "experts", start, ex);
 
-        // units paged in and evicted within this group (streamed, or a budget below one group)
+        // units paged in and evicted within this group (streamed, or a budget below one
+        // group): once its expert kernels are done (they read them until then)
+        let done = start + ex;
+        os_evicted.clear();
         for &u in &late_evictions {
             if st.resident[u as usize] {
                 st.resident[u as usize] = false;
-                st.evict(u, start);
+                match cost.paging {
+                    Paging::Vmm => st.evict(u, done),
+                    Paging::Os => os_evicted.push(u),
+                }
             }
         }
+        st.os_evict_batch(&os_evicted, done);
         // prefetches aimed at this group that no group used: unmap them again
         if predicting {
             let slot = std::mem::take(&mut targets[gi % slots]);

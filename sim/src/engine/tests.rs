@@ -742,3 +742,85 @@ fn step_parts_split_each_step_by_hand() {
         r.timing.vmm_ms_per_step * 2e3
     ));
 }
+
+#[test]
+fn fresh_granules_pay_the_premium_released_ones_do_not() {
+    // 1-granule units; commit 10 µs + 3 µs per fresh granule, decommit 5 µs
+    let mut p = test_profile(None);
+    p.set(
+        C::VmmCommitFresh,
+        Constant::assumed(3.0, "us", "test value"),
+    );
+    let map = unit_map(1, 4, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0, 1], &[0, 1], &[0, 1], &[]);
+    plans.begin_step(1, 2);
+    plans.push_group(0, &[1, 2], &[1, 2], &[2], &[0]); // reuses unit 0's granule
+    plans.begin_step(1, 3);
+    plans.push_group(0, &[1, 2, 3], &[1, 2, 3], &[3], &[]); // grows again
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let commits: Vec<f64> = r.step_parts.iter().map(|s| s.commit_us).collect();
+    assert!(close(commits[0], 2.0 * 13.0), "{commits:?}");
+    assert!(close(commits[1], 10.0), "{commits:?}");
+    assert!(close(commits[2], 13.0), "{commits:?}");
+}
+
+#[test]
+fn os_evictions_migrate_on_the_fault_handler_after_the_experts() {
+    // os pages of 1 MiB, 2 keys of 4 pages apart (2 runs), streamed: faulted in and evicted
+    // by the same group, two steps
+    let mut p = test_profile(None);
+    let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
+    p.set(C::FaultRunLatency, a(40.0, "us"))
+        .set(C::FaultDenseBandwidth, a(2.0, "GB/s"))
+        .set(C::RouterSync, a(7.0, "us"))
+        .set(C::OsEvictRunLatency, a(30.0, "us"))
+        .set(C::OsEvictBandwidth, a(4.0, "GB/s"));
+    let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
+    let mut map = unit_map(1, 16, MIB, MIB);
+    map.spec = "os1m".into();
+    map.key_first = vec![0, 4, 8, 12];
+    map.key_count = vec![4; 4];
+    let units: Vec<u32> = (0..4).chain(8..12).collect();
+    let mut plans = Plans::new(1);
+    for step in 1..=2 {
+        plans.begin_step(1, step);
+        plans.push_group(0, &[0, 2], &units, &units, &units);
+    }
+    let c = ComputeModel {
+        expert_group_fixed_us: 20.0,
+        ..compute(100.0, 50.0)
+    };
+    let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
+    let faults = 2.0 * 40.0 + 8.0 * MIB as f64 / 2000.0;
+    let evict = 2.0 * 30.0 + 8.0 * MIB as f64 / 4000.0;
+    // step 0: non-expert 100, router 7, faults, experts 20 + 2 x 50; the eviction starts
+    // when the experts are done
+    assert!(
+        close(r.step_us[0], 107.0 + faults + 120.0),
+        "{:?}",
+        r.step_us
+    );
+    // step 1: its faults wait for step 0's eviction on the fault handler
+    assert!(
+        close(r.step_us[1], evict + faults + 120.0),
+        "{:?}",
+        r.step_us
+    );
+    assert!(close(r.step_parts[1].fault_us, evict + faults));
+    // without the eviction rate evictions are free again
+    let mut q = p.clone();
+    q.constants.remove("os_evict_bandwidth");
+    let cost = CostModel::new(&q, Paging::Os, CostOptions::default()).unwrap();
+    let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
+    assert!(close(r.step_us[1], 107.0 + faults + 120.0));
+}

@@ -21,8 +21,7 @@ pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
 use kernel_arms::{measure_kernels, measure_stream_read};
 use paging_arms::{measure_fault_launches, measure_page_in};
 pub use paging_arms::{
-    FaultLaunchPoint, PageInPoint, BUSY_SPIN_NS, FAULT_GEOMETRIES, FAULT_KS, PAGE_IN_GRANULES,
-    PAGE_IN_UNITS,
+    FaultLaunchPoint, PageInPoint, FAULT_GEOMETRIES, FAULT_KS, PAGE_IN_GRANULES, PAGE_IN_UNITS,
 };
 
 /// How much to measure.
@@ -173,7 +172,7 @@ pub struct Calibration {
     /// (the per-layer host round trip to learn the router's selection).
     #[serde(default)]
     pub router_sync_us: Option<Summary>,
-    /// A page-in's host sequence per unit size, GPU idle and busy (the replay's granularity).
+    /// A page-in's and an eviction's host sequence per unit size (the replay's granularity).
     #[serde(default)]
     pub page_in: Vec<PageInPoint>,
     /// Demand faults of k experts read by one expert-kernel launch (empty where managed
@@ -278,7 +277,7 @@ pub fn calibrate(
         Vec::new()
     };
     let router_sync_us = Some(measure_router_sync(&ctx, &stream, &k, reps, log)?);
-    let page_in = measure_page_in(&ctx, &k, gmin, reps, log)?;
+    let page_in = measure_page_in(&ctx, gmin, reps, opts.quick, log)?;
     let fault_launches = if device.concurrent_managed_access {
         measure_fault_launches(&ctx, &stream, &k, reps, opts.quick, log)?
     } else {

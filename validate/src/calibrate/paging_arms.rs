@@ -1,8 +1,13 @@
 //! Calibration arms that time paging the way the real-GPU replay (`crate::replay`) does it,
 //! at its granularity: a whole page-in's host sequence per unit (commit calls, then the H2D
-//! enqueue, copies of earlier units in flight), with the GPU idle and with it busy; and demand
-//! faults of `k` whole experts read by ONE expert-kernel launch (the replay's `os*` groups),
-//! against the same launch on resident pages.
+//! enqueue, copies of earlier units in flight) and a whole eviction's; and demand faults of `k`
+//! whole experts read by ONE expert-kernel launch (the replay's `os*` groups), against the
+//! same launch on resident pages, then the experts' migration back to host memory (the
+//! replay's `os*` evictions).
+//!
+//! A first version also ran the page-in arm with a spin kernel keeping the GPU busy: the host
+//! calls were 4-9% faster than on an idle GPU, not slower (BENCHMARKS.md, issue 7, fifth
+//! pass), so only the idle arm is kept; the replay issues its page-ins with the GPU idle.
 
 use super::{summary, time_events, CalibrateError, Step, MIB};
 use crate::replay_plan::{kernel_geometry, KERNEL_GROUP};
@@ -16,12 +21,10 @@ use std::time::Instant;
 
 /// Units committed and decommitted per (size, GPU state) and repetition of the page-in arm.
 pub const PAGE_IN_UNITS: usize = 8;
-/// Unit sizes of the page-in arm, in granules (a design choice: the replay's units are 1
-/// granule (2 MiB experts), 2 (Qwen3-30B-A3B int4, 2.4 MB), 8 (granite at 16 MiB) and more).
-pub const PAGE_IN_GRANULES: [u64; 4] = [1, 2, 4, 8];
-/// How long the spin kernel keeps the GPU busy while the busy arm runs, ns (longer than the
-/// arm's calls and copies take; a design choice).
-pub const BUSY_SPIN_NS: u64 = 60_000_000;
+/// Unit sizes of the page-in arm, in granules (a design choice covering the validation's
+/// units: 1 granule (2 MiB experts), 2 (Qwen3-30B-A3B int4 `e1`), 8 (granite at 16 MiB `e1`),
+/// 32 (granite `e4`) and 128 (`region:256`)).
+pub const PAGE_IN_GRANULES: [u64; 5] = [1, 2, 8, 32, 128];
 /// Experts faulted by one launch in the fault-concurrency arm.
 pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];
 
@@ -30,8 +33,6 @@ pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];
 pub struct PageInPoint {
     /// Granules per unit.
     pub granules: u64,
-    /// True when a spin kernel kept the GPU busy during the calls.
-    pub gpu_busy: bool,
     /// Units per repetition.
     pub units: u32,
     /// cuMemCreate + cuMemMap + cuMemSetAccess of the unit's granules, one granule at a time,
@@ -60,22 +61,30 @@ pub struct FaultLaunchPoint {
     pub resident_us: Summary,
     /// Per repetition, faulted - resident, µs: the launch's fault time.
     pub fault_us: Summary,
+    /// cuMemPrefetchAsync of each expert's range back to host memory (one call per expert,
+    /// as the replay evicts), µs for all k (CUDA events).
+    #[serde(default)]
+    pub evict_us: Option<Summary>,
 }
 
-/// The page-in arm: per repetition, GPU idle and GPU busy (order alternating), each unit size
-/// in turn: [`PAGE_IN_UNITS`] units committed one after another, each followed by the H2D
-/// enqueue of its bytes on a copy stream (so a copy is in flight during the next unit's
-/// calls, as in the replay); then, copies finished, every unit decommitted.
+/// The page-in arm: per repetition, each unit size in turn (the order rotating with the
+/// repetition): [`PAGE_IN_UNITS`] units committed one after another, each followed by the H2D
+/// enqueue of its bytes on a copy stream (so a copy is in flight during the next unit's calls,
+/// as in the replay); then, copies finished, every unit decommitted. GPU idle.
 pub(crate) fn measure_page_in(
     ctx: &Arc<CudaContext>,
-    k: &Kernels,
     granule: usize,
     reps: u32,
+    quick: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<Vec<PageInPoint>, CalibrateError> {
     let dev = ctx.ordinal() as i32;
-    let gmax = *PAGE_IN_GRANULES.iter().max().expect("sizes") as usize;
-    let compute = ctx.new_stream().during("compute stream")?;
+    let sizes: &[u64] = if quick {
+        &PAGE_IN_GRANULES[..3]
+    } else {
+        &PAGE_IN_GRANULES
+    };
+    let gmax = *sizes.iter().max().expect("sizes") as usize;
     let copy = ctx.new_stream().during("copy stream")?;
     let va = vmm::Reservation::new(PAGE_IN_UNITS * gmax * granule, granule)
         .during("cuMemAddressReserve")?;
@@ -84,97 +93,84 @@ pub(crate) fn measure_page_in(
     unsafe { sys::cuMemHostAlloc(&mut staging, gmax * granule, 0) }
         .result()
         .during("cuMemHostAlloc")?;
-    // [busy][size] -> (commit, enqueue, decommit) samples
-    let mut samples = vec![vec![(Vec::new(), Vec::new(), Vec::new()); PAGE_IN_GRANULES.len()]; 2];
+    // [size] -> (commit, enqueue, decommit) samples
+    let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); sizes.len()];
     let result = (|| -> Result<(), CalibrateError> {
         for r in 0..=reps {
-            for b in 0..2 {
-                let busy = (b + r as usize) % 2 == 1;
-                if busy {
-                    k.launch_spin(&compute, BUSY_SPIN_NS)?;
+            for j in 0..sizes.len() {
+                let si = (j + r as usize) % sizes.len();
+                let g = sizes[si];
+                let mut units: Vec<Vec<(u64, sys::CUmemGenericAllocationHandle)>> =
+                    Vec::with_capacity(PAGE_IN_UNITS);
+                let (mut c, mut e, mut d) = (0.0, 0.0, 0.0);
+                for u in 0..PAGE_IN_UNITS {
+                    let base = va.base + (u * gmax * granule) as u64;
+                    let t = Instant::now();
+                    let mut hs = Vec::with_capacity(g as usize);
+                    for i in 0..g {
+                        let at = base + i * granule as u64;
+                        let h = vmm::create(granule, dev).during("cuMemCreate")?;
+                        vmm::map(at, granule, h).during("cuMemMap")?;
+                        vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
+                        hs.push((at, h));
+                    }
+                    let t1 = Instant::now();
+                    // SAFETY: base..base + g granules is mapped read-write above; the staging
+                    // buffer holds gmax granules of pinned bytes.
+                    unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(
+                            base,
+                            staging as *const _,
+                            g as usize * granule,
+                            copy.cu_stream(),
+                        )
+                    }
+                    .result()
+                    .during("cuMemcpyHtoDAsync")?;
+                    let t2 = Instant::now();
+                    c += t1.duration_since(t).as_secs_f64() * 1e6;
+                    e += t2.duration_since(t1).as_secs_f64() * 1e6;
+                    units.push(hs);
                 }
-                for (si, &g) in PAGE_IN_GRANULES.iter().enumerate() {
-                    let mut units: Vec<Vec<(u64, sys::CUmemGenericAllocationHandle)>> =
-                        Vec::with_capacity(PAGE_IN_UNITS);
-                    let (mut c, mut e, mut d) = (0.0, 0.0, 0.0);
-                    for u in 0..PAGE_IN_UNITS {
-                        let base = va.base + (u * gmax * granule) as u64;
-                        let t = Instant::now();
-                        let mut hs = Vec::with_capacity(g as usize);
-                        for i in 0..g {
-                            let at = base + i * granule as u64;
-                            let h = vmm::create(granule, dev).during("cuMemCreate")?;
-                            vmm::map(at, granule, h).during("cuMemMap")?;
-                            vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
-                            hs.push((at, h));
-                        }
-                        let t1 = Instant::now();
-                        // SAFETY: base..base + g granules is mapped read-write above; the
-                        // staging buffer holds gmax granules of pinned bytes.
-                        unsafe {
-                            sys::cuMemcpyHtoDAsync_v2(
-                                base,
-                                staging as *const _,
-                                g as usize * granule,
-                                copy.cu_stream(),
-                            )
-                        }
-                        .result()
-                        .during("cuMemcpyHtoDAsync")?;
-                        let t2 = Instant::now();
-                        c += t1.duration_since(t).as_secs_f64() * 1e6;
-                        e += t2.duration_since(t1).as_secs_f64() * 1e6;
-                        units.push(hs);
+                copy.synchronize().during("page-in copies")?;
+                for hs in units {
+                    let t = Instant::now();
+                    for (at, h) in hs {
+                        vmm::unmap(at, granule).during("cuMemUnmap")?;
+                        vmm::release(h).during("cuMemRelease")?;
                     }
-                    copy.synchronize().during("page-in copies")?;
-                    for hs in units {
-                        let t = Instant::now();
-                        for (at, h) in hs {
-                            vmm::unmap(at, granule).during("cuMemUnmap")?;
-                            vmm::release(h).during("cuMemRelease")?;
-                        }
-                        d += t.elapsed().as_secs_f64() * 1e6;
-                    }
-                    if r > 0 {
-                        let n = PAGE_IN_UNITS as f64;
-                        let s = &mut samples[busy as usize][si];
-                        s.0.push(c / n);
-                        s.1.push(e / n);
-                        s.2.push(d / n);
-                    }
+                    d += t.elapsed().as_secs_f64() * 1e6;
                 }
-                if busy {
-                    compute.synchronize().during("spin")?;
+                if r > 0 {
+                    let n = PAGE_IN_UNITS as f64;
+                    let s = &mut samples[si];
+                    s.0.push(c / n);
+                    s.1.push(e / n);
+                    s.2.push(d / n);
                 }
             }
         }
         Ok(())
     })();
-    // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
     let _ = copy.synchronize();
+    // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
     let _ = unsafe { sys::cuMemFreeHost(staging) };
     result?;
     let mut out = Vec::new();
-    for busy in [false, true] {
-        for (si, &g) in PAGE_IN_GRANULES.iter().enumerate() {
-            let s = &samples[busy as usize][si];
-            let p = PageInPoint {
-                granules: g,
-                gpu_busy: busy,
-                units: PAGE_IN_UNITS as u32,
-                commit_us: summary(&s.0)?,
-                h2d_enqueue_us: summary(&s.1)?,
-                decommit_us: summary(&s.2)?,
-            };
-            log(&format!(
-                "page-in of {g} granules, GPU {}: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit",
-                if busy { "busy" } else { "idle" },
-                p.commit_us.median,
-                p.h2d_enqueue_us.median,
-                p.decommit_us.median
-            ));
-            out.push(p);
-        }
+    for (si, &g) in sizes.iter().enumerate() {
+        let s = &samples[si];
+        let p = PageInPoint {
+            granules: g,
+            units: PAGE_IN_UNITS as u32,
+            commit_us: summary(&s.0)?,
+            h2d_enqueue_us: summary(&s.1)?,
+            decommit_us: summary(&s.2)?,
+        };
+        log(&format!(
+            "page-in of {g} granules: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit",
+            p.commit_us.median, p.h2d_enqueue_us.median, p.decommit_us.median
+        ));
+        out.push(p);
     }
     Ok(out)
 }
@@ -209,7 +205,11 @@ pub(crate) fn measure_fault_launches(
         let stride = (expert_bytes as usize).div_ceil(4096) * 4096;
         let bytes = total * stride;
         let x = vec![0.01f32; geom.hidden];
-        let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); ks.len()];
+        let mut samples = vec![(Vec::new(), Vec::new(), Vec::new(), Vec::new()); ks.len()];
+        let host = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        };
         for r in 0..=reps {
             let mut p = 0;
             // SAFETY: valid out-pointer; freed below.
@@ -245,10 +245,30 @@ pub(crate) fn measure_fault_launches(
                     let l = &mut launches[i];
                     let f = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
                     let res = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
+                    // the experts of this k start at slot sum(ks[..i])
+                    let first: usize = ks[..i].iter().sum();
+                    let ev = time_events(ctx, stream, &mut || {
+                        for e in first..first + ks[i] {
+                            // SAFETY: the range lies inside the managed buffer.
+                            unsafe {
+                                sys::cuMemPrefetchAsync_v2(
+                                    p + (e * stride) as u64,
+                                    stride,
+                                    host,
+                                    0,
+                                    stream.cu_stream(),
+                                )
+                            }
+                            .result()
+                            .during("cuMemPrefetchAsync to the host")?;
+                        }
+                        Ok(())
+                    })?;
                     if r > 0 {
                         samples[i].0.push(f);
                         samples[i].1.push(res);
                         samples[i].2.push(f - res);
+                        samples[i].3.push(ev);
                     }
                 }
                 Ok(())
@@ -270,15 +290,17 @@ pub(crate) fn measure_fault_launches(
                 faulted_us: summary(&s.0)?,
                 resident_us: summary(&s.1)?,
                 fault_us: summary(&s.2)?,
+                evict_us: Some(summary(&s.3)?),
             };
             log(&format!(
-                "faults of {n} experts of {} B ({}x{}, group {KERNEL_GROUP}) in one launch: {:.1} µs faulted, {:.1} µs resident, {:.2} GB/s of fault time",
+                "faults of {n} experts of {} B ({}x{}, group {KERNEL_GROUP}) in one launch: {:.1} µs faulted, {:.1} µs resident, {:.2} GB/s of fault time; back to the host: {:.1} µs",
                 pt.expert_bytes,
                 geom.hidden,
                 geom.ffn,
                 pt.faulted_us.median,
                 pt.resident_us.median,
-                (n as u64 * pt.expert_bytes) as f64 / pt.fault_us.median.max(1e-9) / 1e3
+                (n as u64 * pt.expert_bytes) as f64 / pt.fault_us.median.max(1e-9) / 1e3,
+                pt.evict_us.as_ref().map_or(0.0, |e| e.median)
             ));
             out.push(pt);
         }
