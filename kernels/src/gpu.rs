@@ -3,8 +3,8 @@
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
     bulk_lanes, bulk_shared_bytes, lanes_per_row, rows_per_block, tc_rows_per_block,
-    tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_KERNELS,
-    PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+    tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL,
+    DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -126,6 +126,8 @@ pub struct Kernels {
     /// Shared memory of one multiprocessor, bytes (device attribute): sizes the bulk-copy
     /// kernels' tiles.
     shared_per_multiprocessor: usize,
+    /// Compute capability (major, minor): the int8 tensor-core kernels need 8.0.
+    compute_capability: (i32, i32),
 }
 
 impl Kernels {
@@ -195,6 +197,7 @@ impl Kernels {
             multiprocessors,
             max_shared_bytes,
             shared_per_multiprocessor,
+            compute_capability: (major, minor),
         })
     }
 
@@ -275,7 +278,17 @@ impl Kernels {
         let path = match (variant, tensor_core_group(geom.group)) {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,
-                PerSlotKernel::Dot(kernel) => KernelPath::PerSlotDot { kernel },
+                PerSlotKernel::Dot(kernel) => {
+                    let mma_runs = self.compute_capability.0 >= 8
+                        && geom.hidden.is_multiple_of(TC_K_BLOCK)
+                        && geom.ffn.is_multiple_of(TC_K_BLOCK);
+                    let kernel = if DOT_KERNELS[kernel].staging == DotStaging::Mma && !mma_runs {
+                        DOT_FALLBACK_KERNEL
+                    } else {
+                        kernel
+                    };
+                    KernelPath::PerSlotDot { kernel }
+                }
             },
             (Variant::Union, true) => KernelPath::TensorCore,
             (Variant::Union, false) => KernelPath::UnionF32,
@@ -341,7 +354,22 @@ impl Kernels {
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
             let activations = maxt * row_bytes_of(k);
-            *phase = if path == KernelPath::TensorCore {
+            let int8_mma = match path {
+                KernelPath::PerSlotDot { kernel }
+                    if DOT_KERNELS[kernel].staging == DotStaging::Mma =>
+                {
+                    Some(DOT_KERNELS[kernel])
+                }
+                _ => None,
+            };
+            *phase = if let Some(d) = int8_mma {
+                let ks = d.mma_warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
+                PhaseLaunch {
+                    split: ks,
+                    blocks: rows.div_ceil(tc_rows_per_block(ks)) as u32,
+                    shared_bytes: activations as u32,
+                }
+            } else if path == KernelPath::TensorCore {
                 let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
                 PhaseLaunch {
                     split: ks,

@@ -52,6 +52,13 @@ pub enum DotStaging {
     /// barrier while the block quantizes its activations; two launches per layer. The tile is
     /// sized by the grid ([`bulk_lanes`]), not by `batch_chunks` / `ring` (both 1).
     Bulk,
+    /// `MMA_ENTRY` kernels: the products on the int8 tensor cores (`mma.sync.m16n8k32.s8`,
+    /// sm_80+) instead of `dp4a`, same integer arithmetic; warp tiles of 16 rows split over
+    /// `ks` warps along k ([`warps_per_tile`], the tensor-core union kernel's grid), a register
+    /// ring of `ring` 128-column super-chunks (`batch_chunks` = 4 chunks); two launches per
+    /// layer. Needs hidden and ffn multiples of [`TC_K_BLOCK`] and compute capability 8.0:
+    /// elsewhere the launch runs [`DOT_FALLBACK_KERNEL`].
+    Mma,
 }
 
 impl DotStaging {
@@ -62,6 +69,7 @@ impl DotStaging {
             DotStaging::Shared => "STAGED_ENTRY",
             DotStaging::Fused => "FUSED_ENTRY",
             DotStaging::Bulk => "BULK_ENTRY",
+            DotStaging::Mma => "MMA_ENTRY",
         }
     }
 }
@@ -89,12 +97,34 @@ pub enum DotGrid {
 pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
+    /// Warps per 16-row tile (`ks`) of a [`DotStaging::Mma`] kernel for one phase: `rows`
+    /// output rows of `k_blocks` 128-column super-chunks for `items` work items (see [`mma`]).
+    pub fn mma_warps_per_tile(
+        &self,
+        rows: usize,
+        k_blocks: usize,
+        items: usize,
+        multiprocessors: u32,
+    ) -> u32 {
+        match self.grid {
+            DotGrid::OneWave => warps_per_tile_reaching(
+                rows,
+                k_blocks,
+                items,
+                self.min_blocks as usize * multiprocessors as usize,
+            ),
+            DotGrid::Waves | DotGrid::Adaptive => {
+                warps_per_tile(rows, k_blocks, items, multiprocessors)
+            }
+        }
+    }
+
     /// Bytes of dynamic shared memory the weight ring takes per block (0 for
     /// [`DotStaging::Registers`]): `ring` stages x `batch_chunks` x `rows` x
     /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
     pub fn ring_bytes(&self) -> usize {
         match self.staging {
-            DotStaging::Registers | DotStaging::Bulk => 0,
+            DotStaging::Registers | DotStaging::Bulk | DotStaging::Mma => 0,
             DotStaging::Shared | DotStaging::Fused => {
                 self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
             }
@@ -136,7 +166,7 @@ impl DotKernel {
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
 /// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
 /// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
-pub const DOT_KERNELS: [DotKernel; 20] = [
+pub const DOT_KERNELS: [DotKernel; 25] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -229,6 +259,11 @@ pub const DOT_KERNELS: [DotKernel; 20] = [
     bulk("moe_dot_t_r2b4", 2, 4),
     bulk("moe_dot_t_r1b4", 1, 4),
     bulk("moe_dot_t_r4b4", 4, 4),
+    mma("moe_dot_m_n3b4", 3, 4, DotGrid::Waves),
+    mma("moe_dot_m_n4b3", 4, 3, DotGrid::Waves),
+    mma("moe_dot_m_n6b2", 6, 2, DotGrid::Waves),
+    mma("moe_dot_m_n8b2", 8, 2, DotGrid::Waves),
+    mma("moe_dot_mw_n4b3", 4, 3, DotGrid::OneWave),
 ];
 
 /// A bulk-copy kernel (fifth pass): `name`, rows per row group, resident blocks per
@@ -244,6 +279,29 @@ const fn bulk(name: &'static str, rows: usize, min_blocks: u32) -> DotKernel {
         staging: DotStaging::Bulk,
     }
 }
+
+/// An int8 tensor-core kernel (fifth pass): `name`, super-chunks in the register ring, resident
+/// blocks per multiprocessor.
+/// `grid`: [`DotGrid::Waves`] splits k like the union kernel ([`warps_per_tile`], 8 blocks per
+/// multiprocessor); [`DotGrid::OneWave`] splits it only until the grid fills one wave of
+/// `min_blocks` blocks per multiprocessor ([`DotKernel::mma_warps_per_tile`]): fewer blocks,
+/// so fewer activation quantizations, for small launches.
+const fn mma(name: &'static str, ring: usize, min_blocks: u32, grid: DotGrid) -> DotKernel {
+    DotKernel {
+        name,
+        rows: TC_TILE_ROWS,
+        min_blocks,
+        batch_chunks: 4,
+        ring,
+        grid,
+        staging: DotStaging::Mma,
+    }
+}
+
+/// Index into [`DOT_KERNELS`] of the kernel a launch runs instead of a [`DotStaging::Mma`]
+/// kernel where that cannot run (k not a multiple of [`TC_K_BLOCK`], or a GPU before compute
+/// capability 8.0): `moe_dot_a_r2b3`, the fourth pass's default.
+pub const DOT_FALLBACK_KERNEL: usize = 8;
 
 /// Dynamic shared memory of one block of a bulk-copy kernel, bytes: the weight tile
 /// (`rows_per_group x BLOCK_THREADS / lanes` rows of `chunks` 16-byte chunks), its f32 scales
@@ -409,8 +467,25 @@ pub fn tc_rows_per_block(ks: u32) -> usize {
 /// the grid has fewer than [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor, never past
 /// the largest power of two not above `k_blocks`.
 pub fn warps_per_tile(rows: usize, k_blocks: usize, items: usize, multiprocessors: u32) -> u32 {
+    warps_per_tile_reaching(
+        rows,
+        k_blocks,
+        items,
+        BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize,
+    )
+}
+
+/// [`warps_per_tile`] with another block target: the smallest `ks` (power of two, at most the
+/// largest power of two not above `k_blocks` nor [`TC_WARPS`]) whose grid has `target_blocks`
+/// blocks or more.
+pub fn warps_per_tile_reaching(
+    rows: usize,
+    k_blocks: usize,
+    items: usize,
+    target_blocks: usize,
+) -> u32 {
     let cap = pow2_at_most(k_blocks, TC_WARPS);
-    let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
+    let target = target_blocks;
     let blocks = |ks: u32| items * rows.div_ceil(tc_rows_per_block(ks));
     let mut ks = 1;
     while ks < cap && blocks(ks) < target {

@@ -182,6 +182,9 @@ fn dot_kernel_table_matches_the_cuda_entries() {
         let want = if d.staging == kernels::launch::DotStaging::Bulk {
             assert_eq!((d.batch_chunks, d.ring), (1, 1), "{}", d.name);
             format!("BULK_ENTRY({}, {}, {})", d.name, d.rows, d.min_blocks)
+        } else if d.staging == kernels::launch::DotStaging::Mma {
+            assert_eq!((d.rows, d.batch_chunks), (16, 4), "{}", d.name);
+            format!("MMA_ENTRY({}, {}, {})", d.name, d.ring, d.min_blocks)
         } else {
             format!(
                 "{}({}, {}, {}, {}, {})",

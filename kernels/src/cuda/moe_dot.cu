@@ -687,6 +687,154 @@ __device__ __forceinline__ void moe_dot_bulk(
                         weight_offset, scale_offset, mode, lanes_per_row);                        \
     }
 
+// ---- Int8 tensor-core kernels (fifth pass) ----
+// Same integer arithmetic as moe_dot (weights 16 (n - 8) as s8, activations x = 256 h + l in
+// two s8 limbs, exact integer sums per 32-column chunk, one f32 scaling per chunk and row), but
+// the products run on the tensor cores with mma.sync.m16n8k32.s8 (sm_80+), which takes far fewer
+// instructions per weight than dp4a. A warp owns a tile of 16 rows; per 128-column super-chunk
+// (4 chunks, 64 bytes of a row) lane (g, t) = (lane / 4, lane % 4) loads the 16 bytes of chunk t
+// of rows g and g + 8 (one 16-byte load each: a row's 64 bytes come from 4 lanes). Word s of
+// those 16 bytes gives the A fragment of k-step s: its low nibbles (even columns) as k-slots
+// 4t..4t+3, its high nibbles (odd columns) as 16+4t..16+4t+3, so k-slot 4t + i is column
+// 8s + 2i of chunk t. The 8 columns of B are (chunk, limb) pairs: column n holds limb n % 2 of
+// chunk n / 2 and zero on the other chunks' k-slots, so D[row][2t] and D[row][2t + 1] are the
+// h and l sums of chunk t, and land in lane (g, t), which owns chunk t: the 4 k-steps of a
+// super-chunk accumulate in the s32 accumulators, then each lane scales its chunk (its scale
+// and the chunk's step). The ks warps of a tile split the super-chunks (split-K, the grid of the
+// tensor-core union kernel: launch::warps_per_tile), and their sums meet in shared memory.
+// Weights stream through a register ring of NB super-chunks (NB - 1 in flight). Needs k a
+// multiple of 128 (the host falls back to moe_dot_a_r2b3 otherwise, and before sm_80).
+
+__device__ __forceinline__ void mma_s8(int* c, int a0, int a1, int a2, int a3, int b0, int b1) {
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();  // the host never launches these kernels before sm_80
+#endif
+}
+
+template <int NB>
+__device__ __forceinline__ void moe_dot_mma(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
+    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode,
+    unsigned int ks) {
+    extern __shared__ uint4 qs[];
+    __shared__ float red[(BLOCK / 32) * 16];
+    const unsigned int* item = work + 4 * blockIdx.y;
+    const unsigned long long base =
+        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
+    const unsigned int s = slot_list[item[2]];
+    const unsigned int C = k / 32;    // chunks per row
+    const unsigned int SC = k / 128;  // super-chunks per row
+    float* step = (float*)(qs + 4 * C);
+
+    const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned int g = lane / 4, t = lane % 4;
+    const unsigned int tile = warp / ks, kw = warp % ks;
+    const unsigned int row_a = (blockIdx.x * (BLOCK / 32 / ks) + tile) * 16 + g;
+    const unsigned int row_b = row_a + 8;
+    const unsigned int groups_per_row = k / group;
+    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
+    const float* sbase = (const float*)(base + scale_offset);
+
+    uint4 wa[NB], wb[NB];
+    float sa[NB], sb[NB];
+    // Super-chunk `sc` of rows row_a and row_b into ring slot `buf` (rows past the matrix:
+    // nibbles 8 with scale 0, contributing exactly 0).
+    auto fetch = [&](int buf, unsigned int sc) {
+        const unsigned int c = 4 * sc + t;
+        const unsigned int gi = (c * 32) / group;
+        if (sc < SC && row_a < rows) {
+            wa[buf] = load_weights((const uint4*)(wbase + (size_t)row_a * (k / 2)) + c);
+            sa[buf] = __ldg(sbase + (size_t)row_a * groups_per_row + gi);
+        } else {
+            wa[buf] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+            sa[buf] = 0.0f;
+        }
+        if (sc < SC && row_b < rows) {
+            wb[buf] = load_weights((const uint4*)(wbase + (size_t)row_b * (k / 2)) + c);
+            sb[buf] = __ldg(sbase + (size_t)row_b * groups_per_row + gi);
+        } else {
+            wb[buf] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+            sb[buf] = 0.0f;
+        }
+    };
+#pragma unroll
+    for (int b = 0; b + 1 < NB; ++b) fetch(b, kw + b * ks);
+
+    quantize_slot<false>(input, slot_input, s, k, mode, qs, step);
+    __syncthreads();
+
+    // This lane's B column: limb g % 2 of chunk g / 2, nonzero only on chunk t's k-slots.
+    const bool b_on = (g / 2) == t;
+    const bool b_low = (g % 2) == 1;
+    float acc_a = 0.0f, acc_b = 0.0f;
+    for (unsigned int sc0 = kw; sc0 < SC; sc0 += NB * ks) {
+#pragma unroll
+        for (int buf = 0; buf < NB; ++buf) {
+            const unsigned int sc = sc0 + buf * ks;
+            if (sc < SC) {
+                fetch((buf + NB - 1) % NB, sc + (NB - 1) * ks);
+                const unsigned int c = 4 * sc + t;
+                int d[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const uint4 q = qs[i * C + c];
+                    const int b0 = b_on ? (int)(b_low ? q.y : q.x) : 0;
+                    const int b1 = b_on ? (int)(b_low ? q.w : q.z) : 0;
+                    const unsigned int x = word_of(wa[buf], i), y = word_of(wb[buf], i);
+                    const int a0 = (int)(((x << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                    const int a2 = (int)((x ^ 0x88888888u) & 0xF0F0F0F0u);
+                    const int a1 = (int)(((y << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                    const int a3 = (int)((y ^ 0x88888888u) & 0xF0F0F0F0u);
+                    mma_s8(d, a0, a1, a2, a3, b0, b1);
+                }
+                const float stp = step[c];
+                acc_a = fmaf(sa[buf] * stp, (float)(d[0] * 256 + d[1]), acc_a);
+                acc_b = fmaf(sb[buf] * stp, (float)(d[2] * 256 + d[3]), acc_b);
+            }
+        }
+    }
+
+    // Sum the 4 chunks' lanes of each row, then the ks warps of the tile.
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
+    if (ks > 1) {
+        if (t == 0) {
+            red[warp * 16 + g] = acc_a;
+            red[warp * 16 + g + 8] = acc_b;
+        }
+        __syncthreads();
+        if (kw == 0 && t == 0) {
+            for (unsigned int w2 = 1; w2 < ks; ++w2) {
+                acc_a += red[(warp + w2) * 16 + g];
+                acc_b += red[(warp + w2) * 16 + g + 8];
+            }
+        }
+    }
+    if (kw == 0 && t == 0) {
+        if (row_a < rows) output[(size_t)s * rows + row_a] = acc_a;
+        if (row_b < rows) output[(size_t)s * rows + row_b] = acc_b;
+    }
+}
+
+#define MMA_ENTRY(NAME, NB, MIN_BLOCKS)                                                           \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int warps_per_tile) {                                                  \
+        moe_dot_mma<NB>(work, slot_list, slot_input, input, output, rows, k, group,              \
+                        weight_offset, scale_offset, mode, warps_per_tile);                       \
+    }
+
 #define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
@@ -726,3 +874,9 @@ BULK_ENTRY(moe_dot_t_r2b2, 2, 2)
 BULK_ENTRY(moe_dot_t_r2b4, 2, 4)
 BULK_ENTRY(moe_dot_t_r1b4, 1, 4)
 BULK_ENTRY(moe_dot_t_r4b4, 4, 4)
+// Int8 tensor cores (fifth pass): super-chunks in the register ring, resident blocks.
+MMA_ENTRY(moe_dot_m_n3b4, 3, 4)
+MMA_ENTRY(moe_dot_m_n4b3, 4, 3)
+MMA_ENTRY(moe_dot_m_n6b2, 6, 2)
+MMA_ENTRY(moe_dot_m_n8b2, 8, 2)
+MMA_ENTRY(moe_dot_mw_n4b3, 4, 3)
