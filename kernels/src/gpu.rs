@@ -27,7 +27,7 @@ fn dot_row_bytes(k: usize) -> usize {
     2 * k + 4 * (k / 32)
 }
 /// Shared memory kept back from the dot kernels' dynamic allocation for their static arrays
-/// (block maxima and cross-warp sums: at most 160 B), bytes.
+/// (cross-warp sums, the bulk-copy barrier, the fused kernels' ticket: at most 528 B), bytes.
 const DOT_STATIC_SHARED_BYTES: usize = 1024;
 
 /// Which kernel serves the per-slot variant.
@@ -354,16 +354,10 @@ impl Kernels {
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
             let activations = maxt * row_bytes_of(k);
-            let int8_mma = match path {
-                KernelPath::PerSlotDot { kernel }
-                    if DOT_KERNELS[kernel].staging == DotStaging::Mma =>
-                {
-                    Some(DOT_KERNELS[kernel])
-                }
-                _ => None,
-            };
-            *phase = if let Some(d) = int8_mma {
-                let ks = d.mma_warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
+            let int8_mma = matches!(path, KernelPath::PerSlotDot { kernel }
+                if DOT_KERNELS[kernel].staging == DotStaging::Mma);
+            *phase = if int8_mma {
+                let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
                 PhaseLaunch {
                     split: ks,
                     blocks: rows.div_ceil(tc_rows_per_block(ks)) as u32,

@@ -97,28 +97,6 @@ pub enum DotGrid {
 pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
-    /// Warps per 16-row tile (`ks`) of a [`DotStaging::Mma`] kernel for one phase: `rows`
-    /// output rows of `k_blocks` 128-column super-chunks for `items` work items (see [`mma`]).
-    pub fn mma_warps_per_tile(
-        &self,
-        rows: usize,
-        k_blocks: usize,
-        items: usize,
-        multiprocessors: u32,
-    ) -> u32 {
-        match self.grid {
-            DotGrid::OneWave => warps_per_tile_reaching(
-                rows,
-                k_blocks,
-                items,
-                self.min_blocks as usize * multiprocessors as usize,
-            ),
-            DotGrid::Waves | DotGrid::Adaptive => {
-                warps_per_tile(rows, k_blocks, items, multiprocessors)
-            }
-        }
-    }
-
     /// Bytes of dynamic shared memory the weight ring takes per block (0 for
     /// [`DotStaging::Registers`]): `ring` stages x `batch_chunks` x `rows` x
     /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
@@ -163,10 +141,14 @@ impl DotKernel {
     }
 }
 
-/// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its
-/// `DOT_ENTRY` lines). All compute the same result; they differ in rows per lane, occupancy,
-/// register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth pass).
-pub const DOT_KERNELS: [DotKernel; 25] = [
+/// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its `*_ENTRY`
+/// lines). All compute the same integer sums per 32-column chunk; they differ in rows per lane,
+/// occupancy, register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth
+/// pass), and, from the fifth pass, in [`DotStaging`]: `moe_dot_s_*` cp.async shared-memory
+/// rings, `moe_dot_f_*` the same fused into one launch per layer, `moe_dot_t_*` bulk-copy tiles,
+/// `moe_dot_m_*` int8 tensor cores. Fifth-pass variants slower than these on every geometry
+/// were dropped; their figures are in BENCHMARKS.md (issue 7, fifth pass).
+pub const DOT_KERNELS: [DotKernel; 14] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -249,21 +231,10 @@ pub const DOT_KERNELS: [DotKernel; 25] = [
         staging: DotStaging::Registers,
     },
     staged("moe_dot_s_r2j2s3b3", 2, 2, 3, 3, DotStaging::Shared),
-    staged("moe_dot_s_r2j1s6b3", 2, 1, 6, 3, DotStaging::Shared),
-    staged("moe_dot_s_r2j2s4b2", 2, 2, 4, 2, DotStaging::Shared),
     staged("moe_dot_f_r2j2s3b3", 2, 2, 3, 3, DotStaging::Fused),
-    staged("moe_dot_f_r2j1s6b3", 2, 1, 6, 3, DotStaging::Fused),
-    staged("moe_dot_f_r2j2s4b2", 2, 2, 4, 2, DotStaging::Fused),
     staged("moe_dot_f_r2j1s4b4", 2, 1, 4, 4, DotStaging::Fused),
-    bulk("moe_dot_t_r2b2", 2, 2),
     bulk("moe_dot_t_r2b4", 2, 4),
-    bulk("moe_dot_t_r1b4", 1, 4),
-    bulk("moe_dot_t_r4b4", 4, 4),
-    mma("moe_dot_m_n3b4", 3, 4, DotGrid::Waves),
-    mma("moe_dot_m_n4b3", 4, 3, DotGrid::Waves),
-    mma("moe_dot_m_n6b2", 6, 2, DotGrid::Waves),
-    mma("moe_dot_m_n8b2", 8, 2, DotGrid::Waves),
-    mma("moe_dot_mw_n4b3", 4, 3, DotGrid::OneWave),
+    mma("moe_dot_m_n3b4", 3, 4),
 ];
 
 /// A bulk-copy kernel (fifth pass): `name`, rows per row group, resident blocks per
@@ -281,19 +252,16 @@ const fn bulk(name: &'static str, rows: usize, min_blocks: u32) -> DotKernel {
 }
 
 /// An int8 tensor-core kernel (fifth pass): `name`, super-chunks in the register ring, resident
-/// blocks per multiprocessor.
-/// `grid`: [`DotGrid::Waves`] splits k like the union kernel ([`warps_per_tile`], 8 blocks per
-/// multiprocessor); [`DotGrid::OneWave`] splits it only until the grid fills one wave of
-/// `min_blocks` blocks per multiprocessor ([`DotKernel::mma_warps_per_tile`]): fewer blocks,
-/// so fewer activation quantizations, for small launches.
-const fn mma(name: &'static str, ring: usize, min_blocks: u32, grid: DotGrid) -> DotKernel {
+/// blocks per multiprocessor. Its grid splits k like the union kernel's ([`warps_per_tile`]),
+/// so `grid` is unused.
+const fn mma(name: &'static str, ring: usize, min_blocks: u32) -> DotKernel {
     DotKernel {
         name,
         rows: TC_TILE_ROWS,
         min_blocks,
         batch_chunks: 4,
         ring,
-        grid,
+        grid: DotGrid::Waves,
         staging: DotStaging::Mma,
     }
 }
@@ -369,7 +337,10 @@ const fn staged(
 /// code of `moe_dot_r2b3` (the fastest at 60 slots of 2560x640 on the H200: 64.7 µs, r2b4 65.2,
 /// one-wave grids 92.6-131.7) with the [`DotGrid::Adaptive`] grid, which keeps that grid for
 /// large launches and takes one wave for small ones (8 slots: 12.4-22.2 vs 14.7-34.0 µs):
-/// BENCHMARKS.md issue 7, fourth pass.
+/// BENCHMARKS.md issue 7, fourth pass. Still the default after the fifth pass: at 60 slots it
+/// took 63.1 µs against 64.2 (fused, `moe_dot_f_r2j1s4b4`), 69.0 (bulk copy), 70.5 (int8
+/// tensor cores) and 75.7 (cp.async ring), and 17.3 µs on the Qwen3-30B-A3B layer against
+/// 19.2-25.5 (BENCHMARKS.md issue 7, fifth pass).
 pub const DEFAULT_DOT_KERNEL: usize = 8;
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
@@ -467,25 +438,8 @@ pub fn tc_rows_per_block(ks: u32) -> usize {
 /// the grid has fewer than [`BLOCKS_PER_MULTIPROCESSOR`] blocks per multiprocessor, never past
 /// the largest power of two not above `k_blocks`.
 pub fn warps_per_tile(rows: usize, k_blocks: usize, items: usize, multiprocessors: u32) -> u32 {
-    warps_per_tile_reaching(
-        rows,
-        k_blocks,
-        items,
-        BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize,
-    )
-}
-
-/// [`warps_per_tile`] with another block target: the smallest `ks` (power of two, at most the
-/// largest power of two not above `k_blocks` nor [`TC_WARPS`]) whose grid has `target_blocks`
-/// blocks or more.
-pub fn warps_per_tile_reaching(
-    rows: usize,
-    k_blocks: usize,
-    items: usize,
-    target_blocks: usize,
-) -> u32 {
     let cap = pow2_at_most(k_blocks, TC_WARPS);
-    let target = target_blocks;
+    let target = BLOCKS_PER_MULTIPROCESSOR * multiprocessors as usize;
     let blocks = |ks: u32| items * rows.div_ceil(tc_rows_per_block(ks));
     let mut ks = 1;
     while ks < cap && blocks(ks) < target {

@@ -230,11 +230,7 @@ fn staged_rings_fit_their_resident_blocks() {
     use kernels::launch::{DotStaging, DOT_KERNELS};
     let by_hand = [
         ("moe_dot_s_r2j2s3b3", 61440),
-        ("moe_dot_s_r2j1s6b3", 61440),
-        ("moe_dot_s_r2j2s4b2", 81920),
         ("moe_dot_f_r2j2s3b3", 61440),
-        ("moe_dot_f_r2j1s6b3", 61440),
-        ("moe_dot_f_r2j2s4b2", 81920),
         ("moe_dot_f_r2j1s4b4", 40960),
     ];
     for (name, bytes) in by_hand {
@@ -250,7 +246,7 @@ fn staged_rings_fit_their_resident_blocks() {
     }
     for d in DOT_KERNELS
         .iter()
-        .filter(|d| d.staging == DotStaging::Registers)
+        .filter(|d| !matches!(d.staging, DotStaging::Shared | DotStaging::Fused))
     {
         assert_eq!(d.ring_bytes(), 0, "{}", d.name);
     }

@@ -862,21 +862,10 @@ DOT_ENTRY(moe_dot_a_r2b3, 2, 2, 2, 3)
 // Shared-memory staged (fifth pass): rows, chunks per stage, stages, resident blocks; the
 // STAGED kernels run the usual two launches, the FUSED ones the whole layer in one launch.
 STAGED_ENTRY(moe_dot_s_r2j2s3b3, 2, 2, 3, 3)
-STAGED_ENTRY(moe_dot_s_r2j1s6b3, 2, 1, 6, 3)
-STAGED_ENTRY(moe_dot_s_r2j2s4b2, 2, 2, 4, 2)
 FUSED_ENTRY(moe_dot_f_r2j2s3b3, 2, 2, 3, 3)
-FUSED_ENTRY(moe_dot_f_r2j1s6b3, 2, 1, 6, 3)
-FUSED_ENTRY(moe_dot_f_r2j2s4b2, 2, 2, 4, 2)
 FUSED_ENTRY(moe_dot_f_r2j1s4b4, 2, 1, 4, 4)
 // Bulk copy (fifth pass): rows per row group, resident blocks; the grid (launch.rs) keeps the
 // tile within the shared memory of that many blocks.
-BULK_ENTRY(moe_dot_t_r2b2, 2, 2)
 BULK_ENTRY(moe_dot_t_r2b4, 2, 4)
-BULK_ENTRY(moe_dot_t_r1b4, 1, 4)
-BULK_ENTRY(moe_dot_t_r4b4, 4, 4)
 // Int8 tensor cores (fifth pass): super-chunks in the register ring, resident blocks.
 MMA_ENTRY(moe_dot_m_n3b4, 3, 4)
-MMA_ENTRY(moe_dot_m_n4b3, 4, 3)
-MMA_ENTRY(moe_dot_m_n6b2, 6, 2)
-MMA_ENTRY(moe_dot_m_n8b2, 8, 2)
-MMA_ENTRY(moe_dot_mw_n4b3, 4, 3)
