@@ -338,9 +338,9 @@ const fn staged(
 /// one-wave grids 92.6-131.7) with the [`DotGrid::Adaptive`] grid, which keeps that grid for
 /// large launches and takes one wave for small ones (8 slots: 12.4-22.2 vs 14.7-34.0 µs):
 /// BENCHMARKS.md issue 7, fourth pass. Still the default after the fifth pass: at 60 slots it
-/// took 63.1 µs against 64.2 (fused, `moe_dot_f_r2j1s4b4`), 69.0 (bulk copy), 70.5 (int8
+/// took 63.1 µs against 64.2 (fused, `moe_dot_f_r2j1s4b4`), 69.3 (bulk copy), 70.5 (int8
 /// tensor cores) and 75.7 (cp.async ring), and 17.3 µs on the Qwen3-30B-A3B layer against
-/// 19.2-25.5 (BENCHMARKS.md issue 7, fifth pass).
+/// 19.6-22.9 (BENCHMARKS.md issue 7, fifth pass).
 pub const DEFAULT_DOT_KERNEL: usize = 8;
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
