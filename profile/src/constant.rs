@@ -185,10 +185,12 @@ constant_names! {
     /// committed right after others were released, at the same live count.
     VmmCommitFresh = "vmm_commit_fresh": Time,
     /// Fixed time of migrating one contiguous run of device-resident managed memory back to
-    /// host memory (cuMemPrefetchAsync to the host: an `os*` eviction), per run.
+    /// host memory (cuMemPrefetchAsync to the host: an `os*` eviction), per run; the cost
+    /// model holds the fault handler this long per evicted run.
     OsEvictRunLatency = "os_evict_run_latency": Time,
-    /// Throughput of those migrations (slope of the same fit); with
-    /// [`ConstantName::OsEvictRunLatency`] it prices `os*` evictions on the fault handler.
+    /// Throughput of those migrations (slope of the same fit). Informational: on the H200 the
+    /// migrations' bytes overlap the next group's faults, so the cost model prices only the
+    /// per-run part ([`ConstantName::OsEvictRunLatency`]).
     OsEvictBandwidth = "os_evict_bandwidth": Bandwidth,
 }
 

@@ -23,9 +23,10 @@
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
 //! kernel reads of whole experts), else c / `fault_bandwidth`; or c / `prefetch_bandwidth`
-//! when prefetched (only where the profile has prefetch hints). Evicting OS pages migrates the
-//! touched pages back to host memory on the same fault handler: r x `os_evict_run_latency` +
-//! c / `os_evict_bandwidth` when the profile has that fit (else evictions are free).
+//! when prefetched (only where the profile has prefetch hints). Evicting OS pages (a
+//! cuMemPrefetchAsync back to host memory per run) holds the fault handler for r x
+//! `os_evict_run_latency` when measured; the migration's bytes (`os_evict_bandwidth`) overlap
+//! the next group's faults and are not priced (BENCHMARKS.md issue 7, fifth pass).
 //!
 //! Per group, the host waits for the router's result before it can issue page-ins or launch
 //! the experts: `router_sync` (when measured) delays everything the host does after the router.
@@ -107,12 +108,9 @@ pub struct CostModel {
     /// Extra commit time per fresh granule (one that reuses no released granule), µs
     /// (`vmm_commit_fresh`; 0 when not measured).
     pub commit_fresh_us: f64,
-    /// Fixed time per contiguous run of OS pages migrated back to host memory on eviction
+    /// Fault-handler time per contiguous run of OS pages evicted, µs
     /// (`os_evict_run_latency`; 0 when not measured).
     pub os_evict_run_latency_us: f64,
-    /// Rate of those migrations, bytes per µs (`os_evict_bandwidth`); `None` when not
-    /// measured: OS evictions are then free (the pages are dropped in the fault path).
-    pub os_evict_bytes_per_us: Option<f64>,
     /// Host round trip from the router's kernel to the host's next action, µs per group
     /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
     pub host_sync_us: f64,
@@ -162,7 +160,6 @@ impl CostModel {
             host_sync_us: opt_or_zero(C::RouterSync),
             commit_fresh_us: 0.0,
             os_evict_run_latency_us: 0.0,
-            os_evict_bytes_per_us: None,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))
@@ -205,6 +202,7 @@ impl CostModel {
                 }
             }
             Paging::Os => {
+                m.os_evict_run_latency_us = opt_or_zero(C::OsEvictRunLatency);
                 match (p.get(C::FaultRunLatency), p.get(C::FaultDenseBandwidth)) {
                     (Some(lat), Some(bw)) => {
                         m.fault_run_latency_us = lat;
@@ -214,10 +212,7 @@ impl CostModel {
                         m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?
                     }
                 }
-                if let Some(bw) = p.get(C::OsEvictBandwidth) {
-                    m.os_evict_bytes_per_us = Some(bw);
-                    m.os_evict_run_latency_us = opt_or_zero(C::OsEvictRunLatency);
-                }
+
                 if opt.prefetch {
                     let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
                     if hints == Some(false) {
@@ -282,14 +277,11 @@ impl CostModel {
         runs as f64 * self.fault_run_latency_us + bytes as f64 / self.fault_bytes_per_us
     }
 
-    /// Fault handler time (µs) to migrate evicted OS pages of `bytes` in `runs` contiguous
-    /// runs back to host memory; 0 when the profile has no `os_evict_bandwidth`.
+    /// Fault-handler time (µs) of evicting OS pages in `runs` contiguous runs: the per-run
+    /// part of the migration back to host memory (its bytes overlap other faults).
     #[inline]
-    pub fn os_evict_us(&self, bytes: u64, runs: u64) -> f64 {
-        match self.os_evict_bytes_per_us {
-            Some(bw) => runs as f64 * self.os_evict_run_latency_us + bytes as f64 / bw,
-            None => 0.0,
-        }
+    pub fn os_evict_us(&self, runs: u64) -> f64 {
+        runs as f64 * self.os_evict_run_latency_us
     }
 
     /// Cost factor of touching resident memory (compute reads) with `mapped_bytes` mapped:

@@ -2,7 +2,7 @@
 //! Constants that were not measured (or were unsupported) are left out, never zero.
 
 use crate::calibrate::{Calibration, Line, LAUNCHES_PER_REP, ROUTER_SYNCS_PER_REP};
-use crate::calibrate::{FAULT_GEOMETRIES, PAGE_IN_UNITS};
+use crate::calibrate::{FAULT_GEOMETRIES, FRESH_UNITS, PAGE_IN_UNITS};
 use crate::stats::{LinearFit, Summary, TwoTerms};
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
@@ -425,26 +425,32 @@ fn add_replay_granularity_fits(
             );
         }
     }
-    // fresh granules: growing the live set vs cycling granules at the levels around it
-    let mut grown = 0u64;
-    let mut extra = 0.0;
-    for w in c.vmm_live.windows(2) {
-        if let Some(g) = w[1].grow_commit_us {
-            let cycled = (w[0].commit_us.median + w[1].commit_us.median) / 2.0;
-            extra += (g - cycled) * w[1].grown as f64;
-            grown += w[1].grown;
-        }
-    }
-    if grown > 0 {
-        let levels: Vec<u64> = c.vmm_live.iter().map(|v| v.live_granules).collect();
+    // fresh granules: commits with nothing released left to reuse vs recycled commits
+    let fresh: Vec<(u64, f64)> = c
+        .page_in
+        .iter()
+        .filter_map(|q| {
+            q.fresh_commit_us
+                .as_ref()
+                .map(|f| (q.granules, f.median - q.commit_us.median))
+        })
+        .collect();
+    let granules: u64 = fresh.iter().map(|f| f.0).sum();
+    if granules > 0 {
+        let premium = fresh.iter().map(|f| f.1).sum::<f64>() / granules as f64;
+        let per_size: Vec<String> = fresh
+            .iter()
+            .map(|(g, d)| format!("{g} granules: {:+.1} µs per granule", d / *g as f64))
+            .collect();
+        let first = c.page_in.iter().find_map(|q| q.fresh_commit_us.clone());
         p.set(
             N::VmmCommitFresh,
             Constant::measured(
-                (extra / grown as f64).max(0.0),
+                premium.max(0.0),
                 "us",
                 Measurement {
-                    statistic: Some("granule-weighted mean over the growth steps, clamped at 0".into()),
-                    ..m(format!("commit (cuMemCreate + cuMemMap + cuMemSetAccess, one granule at a time) per granule while a live set of single-granule mappings grows from level to level {levels:?} with nothing released (one reading per step, {grown} granules in all), minus the mean of the commit times of granules committed right after others were released at the two levels around it"), None)
+                    statistic: Some("granule-weighted mean over unit sizes of the difference of medians, clamped at 0".into()),
+                    ..m(format!("commit calls per unit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, one granule at a time, the previous unit's H2D copy in flight) with the footprint growing ({FRESH_UNITS} more units per repetition, all kept mapped) minus the same with the units of the cycle just released, per granule; {}", per_size.join(", ")), first.as_ref())
                 },
             ),
         );
@@ -455,14 +461,18 @@ fn add_replay_granularity_fits(
         .iter()
         .map(|f| {
             let k = f.experts as f64;
-            (k, k * f.expert_bytes as f64, f.fault_us.median)
+            (
+                k,
+                k * f.run_bytes.max(f.expert_bytes) as f64,
+                f.fault_us.median,
+            )
         })
         .collect();
     let geoms = format!("{FAULT_GEOMETRIES:?}");
     if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
         let first = c.fault_launches.first().map(|f| f.fault_us.clone());
         let method = |term: &str| {
-            format!("k host-resident experts (managed memory written by the host, (hidden, bytes) in {geoms}) read by one launch of the int4 expert kernels (gate+up, down), minus the same launch on resident pages, CUDA events, k in {:?}; {term} of the fit time = k x latency + k x bytes / bandwidth (no per-launch term; r2 {:.5})", { let mut ks: Vec<u32> = c.fault_launches.iter().map(|f| f.experts).collect(); ks.sort_unstable(); ks.dedup(); ks }, f.r2)
+            format!("k host-resident experts (managed memory written by the host, (hidden, bytes) in {geoms}) (runs of their pages, 4 KiB-aligned) read by one launch of the int4 expert kernels (gate+up, down), minus the same launch on resident pages, CUDA events, k in {:?}; {term} of the fit time = k x latency + k x bytes / bandwidth (no per-launch term; r2 {:.5})", { let mut ks: Vec<u32> = c.fault_launches.iter().map(|f| f.experts).collect(); ks.sort_unstable(); ks.dedup(); ks }, f.r2)
         };
         p.set(
             N::FaultRunLatency,
@@ -489,7 +499,7 @@ fn add_replay_granularity_fits(
             let k = f.experts as f64;
             f.evict_us
                 .as_ref()
-                .map(|e| (k, k * f.expert_bytes as f64, e.median))
+                .map(|e| (k, k * f.run_bytes.max(f.expert_bytes) as f64, e.median))
         })
         .collect();
     if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
@@ -513,5 +523,94 @@ fn add_replay_granularity_fits(
                 fit_stat(m(method("1 / bytes coefficient"), first.as_ref())),
             ),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::{FaultLaunchPoint, PageInPoint};
+
+    fn one(v: f64) -> Summary {
+        Summary::of(&[v]).unwrap()
+    }
+
+    #[test]
+    fn replay_granularity_fits_by_hand() {
+        // a real measurement set (fifth pass, diagnosis call) with hand-made arm points
+        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let mut c: Calibration = serde_json::from_str(text).unwrap();
+        let pt =
+            |g: u64, commit: f64, enqueue: f64, decommit: f64, fresh: Option<f64>| PageInPoint {
+                granules: g,
+                units: 8,
+                commit_us: one(commit),
+                h2d_enqueue_us: one(enqueue),
+                decommit_us: one(decommit),
+                fresh_commit_us: fresh.map(one),
+            };
+        c.page_in = vec![
+            pt(2, 90.0, 2.0, 60.0, Some(110.0)),
+            pt(8, 330.0, 4.0, 230.0, Some(350.0)),
+        ];
+        // faults: k x 50 µs + k x run bytes / 8000 B/µs; evictions: k x 70 + bytes / 16000
+        let fl = |k: u32, run: u64| {
+            let b = (k as u64 * run) as f64;
+            FaultLaunchPoint {
+                hidden: 2048,
+                ffn: 640,
+                expert_bytes: run - 4096,
+                run_bytes: run,
+                experts: k,
+                faulted_us: one(0.0),
+                resident_us: one(0.0),
+                fault_us: one(k as f64 * 50.0 + b / 8000.0),
+                evict_us: Some(one(k as f64 * 70.0 + b / 16000.0)),
+            }
+        };
+        c.fault_launches = vec![
+            fl(1, 1 << 20),
+            fl(2, 1 << 20),
+            fl(1, 4 << 20),
+            fl(4, 4 << 20),
+        ];
+        let p = to_profile(&c, "t");
+        let g = |n: N| p.get(n).unwrap();
+        // commit + enqueue: (2, 92), (8, 334) -> slope 242 / 6, intercept 92 - 2 x slope
+        let slope = 242.0 / 6.0;
+        assert!((g(N::VmmCommit) - slope).abs() < 1e-9);
+        assert!((g(N::VmmCommitFixed) - (92.0 - 2.0 * slope)).abs() < 1e-9);
+        // decommit: (2, 60), (8, 230) -> slope 170 / 6
+        assert!((g(N::VmmDecommit) - 170.0 / 6.0).abs() < 1e-9);
+        assert!((g(N::VmmDecommitFixed) - (60.0 - 2.0 * 170.0 / 6.0)).abs() < 1e-9);
+        // fresh: (20 + 20) µs over 2 + 8 granules
+        assert!((g(N::VmmCommitFresh) - 4.0).abs() < 1e-9);
+        // faults and evictions, on run bytes (not the kernel's bytes)
+        assert!((g(N::FaultRunLatency) - 50.0).abs() < 1e-6);
+        assert!((g(N::FaultDenseBandwidth) - 8000.0).abs() < 1e-3);
+        assert!((g(N::OsEvictRunLatency) - 70.0).abs() < 1e-6);
+        assert!((g(N::OsEvictBandwidth) - 16000.0).abs() < 1e-3);
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn without_the_arms_the_constants_stay_out() {
+        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let mut c: Calibration = serde_json::from_str(text).unwrap();
+        c.page_in.clear();
+        c.fault_launches.clear();
+        let p = to_profile(&c, "t");
+        for n in [
+            N::VmmCommit,
+            N::VmmCommitFixed,
+            N::VmmDecommit,
+            N::VmmCommitFresh,
+            N::OsEvictRunLatency,
+            N::OsEvictBandwidth,
+        ] {
+            assert_eq!(p.get(n), None, "{n}");
+        }
+        // the one-run-per-launch dense-fault fit remains
+        assert!(p.get(N::FaultRunLatency).is_some());
     }
 }

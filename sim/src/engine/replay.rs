@@ -14,9 +14,9 @@
 //! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
 //! the same way. Units paged in and evicted by the same group are decommitted once its expert
-//! compute ends (the kernels read them until then). OS-paged evictions migrate the pages
-//! back to host memory on the fault handler, when the profile prices that. Deferred work
-//! lives in an [`EventQueue`] keyed by (time, push order).
+//! compute ends (the kernels read them until then). OS-paged evictions hold the fault handler
+//! for their per-run cost. Deferred work lives in an [`EventQueue`] keyed by (time, push
+//! order).
 
 use super::plan::Plans;
 use super::predict::{Predictor, PredictorKind};
@@ -307,9 +307,8 @@ impl State<'_> {
     }
 
     /// Evict OS-paged `units` no earlier than `t`: their memory leaves the mapped count and
-    /// their touched pages migrate back to host memory on the fault handler (free when the
-    /// profile has no eviction rate). Pages of one expert are consecutive units: a new run
-    /// starts at a gap.
+    /// the fault handler spends the per-run eviction cost (pages of one expert are consecutive
+    /// units: a new run starts at a gap).
     fn os_evict_batch(&mut self, units: &[u32], t: f64) {
         if units.is_empty() {
             return;
@@ -323,7 +322,7 @@ impl State<'_> {
             prev = Some(u);
         }
         self.mapped_units -= bytes as f64;
-        let d = self.cost.os_evict_us(bytes, runs);
+        let d = self.cost.os_evict_us(runs);
         if d > 0.0 {
             let s = self.fault_free.max(t);
             self.fault_free = s + d;

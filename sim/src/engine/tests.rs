@@ -775,7 +775,7 @@ fn fresh_granules_pay_the_premium_released_ones_do_not() {
 }
 
 #[test]
-fn os_evictions_migrate_on_the_fault_handler_after_the_experts() {
+fn os_evictions_hold_the_fault_handler_per_run_after_the_experts() {
     // os pages of 1 MiB, 2 keys of 4 pages apart (2 runs), streamed: faulted in and evicted
     // by the same group, two steps
     let mut p = test_profile(None);
@@ -783,7 +783,7 @@ fn os_evictions_migrate_on_the_fault_handler_after_the_experts() {
     p.set(C::FaultRunLatency, a(40.0, "us"))
         .set(C::FaultDenseBandwidth, a(2.0, "GB/s"))
         .set(C::RouterSync, a(7.0, "us"))
-        .set(C::OsEvictRunLatency, a(30.0, "us"))
+        .set(C::OsEvictRunLatency, a(1000.0, "us"))
         .set(C::OsEvictBandwidth, a(4.0, "GB/s"));
     let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
     let mut map = unit_map(1, 16, MIB, MIB);
@@ -802,24 +802,23 @@ fn os_evictions_migrate_on_the_fault_handler_after_the_experts() {
     };
     let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
     let faults = 2.0 * 40.0 + 8.0 * MIB as f64 / 2000.0;
-    let evict = 2.0 * 30.0 + 8.0 * MIB as f64 / 4000.0;
-    // step 0: non-expert 100, router 7, faults, experts 20 + 2 x 50; the eviction starts
-    // when the experts are done
+    // step 0: non-expert 100, router 7, faults, experts 20 + 2 x 50; its eviction (2 runs x
+    // 1000 µs, bytes not priced) starts when the experts are done
     assert!(
         close(r.step_us[0], 107.0 + faults + 120.0),
         "{:?}",
         r.step_us
     );
-    // step 1: its faults wait for step 0's eviction on the fault handler
+    // step 1: its faults wait for step 0's eviction (2000 µs > non-expert + router 107 µs)
     assert!(
-        close(r.step_us[1], evict + faults + 120.0),
+        close(r.step_us[1], 2000.0 + faults + 120.0),
         "{:?}",
         r.step_us
     );
-    assert!(close(r.step_parts[1].fault_us, evict + faults));
-    // without the eviction rate evictions are free again
+    assert!(close(r.step_parts[1].fault_us, 2000.0 + faults));
+    // without the eviction constant evictions cost nothing again
     let mut q = p.clone();
-    q.constants.remove("os_evict_bandwidth");
+    q.constants.remove("os_evict_run_latency");
     let cost = CostModel::new(&q, Paging::Os, CostOptions::default()).unwrap();
     let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
     assert!(close(r.step_us[1], 107.0 + faults + 120.0));

@@ -21,7 +21,8 @@ pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
 use kernel_arms::{measure_kernels, measure_stream_read};
 use paging_arms::{measure_fault_launches, measure_page_in};
 pub use paging_arms::{
-    FaultLaunchPoint, PageInPoint, FAULT_GEOMETRIES, FAULT_KS, PAGE_IN_GRANULES, PAGE_IN_UNITS,
+    FaultLaunchPoint, PageInPoint, FAULT_GEOMETRIES, FAULT_KS, FRESH_GRANULES, FRESH_UNITS,
+    PAGE_IN_GRANULES, PAGE_IN_UNITS,
 };
 
 /// How much to measure.

@@ -15,16 +15,26 @@ use crate::stats::Summary;
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaStream};
 use kernels::{Kernels, Variant};
+use rand::seq::{index, SliceRandom};
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Units committed and decommitted per (size, GPU state) and repetition of the page-in arm.
+/// Units committed per size and repetition of the page-in arm (a group's page-ins: top-8).
 pub const PAGE_IN_UNITS: usize = 8;
+/// Unit slots of the page-in arm's range: its units sit at distinct random slots of a range
+/// of this many units, as a group's page-ins sit among a layer's experts in the replay's bank
+/// (Qwen3-30B-A3B has 128 experts per layer). Commit cost depends on where units lie: units
+/// 16 MiB apart committed 15-30% cheaper than units 256 MiB apart (BENCHMARKS.md issue 7).
+pub const PAGE_IN_SLOTS: usize = 128;
 /// Unit sizes of the page-in arm, in granules (a design choice covering the validation's
-/// units: 1 granule (2 MiB experts), 2 (Qwen3-30B-A3B int4 `e1`), 8 (granite at 16 MiB `e1`),
-/// 32 (granite `e4`) and 128 (`region:256`)).
-pub const PAGE_IN_GRANULES: [u64; 5] = [1, 2, 8, 32, 128];
+/// units: 2 (Qwen3-30B-A3B int4 `e1`), 8 (granite at 16 MiB `e1`), 32 (granite `e4`) and 128
+/// (`region:256`)). Single-granule units are left out: with units 16 MiB and 256 MiB apart
+/// their commits cost 85 and 179 µs, more than 2-granule units (92 and 98 µs), for reasons
+/// not understood (BENCHMARKS.md issue 7, fifth pass); 1-granule units are priced by the fit.
+pub const PAGE_IN_GRANULES: [u64; 4] = [2, 8, 32, 128];
 /// Experts faulted by one launch in the fault-concurrency arm.
 pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];
 
@@ -42,6 +52,79 @@ pub struct PageInPoint {
     pub h2d_enqueue_us: Summary,
     /// cuMemUnmap + cuMemRelease of the unit's granules, µs per unit (copies finished).
     pub decommit_us: Summary,
+    /// Commit calls per unit, µs, when nothing released is left to reuse: units committed
+    /// after the cycles above, [`FRESH_UNITS`] per repetition, all kept mapped (the footprint
+    /// grows as in a cache warming up); `None` for sizes not in [`FRESH_GRANULES`].
+    #[serde(default)]
+    pub fresh_commit_us: Option<Summary>,
+}
+
+/// Seed of the page-in arm's unit placement (a design choice).
+pub const PAGE_IN_SEED: u64 = 7;
+/// Units committed per repetition, and kept, by the fresh phase of the page-in arm.
+pub const FRESH_UNITS: usize = 64;
+/// Unit sizes of the fresh phase, granules (Qwen3-30B-A3B int4 `e1` and granite `e1`).
+pub const FRESH_GRANULES: [u64; 2] = [2, 8];
+
+/// What a page-in needs: the granule, the device, the pinned staging buffer and the copy
+/// stream.
+struct Pager<'a> {
+    granule: usize,
+    dev: i32,
+    staging: *mut std::ffi::c_void,
+    copy: &'a Arc<CudaStream>,
+}
+
+/// Commits one unit of `g` granules at each address of `units`, in order, each followed by
+/// the H2D enqueue of its bytes from the staging buffer on the copy stream; returns the host
+/// µs in commit calls and in enqueues, and every granule's (address, handle) in `handles`.
+fn commit_units(
+    pg: &Pager,
+    units: &[u64],
+    g: u64,
+    handles: &mut Vec<(u64, sys::CUmemGenericAllocationHandle)>,
+) -> Result<(f64, f64), CalibrateError> {
+    let (granule, dev, staging, copy) = (pg.granule, pg.dev, pg.staging, pg.copy);
+    let (mut c, mut e) = (0.0, 0.0);
+    for &at0 in units {
+        let t = Instant::now();
+        for i in 0..g {
+            let at = at0 + i * granule as u64;
+            let h = vmm::create(granule, dev).during("cuMemCreate")?;
+            vmm::map(at, granule, h).during("cuMemMap")?;
+            vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
+            handles.push((at, h));
+        }
+        let t1 = Instant::now();
+        // SAFETY: at0..at0 + g granules is mapped read-write above; the staging buffer holds
+        // at least g granules of pinned bytes.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                at0,
+                staging as *const _,
+                g as usize * granule,
+                copy.cu_stream(),
+            )
+        }
+        .result()
+        .during("cuMemcpyHtoDAsync")?;
+        c += t1.duration_since(t).as_secs_f64() * 1e6;
+        e += t1.elapsed().as_secs_f64() * 1e6;
+    }
+    Ok((c, e))
+}
+
+/// cuMemUnmap + cuMemRelease of every granule of `handles`; host µs.
+fn decommit_all(
+    handles: &mut Vec<(u64, sys::CUmemGenericAllocationHandle)>,
+    granule: usize,
+) -> Result<f64, CalibrateError> {
+    let t = Instant::now();
+    for (at, h) in handles.drain(..) {
+        vmm::unmap(at, granule).during("cuMemUnmap")?;
+        vmm::release(h).during("cuMemRelease")?;
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e6)
 }
 
 /// `k` experts of one geometry faulted in by one expert-kernel launch.
@@ -53,6 +136,10 @@ pub struct FaultLaunchPoint {
     pub ffn: usize,
     /// Bytes the kernels read per expert.
     pub expert_bytes: u64,
+    /// Bytes of one expert's pages (its size rounded up to 4 KiB: the run the model prices;
+    /// the kernels touch `expert_bytes` of it).
+    #[serde(default)]
+    pub run_bytes: u64,
     /// Experts (slots, each a distinct host-resident expert) of the launch.
     pub experts: u32,
     /// Gate+up and down launches on host-resident managed pages, µs (CUDA events).
@@ -68,9 +155,13 @@ pub struct FaultLaunchPoint {
 }
 
 /// The page-in arm: per repetition, each unit size in turn (the order rotating with the
-/// repetition): [`PAGE_IN_UNITS`] units committed one after another, each followed by the H2D
-/// enqueue of its bytes on a copy stream (so a copy is in flight during the next unit's calls,
-/// as in the replay); then, copies finished, every unit decommitted. GPU idle.
+/// repetition): [`PAGE_IN_UNITS`] units at distinct random slots (seeded) of a range of
+/// [`PAGE_IN_SLOTS`] units, committed one after another, each followed by the H2D enqueue of
+/// its bytes on a copy stream (so a copy is in flight during the next unit's calls, as in the
+/// replay); then, copies finished, every unit decommitted in the same order. Then the fresh
+/// phase: per size in [`FRESH_GRANULES`], every repetition commits [`FRESH_UNITS`] more units
+/// the same way and keeps them (the footprint grows as in a cache warming up), the slots a
+/// seeded random order of a range just large enough; all released at the end. GPU idle.
 pub(crate) fn measure_page_in(
     ctx: &Arc<CudaContext>,
     granule: usize,
@@ -85,62 +176,40 @@ pub(crate) fn measure_page_in(
         &PAGE_IN_GRANULES
     };
     let gmax = *sizes.iter().max().expect("sizes") as usize;
+    let fresh_max = *FRESH_GRANULES.iter().max().expect("sizes") as usize;
     let copy = ctx.new_stream().during("copy stream")?;
-    let va = vmm::Reservation::new(PAGE_IN_UNITS * gmax * granule, granule)
+    let va = vmm::Reservation::new(PAGE_IN_SLOTS * gmax * granule, granule)
         .during("cuMemAddressReserve")?;
+    let mut rng = Pcg64::seed_from_u64(PAGE_IN_SEED);
+    let fresh_span = (reps as usize + 1) * FRESH_UNITS * fresh_max * granule;
+    let va_fresh = vmm::Reservation::new(fresh_span, granule).during("cuMemAddressReserve")?;
     let mut staging = std::ptr::null_mut();
     // SAFETY: valid out-pointer; freed below.
-    unsafe { sys::cuMemHostAlloc(&mut staging, gmax * granule, 0) }
+    unsafe { sys::cuMemHostAlloc(&mut staging, gmax.max(fresh_max) * granule, 0) }
         .result()
         .during("cuMemHostAlloc")?;
-    // [size] -> (commit, enqueue, decommit) samples
-    let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); sizes.len()];
+    let pg = Pager {
+        granule,
+        dev,
+        staging,
+        copy: &copy,
+    };
+    // [size] -> (commit, enqueue, decommit, fresh commit) samples
+    let mut samples = vec![(Vec::new(), Vec::new(), Vec::new(), Vec::new()); sizes.len()];
+    let mut handles = Vec::new();
     let result = (|| -> Result<(), CalibrateError> {
         for r in 0..=reps {
             for j in 0..sizes.len() {
                 let si = (j + r as usize) % sizes.len();
                 let g = sizes[si];
-                let mut units: Vec<Vec<(u64, sys::CUmemGenericAllocationHandle)>> =
-                    Vec::with_capacity(PAGE_IN_UNITS);
-                let (mut c, mut e, mut d) = (0.0, 0.0, 0.0);
-                for u in 0..PAGE_IN_UNITS {
-                    let base = va.base + (u * gmax * granule) as u64;
-                    let t = Instant::now();
-                    let mut hs = Vec::with_capacity(g as usize);
-                    for i in 0..g {
-                        let at = base + i * granule as u64;
-                        let h = vmm::create(granule, dev).during("cuMemCreate")?;
-                        vmm::map(at, granule, h).during("cuMemMap")?;
-                        vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
-                        hs.push((at, h));
-                    }
-                    let t1 = Instant::now();
-                    // SAFETY: base..base + g granules is mapped read-write above; the staging
-                    // buffer holds gmax granules of pinned bytes.
-                    unsafe {
-                        sys::cuMemcpyHtoDAsync_v2(
-                            base,
-                            staging as *const _,
-                            g as usize * granule,
-                            copy.cu_stream(),
-                        )
-                    }
-                    .result()
-                    .during("cuMemcpyHtoDAsync")?;
-                    let t2 = Instant::now();
-                    c += t1.duration_since(t).as_secs_f64() * 1e6;
-                    e += t2.duration_since(t1).as_secs_f64() * 1e6;
-                    units.push(hs);
-                }
+                let unit_bytes = g * granule as u64;
+                let units: Vec<u64> = index::sample(&mut rng, PAGE_IN_SLOTS, PAGE_IN_UNITS)
+                    .iter()
+                    .map(|slot| va.base + slot as u64 * unit_bytes)
+                    .collect();
+                let (c, e) = commit_units(&pg, &units, g, &mut handles)?;
                 copy.synchronize().during("page-in copies")?;
-                for hs in units {
-                    let t = Instant::now();
-                    for (at, h) in hs {
-                        vmm::unmap(at, granule).during("cuMemUnmap")?;
-                        vmm::release(h).during("cuMemRelease")?;
-                    }
-                    d += t.elapsed().as_secs_f64() * 1e6;
-                }
+                let d = decommit_all(&mut handles, granule)?;
                 if r > 0 {
                     let n = PAGE_IN_UNITS as f64;
                     let s = &mut samples[si];
@@ -150,9 +219,28 @@ pub(crate) fn measure_page_in(
                 }
             }
         }
+        for &g in FRESH_GRANULES.iter().filter(|g| sizes.contains(g)) {
+            let si = sizes.iter().position(|&x| x == g).expect("contained");
+            let unit_bytes = g * granule as u64;
+            let mut slots: Vec<u64> = (0..((reps as usize + 1) * FRESH_UNITS) as u64).collect();
+            slots.shuffle(&mut rng);
+            for (r, chunk) in slots.chunks(FRESH_UNITS).enumerate() {
+                let units: Vec<u64> = chunk
+                    .iter()
+                    .map(|&slot| va_fresh.base + slot * unit_bytes)
+                    .collect();
+                let (c, _) = commit_units(&pg, &units, g, &mut handles)?;
+                if r > 0 {
+                    samples[si].3.push(c / FRESH_UNITS as f64);
+                }
+            }
+            copy.synchronize().during("fresh page-in copies")?;
+            decommit_all(&mut handles, granule)?;
+        }
         Ok(())
     })();
     let _ = copy.synchronize();
+    let _ = decommit_all(&mut handles, granule);
     // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
     let _ = unsafe { sys::cuMemFreeHost(staging) };
     result?;
@@ -165,10 +253,18 @@ pub(crate) fn measure_page_in(
             commit_us: summary(&s.0)?,
             h2d_enqueue_us: summary(&s.1)?,
             decommit_us: summary(&s.2)?,
+            fresh_commit_us: if s.3.is_empty() {
+                None
+            } else {
+                Some(summary(&s.3)?)
+            },
         };
         log(&format!(
-            "page-in of {g} granules: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit",
-            p.commit_us.median, p.h2d_enqueue_us.median, p.decommit_us.median
+            "page-in of {g} granules: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit; commit with nothing to reuse {}",
+            p.commit_us.median,
+            p.h2d_enqueue_us.median,
+            p.decommit_us.median,
+            p.fresh_commit_us.as_ref().map_or("-".into(), |f| format!("{:.1} µs", f.median))
         ));
         out.push(p);
     }
@@ -286,6 +382,7 @@ pub(crate) fn measure_fault_launches(
                 hidden: geom.hidden,
                 ffn: geom.ffn,
                 expert_bytes: geom.expert_bytes() as u64,
+                run_bytes: stride as u64,
                 experts: n as u32,
                 faulted_us: summary(&s.0)?,
                 resident_us: summary(&s.1)?,
