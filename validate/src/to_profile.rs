@@ -239,7 +239,7 @@ fn add_model_fits(
                 continue;
             }
             let method = |term: &str| {
-                format!("{what} per granule, one granule at a time ({} per repetition), timed on the host, with {levels:?} other single-granule mappings live; {term} of the fit against live granules / 1024 (r2 {:.4})", c.vmm_live[0].granules, l.r2)
+                format!("{what} per granule, one granule at a time ({} per repetition), timed on the host, with {levels:?} other single-granule mappings live, live and cycled granules scattered over one range in a seeded random order; {term} of the fit against live granules / 1024 (r2 {:.4})", c.vmm_live[0].granules, l.r2)
             };
             p.set(
                 base,

@@ -11,6 +11,9 @@ use crate::stats::{LinearFit, Summary};
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, DevicePtr};
 use kernels::Kernels;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -216,6 +219,8 @@ pub const LAUNCHES_PER_REP: u32 = 1000;
 /// Launch + event + host wait iterations per repetition of the router-sync arm (a design
 /// choice, not tuned).
 pub const ROUTER_SYNCS_PER_REP: u32 = 200;
+/// Seed of the live-mapping arm's granule placement (a design choice).
+pub const LIVE_SEED: u64 = 11;
 
 /// Times `f` on `stream` with CUDA events; returns µs.
 pub(crate) fn time_events(
@@ -445,7 +450,10 @@ fn measure_vmm(
 /// budget holds thousands of single-granule mappings, the fill arms above at most 256. Live
 /// sets grow level by level (0, 1024, 3072, 6144 granules; quick: 0, 2048), capped at a
 /// quarter of free memory; at each level `reps` cycles of 64 granules, each granule created,
-/// mapped and given access in turn (as a page-in), then each unmapped and released.
+/// mapped and given access in turn (as a page-in), then each unmapped and released. As in the
+/// replay's bank, the granules lie scattered: live and cycled granules take the slots of one
+/// range of 2 x top + 64 granules in a seeded random order (live ones first), so cycled
+/// granules land between live ones.
 fn measure_vmm_live(
     ctx: &Arc<CudaContext>,
     device: &DeviceInfo,
@@ -468,16 +476,18 @@ fn measure_vmm_live(
         .filter(|&l| l <= max_live)
         .max()
         .unwrap_or(0);
-    let live_va = vmm::Reservation::new((top as usize).max(1) * granule, granule)
-        .during("cuMemAddressReserve")?;
-    let va = vmm::Reservation::new(cycle * granule, granule).during("cuMemAddressReserve")?;
+    let slots = 2 * top as usize + cycle;
+    let range = vmm::Reservation::new(slots * granule, granule).during("cuMemAddressReserve")?;
+    let mut order: Vec<u64> = (0..slots as u64).collect();
+    order.shuffle(&mut Pcg64::seed_from_u64(LIVE_SEED));
+    let slot_at = |i: usize| range.base + order[i] * granule as u64;
     let mut live: Vec<(u64, sys::CUmemGenericAllocationHandle)> = Vec::new();
     let mut out = Vec::new();
     let result = (|| -> Result<(), CalibrateError> {
         for &level in levels.iter().filter(|&&l| l <= top) {
             let (t, before) = (Instant::now(), live.len() as u64);
             while (live.len() as u64) < level {
-                let at = live_va.base + (live.len() * granule) as u64;
+                let at = slot_at(live.len());
                 let h = vmm::create(granule, dev).during("live cuMemCreate")?;
                 vmm::map(at, granule, h).during("live cuMemMap")?;
                 live.push((at, h));
@@ -491,7 +501,7 @@ fn measure_vmm_live(
                 let mut hs = Vec::with_capacity(cycle);
                 let t = Instant::now();
                 for i in 0..cycle {
-                    let at = va.base + (i * granule) as u64;
+                    let at = slot_at(slots - cycle + i);
                     let h = vmm::create(granule, dev).during("cuMemCreate")?;
                     vmm::map(at, granule, h).during("cuMemMap")?;
                     vmm::set_access(at, granule, dev).during("cuMemSetAccess")?;
@@ -500,7 +510,7 @@ fn measure_vmm_live(
                 let c = t.elapsed().as_secs_f64() * 1e6 / cycle as f64;
                 let t = Instant::now();
                 for (i, h) in hs.into_iter().enumerate() {
-                    vmm::unmap(va.base + (i * granule) as u64, granule).during("cuMemUnmap")?;
+                    vmm::unmap(slot_at(slots - cycle + i), granule).during("cuMemUnmap")?;
                     vmm::release(h).during("cuMemRelease")?;
                 }
                 let d = t.elapsed().as_secs_f64() * 1e6 / cycle as f64;
