@@ -2,9 +2,10 @@
 
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
-    bulk_lanes, bulk_shared_bytes, lanes_per_row, rows_per_block, tc_rows_per_block,
-    tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS, DEFAULT_DOT_KERNEL,
-    DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+    bulk_lanes, bulk_shared_bytes, dot_activation_bytes, lanes_per_row, rows_per_block,
+    tc_rows_per_block, tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS,
+    DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS,
+    UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -21,11 +22,6 @@ pub const SOURCE: &str = include_str!("cuda/moe.cu");
 pub const DOT_SOURCE: &str = include_str!("cuda/moe_dot.cu");
 /// Bytes of one staged activation value (f32) in the kernels' shared memory.
 const ACTIVATION_BYTES: usize = 4;
-/// Shared memory of the dot kernels per activation row of `k` values, bytes: two signed int8
-/// limbs per value and one f32 step per 32 values (see `cuda/moe_dot.cu`).
-fn dot_row_bytes(k: usize) -> usize {
-    2 * k + 4 * (k / 32)
-}
 /// Shared memory kept back from the dot kernels' dynamic allocation for their static arrays
 /// (cross-warp sums, the bulk-copy barrier, the fused kernels' ticket: at most 528 B), bytes.
 const DOT_STATIC_SHARED_BYTES: usize = 1024;
@@ -117,6 +113,9 @@ pub struct Kernels {
     spin: CudaFunction,
     /// The functions of [`DOT_KERNELS`], in order (empty when [`DOT_SOURCE`] failed to compile).
     dot: Vec<CudaFunction>,
+    /// The sixth pass's activation pre-passes of [`DOT_SOURCE`]: `moe_dot_prep1` (one int8
+    /// limb) and `moe_dot_prep2` (two), indexed by limbs - 1 (empty when it failed to compile).
+    dot_prep: Vec<CudaFunction>,
     _dot_module: Option<Arc<CudaModule>>,
     dot_error: Option<String>,
     per_slot: PerSlotKernel,
@@ -157,8 +156,13 @@ impl Kernels {
                 max_shared_bytes as i32,
             )?;
         }
-        let load_dot = || -> Result<(Arc<CudaModule>, Vec<CudaFunction>), KernelError> {
+        type DotModule = (Arc<CudaModule>, Vec<CudaFunction>, Vec<CudaFunction>);
+        let load_dot = || -> Result<DotModule, KernelError> {
             let m = ctx.load_module(compile(DOT_SOURCE, arch)?)?;
+            let prep = vec![
+                m.load_function("moe_dot_prep1")?,
+                m.load_function("moe_dot_prep2")?,
+            ];
             let mut fs = Vec::new();
             for d in DOT_KERNELS {
                 let f = m.load_function(d.name)?;
@@ -168,11 +172,11 @@ impl Kernels {
                 )?;
                 fs.push(f);
             }
-            Ok((m, fs))
+            Ok((m, fs, prep))
         };
-        let (dot_module, dot, dot_error) = match load_dot() {
-            Ok((m, fs)) => (Some(m), fs, None),
-            Err(e) => (None, Vec::new(), Some(e.to_string())),
+        let (dot_module, dot, dot_prep, dot_error) = match load_dot() {
+            Ok((m, fs, prep)) => (Some(m), fs, prep, None),
+            Err(e) => (None, Vec::new(), Vec::new(), Some(e.to_string())),
         };
         let per_slot = if dot.is_empty() {
             PerSlotKernel::F32
@@ -181,6 +185,7 @@ impl Kernels {
         };
         Ok(Self {
             dot,
+            dot_prep,
             _dot_module: dot_module,
             dot_error,
             per_slot,
@@ -282,7 +287,12 @@ impl Kernels {
                     let mma_runs = self.compute_capability.0 >= 8
                         && geom.hidden.is_multiple_of(TC_K_BLOCK)
                         && geom.ffn.is_multiple_of(TC_K_BLOCK);
-                    let kernel = if DOT_KERNELS[kernel].staging == DotStaging::Mma && !mma_runs {
+                    let staging = DOT_KERNELS[kernel].staging;
+                    // The sixth pass's kernels find a chunk's scale group by a shift.
+                    let shift_runs = geom.group.is_power_of_two();
+                    let kernel = if (staging == DotStaging::Mma && !mma_runs)
+                        || (staging.unsigned_nibbles() && !shift_runs)
+                    {
                         DOT_FALLBACK_KERNEL
                     } else {
                         kernel
@@ -310,12 +320,11 @@ impl Kernels {
             _ => (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4,
         };
         let is_dot = matches!(path, KernelPath::PerSlotDot { .. });
-        let row_bytes_of = |k: usize| {
-            if is_dot {
-                dot_row_bytes(k)
-            } else {
-                k * ACTIVATION_BYTES
+        let row_bytes_of = |k: usize| match path {
+            KernelPath::PerSlotDot { kernel } => {
+                dot_activation_bytes(k, DOT_KERNELS[kernel].staging)
             }
+            _ => k * ACTIVATION_BYTES,
         };
         // The staged dot kernels' weight ring comes first in their dynamic shared memory.
         let ring_bytes = match path {
@@ -418,7 +427,30 @@ impl Kernels {
         let fused = matches!(path, KernelPath::PerSlotDot { kernel }
             if DOT_KERNELS[kernel].staging == DotStaging::Fused);
         let slots = slot_token.len();
+        // Pre-pass kernels: scratch rows of quantized activations, one per token (gate+up)
+        // and one per slot (down).
+        let quantized = match path {
+            KernelPath::PerSlotDot { kernel } => {
+                match DOT_KERNELS[kernel].staging.prepass_limbs() {
+                    Some(limbs) => {
+                        let staging = DOT_KERNELS[kernel].staging;
+                        let words =
+                            |rows: usize, k: usize| rows * dot_activation_bytes(k, staging) / 4;
+                        Some((
+                            limbs,
+                            [
+                                stream.alloc_zeros::<u32>(words(tokens, geom.hidden))?,
+                                stream.alloc_zeros::<u32>(words(slots, geom.ffn))?,
+                            ],
+                        ))
+                    }
+                    None => None,
+                }
+            }
+            _ => None,
+        };
         Ok(MoeLaunch {
+            quantized,
             geom,
             variant,
             items: items as u32,
@@ -604,15 +636,90 @@ impl Kernels {
             };
             let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
             let (woff, soff) = (woff as u64, soff as u64);
+            // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
+            // after its first.
+            let programmatic = match launch.path {
+                KernelPath::PerSlotDot { kernel } => {
+                    DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
+                }
+                _ => false,
+            };
+            if let Some((limbs, scratch)) = launch.quantized.as_mut() {
+                // The pre-pass: one block per token (gate+up) or slot (down) row.
+                let (input, n) = if mode == 0 {
+                    (&launch.x, launch.x.len() / g.hidden)
+                } else {
+                    (&launch.gu, launch.gu.len() / (2 * g.ffn))
+                };
+                let func = &self.dot_prep[*limbs - 1];
+                if programmatic && pi == 1 {
+                    let args = [
+                        input.device_ptr(stream).0,
+                        k as u64,
+                        mode as u32 as u64,
+                        scratch[pi].device_ptr(stream).0,
+                    ];
+                    // SAFETY: as the launch below, through cuLaunchKernelEx.
+                    unsafe {
+                        launch_programmatic(stream, func, (n as u32, 1), 0, &args)?;
+                    }
+                } else {
+                    let pcfg = LaunchConfig {
+                        grid_dim: (n as u32, 1, 1),
+                        block_dim: (BLOCK_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    let mut b = stream.launch_builder(func);
+                    b.arg(input).arg(&k).arg(&mode).arg(&mut scratch[pi]);
+                    // SAFETY: matches moe_dot_prep1/2; `input` holds n rows of k (mode 0) or
+                    // 2k (mode 1) values and scratch[pi] n rows of dot_activation_bytes(k) bytes.
+                    unsafe { b.launch(pcfg) }?;
+                }
+            }
+            if programmatic && (pi == 1 || launch.quantized.is_some()) {
+                let (input, output) = match (launch.quantized.as_ref(), mode) {
+                    (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
+                    (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
+                    (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
+                    (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
+                };
+                let args = [
+                    launch.work.device_ptr(stream).0,
+                    launch.slot_list.device_ptr(stream).0,
+                    launch.slot_token.device_ptr(stream).0,
+                    input,
+                    output.device_ptr(stream).0,
+                    rows as u64,
+                    k as u64,
+                    group as u64,
+                    woff,
+                    soff,
+                    mode as u32 as u64,
+                    phase.split as u64,
+                ];
+                // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
+                // plain launch below.
+                unsafe {
+                    launch_programmatic(
+                        stream,
+                        func,
+                        (phase.blocks, launch.items),
+                        phase.shared_bytes,
+                        &args,
+                    )?;
+                }
+                continue;
+            }
             let mut b = stream.launch_builder(func);
             b.arg(&launch.work)
                 .arg(&launch.slot_list)
                 .arg(&launch.slot_token);
-            if mode == 0 {
-                b.arg(&launch.x).arg(&mut launch.gu);
-            } else {
-                b.arg(&launch.gu).arg(&mut launch.y);
-            }
+            match (launch.quantized.as_ref(), mode) {
+                (Some((_, scratch)), 0) => b.arg(&scratch[0]).arg(&mut launch.gu),
+                (Some((_, scratch)), _) => b.arg(&scratch[1]).arg(&mut launch.y),
+                (None, 0) => b.arg(&launch.x).arg(&mut launch.gu),
+                (None, _) => b.arg(&launch.gu).arg(&mut launch.y),
+            };
             b.arg(&rows)
                 .arg(&k)
                 .arg(&group)
@@ -703,6 +810,58 @@ impl Kernels {
     }
 }
 
+/// Launches `func` on `stream` as a programmatic dependent launch (`cuLaunchKernelEx` with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): it may start before the previous
+/// grid of the stream ends and must wait for it (`griddepcontrol.wait`) before reading its
+/// results. `grid` (x, y) of [`BLOCK_THREADS`]-thread blocks; each kernel parameter in `args`
+/// as a u64 whose low bytes hold it (32-bit parameters read the first 4 bytes, little-endian).
+///
+/// # Safety
+/// `args` must match the kernel's parameter list in count and sizes, and every pointer must
+/// be valid for what the kernel reads and writes.
+unsafe fn launch_programmatic(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    grid: (u32, u32),
+    shared_bytes: u32,
+    args: &[u64],
+) -> Result<(), KernelError> {
+    use cudarc::driver::sys;
+    let mut values: Vec<u64> = args.to_vec();
+    let mut params: Vec<*mut std::ffi::c_void> = values
+        .iter_mut()
+        .map(|v| v as *mut u64 as *mut std::ffi::c_void)
+        .collect();
+    // SAFETY: a plain-old-data C struct; zero is a valid pattern for the union.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: 1,
+        blockDimX: BLOCK_THREADS,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: shared_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller guarantees the parameters; `values`, `params` and `attr` outlive the
+    // call, which copies them.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &cfg,
+            func.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()?;
+    Ok(())
+}
+
 /// Which kernel of `cuda/moe.cu` a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelPath {
@@ -767,6 +926,9 @@ pub struct MoeLaunch {
     slot_token: CudaSlice<u32>,
     /// Tensor-core path: the prepared token rows (gate+up) and slot rows (down).
     prepared: Option<[PreparedRows; 2]>,
+    /// Pre-pass dot kernels ([`DotStaging::Prequant`]): activation limbs, and the scratch rows
+    /// of quantized activations of the gate+up (one per token) and down (one per slot) launch.
+    quantized: Option<(usize, [CudaSlice<u32>; 2])>,
     /// Fused dot kernels: ticket, finished blocks, then one gate+up tile count per item.
     counters: Option<CudaSlice<u32>>,
     x: CudaSlice<f32>,

@@ -59,6 +59,28 @@ pub enum DotStaging {
     /// layer. Needs hidden and ffn multiples of [`TC_K_BLOCK`] and compute capability 8.0:
     /// elsewhere the launch runs [`DOT_FALLBACK_KERNEL`].
     Mma,
+    /// `NIB_ENTRY` kernels (sixth pass): the [`DotStaging::Registers`] ring with unsigned
+    /// nibbles (one LOP3 per half word, `dp4a.u32.s32`, the zero point removed once per chunk
+    /// with the chunk's integer activation sum) and a shift for the scale group; activations
+    /// still quantized per block. Groups must be powers of two (else [`DOT_FALLBACK_KERNEL`]).
+    Nibbles,
+    /// `PREQ_ENTRY` kernels (sixth pass): [`DotStaging::Nibbles`] whose activations a pre-pass
+    /// (`moe_dot_prep2`, one block per token for gate+up, per slot for down, SiLU included)
+    /// quantizes once per launch into a scratch buffer; the weight kernel only copies its row
+    /// to shared memory. Four launches per layer (pre-pass, gate+up, pre-pass, down).
+    Prequant,
+    /// `PREQ8_ENTRY` kernels (sixth pass, reported only): [`DotStaging::Prequant`] with one
+    /// int8 limb per activation (`|x| <= 127`, llama.cpp q8_1 style, 2 `dp4a` per 8 weights
+    /// instead of 4). Cannot hold the stated tolerance: shows what the 16-bit limbs cost.
+    Prequant8,
+    /// `NIBP_ENTRY` kernels (sixth pass): [`DotStaging::Nibbles`] whose down launch is a
+    /// programmatic dependent launch (sm_90+: it starts before the gate+up launch ends,
+    /// requests its first weights, then waits for the gate+up rows).
+    NibblesPdl,
+    /// `PREQP_ENTRY` kernels (sixth pass): [`DotStaging::Prequant`] with every launch after the
+    /// layer's first a programmatic dependent launch (sm_90+): each weight kernel starts while
+    /// its pre-pass runs and requests its first weights before it waits for the activations.
+    PrequantPdl,
 }
 
 impl DotStaging {
@@ -70,7 +92,59 @@ impl DotStaging {
             DotStaging::Fused => "FUSED_ENTRY",
             DotStaging::Bulk => "BULK_ENTRY",
             DotStaging::Mma => "MMA_ENTRY",
+            DotStaging::Nibbles => "NIB_ENTRY",
+            DotStaging::Prequant => "PREQ_ENTRY",
+            DotStaging::Prequant8 => "PREQ8_ENTRY",
+            DotStaging::NibblesPdl => "NIBP_ENTRY",
+            DotStaging::PrequantPdl => "PREQP_ENTRY",
         }
+    }
+
+    /// True for the sixth pass's kernels, which need the group to be a power of two (the
+    /// chunk's scale group is a shift) and keep per-chunk integer activation sums.
+    pub fn unsigned_nibbles(self) -> bool {
+        matches!(
+            self,
+            DotStaging::Nibbles
+                | DotStaging::Prequant
+                | DotStaging::Prequant8
+                | DotStaging::NibblesPdl
+                | DotStaging::PrequantPdl
+        )
+    }
+
+    /// True when the layer's launches after its first are programmatic dependent launches
+    /// (on compute capability 9.0+; plain launches before, where the kernels' waits are no-ops).
+    pub fn programmatic(self) -> bool {
+        matches!(self, DotStaging::NibblesPdl | DotStaging::PrequantPdl)
+    }
+
+    /// Activation limbs of the pre-pass (2 for [`DotStaging::Prequant`], 1 for
+    /// [`DotStaging::Prequant8`]); `None` for kernels without a pre-pass.
+    pub fn prepass_limbs(self) -> Option<usize> {
+        match self {
+            DotStaging::Prequant | DotStaging::PrequantPdl => Some(2),
+            DotStaging::Prequant8 => Some(1),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of one quantized activation row of `k` values in a dot kernel's shared memory (and,
+/// for the pre-pass kernels, in their scratch buffer). Before the sixth pass: two int8 limbs
+/// per value and one f32 step per 32 values, `2 k + 4 k / 32`. Sixth pass
+/// ([`DotStaging::unsigned_nibbles`]): `limbs` int8 limbs per value, then per 32-value chunk an
+/// f32 step and an int32 activation sum, padded to 16 bytes:
+/// `16 (limbs k / 16 + ceil(2 k / 32 / 4))` (`act_row_u4` in `cuda/moe_dot.cu`).
+pub fn dot_activation_bytes(k: usize, staging: DotStaging) -> usize {
+    let chunks = k / 32;
+    match staging {
+        DotStaging::Nibbles
+        | DotStaging::Prequant
+        | DotStaging::NibblesPdl
+        | DotStaging::PrequantPdl => 16 * (4 * chunks + (2 * chunks).div_ceil(4)),
+        DotStaging::Prequant8 => 16 * (2 * chunks + (2 * chunks).div_ceil(4)),
+        _ => 2 * k + 4 * chunks,
     }
 }
 
@@ -102,7 +176,14 @@ impl DotKernel {
     /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
     pub fn ring_bytes(&self) -> usize {
         match self.staging {
-            DotStaging::Registers | DotStaging::Bulk | DotStaging::Mma => 0,
+            DotStaging::Registers
+            | DotStaging::Bulk
+            | DotStaging::Mma
+            | DotStaging::Nibbles
+            | DotStaging::Prequant
+            | DotStaging::Prequant8
+            | DotStaging::NibblesPdl
+            | DotStaging::PrequantPdl => 0,
             DotStaging::Shared | DotStaging::Fused => {
                 self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
             }
@@ -148,7 +229,7 @@ impl DotKernel {
 /// rings, `moe_dot_f_*` the same fused into one launch per layer, `moe_dot_t_*` bulk-copy tiles,
 /// `moe_dot_m_*` int8 tensor cores. Fifth-pass variants slower than these on every geometry
 /// were dropped; their figures are in BENCHMARKS.md (issue 7, fifth pass).
-pub const DOT_KERNELS: [DotKernel; 14] = [
+pub const DOT_KERNELS: [DotKernel; 23] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -235,7 +316,37 @@ pub const DOT_KERNELS: [DotKernel; 14] = [
     staged("moe_dot_f_r2j1s4b4", 2, 1, 4, 4, DotStaging::Fused),
     bulk("moe_dot_t_r2b4", 2, 4),
     mma("moe_dot_m_n3b4", 3, 4),
+    sixth("moe_dot_u_r2b3", 2, 2, 2, 3, DotStaging::Nibbles),
+    sixth("moe_dot_q_r2b3", 2, 2, 2, 3, DotStaging::Prequant),
+    sixth("moe_dot_q_r2b4", 2, 2, 2, 4, DotStaging::Prequant),
+    sixth("moe_dot_q_r1b4", 1, 2, 2, 4, DotStaging::Prequant),
+    sixth("moe_dot_q_r2j1n3b4", 2, 1, 3, 4, DotStaging::Prequant),
+    sixth("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
+    sixth("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
+    sixth("moe_dot_qp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl),
+    sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
 ];
+
+/// A sixth-pass kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`] grid:
+/// `name`, rows per row group, chunks per batch, batches in the register ring, resident blocks.
+const fn sixth(
+    name: &'static str,
+    rows: usize,
+    batch_chunks: usize,
+    ring: usize,
+    min_blocks: u32,
+    staging: DotStaging,
+) -> DotKernel {
+    DotKernel {
+        name,
+        rows,
+        min_blocks,
+        batch_chunks,
+        ring,
+        grid: DotGrid::Adaptive,
+        staging,
+    }
+}
 
 /// A bulk-copy kernel (fifth pass): `name`, rows per row group, resident blocks per
 /// multiprocessor its tiles are sized for.

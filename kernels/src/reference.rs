@@ -189,3 +189,51 @@ fn matvec_dot(weights: &[u8], scales: &[u8], rows: usize, group: usize, x: &[f32
         })
         .collect()
 }
+
+/// The sum of 4 products of `a`'s unsigned bytes and `b`'s signed bytes, plus `c`: PTX
+/// `dp4a.u32.s32`, the product the sixth pass's kernels use.
+fn dp4a_us(a: u32, b: u32, c: i32) -> i32 {
+    (0..4).fold(c, |acc, i| {
+        let ua = ((a >> (8 * i)) & 0xFF) as i32;
+        let sb = ((b >> (8 * i)) & 0xFF) as u8 as i8 as i32;
+        acc + ua * sb
+    })
+}
+
+/// The integer sum of one 32-column chunk as the sixth pass's two-limb kernels (`moe_dot6`
+/// with `LIMBS = 2` in `cuda/moe_dot.cu`) compute it, step by step: `words` are the chunk's 4
+/// weight words (8 nibbles each, low nibble = even column), `x` its 32 quantized activations
+/// (`|x| <= DOT_QMAX`). Each activation splits into limbs `x = 256 h + l` (h, l signed bytes);
+/// low nibbles enter `dp4a.u32.s32` as `w & 0x0F0F0F0F` (values n), high ones as
+/// `w & 0xF0F0F0F0` (values 16 n), into four accumulators combined once; the zero point 8 comes
+/// off with the chunk's activation sum. Returns `16 sum (n - 8) x`, the value the earlier
+/// kernels (weights `16 (n - 8)` as signed bytes) compute, so the f32 steps after it are the
+/// same and [`expert_ffn_dot`] models both. Every intermediate fits in `i32` (asserted by the
+/// wrapping-free arithmetic in debug builds).
+pub fn chunk_dot_two_limbs(words: [u32; 4], x: &[i32; 32]) -> i32 {
+    let limbs = |i: usize| {
+        // (h even, l even, h odd, l odd) of word i's 8 columns, byte b = column 2b or 2b + 1
+        let mut q = [0u32; 4];
+        for b in 0..4 {
+            for (odd, (hq, lq)) in [(0usize, (0usize, 1usize)), (1, (2, 3))] {
+                let v = x[8 * i + 2 * b + odd];
+                let h = (v + 128) >> 8;
+                let l = v - (h << 8);
+                q[hq] |= ((h as u32) & 0xFF) << (8 * b);
+                q[lq] |= ((l as u32) & 0xFF) << (8 * b);
+            }
+        }
+        q
+    };
+    let sum: i32 = x.iter().sum();
+    let (mut hl, mut hh, mut ll, mut lh) = (0, 0, 0, -128 * sum);
+    for (i, &w) in words.iter().enumerate() {
+        let a = limbs(i);
+        let (lo, hi) = (w & 0x0F0F_0F0F, w & 0xF0F0_F0F0);
+        hl = dp4a_us(lo, a[0], hl);
+        ll = dp4a_us(lo, a[1], ll);
+        hh = dp4a_us(hi, a[2], hh);
+        lh = dp4a_us(hi, a[3], lh);
+    }
+    (hl * 16 + hh) * 256 + ll * 16 + lh
+}

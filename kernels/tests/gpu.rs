@@ -4,8 +4,18 @@ mod cases;
 
 use cases::{tolerance, Case};
 use cudarc::driver::DevicePtr;
+use kernels::launch::{DotStaging, DOT_KERNELS};
 use kernels::reference::moe_slots;
-use kernels::{open_device, Kernels, Variant};
+use kernels::{open_device, Kernels, PerSlotKernel, Variant};
+
+/// Bound for the single-int8-limb kernels (`DotStaging::Prequant8`, reported only, last in
+/// `DOT_KERNELS`): their activation step is 1/127 of a chunk's largest magnitude (vs 1/32639),
+/// so they cannot hold [`tolerance`]; 1e-1 of the largest output only catches a broken kernel
+/// (wrong layout or sums give errors of the order of the output). The measured error is
+/// printed (`--nocapture`) and recorded in BENCHMARKS.md (issue 7, sixth pass).
+fn int8_limb_tolerance(scale: f32) -> f32 {
+    1e-1 * scale + 1e-5
+}
 
 /// Runs `case` with the union variant and with every per-slot kernel, against the f32 reference.
 fn check(case: Case) {
@@ -38,9 +48,27 @@ fn check(case: Case) {
             .unwrap();
         k.launch_moe(&stream, &mut l).unwrap();
         let got = stream.clone_dtoh(&l.y).unwrap();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!(
+            "{}: {variant:?} ({}): largest error {:.2e} of the largest output {scale:.3e}",
+            case.name,
+            per_slot.name(),
+            worst
+        );
+        // The single-int8-limb kernels (reported only) cannot hold the stated tolerance: they
+        // are checked against a looser one (see `int8_limb_tolerance`).
+        let tol = match per_slot {
+            PerSlotKernel::Dot(i) if DOT_KERNELS[i].staging == DotStaging::Prequant8 => {
+                int8_limb_tolerance(scale)
+            }
+            _ => tolerance(scale),
+        };
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!(
-                (a - b).abs() <= tolerance(scale),
+                (a - b).abs() <= tol,
                 "{}: {variant:?} ({}) slot {} row {}: {a} vs {b}",
                 case.name,
                 per_slot.name(),

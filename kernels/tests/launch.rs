@@ -277,3 +277,20 @@ fn bulk_tiles_match_hand_computation() {
     // Never past the chunk count's power of two (16 for 20 chunks), even if it does not fit.
     assert_eq!(bulk_lanes(4, 2, 20, 5, 4, 1000, 2048), 16);
 }
+
+/// Activation rows of the dot kernels, by hand: k = 2560 (80 chunks): before the sixth pass
+/// 2 x 2560 + 4 x 80 = 5440 B; two limbs with step and sum per chunk: 80 x 64 B of limbs +
+/// 80 x 8 B = 5120 + 640 = 5760 B (already a multiple of 16); one limb: 2560 + 640 = 3200 B.
+/// k = 96 (3 chunks): 3 x 64 + 3 x 8 = 216 B, padded to 224.
+#[test]
+fn dot_activation_rows_match_hand_computation() {
+    use kernels::launch::{dot_activation_bytes, DotStaging};
+    assert_eq!(dot_activation_bytes(2560, DotStaging::Registers), 5440);
+    assert_eq!(dot_activation_bytes(2560, DotStaging::Prequant), 5760);
+    assert_eq!(dot_activation_bytes(2560, DotStaging::Nibbles), 5760);
+    assert_eq!(dot_activation_bytes(2560, DotStaging::Prequant8), 3200);
+    assert_eq!(dot_activation_bytes(96, DotStaging::Prequant), 224);
+    assert!(DotStaging::Prequant.unsigned_nibbles() && !DotStaging::Registers.unsigned_nibbles());
+    assert_eq!(DotStaging::Prequant8.prepass_limbs(), Some(1));
+    assert_eq!(DotStaging::Nibbles.prepass_limbs(), None);
+}

@@ -281,3 +281,43 @@ fn dot_arithmetic_passes_the_gpu_cases_with_margin() {
         );
     }
 }
+
+/// The sixth pass's per-chunk arithmetic (unsigned nibbles, four accumulators, zero point off
+/// with the activation sum) equals the direct sum 16 sum (n - 8) x, on random chunks and on the
+/// extremes (all nibbles 0 or 15 against all activations +-DOT_QMAX, where the bounds bite).
+#[test]
+fn unsigned_nibble_chunk_dot_equals_the_direct_sum() {
+    use kernels::reference::{chunk_dot_two_limbs, DOT_QMAX};
+    use rand::Rng;
+    let q = DOT_QMAX as i32;
+    let direct = |w: [u32; 4], x: &[i32; 32]| -> i64 {
+        (0..32)
+            .map(|c| {
+                let n = (w[c / 8] >> (4 * (c % 8))) & 0xF;
+                16 * (n as i64 - 8) * x[c] as i64
+            })
+            .sum()
+    };
+    let mut rng = Pcg64::seed_from_u64(3);
+    for _ in 0..2000 {
+        let w: [u32; 4] = rng.gen();
+        let mut x = [0i32; 32];
+        for v in &mut x {
+            *v = rng.gen_range(-q..=q);
+        }
+        assert_eq!(chunk_dot_two_limbs(w, &x) as i64, direct(w, &x));
+    }
+    for w in [0u32, 0xFFFF_FFFF, 0x0F0F_0F0F, 0xF0F0_F0F0, 0x8888_8888] {
+        for xv in [q, -q] {
+            let x = [xv; 32];
+            let words = [w; 4];
+            assert_eq!(
+                chunk_dot_two_limbs(words, &x) as i64,
+                direct(words, &x),
+                "{w:#x} {xv}"
+            );
+        }
+    }
+    // By hand: nibbles all 15 (n - 8 = 7) against x = 1: 16 x 7 x 32 = 3584.
+    assert_eq!(chunk_dot_two_limbs([0xFFFF_FFFF; 4], &[1; 32]), 3584);
+}

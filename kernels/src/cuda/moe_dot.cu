@@ -835,6 +835,338 @@ __device__ __forceinline__ void moe_dot_mma(
                         weight_offset, scale_offset, mode, warps_per_tile);                       \
     }
 
+// ---- Sixth pass: unsigned nibbles, a shift for the group, activations quantized once ----
+// Same integer sums as moe_dot (so the same tolerance, and reference::expert_ffn_dot stays
+// exact), fewer instructions per weight:
+// - Nibbles enter dp4a unsigned (dp4a.u32.s32: a unsigned bytes, b signed bytes): the low
+//   nibbles as w & 0x0F0F0F0F (values n), the high ones as w & 0xF0F0F0F0 (values 16 n), one
+//   LOP3 each (2 instructions per 32-bit word of 8 weights, was 5), into separate accumulators
+//   combined once per chunk: 16 sum n x = 256 (16 h_lo + h_hi) + 16 l_lo + l_hi. The zero point
+//   8 is removed once per chunk with the chunk's integer activation sum X: 16 sum (n - 8) x =
+//   16 sum n x - 128 X, the value moe_dot computes (its weights are 16 (n - 8)), so the f32
+//   steps after it are identical. Bounds per chunk: |16 sum n x| <= 16 x 15 x 32639 x 32 <
+//   2^28, |128 X| <= 128 x 32 x 32639 < 2^28: no int32 overflow.
+// - The scale group of chunk c is c >> log2(group / 32): groups are powers of two (the host
+//   runs DOT_FALLBACK_KERNEL otherwise), which removes moe_dot's runtime division.
+// - PRE kernels read activations a pre-pass (moe_dot_prep2 / moe_dot_prep1, one block per
+//   token for gate+up, per slot for down, SiLU included) quantized once into a scratch buffer,
+//   and only copy their row to shared memory; the NIB kernels still quantize per block (the
+//   unpacking change alone).
+// Activation row (global scratch and shared memory): LIMBS = 2: 4 C uint4 as in moe_dot
+// (h even, l even, h odd, l odd of each 8 columns, word i of chunk c at [i C + c]); LIMBS = 1
+// (single int8 limb, |x| <= 127, llama.cpp q8_1 style; a REPORTED variant: it cannot hold the
+// stated tolerance): 2 C uint4, uint4 [i2 C + c] = (even, odd of word 2 i2, even, odd of word
+// 2 i2 + 1); then C f32 steps (max / (QMAX 16)), then C int32 sums X; padded to 16 bytes.
+
+template <int LIMBS>
+__device__ __forceinline__ unsigned int act_words(unsigned int C) {
+    return (LIMBS == 2 ? 4u : 2u) * C;
+}
+template <int LIMBS>
+__device__ __forceinline__ unsigned int act_row_u4(unsigned int C) {
+    return act_words<LIMBS>(C) + (2 * C + 3) / 4;
+}
+
+// c + sum of the 4 products of a's unsigned bytes and b's signed bytes.
+__device__ __forceinline__ int dp4a_us(unsigned int a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// Quantizes one activation row into `qs` (layout above; generic pointer: global scratch or
+// shared memory). `src`: mode 0 the k activations, mode 1 a gate+up row (gate, then up: 2 k
+// values) whose silu(gate) * up is quantized. Thread u takes the 8 columns of word u (word
+// u % 4 of chunk u / 4), so a chunk's 4 words sit in 4 consecutive lanes that share their
+// maximum and integer sum by shuffles (k / 8 is a multiple of 4: uniform trip count).
+template <int LIMBS>
+__device__ __forceinline__ void quantize_row(const float* __restrict__ src, unsigned int k,
+                                             int mode, uint4* qs) {
+    const unsigned int C = k / 32;
+    float* step = (float*)(qs + act_words<LIMBS>(C));
+    int* sums = (int*)(step + C);
+    const float qmax = LIMBS == 2 ? QMAX : 127.0f;
+    for (unsigned int u0 = 0; u0 < k / 8; u0 += BLOCK) {
+        const unsigned int u = u0 + threadIdx.x;
+        const bool in = u < k / 8;
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) {
+            const float* p = src + 8 * u;
+            const float4 a = *(const float4*)p, b = *(const float4*)(p + 4);
+            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+            v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+            if (mode == 1) {
+                const float4 c = *(const float4*)(p + k), d = *(const float4*)(p + k + 4);
+                v[0] = silu(v[0]) * c.x; v[1] = silu(v[1]) * c.y;
+                v[2] = silu(v[2]) * c.z; v[3] = silu(v[3]) * c.w;
+                v[4] = silu(v[4]) * d.x; v[5] = silu(v[5]) * d.y;
+                v[6] = silu(v[6]) * d.z; v[7] = silu(v[7]) * d.w;
+            }
+        }
+        float m = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) m = fmaxf(m, fabsf(v[q]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const float inv = m > 0.0f ? qmax / m : 0.0f;
+        int x[8];
+        int xs = 0;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            x[q] = __float2int_rn(v[q] * inv);  // |x| <= qmax; 0 where !in
+            xs += x[q];
+        }
+        xs += __shfl_xor_sync(0xffffffffu, xs, 1);
+        xs += __shfl_xor_sync(0xffffffffu, xs, 2);
+        if (in) {
+            if (LIMBS == 2) {
+                int h[8], l[8];
+#pragma unroll
+                for (int q = 0; q < 8; ++q) {
+                    h[q] = (x[q] + 128) >> 8;  // arithmetic shift: floor
+                    l[q] = x[q] - (h[q] << 8);  // in -128..127
+                }
+                qs[(u % 4) * C + u / 4] =
+                    make_uint4(pack4(h[0], h[2], h[4], h[6]), pack4(l[0], l[2], l[4], l[6]),
+                               pack4(h[1], h[3], h[5], h[7]), pack4(l[1], l[3], l[5], l[7]));
+            } else {
+                uint2* dst = (uint2*)(qs + ((u % 4) / 2) * C + u / 4) + (u % 2);
+                *dst = make_uint2(pack4(x[0], x[2], x[4], x[6]), pack4(x[1], x[3], x[5], x[7]));
+            }
+            if (u % 4 == 0) {
+                step[u / 4] = m / (qmax * 16.0f);  // the step, and the weights' 16 undone
+                sums[u / 4] = xs;
+            }
+        }
+    }
+}
+
+// Programmatic dependent launch (sm_90+; no-ops before, where the host launches normally):
+// a grid launched with the programmatic-serialization attribute may start before the
+// previous grid in the stream has finished; grid_dependency_wait() blocks until that grid
+// has completed and its writes are visible, and allow_dependents() lets the next such grid
+// launch now rather than when every block of this one has exited.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The pre-pass: block r quantizes row r of `input` (mode 0: token rows of k values; mode 1:
+// slot rows of the gate+up output, 2 k values) into row r of `out` (act_row_u4 uint4 per row).
+template <int LIMBS>
+__device__ __forceinline__ void dot_prep(const float* __restrict__ input, unsigned int k,
+                                         int mode, uint4* __restrict__ out) {
+    const unsigned int r = blockIdx.x;
+    // Under programmatic launch: the weight kernel after this one may start prefetching its
+    // weights at once (it waits for this grid before reading the scratch rows); this grid
+    // waits for the one before it (the gate+up output, for the down pre-pass).
+    allow_dependents();
+    grid_dependency_wait();
+    quantize_row<LIMBS>(input + (size_t)r * (mode == 0 ? k : 2 * k), k, mode,
+                        out + (size_t)r * act_row_u4<LIMBS>(k / 32));
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep2(const float* input,
+                                                                  unsigned int k, int mode,
+                                                                  uint4* out) {
+    dot_prep<2>(input, k, mode, out);
+}
+extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* input,
+                                                                  unsigned int k, int mode,
+                                                                  uint4* out) {
+    dot_prep<1>(input, k, mode, out);
+}
+
+// moe_dot with the sixth pass's arithmetic. PRE: `input` is the pre-pass's scratch (row
+// slot_input[s] in mode 0, row s in mode 1), copied to shared memory as is; else the block
+// quantizes its slot's row itself (as moe_dot, plus the chunk sums).
+template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL>
+__device__ void moe_dot6(const unsigned int* __restrict__ work,
+                         const unsigned int* __restrict__ slot_list,
+                         const unsigned int* __restrict__ slot_input,
+                         const float* __restrict__ input, float* __restrict__ output,
+                         unsigned int rows, unsigned int k, unsigned int group,
+                         unsigned long long weight_offset, unsigned long long scale_offset,
+                         int mode, unsigned int P) {
+    extern __shared__ uint4 qs[];
+    __shared__ float red[(BLOCK / 32) * R];
+    const unsigned int* item = work + 4 * blockIdx.y;
+    const unsigned long long base =
+        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
+    const unsigned int s = slot_list[item[2]];
+    const unsigned int C = k / 32;
+    const float* step = (const float*)(qs + act_words<LIMBS>(C));
+    const int* sums = (const int*)(step + C);
+    const unsigned int gshift = __ffs(group) - 6;  // log2(group / 32): group a power of two
+
+    const unsigned int kl = threadIdx.x % P;
+    const unsigned int row0 = (blockIdx.x * (BLOCK / P) + threadIdx.x / P) * R;
+    const unsigned int groups_per_row = k / group;
+    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
+    const float* sbase = (const float*)(base + scale_offset);
+
+    uint4 w[NB][J][R];
+    float sc[NB][J][R];
+    auto fetch = [&](int buf, unsigned int c0) {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const unsigned int c = c0 + j * P;
+            const unsigned int g = c >> gshift;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int row = row0 + r;
+                if (c < C && row < rows) {
+                    w[buf][j][r] = load_weights((const uint4*)(wbase + (size_t)row * (k / 2)) + c);
+                    sc[buf][j][r] = __ldg(sbase + (size_t)row * groups_per_row + g);
+                } else {  // scale 0: contributes exactly 0
+                    w[buf][j][r] = make_uint4(0u, 0u, 0u, 0u);
+                    sc[buf][j][r] = 0.0f;
+                }
+            }
+        }
+    };
+#pragma unroll
+    for (int b = 0; b + 1 < NB; ++b) fetch(b, kl + b * J * P);
+
+    // Launched programmatically (PDL kernels): the weights above are already requested; the
+    // activations come from the grid before (the pre-pass, or the gate+up launch).
+    if (PDL) grid_dependency_wait();
+    if (PRE) {
+        const unsigned int n = act_row_u4<LIMBS>(C);
+        const uint4* src = (const uint4*)input + (size_t)(mode == 0 ? slot_input[s] : s) * n;
+        for (unsigned int i = threadIdx.x; i < n; i += BLOCK) qs[i] = __ldg(src + i);
+    } else {
+        quantize_row<LIMBS>(input + (mode == 0 ? (size_t)slot_input[s] * k : (size_t)s * 2 * k),
+                            k, mode, qs);
+    }
+    __syncthreads();
+
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+
+    for (unsigned int c0 = kl; c0 < C; c0 += NB * J * P) {
+#pragma unroll
+        for (int buf = 0; buf < NB; ++buf) {
+            const unsigned int cb = c0 + buf * J * P;
+            if (cb < C) {
+                if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
+#pragma unroll
+                for (int j = 0; j < J; ++j) {
+                    const unsigned int c = cb + j * P;
+                    if (c < C) {
+                        const float st = step[c];
+                        const int zero = -128 * sums[c];
+                        int dot[R];
+                        if (LIMBS == 2) {
+                            int hl[R], hh[R], ll[R], lh[R];
+#pragma unroll
+                            for (int r = 0; r < R; ++r) {
+                                hl[r] = 0;
+                                hh[r] = 0;
+                                ll[r] = 0;
+                                lh[r] = zero;
+                            }
+#pragma unroll
+                            for (int i = 0; i < 4; ++i) {
+                                const uint4 a = qs[i * C + c];
+#pragma unroll
+                                for (int r = 0; r < R; ++r) {
+                                    const unsigned int wv = word_of(w[buf][j][r], i);
+                                    const unsigned int lo = wv & 0x0F0F0F0Fu;
+                                    const unsigned int hi = wv & 0xF0F0F0F0u;
+                                    hl[r] = dp4a_us(lo, (int)a.x, hl[r]);
+                                    ll[r] = dp4a_us(lo, (int)a.y, ll[r]);
+                                    hh[r] = dp4a_us(hi, (int)a.z, hh[r]);
+                                    lh[r] = dp4a_us(hi, (int)a.w, lh[r]);
+                                }
+                            }
+#pragma unroll
+                            for (int r = 0; r < R; ++r)
+                                dot[r] = (hl[r] * 16 + hh[r]) * 256 + ll[r] * 16 + lh[r];
+                        } else {
+                            int el[R], oh[R];
+#pragma unroll
+                            for (int r = 0; r < R; ++r) {
+                                el[r] = 0;
+                                oh[r] = zero;
+                            }
+#pragma unroll
+                            for (int i2 = 0; i2 < 2; ++i2) {
+                                const uint4 a = qs[i2 * C + c];
+#pragma unroll
+                                for (int r = 0; r < R; ++r) {
+                                    const unsigned int w0 = word_of(w[buf][j][r], 2 * i2);
+                                    const unsigned int w1 = word_of(w[buf][j][r], 2 * i2 + 1);
+                                    el[r] = dp4a_us(w0 & 0x0F0F0F0Fu, (int)a.x, el[r]);
+                                    oh[r] = dp4a_us(w0 & 0xF0F0F0F0u, (int)a.y, oh[r]);
+                                    el[r] = dp4a_us(w1 & 0x0F0F0F0Fu, (int)a.z, el[r]);
+                                    oh[r] = dp4a_us(w1 & 0xF0F0F0F0u, (int)a.w, oh[r]);
+                                }
+                            }
+#pragma unroll
+                            for (int r = 0; r < R; ++r) dot[r] = el[r] * 16 + oh[r];
+                        }
+#pragma unroll
+                        for (int r = 0; r < R; ++r)
+                            acc[r] = fmaf(sc[buf][j][r] * st, (float)dot[r], acc[r]);
+                    }
+                }
+            }
+        }
+    }
+
+    const unsigned int span = P < 32 ? P : 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        for (unsigned int off = span / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (P > 32) {
+        const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
+        }
+        __syncthreads();
+        if (kl == 0) {
+            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
+            }
+        }
+    }
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
+    }
+}
+
+#define DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL)                                      \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int lanes_per_row) {                                                   \
+        moe_dot6<R, J, NB, PRE, LIMBS, PDL>(work, slot_list, slot_input, input, output, rows, k,      \
+                                       group, weight_offset, scale_offset, mode, lanes_per_row);  \
+    }
+// In-block quantization, unsigned nibbles (sixth pass: the unpacking change alone).
+#define NIB_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, false)
+// The same, the down launch started programmatically (prefetches before the gate+up ends).
+#define NIBP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, true)
+// Pre-pass activations (two limbs), unsigned nibbles: the sixth pass's kernels.
+#define PREQ_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, false)
+// The same, every launch after the first started programmatically (hides the pre-passes).
+#define PREQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true)
+// Pre-pass activations, one int8 limb (reported only: outside the stated tolerance).
+#define PREQ8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 1, false)
+
 #define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
@@ -869,3 +1201,17 @@ FUSED_ENTRY(moe_dot_f_r2j1s4b4, 2, 1, 4, 4)
 BULK_ENTRY(moe_dot_t_r2b4, 2, 4)
 // Int8 tensor cores (fifth pass): super-chunks in the register ring, resident blocks.
 MMA_ENTRY(moe_dot_m_n3b4, 3, 4)
+// Sixth pass: unsigned nibbles and a shift (NIB: in-block quantization; PREQ: activations
+// quantized once by a pre-pass; PREQ8: the same with one int8 limb, reported only): rows,
+// chunks per batch, batches in the ring, resident blocks.
+NIB_ENTRY(moe_dot_u_r2b3, 2, 2, 2, 3)
+PREQ_ENTRY(moe_dot_q_r2b3, 2, 2, 2, 3)
+PREQ_ENTRY(moe_dot_q_r2b4, 2, 2, 2, 4)
+PREQ_ENTRY(moe_dot_q_r1b4, 1, 2, 2, 4)
+PREQ_ENTRY(moe_dot_q_r2j1n3b4, 2, 1, 3, 4)
+PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
+// Sixth pass, programmatic dependent launch (NIBP: the down launch; PREQP: every launch after
+// the layer's first).
+NIBP_ENTRY(moe_dot_up_r2b3, 2, 2, 2, 3)
+PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
+PREQP_ENTRY(moe_dot_qp_r2j1n3b4, 2, 1, 3, 4)
