@@ -334,19 +334,44 @@ impl CostModel {
 mod tests {
     use super::*;
 
+    /// A constant of the shipped H200 profile read straight from its JSON (value in its
+    /// unit, µs or MB/s = B/µs here), independently of the `profile` crate's conversion.
+    fn h200_file(name: &str) -> Option<f64> {
+        let text = include_str!("../../profile/profiles/h200-linux.json");
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let c = &v["constants"][name];
+        if c.is_null() {
+            return None;
+        }
+        let unit = c["unit"].as_str().unwrap();
+        assert!(unit == "us" || unit == "MB/s", "{name}: {unit}");
+        c["value"].as_f64()
+    }
+
     #[test]
-    fn h200_vmm_costs_are_the_sum_of_the_calls() {
+    fn h200_vmm_costs_follow_the_profile_file() {
         let p = profile::load("h200-linux").unwrap();
         let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
-        // measured (validate/data/h200-linux-final.measurements.json, vmm[fill 0.4%] medians):
-        // create 11.45105859375 + map 0.90883203125 + set access 30.77244140625 per granule;
-        // unmap 22.04051953125 + release 13.7160078125
-        let (create, map, access) = (11.45105859375, 0.90883203125, 30.77244140625);
-        let (unmap, release) = (22.04051953125, 13.7160078125);
-        assert!((m.commit_us(8) - 8.0 * (create + map + access)).abs() < 1e-9);
-        assert!((m.decommit_us(8) - 8.0 * (unmap + release)).abs() < 1e-9);
-        // 16 MiB with the pinned H2D fit (h2d_pinned.fit): 9.5330860 µs + bytes / 55292.890 B/µs
-        let copy = 9.533085956385548 + 16777216.0 / 55292.8904510579;
+        let f = |n: &str| h200_file(n).unwrap();
+        let opt = |n: &str| h200_file(n).unwrap_or(0.0);
+        // per unit of g granules: the measured per-unit fit when the profile has one, else the
+        // sum of the per-call medians
+        let commit = h200_file("vmm_commit")
+            .unwrap_or_else(|| f("cu_mem_create") + f("cu_mem_map") + f("cu_mem_set_access"));
+        let decommit =
+            h200_file("vmm_decommit").unwrap_or_else(|| f("cu_mem_unmap") + f("cu_mem_release"));
+        for g in [1u64, 2, 8, 128] {
+            let want = opt("vmm_commit_fixed") + g as f64 * commit;
+            assert!((m.commit_us(g) - want).abs() < 1e-9, "{g}");
+            let want = opt("vmm_decommit_fixed") + g as f64 * decommit;
+            assert!((m.decommit_us(g) - want).abs() < 1e-9, "{g}");
+            // with 2048 granules live, the live slopes add twice their value per granule
+            let live = 2.0 * g as f64 * opt("vmm_commit_live_slope");
+            assert!((m.commit_us_at(g, 2048.0) - m.commit_us(g) - live).abs() < 1e-9);
+        }
+        assert_eq!(m.commit_fresh_us, opt("vmm_commit_fresh"));
+        // 16 MiB with the pinned H2D fit: latency + bytes / (MB/s = B/µs)
+        let copy = f("h2d_latency") + 16777216.0 / f("h2d_bandwidth");
         assert!((m.copy_us(16 << 20) - copy).abs() < 1e-6);
         let pooled = CostModel::new(
             &p,
@@ -357,10 +382,15 @@ mod tests {
             },
         )
         .unwrap();
-        assert!((pooled.commit_us(1) - (map + access)).abs() < 1e-9);
-        assert!((pooled.decommit_us(1) - unmap).abs() < 1e-9);
+        assert!((pooled.commit_us(1) - (f("cu_mem_map") + f("cu_mem_set_access"))).abs() < 1e-9);
+        assert!((pooled.decommit_us(1) - f("cu_mem_unmap")).abs() < 1e-9);
         // the H200 profile has no 90-100% first-touch point
         assert_eq!(m.band_90_100, Err("first_touch_90_100"));
+        // os pages: per run + bytes / dense rate, evictions per run
+        let o = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
+        let want = 8.0 * f("fault_run_latency") + 2433024.0 * 8.0 / f("fault_dense_bandwidth");
+        assert!((o.fault_runs_us(8 * 2433024, 8) - want).abs() < 1e-6);
+        assert_eq!(o.os_evict_us(8), 8.0 * opt("os_evict_run_latency"));
     }
 
     #[test]
