@@ -14,9 +14,9 @@
 //! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
 //! the same way. Units paged in and evicted by the same group are decommitted once its expert
-//! compute ends (the kernels read them until then). OS-paged evictions hold the fault handler
-//! for their per-run cost. Deferred work lives in an [`EventQueue`] keyed by (time, push
-//! order).
+//! compute ends (the kernels read them until then) and the host has learnt it (one round
+//! trip). OS-paged evictions hold the fault handler for their per-run cost. Deferred work
+//! lives in an [`EventQueue`] keyed by (time, push order).
 
 use super::plan::Plans;
 use super::predict::{Predictor, PredictorKind};
@@ -626,7 +626,8 @@ pub fn replay(
             if st.resident[u as usize] {
                 st.resident[u as usize] = false;
                 match cost.paging {
-                    Paging::Vmm => st.evict(u, done),
+                    // the host learns the kernels are done one round trip later
+                    Paging::Vmm => st.evict(u, done + cost.host_sync_us),
                     Paging::Os => os_evicted.push(u),
                 }
             }

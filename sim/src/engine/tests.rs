@@ -823,3 +823,35 @@ fn os_evictions_hold_the_fault_handler_per_run_after_the_experts() {
     let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
     assert!(close(r.step_us[1], 107.0 + faults + 120.0));
 }
+
+#[test]
+fn streamed_units_are_decommitted_a_round_trip_after_the_experts() {
+    // one layer, one 1-granule unit streamed per step; router sync 7 µs, non-expert 1 µs,
+    // commit 10, decommit 5, experts 20
+    let mut p = test_profile(None);
+    p.set(C::RouterSync, Constant::assumed(7.0, "us", "test value"));
+    let map = unit_map(1, 4, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    for (step, u) in [(1, 0u32), (2, 1)] {
+        plans.begin_step(1, step);
+        plans.push_group(0, &[u], &[u], &[u], &[u]);
+    }
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(1.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    // step 0: 1 + 7 + 10 + copy + 20; unit 0's decommit runs from its experts' end + 7 to + 12
+    assert!(close(r.step_us[0], 38.0 + COPY_2MIB), "{:?}", r.step_us);
+    // step 1: its router is at + 1 + 7 = 8 after step 0 ends, the driver is free at + 12:
+    // the commit waits 4 µs
+    assert!(
+        close(r.step_us[1], 1.0 + 7.0 + 4.0 + 10.0 + COPY_2MIB + 20.0),
+        "{:?}",
+        r.step_us
+    );
+}
