@@ -17,6 +17,10 @@
 //! 5. the next group's non-expert kernel is enqueued, then units paged in and evicted by this
 //!    group (streamed, or a budget below one group) are decommitted once its kernels finish.
 //!
+//! The host's time in each phase (router wait, evictions, commits, H2D enqueues, launches,
+//! the wait for a group's kernels before its late decommits) is recorded per step
+//! ([`HostBreakdown`]), for comparing with the engine's split of the same steps.
+//!
 //! Every kernel launch is prepared before timing starts (unit addresses are fixed inside one
 //! reserved range), so the timed loop allocates nothing on the device. Copies all read one
 //! pinned staging buffer of the largest unit's bytes: an H2D copy's time does not depend on
