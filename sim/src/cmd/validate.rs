@@ -666,6 +666,27 @@ fn breakdown_table(v: &Validation) -> String {
             p(|x| x.stall_us),
             r.predicted.mean_ms,
         );
+        // the same per call sequence: µs per page-in and per eviction, real vs model
+        let (pi, ev) = (h(|b| b.page_ins as f64), h(|b| b.evictions as f64));
+        if !host.is_empty() && pi > 0.0 {
+            let per = |v: f64, n: f64| {
+                if n > 0.0 {
+                    format!("{:.1}", v / n)
+                } else {
+                    "-".into()
+                }
+            };
+            let _ = writeln!(
+                s,
+                "{:<14} per page-in: commit {} µs (model {}), H2D enqueue {} µs; per eviction: decommit {} µs (model {})",
+                "",
+                per(h(|b| b.commit_us), pi),
+                per(p(|x| x.commit_us), pi),
+                per(h(|b| b.h2d_enqueue_us), pi),
+                per(h(|b| b.evict_us + b.late_evict_us), ev),
+                per(p(|x| x.decommit_us), ev),
+            );
+        }
     }
     s
 }
