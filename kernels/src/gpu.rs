@@ -2,10 +2,10 @@
 
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
-    bulk_lanes, bulk_shared_bytes, dot_activation_bytes, lanes_per_row, rows_per_block,
-    tc_rows_per_block, tensor_core_group, warps_per_tile, DotStaging, BLOCK_THREADS,
-    DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS,
-    UNION_ROWS,
+    bulk_lanes, bulk_shared_bytes, dot_activation_bytes, lanes_per_row, persistent_blocks,
+    rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile, DotStaging,
+    BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK,
+    TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -287,6 +287,14 @@ impl Kernels {
                     let mma_runs = self.compute_capability.0 >= 8
                         && geom.hidden.is_multiple_of(TC_K_BLOCK)
                         && geom.ffn.is_multiple_of(TC_K_BLOCK);
+                    // Sixth pass: the default chooses its kernel per launch.
+                    let kernel = DOT_KERNELS[kernel].for_launch(
+                        kernel,
+                        2 * geom.ffn,
+                        geom.hidden / 32,
+                        slot_token.len(),
+                        self.multiprocessors,
+                    );
                     let staging = DOT_KERNELS[kernel].staging;
                     // The sixth pass's kernels find a chunk's scale group by a shift.
                     let shift_runs = geom.group.is_power_of_two();
@@ -415,9 +423,22 @@ impl Kernels {
                     }
                     _ => None,
                 };
+                let tiles = rows.div_ceil(rows_per_block(lanes, rows_per_group));
+                let blocks = match path {
+                    // Persistent kernels: a 1-D grid over every item's tiles.
+                    KernelPath::PerSlotDot { kernel }
+                        if DOT_KERNELS[kernel].staging == DotStaging::PrequantPersistent =>
+                    {
+                        persistent_blocks(
+                            items * tiles,
+                            DOT_KERNELS[kernel].min_blocks as usize * self.multiprocessors as usize,
+                        )
+                    }
+                    _ => tiles as u32,
+                };
                 PhaseLaunch {
                     split: lanes,
-                    blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
+                    blocks,
                     shared_bytes: bulk.unwrap_or(
                         ring_bytes + activations + if lanes > 32 { reduce_bytes } else { 0 },
                     ) as u32,
@@ -661,7 +682,7 @@ impl Kernels {
                     ];
                     // SAFETY: as the launch below, through cuLaunchKernelEx.
                     unsafe {
-                        launch_programmatic(stream, func, (n as u32, 1), 0, &args)?;
+                        launch_raw(stream, func, (n as u32, 1), 0, &args, true)?;
                     }
                 } else {
                     let pcfg = LaunchConfig {
@@ -676,14 +697,17 @@ impl Kernels {
                     unsafe { b.launch(pcfg) }?;
                 }
             }
-            if programmatic && (pi == 1 || launch.quantized.is_some()) {
+            // Persistent kernels take one more parameter, so they always launch this way.
+            let persistent = matches!(launch.path, KernelPath::PerSlotDot { kernel }
+                if DOT_KERNELS[kernel].staging == DotStaging::PrequantPersistent);
+            if persistent || (programmatic && (pi == 1 || launch.quantized.is_some())) {
                 let (input, output) = match (launch.quantized.as_ref(), mode) {
                     (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
                     (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
                     (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
                     (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
                 };
-                let args = [
+                let mut args = vec![
                     launch.work.device_ptr(stream).0,
                     launch.slot_list.device_ptr(stream).0,
                     launch.slot_token.device_ptr(stream).0,
@@ -697,16 +721,17 @@ impl Kernels {
                     mode as u32 as u64,
                     phase.split as u64,
                 ];
-                // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
-                // plain launch below.
+                // Persistent kernels: a 1-D grid, and the item count as a last parameter.
+                let grid = if persistent {
+                    args.push(launch.items as u64);
+                    (phase.blocks, 1)
+                } else {
+                    (phase.blocks, launch.items)
+                };
+                // SAFETY: the argument list of DOT6_ENTRY (PERS_ENTRY with the item count) in
+                // moe_dot.cu, the buffers as for the plain launch below.
                 unsafe {
-                    launch_programmatic(
-                        stream,
-                        func,
-                        (phase.blocks, launch.items),
-                        phase.shared_bytes,
-                        &args,
-                    )?;
+                    launch_raw(stream, func, grid, phase.shared_bytes, &args, programmatic)?;
                 }
                 continue;
             }
@@ -810,21 +835,23 @@ impl Kernels {
     }
 }
 
-/// Launches `func` on `stream` as a programmatic dependent launch (`cuLaunchKernelEx` with
-/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): it may start before the previous
-/// grid of the stream ends and must wait for it (`griddepcontrol.wait`) before reading its
-/// results. `grid` (x, y) of [`BLOCK_THREADS`]-thread blocks; each kernel parameter in `args`
-/// as a u64 whose low bytes hold it (32-bit parameters read the first 4 bytes, little-endian).
+/// Launches `func` on `stream` with `cuLaunchKernelEx`; with `programmatic`, as a programmatic
+/// dependent launch (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, compute
+/// capability 9.0+): it may start before the previous grid of the stream ends and must wait
+/// for it (`griddepcontrol.wait`) before reading its results. `grid` (x, y) of
+/// [`BLOCK_THREADS`]-thread blocks; each kernel parameter in `args` as a u64 whose low bytes
+/// hold it (32-bit parameters read the first 4 bytes, little-endian).
 ///
 /// # Safety
 /// `args` must match the kernel's parameter list in count and sizes, and every pointer must
 /// be valid for what the kernel reads and writes.
-unsafe fn launch_programmatic(
+unsafe fn launch_raw(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     grid: (u32, u32),
     shared_bytes: u32,
     args: &[u64],
+    programmatic: bool,
 ) -> Result<(), KernelError> {
     use cudarc::driver::sys;
     let mut values: Vec<u64> = args.to_vec();
@@ -846,7 +873,7 @@ unsafe fn launch_programmatic(
         sharedMemBytes: shared_bytes,
         hStream: stream.cu_stream(),
         attrs: &mut attr,
-        numAttrs: 1,
+        numAttrs: programmatic as u32,
     };
     // SAFETY: the caller guarantees the parameters; `values`, `params` and `attr` outlive the
     // call, which copies them.

@@ -30,6 +30,11 @@ pub struct DotKernel {
     /// Where the weights in flight wait (registers or a shared-memory ring) and how many
     /// launches a layer takes.
     pub staging: DotStaging,
+    /// A kernel (by name, in [`DOT_KERNELS`]) that a launch runs instead when its gate+up
+    /// launch fits in one wave of blocks with at least [`COALESCED_LANES`] lanes per row (the
+    /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of the sixth pass's
+    /// default, see [`DotKernel::for_launch`].
+    pub one_wave_partner: Option<&'static str>,
 }
 
 /// How a dot kernel keeps its weight loads in flight, and how a layer is launched.
@@ -81,6 +86,12 @@ pub enum DotStaging {
     /// layer's first a programmatic dependent launch (sm_90+): each weight kernel starts while
     /// its pre-pass runs and requests its first weights before it waits for the activations.
     PrequantPdl,
+    /// `PERS_ENTRY` kernels (sixth pass): [`DotStaging::PrequantPdl`] with persistent blocks:
+    /// a 1-D grid of [`persistent_blocks`] blocks, each taking every grid-th row tile of the
+    /// launch, so each block runs the same number of tiles and no last, partly filled wave of
+    /// blocks leaves multiprocessors idle (60 slots of 2560x640: 1200 tiles on 396 resident
+    /// blocks are 3.03 waves).
+    PrequantPersistent,
 }
 
 impl DotStaging {
@@ -97,6 +108,7 @@ impl DotStaging {
             DotStaging::Prequant8 => "PREQ8_ENTRY",
             DotStaging::NibblesPdl => "NIBP_ENTRY",
             DotStaging::PrequantPdl => "PREQP_ENTRY",
+            DotStaging::PrequantPersistent => "PERS_ENTRY",
         }
     }
 
@@ -110,20 +122,26 @@ impl DotStaging {
                 | DotStaging::Prequant8
                 | DotStaging::NibblesPdl
                 | DotStaging::PrequantPdl
+                | DotStaging::PrequantPersistent
         )
     }
 
     /// True when the layer's launches after its first are programmatic dependent launches
     /// (on compute capability 9.0+; plain launches before, where the kernels' waits are no-ops).
     pub fn programmatic(self) -> bool {
-        matches!(self, DotStaging::NibblesPdl | DotStaging::PrequantPdl)
+        matches!(
+            self,
+            DotStaging::NibblesPdl | DotStaging::PrequantPdl | DotStaging::PrequantPersistent
+        )
     }
 
     /// Activation limbs of the pre-pass (2 for [`DotStaging::Prequant`], 1 for
     /// [`DotStaging::Prequant8`]); `None` for kernels without a pre-pass.
     pub fn prepass_limbs(self) -> Option<usize> {
         match self {
-            DotStaging::Prequant | DotStaging::PrequantPdl => Some(2),
+            DotStaging::Prequant | DotStaging::PrequantPdl | DotStaging::PrequantPersistent => {
+                Some(2)
+            }
             DotStaging::Prequant8 => Some(1),
             _ => None,
         }
@@ -142,7 +160,8 @@ pub fn dot_activation_bytes(k: usize, staging: DotStaging) -> usize {
         DotStaging::Nibbles
         | DotStaging::Prequant
         | DotStaging::NibblesPdl
-        | DotStaging::PrequantPdl => 16 * (4 * chunks + (2 * chunks).div_ceil(4)),
+        | DotStaging::PrequantPdl
+        | DotStaging::PrequantPersistent => 16 * (4 * chunks + (2 * chunks).div_ceil(4)),
         DotStaging::Prequant8 => 16 * (2 * chunks + (2 * chunks).div_ceil(4)),
         _ => 2 * k + 4 * chunks,
     }
@@ -171,6 +190,39 @@ pub enum DotGrid {
 pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
+    /// Index into [`DOT_KERNELS`] of the kernel a launch of `self` (index `index`) runs:
+    /// [`DotKernel::one_wave_partner`] when the gate+up launch (`rows` = 2 ffn rows of
+    /// `chunks` = hidden / 32 chunks, `items` work items) takes the one-wave grid with at least
+    /// [`COALESCED_LANES`] lanes per row on `multiprocessors` multiprocessors, else `index`.
+    pub fn for_launch(
+        &self,
+        index: usize,
+        rows: usize,
+        chunks: usize,
+        items: usize,
+        multiprocessors: u32,
+    ) -> usize {
+        let Some(partner) = self.one_wave_partner else {
+            return index;
+        };
+        let one = lanes_per_row_one_wave(
+            rows,
+            chunks,
+            items,
+            self.rows,
+            multiprocessors,
+            self.min_blocks,
+        );
+        if one >= COALESCED_LANES {
+            DOT_KERNELS
+                .iter()
+                .position(|d| d.name == partner)
+                .unwrap_or(index)
+        } else {
+            index
+        }
+    }
+
     /// Bytes of dynamic shared memory the weight ring takes per block (0 for
     /// [`DotStaging::Registers`]): `ring` stages x `batch_chunks` x `rows` x
     /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
@@ -183,7 +235,8 @@ impl DotKernel {
             | DotStaging::Prequant
             | DotStaging::Prequant8
             | DotStaging::NibblesPdl
-            | DotStaging::PrequantPdl => 0,
+            | DotStaging::PrequantPdl
+            | DotStaging::PrequantPersistent => 0,
             DotStaging::Shared | DotStaging::Fused => {
                 self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
             }
@@ -229,7 +282,7 @@ impl DotKernel {
 /// rings, `moe_dot_f_*` the same fused into one launch per layer, `moe_dot_t_*` bulk-copy tiles,
 /// `moe_dot_m_*` int8 tensor cores. Fifth-pass variants slower than these on every geometry
 /// were dropped; their figures are in BENCHMARKS.md (issue 7, fifth pass).
-pub const DOT_KERNELS: [DotKernel; 23] = [
+pub const DOT_KERNELS: [DotKernel; 28] = [
     DotKernel {
         name: "moe_dot_r2b3",
         rows: 2,
@@ -238,6 +291,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::Waves,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_r2b4",
@@ -247,6 +301,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::Waves,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_r4b2",
@@ -256,6 +311,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::Waves,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_r1b4",
@@ -265,6 +321,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::Waves,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n2b3",
@@ -274,6 +331,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::OneWave,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n3b3",
@@ -283,6 +341,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 3,
         grid: DotGrid::OneWave,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_w_r2j1n4b3",
@@ -292,6 +351,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 4,
         grid: DotGrid::OneWave,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_w_r2j2n4b2",
@@ -301,6 +361,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 4,
         grid: DotGrid::OneWave,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     DotKernel {
         name: "moe_dot_a_r2b3",
@@ -310,6 +371,7 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
         ring: 2,
         grid: DotGrid::Adaptive,
         staging: DotStaging::Registers,
+        one_wave_partner: None,
     },
     staged("moe_dot_s_r2j2s3b3", 2, 2, 3, 3, DotStaging::Shared),
     staged("moe_dot_f_r2j2s3b3", 2, 2, 3, 3, DotStaging::Fused),
@@ -318,14 +380,78 @@ pub const DOT_KERNELS: [DotKernel; 23] = [
     mma("moe_dot_m_n3b4", 3, 4),
     sixth("moe_dot_u_r2b3", 2, 2, 2, 3, DotStaging::Nibbles),
     sixth("moe_dot_q_r2b3", 2, 2, 2, 3, DotStaging::Prequant),
-    sixth("moe_dot_q_r2b4", 2, 2, 2, 4, DotStaging::Prequant),
-    sixth("moe_dot_q_r1b4", 1, 2, 2, 4, DotStaging::Prequant),
     sixth("moe_dot_q_r2j1n3b4", 2, 1, 3, 4, DotStaging::Prequant),
     sixth("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
     sixth("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
     sixth("moe_dot_qp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl),
+    sixth(
+        "moe_dot_qr_r2b3",
+        2,
+        2,
+        2,
+        3,
+        DotStaging::PrequantPersistent,
+    ),
+    sixth(
+        "moe_dot_qr_r2j1n3b4",
+        2,
+        1,
+        3,
+        4,
+        DotStaging::PrequantPersistent,
+    ),
+    sixth(
+        "moe_dot_qr_r1j1n3b6",
+        1,
+        1,
+        3,
+        6,
+        DotStaging::PrequantPersistent,
+    ),
+    chooser("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl),
+    chooser(
+        "moe_dot_xr_r2b3",
+        2,
+        2,
+        2,
+        3,
+        DotStaging::PrequantPersistent,
+    ),
+    chooser(
+        "moe_dot_xr_r2j1n3b4",
+        2,
+        1,
+        3,
+        4,
+        DotStaging::PrequantPersistent,
+    ),
+    chooser(
+        "moe_dot_xr_r1j1n3b6",
+        1,
+        1,
+        3,
+        6,
+        DotStaging::PrequantPersistent,
+    ),
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
 ];
+
+/// A sixth-pass kernel that chooses per launch ([`DotKernel::one_wave_partner`]): its own
+/// code (arguments as [`sixth`]) for launches of several waves, `moe_dot_up_r2b3` where the
+/// gate+up launch fits in one wave.
+const fn chooser(
+    name: &'static str,
+    rows: usize,
+    batch_chunks: usize,
+    ring: usize,
+    min_blocks: u32,
+    staging: DotStaging,
+) -> DotKernel {
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        ..sixth(name, rows, batch_chunks, ring, min_blocks, staging)
+    }
+}
 
 /// A sixth-pass kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`] grid:
 /// `name`, rows per row group, chunks per batch, batches in the register ring, resident blocks.
@@ -345,6 +471,7 @@ const fn sixth(
         ring,
         grid: DotGrid::Adaptive,
         staging,
+        one_wave_partner: None,
     }
 }
 
@@ -359,6 +486,7 @@ const fn bulk(name: &'static str, rows: usize, min_blocks: u32) -> DotKernel {
         ring: 1,
         grid: DotGrid::Adaptive,
         staging: DotStaging::Bulk,
+        one_wave_partner: None,
     }
 }
 
@@ -374,6 +502,7 @@ const fn mma(name: &'static str, ring: usize, min_blocks: u32) -> DotKernel {
         ring,
         grid: DotGrid::Waves,
         staging: DotStaging::Mma,
+        one_wave_partner: None,
     }
 }
 
@@ -381,6 +510,16 @@ const fn mma(name: &'static str, ring: usize, min_blocks: u32) -> DotKernel {
 /// kernel where that cannot run (k not a multiple of [`TC_K_BLOCK`], or a GPU before compute
 /// capability 8.0): `moe_dot_a_r2b3`, the fourth pass's default.
 pub const DOT_FALLBACK_KERNEL: usize = 8;
+
+/// Blocks of a persistent kernel ([`DotStaging::PrequantPersistent`]) for `tiles` row tiles
+/// (all items) and `capacity` resident blocks (resident blocks per multiprocessor x
+/// multiprocessors): the fewest rounds of tiles that fit (`ceil(tiles / capacity)`), then the
+/// fewest blocks that take every tile in that many rounds, so every block takes `rounds` tiles
+/// or one less. At least 1.
+pub fn persistent_blocks(tiles: usize, capacity: usize) -> u32 {
+    let rounds = tiles.div_ceil(capacity.max(1)).max(1);
+    tiles.div_ceil(rounds).max(1) as u32
+}
 
 /// Dynamic shared memory of one block of a bulk-copy kernel, bytes: the weight tile
 /// (`rows_per_group x BLOCK_THREADS / lanes` rows of `chunks` 16-byte chunks), its f32 scales
@@ -441,6 +580,7 @@ const fn staged(
         ring,
         grid: DotGrid::Adaptive,
         staging,
+        one_wave_partner: None,
     }
 }
 

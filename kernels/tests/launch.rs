@@ -294,3 +294,51 @@ fn dot_activation_rows_match_hand_computation() {
     assert_eq!(DotStaging::Prequant8.prepass_limbs(), Some(1));
     assert_eq!(DotStaging::Nibbles.prepass_limbs(), None);
 }
+
+/// Persistent grids, by hand: 1200 tiles (60 slots of 2560x640, gate+up or down) on 396
+/// resident blocks (3 per multiprocessor x 132) need 4 rounds, so 300 blocks of 4 tiles; on 528
+/// (4 x 132) 3 rounds, 400 blocks of 3; 2400 tiles on 792 (6 x 132): 4 rounds, 600 blocks;
+/// fewer tiles than the capacity: one tile per block; 1201 tiles on 400: 4 rounds, 301 blocks
+/// (300 take 4 tiles, one takes 1).
+#[test]
+fn persistent_grids_match_hand_computation() {
+    use kernels::launch::persistent_blocks;
+    assert_eq!(persistent_blocks(1200, 396), 300);
+    assert_eq!(persistent_blocks(1200, 528), 400);
+    assert_eq!(persistent_blocks(2400, 792), 600);
+    assert_eq!(persistent_blocks(100, 396), 100);
+    assert_eq!(persistent_blocks(1201, 400), 301);
+    assert_eq!(persistent_blocks(0, 396), 1);
+}
+
+/// The per-launch choice of the `moe_dot_x*` kernels: the Qwen3-30B-A3B batch-1 layer (8
+/// slots, gate+up 1536 rows of 64 chunks) fits in one wave with at least 8 lanes per row on
+/// 132 multiprocessors (16 lanes: 32-row tiles, 8 x 48 = 384 blocks, within 396 with 3
+/// resident blocks per multiprocessor and 528 with 4; 32 lanes would need 768), so it runs the
+/// partner
+/// `moe_dot_up_r2b3`; 60 slots of 2560x640 (1280 rows of 80 chunks) get 2 lanes from the
+/// one-wave rule, so they keep the kernel itself. Kernels without a partner never switch.
+#[test]
+fn one_wave_partner_serves_the_small_launches() {
+    use kernels::launch::DOT_KERNELS;
+    let index = |name: &str| DOT_KERNELS.iter().position(|d| d.name == name).expect(name);
+    let up = index("moe_dot_up_r2b3");
+    for name in [
+        "moe_dot_xp_r2j1n3b4",
+        "moe_dot_xr_r2j1n3b4",
+        "moe_dot_xr_r2b3",
+        "moe_dot_xr_r1j1n3b6",
+    ] {
+        let i = index(name);
+        let d = DOT_KERNELS[i];
+        assert_eq!(d.one_wave_partner, Some("moe_dot_up_r2b3"));
+        assert_eq!(d.for_launch(i, 1536, 64, 8, 132), up, "{name}");
+        assert_eq!(d.for_launch(i, 1280, 80, 60, 132), i, "{name}");
+    }
+    let q = index("moe_dot_qp_r2j1n3b4");
+    assert_eq!(DOT_KERNELS[q].for_launch(q, 1536, 64, 8, 132), q);
+    assert_eq!(
+        kernels::launch::lanes_per_row_one_wave(1536, 64, 8, 2, 132, 4),
+        16
+    );
+}

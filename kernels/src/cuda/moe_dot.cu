@@ -985,17 +985,19 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
 // moe_dot with the sixth pass's arithmetic. PRE: `input` is the pre-pass's scratch (row
 // slot_input[s] in mode 0, row s in mode 1), copied to shared memory as is; else the block
 // quantizes its slot's row itself (as moe_dot, plus the chunk sums).
+// One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
+// `reuse`: the block ran a tile before (persistent kernels), so it waits for every thread to
+// be done with the shared activations before overwriting them.
 template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL>
-__device__ void moe_dot6(const unsigned int* __restrict__ work,
-                         const unsigned int* __restrict__ slot_list,
-                         const unsigned int* __restrict__ slot_input,
-                         const float* __restrict__ input, float* __restrict__ output,
-                         unsigned int rows, unsigned int k, unsigned int group,
-                         unsigned long long weight_offset, unsigned long long scale_offset,
-                         int mode, unsigned int P) {
+__device__ __forceinline__ void dot6_tile(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
+    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
+    unsigned int tile, unsigned int item_index, bool reuse) {
     extern __shared__ uint4 qs[];
     __shared__ float red[(BLOCK / 32) * R];
-    const unsigned int* item = work + 4 * blockIdx.y;
+    const unsigned int* item = work + 4 * item_index;
     const unsigned long long base =
         (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
     const unsigned int s = slot_list[item[2]];
@@ -1005,7 +1007,7 @@ __device__ void moe_dot6(const unsigned int* __restrict__ work,
     const unsigned int gshift = __ffs(group) - 6;  // log2(group / 32): group a power of two
 
     const unsigned int kl = threadIdx.x % P;
-    const unsigned int row0 = (blockIdx.x * (BLOCK / P) + threadIdx.x / P) * R;
+    const unsigned int row0 = (tile * (BLOCK / P) + threadIdx.x / P) * R;
     const unsigned int groups_per_row = k / group;
     const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
     const float* sbase = (const float*)(base + scale_offset);
@@ -1036,6 +1038,7 @@ __device__ void moe_dot6(const unsigned int* __restrict__ work,
     // Launched programmatically (PDL kernels): the weights above are already requested; the
     // activations come from the grid before (the pre-pass, or the gate+up launch).
     if (PDL) grid_dependency_wait();
+    if (reuse) __syncthreads();
     if (PRE) {
         const unsigned int n = act_row_u4<LIMBS>(C);
         const uint4* src = (const uint4*)input + (size_t)(mode == 0 ? slot_input[s] : s) * n;
@@ -1147,6 +1150,47 @@ __device__ void moe_dot6(const unsigned int* __restrict__ work,
     }
 }
 
+// One tile per block: grid (tiles per item, items).
+template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL>
+__device__ __forceinline__ void moe_dot6(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
+    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P) {
+    dot6_tile<R, J, NB, PRE, LIMBS, PDL>(work, slot_list, slot_input, input, output, rows, k,
+                                         group, weight_offset, scale_offset, mode, P, blockIdx.x,
+                                         blockIdx.y, false);
+}
+
+// Persistent blocks (sixth pass): a 1-D grid no larger than the resident capacity, each block
+// taking tiles blockIdx.x, + gridDim.x, ... of the items x tiles-per-item tiles (tile-major
+// within an item). The host sizes the grid so every block takes the same number of tiles
+// (launch::persistent_blocks): no last, partly filled wave of blocks.
+template <int R, int J, int NB>
+__device__ __forceinline__ void moe_dot6_persistent(
+    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
+    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
+    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
+    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
+    unsigned int items) {
+    const unsigned int per_tile = R * (BLOCK / P);
+    const unsigned int tiles = (rows + per_tile - 1) / per_tile;
+    for (unsigned int t = blockIdx.x; t < items * tiles; t += gridDim.x)
+        dot6_tile<R, J, NB, true, 2, true>(work, slot_list, slot_input, input, output, rows, k,
+                                           group, weight_offset, scale_offset, mode, P,
+                                           t % tiles, t / tiles, t != blockIdx.x);
+}
+
+#define PERS_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                    \
+    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
+        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
+        const float* input, float* output, unsigned int rows, unsigned int k,                    \
+        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
+        int mode, unsigned int lanes_per_row, unsigned int items) {                               \
+        moe_dot6_persistent<R, J, NB>(work, slot_list, slot_input, input, output, rows, k, group, \
+                                      weight_offset, scale_offset, mode, lanes_per_row, items);   \
+    }
+
 #define DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL)                                      \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
@@ -1206,8 +1250,6 @@ MMA_ENTRY(moe_dot_m_n3b4, 3, 4)
 // chunks per batch, batches in the ring, resident blocks.
 NIB_ENTRY(moe_dot_u_r2b3, 2, 2, 2, 3)
 PREQ_ENTRY(moe_dot_q_r2b3, 2, 2, 2, 3)
-PREQ_ENTRY(moe_dot_q_r2b4, 2, 2, 2, 4)
-PREQ_ENTRY(moe_dot_q_r1b4, 1, 2, 2, 4)
 PREQ_ENTRY(moe_dot_q_r2j1n3b4, 2, 1, 3, 4)
 PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
 // Sixth pass, programmatic dependent launch (NIBP: the down launch; PREQP: every launch after
@@ -1215,3 +1257,15 @@ PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
 NIBP_ENTRY(moe_dot_up_r2b3, 2, 2, 2, 3)
 PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
 PREQP_ENTRY(moe_dot_qp_r2j1n3b4, 2, 1, 3, 4)
+// Sixth pass, persistent blocks (pre-pass activations, programmatic launches, a grid of
+// equal shares of the tiles): rows, chunks per batch, batches in the ring, resident blocks.
+PERS_ENTRY(moe_dot_qr_r2b3, 2, 2, 2, 3)
+PERS_ENTRY(moe_dot_qr_r2j1n3b4, 2, 1, 3, 4)
+PERS_ENTRY(moe_dot_qr_r1j1n3b6, 1, 1, 3, 6)
+// Per-launch choice (sixth pass): the code of moe_dot_qp_r2j1n3b4 / moe_dot_qr_r2j1n3b4 for
+// launches of several waves, moe_dot_up_r2b3 where the gate+up launch fits in one wave
+// (DotKernel::one_wave_partner in launch.rs).
+PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
+PERS_ENTRY(moe_dot_xr_r2j1n3b4, 2, 1, 3, 4)
+PERS_ENTRY(moe_dot_xr_r2b3, 2, 2, 2, 3)
+PERS_ENTRY(moe_dot_xr_r1j1n3b6, 1, 1, 3, 6)
