@@ -2,10 +2,9 @@
 
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
-    bulk_lanes, bulk_shared_bytes, dot_activation_bytes, lanes_per_row, persistent_blocks,
-    rows_per_block, tc_rows_per_block, tensor_core_group, warps_per_tile, DotStaging,
-    BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS, PER_SLOT_ROWS, TC_K_BLOCK,
-    TC_WARPS, UNION_ROWS,
+    dot_activation_bytes, lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group,
+    warps_per_tile, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS,
+    PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -23,7 +22,7 @@ pub const DOT_SOURCE: &str = include_str!("cuda/moe_dot.cu");
 /// Bytes of one staged activation value (f32) in the kernels' shared memory.
 const ACTIVATION_BYTES: usize = 4;
 /// Shared memory kept back from the dot kernels' dynamic allocation for their static arrays
-/// (cross-warp sums, the bulk-copy barrier, the fused kernels' ticket: at most 528 B), bytes.
+/// (cross-warp sums: at most 128 B), bytes.
 const DOT_STATIC_SHARED_BYTES: usize = 1024;
 
 /// Which kernel serves the per-slot variant.
@@ -122,10 +121,7 @@ pub struct Kernels {
     multiprocessors: u32,
     /// Largest dynamic shared memory of one block after opting in, bytes (device attribute).
     max_shared_bytes: usize,
-    /// Shared memory of one multiprocessor, bytes (device attribute): sizes the bulk-copy
-    /// kernels' tiles.
-    shared_per_multiprocessor: usize,
-    /// Compute capability (major, minor): the int8 tensor-core kernels need 8.0.
+    /// Compute capability (major, minor): programmatic dependent launches need 9.0.
     compute_capability: (i32, i32),
 }
 
@@ -142,8 +138,6 @@ impl Kernels {
         let multiprocessors = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_shared_bytes =
             ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
-        let shared_per_multiprocessor =
-            ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as usize;
         let moe_t1 = module.load_function("moe_matvec_t1")?;
         let moe_t8 = module.load_function("moe_matvec_t8")?;
         let moe_tc = module.load_function("moe_matvec_tc")?;
@@ -201,7 +195,6 @@ impl Kernels {
             _module: module,
             multiprocessors,
             max_shared_bytes,
-            shared_per_multiprocessor,
             compute_capability: (major, minor),
         })
     }
@@ -284,9 +277,6 @@ impl Kernels {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,
                 PerSlotKernel::Dot(kernel) => {
-                    let mma_runs = self.compute_capability.0 >= 8
-                        && geom.hidden.is_multiple_of(TC_K_BLOCK)
-                        && geom.ffn.is_multiple_of(TC_K_BLOCK);
                     // Sixth pass: the default chooses its kernel per launch.
                     let kernel = DOT_KERNELS[kernel].for_launch(
                         kernel,
@@ -298,9 +288,7 @@ impl Kernels {
                     let staging = DOT_KERNELS[kernel].staging;
                     // The sixth pass's kernels find a chunk's scale group by a shift.
                     let shift_runs = geom.group.is_power_of_two();
-                    let kernel = if (staging == DotStaging::Mma && !mma_runs)
-                        || (staging.unsigned_nibbles() && !shift_runs)
-                    {
+                    let kernel = if staging.unsigned_nibbles() && !shift_runs {
                         DOT_FALLBACK_KERNEL
                     } else {
                         kernel
@@ -334,14 +322,9 @@ impl Kernels {
             }
             _ => k * ACTIVATION_BYTES,
         };
-        // The staged dot kernels' weight ring comes first in their dynamic shared memory.
-        let ring_bytes = match path {
-            KernelPath::PerSlotDot { kernel } => DOT_KERNELS[kernel].ring_bytes(),
-            _ => 0,
-        };
         let shared_budget = if is_dot {
             self.max_shared_bytes
-                .saturating_sub(DOT_STATIC_SHARED_BYTES + ring_bytes)
+                .saturating_sub(DOT_STATIC_SHARED_BYTES)
         } else {
             self.max_shared_bytes
         };
@@ -371,16 +354,7 @@ impl Kernels {
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
             let activations = maxt * row_bytes_of(k);
-            let int8_mma = matches!(path, KernelPath::PerSlotDot { kernel }
-                if DOT_KERNELS[kernel].staging == DotStaging::Mma);
-            *phase = if int8_mma {
-                let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
-                PhaseLaunch {
-                    split: ks,
-                    blocks: rows.div_ceil(tc_rows_per_block(ks)) as u32,
-                    shared_bytes: activations as u32,
-                }
-            } else if path == KernelPath::TensorCore {
+            *phase = if path == KernelPath::TensorCore {
                 let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
                 PhaseLaunch {
                     split: ks,
@@ -390,63 +364,17 @@ impl Kernels {
             } else {
                 let lanes = match path {
                     KernelPath::PerSlotDot { kernel } => {
-                        let d = DOT_KERNELS[kernel];
-                        let lanes = d.lanes(rows, k / 32, items, self.multiprocessors);
-                        if d.staging == DotStaging::Bulk {
-                            bulk_lanes(
-                                lanes,
-                                d.rows,
-                                k / 32,
-                                k / geom.group,
-                                d.min_blocks,
-                                self.shared_per_multiprocessor,
-                                2 * DOT_STATIC_SHARED_BYTES,
-                            )
-                        } else {
-                            lanes
-                        }
+                        DOT_KERNELS[kernel].lanes(rows, k / 32, items, self.multiprocessors)
                     }
                     _ => lanes_per_row(rows, k / 32, items, rows_per_group, self.multiprocessors),
                 };
-                let bulk = match path {
-                    KernelPath::PerSlotDot { kernel }
-                        if DOT_KERNELS[kernel].staging == DotStaging::Bulk =>
-                    {
-                        let b = bulk_shared_bytes(lanes, rows_per_group, k / 32, k / geom.group);
-                        if b > shared_budget + ring_bytes {
-                            return Err(KernelError::Invalid(format!(
-                                "the weight tile of {} ({b} B) does not fit in the {} B of shared memory of a block on this GPU",
-                                DOT_KERNELS[kernel].name, self.max_shared_bytes
-                            )));
-                        }
-                        Some(b)
-                    }
-                    _ => None,
-                };
-                let tiles = rows.div_ceil(rows_per_block(lanes, rows_per_group));
-                let blocks = match path {
-                    // Persistent kernels: a 1-D grid over every item's tiles.
-                    KernelPath::PerSlotDot { kernel }
-                        if DOT_KERNELS[kernel].staging == DotStaging::PrequantPersistent =>
-                    {
-                        persistent_blocks(
-                            items * tiles,
-                            DOT_KERNELS[kernel].min_blocks as usize * self.multiprocessors as usize,
-                        )
-                    }
-                    _ => tiles as u32,
-                };
                 PhaseLaunch {
                     split: lanes,
-                    blocks,
-                    shared_bytes: bulk.unwrap_or(
-                        ring_bytes + activations + if lanes > 32 { reduce_bytes } else { 0 },
-                    ) as u32,
+                    blocks: rows.div_ceil(rows_per_block(lanes, rows_per_group)) as u32,
+                    shared_bytes: (activations + if lanes > 32 { reduce_bytes } else { 0 }) as u32,
                 }
             };
         }
-        let fused = matches!(path, KernelPath::PerSlotDot { kernel }
-            if DOT_KERNELS[kernel].staging == DotStaging::Fused);
         let slots = slot_token.len();
         // Pre-pass kernels: scratch rows of quantized activations, one per token (gate+up)
         // and one per slot (down).
@@ -489,20 +417,16 @@ impl Kernels {
             } else {
                 None
             },
-            counters: if fused {
-                Some(stream.alloc_zeros::<u32>(items + 2)?)
-            } else {
-                None
-            },
             x: stream.clone_htod(x)?,
             gu: stream.alloc_zeros::<f32>(slots * 2 * geom.ffn)?,
             y: stream.alloc_zeros::<f32>(slots * geom.hidden)?,
         })
     }
 
-    /// Enqueues the two launches of a layer's expert FFN on `stream`: gate+up over every item,
-    /// then down (one launch for the fused dot kernels, [`DotStaging::Fused`]). Results land in
-    /// `launch.y` (`slots x hidden`).
+    /// Enqueues the launches of a layer's expert FFN on `stream`: gate+up over every item, then
+    /// down (each after its activation pre-pass for [`crate::launch::DotStaging::PrequantPdl`] kernels; the
+    /// launches after the first programmatic on sm_90+ for [`crate::launch::DotStaging::programmatic`] ones).
+    /// Results land in `launch.y` (`slots x hidden`).
     pub fn launch_moe(
         &self,
         stream: &Arc<CudaStream>,
@@ -513,16 +437,17 @@ impl Kernels {
 
     /// Enqueues only phase `phase` (0: gate+up, 1: down, which reads the gate+up rows the last
     /// gate+up phase of `launch` left) of a two-launch path: how a calibration times the two
-    /// launches apart. Errors for a fused kernel (one launch) or a phase other than 0 or 1.
+    /// launches apart (with its pre-pass, if the kernel has one). Errors for a phase other than
+    /// 0 or 1.
     pub fn launch_moe_phase(
         &self,
         stream: &Arc<CudaStream>,
         launch: &mut MoeLaunch,
         phase: usize,
     ) -> Result<(), KernelError> {
-        if phase > 1 || launch.counters.is_some() {
+        if phase > 1 {
             return Err(KernelError::Invalid(format!(
-                "phase {phase} of a launch of {} cannot run alone (phases 0 and 1 of two-launch kernels only)",
+                "phase {phase} of a launch of {} does not exist (0 gate+up, 1 down)",
                 launch.kernel_name()
             )));
         }
@@ -543,44 +468,6 @@ impl Kernels {
             KernelPath::TensorCore => &self.moe_tc,
         };
         debug_assert!(launch.maxt <= MAX_SLOTS_PER_ITEM);
-        if let Some(counters) = launch.counters.as_mut() {
-            let [p0, p1] = launch.phases;
-            let cfg = LaunchConfig {
-                grid_dim: (launch.items * (p0.blocks + p1.blocks), 1, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: p0.shared_bytes.max(p1.shared_bytes),
-            };
-            let (hidden, ffn, group) = (g.hidden as u32, g.ffn as u32, g.group as u32);
-            let offsets = [
-                g.down_weight_offset() as u64,
-                g.gate_up_scale_offset() as u64,
-                g.down_scale_offset() as u64,
-            ];
-            let mut b = stream.launch_builder(func);
-            b.arg(&launch.work)
-                .arg(&launch.slot_list)
-                .arg(&launch.slot_token)
-                .arg(&launch.x)
-                .arg(&mut launch.gu)
-                .arg(&mut launch.y)
-                .arg(counters)
-                .arg(&launch.items)
-                .arg(&hidden)
-                .arg(&ffn)
-                .arg(&group)
-                .arg(&offsets[0])
-                .arg(&offsets[1])
-                .arg(&offsets[2])
-                .arg(&p0.split)
-                .arg(&p1.split)
-                .arg(&p0.blocks)
-                .arg(&p1.blocks);
-            // SAFETY: argument list matches FUSED_ENTRY in moe_dot.cu; the counters hold
-            // items + 2 words, zero between launches (the kernel's last block zeroes them);
-            // the grid has exactly items x (tiles0 + tiles1) blocks, one per ticket.
-            unsafe { b.launch(cfg) }?;
-            return Ok(());
-        }
         let phases = [
             // (rows, k, weight offset, scale offset, mode)
             (2 * g.ffn, g.hidden, 0usize, g.gate_up_scale_offset(), 0i32),
@@ -697,17 +584,14 @@ impl Kernels {
                     unsafe { b.launch(pcfg) }?;
                 }
             }
-            // Persistent kernels take one more parameter, so they always launch this way.
-            let persistent = matches!(launch.path, KernelPath::PerSlotDot { kernel }
-                if DOT_KERNELS[kernel].staging == DotStaging::PrequantPersistent);
-            if persistent || (programmatic && (pi == 1 || launch.quantized.is_some())) {
+            if programmatic && (pi == 1 || launch.quantized.is_some()) {
                 let (input, output) = match (launch.quantized.as_ref(), mode) {
                     (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
                     (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
                     (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
                     (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
                 };
-                let mut args = vec![
+                let args = [
                     launch.work.device_ptr(stream).0,
                     launch.slot_list.device_ptr(stream).0,
                     launch.slot_token.device_ptr(stream).0,
@@ -721,17 +605,17 @@ impl Kernels {
                     mode as u32 as u64,
                     phase.split as u64,
                 ];
-                // Persistent kernels: a 1-D grid, and the item count as a last parameter.
-                let grid = if persistent {
-                    args.push(launch.items as u64);
-                    (phase.blocks, 1)
-                } else {
-                    (phase.blocks, launch.items)
-                };
-                // SAFETY: the argument list of DOT6_ENTRY (PERS_ENTRY with the item count) in
-                // moe_dot.cu, the buffers as for the plain launch below.
+                // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
+                // plain launch below.
                 unsafe {
-                    launch_raw(stream, func, grid, phase.shared_bytes, &args, programmatic)?;
+                    launch_raw(
+                        stream,
+                        func,
+                        (phase.blocks, launch.items),
+                        phase.shared_bytes,
+                        &args,
+                        true,
+                    )?;
                 }
                 continue;
             }
@@ -953,11 +837,9 @@ pub struct MoeLaunch {
     slot_token: CudaSlice<u32>,
     /// Tensor-core path: the prepared token rows (gate+up) and slot rows (down).
     prepared: Option<[PreparedRows; 2]>,
-    /// Pre-pass dot kernels ([`DotStaging::Prequant`]): activation limbs, and the scratch rows
+    /// Pre-pass dot kernels ([`crate::launch::DotStaging::PrequantPdl`]): activation limbs, and the scratch rows
     /// of quantized activations of the gate+up (one per token) and down (one per slot) launch.
     quantized: Option<(usize, [CudaSlice<u32>; 2])>,
-    /// Fused dot kernels: ticket, finished blocks, then one gate+up tile count per item.
-    counters: Option<CudaSlice<u32>>,
     x: CudaSlice<f32>,
     gu: CudaSlice<f32>,
     /// Output, `slots x hidden`, slot-major.

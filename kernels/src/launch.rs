@@ -27,8 +27,8 @@ pub struct DotKernel {
     pub ring: usize,
     /// How the grid is sized (lanes per row).
     pub grid: DotGrid,
-    /// Where the weights in flight wait (registers or a shared-memory ring) and how many
-    /// launches a layer takes.
+    /// Where the activations come from, how the layer is launched and which arithmetic
+    /// unpacks the weights.
     pub staging: DotStaging,
     /// A kernel (by name, in [`DOT_KERNELS`]) that a launch runs instead when its gate+up
     /// launch fits in one wave of blocks with at least [`COALESCED_LANES`] lanes per row (the
@@ -37,61 +37,36 @@ pub struct DotKernel {
     pub one_wave_partner: Option<&'static str>,
 }
 
-/// How a dot kernel keeps its weight loads in flight, and how a layer is launched.
+/// How a dot kernel gets its activations and launches a layer, and the arithmetic it uses.
+/// Variants of earlier kinds (cp.async shared-memory rings, fused one-launch layers, bulk-copy
+/// tiles, int8 tensor cores, persistent blocks) were slower than a kept kernel on every
+/// measured geometry and were dropped; their figures are in BENCHMARKS.md (issue 7, fifth and
+/// sixth passes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DotStaging {
-    /// `DOT_ENTRY` kernels: a ring of `ring` register batches (`ld.global.nc`), two launches
-    /// per layer (gate+up, then down).
+    /// `DOT_ENTRY` kernels (third and fourth passes): weights stream through a ring of `ring`
+    /// register batches (`ld.global.nc`); each block quantizes its slot's activations; signed
+    /// nibbles (5 instructions per 32-bit weight word besides the 4 `dp4a`); two launches per
+    /// layer (gate+up, then down).
     Registers,
-    /// `STAGED_ENTRY` kernels: a ring of `ring` stages in shared memory filled by `cp.async`
-    /// (`ring - 1` batches in flight per thread, no registers held), two launches per layer.
-    Shared,
-    /// `FUSED_ENTRY` kernels: the [`DotStaging::Shared`] ring, and the whole layer in one
-    /// launch: blocks take gate+up then down tiles in ticket order, and a down tile requests
-    /// its first weights before it waits for its slot's gate+up rows (per-slot counters), so
-    /// the down weights stream while the last gate+up tiles finish and no launch boundary
-    /// drains the GPU in between.
-    Fused,
-    /// `BULK_ENTRY` kernels: thread 0 requests the block's whole weight tile (its rows are one
-    /// contiguous range) with bulk copies (`cp.async.bulk`, sm_90+) completing on a shared
-    /// barrier while the block quantizes its activations; two launches per layer. The tile is
-    /// sized by the grid ([`bulk_lanes`]), not by `batch_chunks` / `ring` (both 1).
-    Bulk,
-    /// `MMA_ENTRY` kernels: the products on the int8 tensor cores (`mma.sync.m16n8k32.s8`,
-    /// sm_80+) instead of `dp4a`, same integer arithmetic; warp tiles of 16 rows split over
-    /// `ks` warps along k ([`warps_per_tile`], the tensor-core union kernel's grid), a register
-    /// ring of `ring` 128-column super-chunks (`batch_chunks` = 4 chunks); two launches per
-    /// layer. Needs hidden and ffn multiples of [`TC_K_BLOCK`] and compute capability 8.0:
-    /// elsewhere the launch runs [`DOT_FALLBACK_KERNEL`].
-    Mma,
-    /// `NIB_ENTRY` kernels (sixth pass): the [`DotStaging::Registers`] ring with unsigned
+    /// `NIBP_ENTRY` kernels (sixth pass): the [`DotStaging::Registers`] ring with unsigned
     /// nibbles (one LOP3 per half word, `dp4a.u32.s32`, the zero point removed once per chunk
     /// with the chunk's integer activation sum) and a shift for the scale group; activations
-    /// still quantized per block. Groups must be powers of two (else [`DOT_FALLBACK_KERNEL`]).
-    Nibbles,
-    /// `PREQ_ENTRY` kernels (sixth pass): [`DotStaging::Nibbles`] whose activations a pre-pass
-    /// (`moe_dot_prep2`, one block per token for gate+up, per slot for down, SiLU included)
-    /// quantizes once per launch into a scratch buffer; the weight kernel only copies its row
-    /// to shared memory. Four launches per layer (pre-pass, gate+up, pre-pass, down).
-    Prequant,
-    /// `PREQ8_ENTRY` kernels (sixth pass, reported only): [`DotStaging::Prequant`] with one
-    /// int8 limb per activation (`|x| <= 127`, llama.cpp q8_1 style, 2 `dp4a` per 8 weights
-    /// instead of 4). Cannot hold the stated tolerance: shows what the 16-bit limbs cost.
-    Prequant8,
-    /// `NIBP_ENTRY` kernels (sixth pass): [`DotStaging::Nibbles`] whose down launch is a
-    /// programmatic dependent launch (sm_90+: it starts before the gate+up launch ends,
-    /// requests its first weights, then waits for the gate+up rows).
+    /// still quantized per block; the down launch is a programmatic dependent launch (sm_90+:
+    /// it starts before the gate+up launch ends, requests its first weights, then waits for
+    /// the gate+up rows). Groups must be powers of two (else [`DOT_FALLBACK_KERNEL`]).
     NibblesPdl,
-    /// `PREQP_ENTRY` kernels (sixth pass): [`DotStaging::Prequant`] with every launch after the
-    /// layer's first a programmatic dependent launch (sm_90+): each weight kernel starts while
-    /// its pre-pass runs and requests its first weights before it waits for the activations.
+    /// `PREQP_ENTRY` kernels (sixth pass): [`DotStaging::NibblesPdl`]'s arithmetic, with
+    /// activations a pre-pass (`moe_dot_prep2`, one block per token for gate+up, per slot for
+    /// down, SiLU included) quantizes once per launch into a scratch buffer, which the weight
+    /// kernel only copies to shared memory; every launch after the layer's first (pre-pass,
+    /// gate+up, pre-pass, down) is a programmatic dependent launch (sm_90+), so each weight
+    /// kernel starts while its pre-pass runs and requests its first weights before it waits.
     PrequantPdl,
-    /// `PERS_ENTRY` kernels (sixth pass): [`DotStaging::PrequantPdl`] with persistent blocks:
-    /// a 1-D grid of [`persistent_blocks`] blocks, each taking every grid-th row tile of the
-    /// launch, so each block runs the same number of tiles and no last, partly filled wave of
-    /// blocks leaves multiprocessors idle (60 slots of 2560x640: 1200 tiles on 396 resident
-    /// blocks are 3.03 waves).
-    PrequantPersistent,
+    /// `PREQ8_ENTRY` kernels (sixth pass, reported only): pre-pass activations (plain launches)
+    /// with one int8 limb per activation (`|x| <= 127`, llama.cpp q8_1 style, 2 `dp4a` per 8
+    /// weights instead of 4). Cannot hold the stated tolerance: shows what the 16-bit limbs cost.
+    Prequant8,
 }
 
 impl DotStaging {
@@ -99,51 +74,31 @@ impl DotStaging {
     pub fn entry_macro(self) -> &'static str {
         match self {
             DotStaging::Registers => "DOT_ENTRY",
-            DotStaging::Shared => "STAGED_ENTRY",
-            DotStaging::Fused => "FUSED_ENTRY",
-            DotStaging::Bulk => "BULK_ENTRY",
-            DotStaging::Mma => "MMA_ENTRY",
-            DotStaging::Nibbles => "NIB_ENTRY",
-            DotStaging::Prequant => "PREQ_ENTRY",
-            DotStaging::Prequant8 => "PREQ8_ENTRY",
             DotStaging::NibblesPdl => "NIBP_ENTRY",
             DotStaging::PrequantPdl => "PREQP_ENTRY",
-            DotStaging::PrequantPersistent => "PERS_ENTRY",
+            DotStaging::Prequant8 => "PREQ8_ENTRY",
         }
     }
 
     /// True for the sixth pass's kernels, which need the group to be a power of two (the
     /// chunk's scale group is a shift) and keep per-chunk integer activation sums.
     pub fn unsigned_nibbles(self) -> bool {
-        matches!(
-            self,
-            DotStaging::Nibbles
-                | DotStaging::Prequant
-                | DotStaging::Prequant8
-                | DotStaging::NibblesPdl
-                | DotStaging::PrequantPdl
-                | DotStaging::PrequantPersistent
-        )
+        !matches!(self, DotStaging::Registers)
     }
 
     /// True when the layer's launches after its first are programmatic dependent launches
     /// (on compute capability 9.0+; plain launches before, where the kernels' waits are no-ops).
     pub fn programmatic(self) -> bool {
-        matches!(
-            self,
-            DotStaging::NibblesPdl | DotStaging::PrequantPdl | DotStaging::PrequantPersistent
-        )
+        matches!(self, DotStaging::NibblesPdl | DotStaging::PrequantPdl)
     }
 
-    /// Activation limbs of the pre-pass (2 for [`DotStaging::Prequant`], 1 for
+    /// Activation limbs of the pre-pass (2 for [`DotStaging::PrequantPdl`], 1 for
     /// [`DotStaging::Prequant8`]); `None` for kernels without a pre-pass.
     pub fn prepass_limbs(self) -> Option<usize> {
         match self {
-            DotStaging::Prequant | DotStaging::PrequantPdl | DotStaging::PrequantPersistent => {
-                Some(2)
-            }
+            DotStaging::PrequantPdl => Some(2),
             DotStaging::Prequant8 => Some(1),
-            _ => None,
+            DotStaging::Registers | DotStaging::NibblesPdl => None,
         }
     }
 }
@@ -157,13 +112,11 @@ impl DotStaging {
 pub fn dot_activation_bytes(k: usize, staging: DotStaging) -> usize {
     let chunks = k / 32;
     match staging {
-        DotStaging::Nibbles
-        | DotStaging::Prequant
-        | DotStaging::NibblesPdl
-        | DotStaging::PrequantPdl
-        | DotStaging::PrequantPersistent => 16 * (4 * chunks + (2 * chunks).div_ceil(4)),
+        DotStaging::NibblesPdl | DotStaging::PrequantPdl => {
+            16 * (4 * chunks + (2 * chunks).div_ceil(4))
+        }
         DotStaging::Prequant8 => 16 * (2 * chunks + (2 * chunks).div_ceil(4)),
-        _ => 2 * k + 4 * chunks,
+        DotStaging::Registers => 2 * k + 4 * chunks,
     }
 }
 
@@ -223,26 +176,6 @@ impl DotKernel {
         }
     }
 
-    /// Bytes of dynamic shared memory the weight ring takes per block (0 for
-    /// [`DotStaging::Registers`]): `ring` stages x `batch_chunks` x `rows` x
-    /// [`BLOCK_THREADS`] slots of 16 weight bytes and one 4-byte scale.
-    pub fn ring_bytes(&self) -> usize {
-        match self.staging {
-            DotStaging::Registers
-            | DotStaging::Bulk
-            | DotStaging::Mma
-            | DotStaging::Nibbles
-            | DotStaging::Prequant
-            | DotStaging::Prequant8
-            | DotStaging::NibblesPdl
-            | DotStaging::PrequantPdl
-            | DotStaging::PrequantPersistent => 0,
-            DotStaging::Shared | DotStaging::Fused => {
-                self.ring * self.batch_chunks * self.rows * BLOCK_THREADS as usize * (16 + 4)
-            }
-        }
-    }
-
     /// Lanes per row of this kernel for one phase: `rows` output rows of `chunks` 16-byte
     /// chunks, for `items` work items, on `multiprocessors` multiprocessors.
     pub fn lanes(&self, rows: usize, chunks: usize, items: usize, multiprocessors: u32) -> u32 {
@@ -276,93 +209,11 @@ impl DotKernel {
 }
 
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its `*_ENTRY`
-/// lines). All compute the same integer sums per 32-column chunk; they differ in rows per lane,
-/// occupancy, register ring depth and grid sizing (the `moe_dot_w_*` kernels: one wave, fourth
-/// pass), and, from the fifth pass, in [`DotStaging`]: `moe_dot_s_*` cp.async shared-memory
-/// rings, `moe_dot_f_*` the same fused into one launch per layer, `moe_dot_t_*` bulk-copy tiles,
-/// `moe_dot_m_*` int8 tensor cores. Fifth-pass variants slower than these on every geometry
-/// were dropped; their figures are in BENCHMARKS.md (issue 7, fifth pass).
-pub const DOT_KERNELS: [DotKernel; 28] = [
-    DotKernel {
-        name: "moe_dot_r2b3",
-        rows: 2,
-        min_blocks: 3,
-        batch_chunks: 2,
-        ring: 2,
-        grid: DotGrid::Waves,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_r2b4",
-        rows: 2,
-        min_blocks: 4,
-        batch_chunks: 2,
-        ring: 2,
-        grid: DotGrid::Waves,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_r4b2",
-        rows: 4,
-        min_blocks: 2,
-        batch_chunks: 2,
-        ring: 2,
-        grid: DotGrid::Waves,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_r1b4",
-        rows: 1,
-        min_blocks: 4,
-        batch_chunks: 2,
-        ring: 2,
-        grid: DotGrid::Waves,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_w_r2j2n2b3",
-        rows: 2,
-        min_blocks: 3,
-        batch_chunks: 2,
-        ring: 2,
-        grid: DotGrid::OneWave,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_w_r2j2n3b3",
-        rows: 2,
-        min_blocks: 3,
-        batch_chunks: 2,
-        ring: 3,
-        grid: DotGrid::OneWave,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_w_r2j1n4b3",
-        rows: 2,
-        min_blocks: 3,
-        batch_chunks: 1,
-        ring: 4,
-        grid: DotGrid::OneWave,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
-    DotKernel {
-        name: "moe_dot_w_r2j2n4b2",
-        rows: 2,
-        min_blocks: 2,
-        batch_chunks: 2,
-        ring: 4,
-        grid: DotGrid::OneWave,
-        staging: DotStaging::Registers,
-        one_wave_partner: None,
-    },
+/// lines). All compute the same integer sums per 32-column chunk (except the reported
+/// single-limb `moe_dot_q8_r2b3`) and so the same outputs; they differ in [`DotStaging`], rows
+/// per lane, occupancy and register ring depth. Variants of the first six passes that were
+/// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
+pub const DOT_KERNELS: [DotKernel; 5] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -373,85 +224,14 @@ pub const DOT_KERNELS: [DotKernel; 28] = [
         staging: DotStaging::Registers,
         one_wave_partner: None,
     },
-    staged("moe_dot_s_r2j2s3b3", 2, 2, 3, 3, DotStaging::Shared),
-    staged("moe_dot_f_r2j2s3b3", 2, 2, 3, 3, DotStaging::Fused),
-    staged("moe_dot_f_r2j1s4b4", 2, 1, 4, 4, DotStaging::Fused),
-    bulk("moe_dot_t_r2b4", 2, 4),
-    mma("moe_dot_m_n3b4", 3, 4),
-    sixth("moe_dot_u_r2b3", 2, 2, 2, 3, DotStaging::Nibbles),
-    sixth("moe_dot_q_r2b3", 2, 2, 2, 3, DotStaging::Prequant),
-    sixth("moe_dot_q_r2j1n3b4", 2, 1, 3, 4, DotStaging::Prequant),
     sixth("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
     sixth("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
-    sixth("moe_dot_qp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl),
-    sixth(
-        "moe_dot_qr_r2b3",
-        2,
-        2,
-        2,
-        3,
-        DotStaging::PrequantPersistent,
-    ),
-    sixth(
-        "moe_dot_qr_r2j1n3b4",
-        2,
-        1,
-        3,
-        4,
-        DotStaging::PrequantPersistent,
-    ),
-    sixth(
-        "moe_dot_qr_r1j1n3b6",
-        1,
-        1,
-        3,
-        6,
-        DotStaging::PrequantPersistent,
-    ),
-    chooser("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl),
-    chooser(
-        "moe_dot_xr_r2b3",
-        2,
-        2,
-        2,
-        3,
-        DotStaging::PrequantPersistent,
-    ),
-    chooser(
-        "moe_dot_xr_r2j1n3b4",
-        2,
-        1,
-        3,
-        4,
-        DotStaging::PrequantPersistent,
-    ),
-    chooser(
-        "moe_dot_xr_r1j1n3b6",
-        1,
-        1,
-        3,
-        6,
-        DotStaging::PrequantPersistent,
-    ),
-    sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
-];
-
-/// A sixth-pass kernel that chooses per launch ([`DotKernel::one_wave_partner`]): its own
-/// code (arguments as [`sixth`]) for launches of several waves, `moe_dot_up_r2b3` where the
-/// gate+up launch fits in one wave.
-const fn chooser(
-    name: &'static str,
-    rows: usize,
-    batch_chunks: usize,
-    ring: usize,
-    min_blocks: u32,
-    staging: DotStaging,
-) -> DotKernel {
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
-        ..sixth(name, rows, batch_chunks, ring, min_blocks, staging)
-    }
-}
+        ..sixth("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
+];
 
 /// A sixth-pass kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`] grid:
 /// `name`, rows per row group, chunks per batch, batches in the register ring, resident blocks.
@@ -475,124 +255,20 @@ const fn sixth(
     }
 }
 
-/// A bulk-copy kernel (fifth pass): `name`, rows per row group, resident blocks per
-/// multiprocessor its tiles are sized for.
-const fn bulk(name: &'static str, rows: usize, min_blocks: u32) -> DotKernel {
-    DotKernel {
-        name,
-        rows,
-        min_blocks,
-        batch_chunks: 1,
-        ring: 1,
-        grid: DotGrid::Adaptive,
-        staging: DotStaging::Bulk,
-        one_wave_partner: None,
-    }
-}
+/// Index into [`DOT_KERNELS`] of the kernel a launch runs instead of a sixth-pass kernel where
+/// that cannot run (a scale group that is not a power of two): `moe_dot_a_r2b3`, the fourth
+/// pass's default.
+pub const DOT_FALLBACK_KERNEL: usize = 0;
 
-/// An int8 tensor-core kernel (fifth pass): `name`, super-chunks in the register ring, resident
-/// blocks per multiprocessor. Its grid splits k like the union kernel's ([`warps_per_tile`]),
-/// so `grid` is unused.
-const fn mma(name: &'static str, ring: usize, min_blocks: u32) -> DotKernel {
-    DotKernel {
-        name,
-        rows: TC_TILE_ROWS,
-        min_blocks,
-        batch_chunks: 4,
-        ring,
-        grid: DotGrid::Waves,
-        staging: DotStaging::Mma,
-        one_wave_partner: None,
-    }
-}
-
-/// Index into [`DOT_KERNELS`] of the kernel a launch runs instead of a [`DotStaging::Mma`]
-/// kernel where that cannot run (k not a multiple of [`TC_K_BLOCK`], or a GPU before compute
-/// capability 8.0): `moe_dot_a_r2b3`, the fourth pass's default.
-pub const DOT_FALLBACK_KERNEL: usize = 8;
-
-/// Blocks of a persistent kernel ([`DotStaging::PrequantPersistent`]) for `tiles` row tiles
-/// (all items) and `capacity` resident blocks (resident blocks per multiprocessor x
-/// multiprocessors): the fewest rounds of tiles that fit (`ceil(tiles / capacity)`), then the
-/// fewest blocks that take every tile in that many rounds, so every block takes `rounds` tiles
-/// or one less. At least 1.
-pub fn persistent_blocks(tiles: usize, capacity: usize) -> u32 {
-    let rounds = tiles.div_ceil(capacity.max(1)).max(1);
-    tiles.div_ceil(rounds).max(1) as u32
-}
-
-/// Dynamic shared memory of one block of a bulk-copy kernel, bytes: the weight tile
-/// (`rows_per_group x BLOCK_THREADS / lanes` rows of `chunks` 16-byte chunks), its f32 scales
-/// (`groups_per_row` per row, padded to 16 bytes), and the quantized activations of `chunks x 32`
-/// columns (`2 k + k / 8` bytes, as the other dot kernels).
-pub fn bulk_shared_bytes(
-    lanes: u32,
-    rows_per_group: usize,
-    chunks: usize,
-    groups_per_row: usize,
-) -> usize {
-    let rows = rows_per_block(lanes, rows_per_group);
-    let k = chunks * 32;
-    rows * chunks * 16 + (rows * groups_per_row).div_ceil(4) * 16 + 2 * k + k / 8
-}
-
-/// Lanes per row of a bulk-copy kernel: `lanes` (the grid rule's choice), doubled while
-/// `min_blocks` blocks of [`bulk_shared_bytes`] plus `per_block_overhead` bytes each would not
-/// fit in `shared_per_multiprocessor` bytes, never past the largest power of two not above
-/// `chunks` (then the kernel runs with fewer resident blocks).
-pub fn bulk_lanes(
-    lanes: u32,
-    rows_per_group: usize,
-    chunks: usize,
-    groups_per_row: usize,
-    min_blocks: u32,
-    shared_per_multiprocessor: usize,
-    per_block_overhead: usize,
-) -> u32 {
-    let cap = pow2_at_most(chunks, BLOCK_THREADS);
-    let fits = |p: u32| {
-        (bulk_shared_bytes(p, rows_per_group, chunks, groups_per_row) + per_block_overhead)
-            * min_blocks as usize
-            <= shared_per_multiprocessor
-    };
-    let mut p = lanes;
-    while p < cap && !fits(p) {
-        p *= 2;
-    }
-    p
-}
-
-/// A shared-memory staged kernel (fifth pass) with the [`DotGrid::Adaptive`] grid: `name`,
-/// rows per row group, chunks per stage, stages, resident blocks per multiprocessor.
-const fn staged(
-    name: &'static str,
-    rows: usize,
-    batch_chunks: usize,
-    ring: usize,
-    min_blocks: u32,
-    staging: DotStaging,
-) -> DotKernel {
-    DotKernel {
-        name,
-        rows,
-        min_blocks,
-        batch_chunks,
-        ring,
-        grid: DotGrid::Adaptive,
-        staging,
-        one_wave_partner: None,
-    }
-}
-
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_a_r2b3`, the
-/// code of `moe_dot_r2b3` (the fastest at 60 slots of 2560x640 on the H200: 64.7 µs, r2b4 65.2,
-/// one-wave grids 92.6-131.7) with the [`DotGrid::Adaptive`] grid, which keeps that grid for
-/// large launches and takes one wave for small ones (8 slots: 12.4-22.2 vs 14.7-34.0 µs):
-/// BENCHMARKS.md issue 7, fourth pass. Still the default after the fifth pass: at 60 slots it
-/// took 63.1 µs against 64.2 (fused, `moe_dot_f_r2j1s4b4`), 69.3 (bulk copy), 70.5 (int8
-/// tensor cores) and 75.7 (cp.async ring), and 17.3 µs on the Qwen3-30B-A3B layer against
-/// 19.6-22.9 (BENCHMARKS.md issue 7, fifth pass).
-pub const DEFAULT_DOT_KERNEL: usize = 8;
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_xp_r2j1n3b4`
+/// (sixth pass), which chooses per launch ([`DotKernel::for_launch`]): for launches of several
+/// waves its own code (activations quantized once by a pre-pass, unsigned nibbles, a ring of 3
+/// single-chunk batches, 4 resident blocks, programmatic launches), where the gate+up launch
+/// fits in one wave `moe_dot_up_r2b3` (in-block quantization, same arithmetic). Measured on the
+/// H200 (BENCHMARKS.md issue 7, sixth pass, one interleaved run): 60 slots of 2560x640 in
+/// 58.3 µs vs 63.6 for the fourth pass's `moe_dot_a_r2b3`, the Qwen3-30B-A3B batch-1 layer in
+/// 16.3 vs 17.2 µs, faster on every measured geometry.
+pub const DEFAULT_DOT_KERNEL: usize = 3;
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
 pub const UNION_ROWS: usize = 2;

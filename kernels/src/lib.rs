@@ -3,13 +3,13 @@
 //!
 //! Owned here: the int4 expert layout ([`geometry`]), the CUDA C sources (`src/cuda/moe.cu`:
 //! f32 and tensor-core union kernels, page touch, streaming read; `src/cuda/moe_dot.cu`: the
-//! per-slot integer-dot kernels, with register, cp.async, fused one-launch, bulk-copy and int8
-//! tensor-core variants listed in [`launch::DOT_KERNELS`]), the per-slot and union work lists
-//! ([`worklist`]), the launch geometry ([`launch`]), the launch wrappers ([`gpu`]) and the CPU
-//! reference ([`reference`]). Not here: timing, calibration or replay (the `validate` crate).
-//! Every kernel uses the driver API and NVRTC only (no OS-specific calls), and the variants
-//! that need newer hardware (cp.async sm_80, bulk copies sm_90, int8 mma sm_80) compile to
-//! plain copies or are not launched on older GPUs.
+//! per-slot integer-dot kernels listed in [`launch::DOT_KERNELS`], with their activation
+//! pre-passes), the per-slot and union work lists ([`worklist`]), the launch geometry
+//! ([`launch`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
+//! timing, calibration or replay (the `validate` crate).
+//! Every kernel uses the driver API and NVRTC only (no OS-specific calls); the programmatic
+//! dependent launches of the default dot kernel need compute capability 9.0 and are plain
+//! launches before it (where the kernels' waits compile to nothing).
 //! The CUDA libraries are loaded dynamically, so this builds and its CPU tests run without a GPU;
 //! call [`gpu::check_cuda_libraries`] (or [`gpu::open_device`]) before any CUDA call.
 

@@ -171,36 +171,36 @@ fn one_wave_lanes_are_the_largest_fitting_power_of_two() {
     }
 }
 
-/// Every dot kernel named in launch.rs has an entry line in moe_dot.cu (`DOT_ENTRY`,
-/// `STAGED_ENTRY` or `FUSED_ENTRY` after its staging) with the same rows, batch chunks, ring
-/// depth and resident blocks.
+/// Every dot kernel named in launch.rs has an entry line in moe_dot.cu (the macro of its
+/// staging: `DOT_ENTRY`, `NIBP_ENTRY`, `PREQP_ENTRY` or `PREQ8_ENTRY`) with the same rows,
+/// batch chunks, ring depth and resident blocks, and every one-wave partner is a kernel of the
+/// table.
 #[test]
 fn dot_kernel_table_matches_the_cuda_entries() {
     use kernels::gpu::DOT_SOURCE;
     use kernels::launch::DOT_KERNELS;
     for d in DOT_KERNELS {
-        let want = if d.staging == kernels::launch::DotStaging::Bulk {
-            assert_eq!((d.batch_chunks, d.ring), (1, 1), "{}", d.name);
-            format!("BULK_ENTRY({}, {}, {})", d.name, d.rows, d.min_blocks)
-        } else if d.staging == kernels::launch::DotStaging::Mma {
-            assert_eq!((d.rows, d.batch_chunks), (16, 4), "{}", d.name);
-            format!("MMA_ENTRY({}, {}, {})", d.name, d.ring, d.min_blocks)
-        } else {
-            format!(
-                "{}({}, {}, {}, {}, {})",
-                d.staging.entry_macro(),
-                d.name,
-                d.rows,
-                d.batch_chunks,
-                d.ring,
-                d.min_blocks
-            )
-        };
+        let want = format!(
+            "{}({}, {}, {}, {}, {})",
+            d.staging.entry_macro(),
+            d.name,
+            d.rows,
+            d.batch_chunks,
+            d.ring,
+            d.min_blocks
+        );
         assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
+        if let Some(p) = d.one_wave_partner {
+            assert!(
+                DOT_KERNELS.iter().any(|e| e.name == p),
+                "{}: partner {p}",
+                d.name
+            );
+        }
     }
 }
 
-/// The adaptive grid (the default kernel's): one wave where that keeps 8+ lanes per row, else
+/// The adaptive grid (of `moe_dot_a_r2b3`, the fourth pass's default): one wave where that keeps 8+ lanes per row, else
 /// the several-wave rule. Hand values from `one_wave_lanes_match_hand_computation` and
 /// `sixty_slot_launch_gets_enough_blocks`: 60 items of 2560x640 get 2 and 1 lanes from the
 /// one-wave rule, so the several-wave choice: gate+up P = 8 (64 rows per block, 1200 blocks),
@@ -208,8 +208,9 @@ fn dot_kernel_table_matches_the_cuda_entries() {
 /// the Qwen3-30B-A3B batch-1 layer gets 16 and 8 from the one-wave rule and keeps them.
 #[test]
 fn adaptive_grid_takes_one_wave_only_when_it_stays_coalesced() {
-    use kernels::launch::{DotGrid, DEFAULT_DOT_KERNEL, DOT_KERNELS};
-    let d = DOT_KERNELS[DEFAULT_DOT_KERNEL];
+    use kernels::launch::{DotGrid, DOT_FALLBACK_KERNEL, DOT_KERNELS};
+    let d = DOT_KERNELS[DOT_FALLBACK_KERNEL];
+    assert_eq!(d.name, "moe_dot_a_r2b3");
     assert_eq!(d.grid, DotGrid::Adaptive);
     assert_eq!(
         d.lanes(1280, 80, 60, 132),
@@ -221,63 +222,6 @@ fn adaptive_grid_takes_one_wave_only_when_it_stays_coalesced() {
     assert_eq!(d.lanes(2048, 24, 8, 132), 8);
 }
 
-/// The shared-memory rings of the staged kernels, by hand: stages x chunks x rows x 256 threads
-/// x (16 + 4) B; with the 60-slot geometry's activations (k = 2560: 2 x 2560 + 2560 / 8 =
-/// 5440 B) and 1 KiB of static and reserved memory per block, `min_blocks` of them fit in the
-/// H200's 228 KiB of shared memory per multiprocessor (so `__launch_bounds__` is reachable).
-#[test]
-fn staged_rings_fit_their_resident_blocks() {
-    use kernels::launch::{DotStaging, DOT_KERNELS};
-    let by_hand = [
-        ("moe_dot_s_r2j2s3b3", 61440),
-        ("moe_dot_f_r2j2s3b3", 61440),
-        ("moe_dot_f_r2j1s4b4", 40960),
-    ];
-    for (name, bytes) in by_hand {
-        let d = DOT_KERNELS.iter().find(|d| d.name == name).expect(name);
-        assert_ne!(d.staging, DotStaging::Registers, "{name}");
-        assert_eq!(d.ring_bytes(), bytes, "{name}");
-        let per_block = bytes + 5440 + 1024 + 1024;
-        assert!(
-            per_block * d.min_blocks as usize <= 228 * 1024,
-            "{name}: {} blocks of {per_block} B",
-            d.min_blocks
-        );
-    }
-    for d in DOT_KERNELS
-        .iter()
-        .filter(|d| !matches!(d.staging, DotStaging::Shared | DotStaging::Fused))
-    {
-        assert_eq!(d.ring_bytes(), 0, "{}", d.name);
-    }
-}
-
-/// Bulk-copy tiles, by hand, for the 60-slot geometry on the H200 (233472 B of shared memory per
-/// multiprocessor, 2 KiB kept per block): gate+up rows of 80 chunks (k = 2560, 20 scales per
-/// row), down rows of 20 chunks (k = 640, 5 scales per row).
-#[test]
-fn bulk_tiles_match_hand_computation() {
-    use kernels::launch::{bulk_lanes, bulk_shared_bytes};
-    // P = 8, R = 2: 64 rows x 1280 B = 81920, scales 64 x 20 x 4 = 5120, activations
-    // 2 x 2560 + 320 = 5440.
-    assert_eq!(bulk_shared_bytes(8, 2, 80, 20), 81920 + 5120 + 5440);
-    // Down, P = 4, R = 2: 128 rows x 320 B = 40960, scales 128 x 5 = 640 floats = 2560 B,
-    // activations 2 x 640 + 80 = 1360.
-    assert_eq!(bulk_shared_bytes(4, 2, 20, 5), 40960 + 2560 + 1360);
-    // Odd scale count: 1 row (P = 256, R = 1) of 5 scales = 20 B, padded to 32.
-    assert_eq!(bulk_shared_bytes(256, 1, 20, 5), 320 + 32 + 1360);
-    let sm = 233472;
-    // 2 blocks of 92480 + 2048 fit: P stays 8.
-    assert_eq!(bulk_lanes(8, 2, 80, 20, 2, sm, 2048), 8);
-    // 4 blocks do not (4 x 94528 > sm); P = 16 halves the tile: 40960 + 2560 + 5440 = 48960,
-    // 4 x 51008 = 204032 fits.
-    assert_eq!(bulk_lanes(8, 2, 80, 20, 4, sm, 2048), 16);
-    // Down at P = 4: 4 x (44880 + 2048) = 187712 fits.
-    assert_eq!(bulk_lanes(4, 2, 20, 5, 4, sm, 2048), 4);
-    // Never past the chunk count's power of two (16 for 20 chunks), even if it does not fit.
-    assert_eq!(bulk_lanes(4, 2, 20, 5, 4, 1000, 2048), 16);
-}
-
 /// Activation rows of the dot kernels, by hand: k = 2560 (80 chunks): before the sixth pass
 /// 2 x 2560 + 4 x 80 = 5440 B; two limbs with step and sum per chunk: 80 x 64 B of limbs +
 /// 80 x 8 B = 5120 + 640 = 5760 B (already a multiple of 16); one limb: 2560 + 640 = 3200 B.
@@ -286,59 +230,37 @@ fn bulk_tiles_match_hand_computation() {
 fn dot_activation_rows_match_hand_computation() {
     use kernels::launch::{dot_activation_bytes, DotStaging};
     assert_eq!(dot_activation_bytes(2560, DotStaging::Registers), 5440);
-    assert_eq!(dot_activation_bytes(2560, DotStaging::Prequant), 5760);
-    assert_eq!(dot_activation_bytes(2560, DotStaging::Nibbles), 5760);
+    assert_eq!(dot_activation_bytes(2560, DotStaging::PrequantPdl), 5760);
+    assert_eq!(dot_activation_bytes(2560, DotStaging::NibblesPdl), 5760);
     assert_eq!(dot_activation_bytes(2560, DotStaging::Prequant8), 3200);
-    assert_eq!(dot_activation_bytes(96, DotStaging::Prequant), 224);
-    assert!(DotStaging::Prequant.unsigned_nibbles() && !DotStaging::Registers.unsigned_nibbles());
+    assert_eq!(dot_activation_bytes(96, DotStaging::PrequantPdl), 224);
+    assert!(
+        DotStaging::PrequantPdl.unsigned_nibbles() && !DotStaging::Registers.unsigned_nibbles()
+    );
     assert_eq!(DotStaging::Prequant8.prepass_limbs(), Some(1));
-    assert_eq!(DotStaging::Nibbles.prepass_limbs(), None);
+    assert_eq!(DotStaging::NibblesPdl.prepass_limbs(), None);
+    assert!(DotStaging::PrequantPdl.programmatic() && !DotStaging::Prequant8.programmatic());
 }
 
-/// Persistent grids, by hand: 1200 tiles (60 slots of 2560x640, gate+up or down) on 396
-/// resident blocks (3 per multiprocessor x 132) need 4 rounds, so 300 blocks of 4 tiles; on 528
-/// (4 x 132) 3 rounds, 400 blocks of 3; 2400 tiles on 792 (6 x 132): 4 rounds, 600 blocks;
-/// fewer tiles than the capacity: one tile per block; 1201 tiles on 400: 4 rounds, 301 blocks
-/// (300 take 4 tiles, one takes 1).
-#[test]
-fn persistent_grids_match_hand_computation() {
-    use kernels::launch::persistent_blocks;
-    assert_eq!(persistent_blocks(1200, 396), 300);
-    assert_eq!(persistent_blocks(1200, 528), 400);
-    assert_eq!(persistent_blocks(2400, 792), 600);
-    assert_eq!(persistent_blocks(100, 396), 100);
-    assert_eq!(persistent_blocks(1201, 400), 301);
-    assert_eq!(persistent_blocks(0, 396), 1);
-}
-
-/// The per-launch choice of the `moe_dot_x*` kernels: the Qwen3-30B-A3B batch-1 layer (8
-/// slots, gate+up 1536 rows of 64 chunks) fits in one wave with at least 8 lanes per row on
-/// 132 multiprocessors (16 lanes: 32-row tiles, 8 x 48 = 384 blocks, within 396 with 3
-/// resident blocks per multiprocessor and 528 with 4; 32 lanes would need 768), so it runs the
-/// partner
-/// `moe_dot_up_r2b3`; 60 slots of 2560x640 (1280 rows of 80 chunks) get 2 lanes from the
-/// one-wave rule, so they keep the kernel itself. Kernels without a partner never switch.
+/// The per-launch choice of the default `moe_dot_xp_r2j1n3b4`: the Qwen3-30B-A3B batch-1 layer
+/// (8 slots, gate+up 1536 rows of 64 chunks) fits in one wave with at least 8 lanes per row on
+/// 132 multiprocessors (16 lanes: 32-row tiles, 8 x 48 = 384 blocks, within 528 = 4 resident
+/// blocks x 132; 32 lanes would need 768), so it runs its partner `moe_dot_up_r2b3`; 60 slots of
+/// 2560x640 (1280 rows of 80 chunks) get 2 lanes from the one-wave rule, so they keep the kernel
+/// itself. Kernels without a partner never switch.
 #[test]
 fn one_wave_partner_serves_the_small_launches() {
-    use kernels::launch::DOT_KERNELS;
+    use kernels::launch::{lanes_per_row_one_wave, DEFAULT_DOT_KERNEL, DOT_KERNELS};
     let index = |name: &str| DOT_KERNELS.iter().position(|d| d.name == name).expect(name);
     let up = index("moe_dot_up_r2b3");
-    for name in [
-        "moe_dot_xp_r2j1n3b4",
-        "moe_dot_xr_r2j1n3b4",
-        "moe_dot_xr_r2b3",
-        "moe_dot_xr_r1j1n3b6",
-    ] {
-        let i = index(name);
-        let d = DOT_KERNELS[i];
-        assert_eq!(d.one_wave_partner, Some("moe_dot_up_r2b3"));
-        assert_eq!(d.for_launch(i, 1536, 64, 8, 132), up, "{name}");
-        assert_eq!(d.for_launch(i, 1280, 80, 60, 132), i, "{name}");
-    }
-    let q = index("moe_dot_qp_r2j1n3b4");
+    let i = DEFAULT_DOT_KERNEL;
+    let d = DOT_KERNELS[i];
+    assert_eq!(d.name, "moe_dot_xp_r2j1n3b4");
+    assert_eq!(d.one_wave_partner, Some("moe_dot_up_r2b3"));
+    assert_eq!(lanes_per_row_one_wave(1536, 64, 8, 2, 132, 4), 16);
+    assert_eq!(d.for_launch(i, 1536, 64, 8, 132), up);
+    assert_eq!(lanes_per_row_one_wave(1280, 80, 60, 2, 132, 4), 2);
+    assert_eq!(d.for_launch(i, 1280, 80, 60, 132), i);
+    let q = index("moe_dot_qp_r2b3");
     assert_eq!(DOT_KERNELS[q].for_launch(q, 1536, 64, 8, 132), q);
-    assert_eq!(
-        kernels::launch::lanes_per_row_one_wave(1536, 64, 8, 2, 132, 4),
-        16
-    );
 }

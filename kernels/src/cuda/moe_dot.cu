@@ -15,7 +15,9 @@
 // first shifted up 4 bits. Per 16-byte chunk (32 weights, one scale group), the sums stay below
 // 32 x 128 x 128 x 257 < 2^31. The only rounding besides f32 sums is the activation
 // quantization: |x - x_int * step| <= step / 2 with step = (largest |x| of the chunk) / 32639.
-// CPU model of this arithmetic: `reference::expert_ffn_dot`.
+// CPU model of this arithmetic: `reference::expert_ffn_dot`. (This header describes moe_dot,
+// the fourth pass's kernel kept as `moe_dot_a_r2b3`; the sixth pass's kernels below compute the
+// same per-chunk integer sums with fewer instructions: read their header.)
 
 #define BLOCK 256
 // Largest |x_int|: keeps h = (x_int + 128) >> 8 within a signed byte (h <= 127).
@@ -251,590 +253,6 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
     }
 }
 
-// ---- Shared-memory staged kernels (fifth pass) ----
-// Same arithmetic, but the weights and their scales stream through a ring of S stages in shared
-// memory filled by cp.async (sm_80+; a plain copy before), so S - 1 batches of J chunks x R
-// rows are in flight per thread without holding registers. Each thread copies and reads back
-// only its own slots of the ring (slot q of stage t at [(t J R + q) BLOCK + thread], so a warp's
-// 16-byte accesses are consecutive), which needs no barrier, only cp.async.wait_group.
-// Dynamic shared memory: the ring (S J R BLOCK x 16 B of weights, then x 4 B of scales), then
-// the quantized activations as in moe_dot (2 k + k / 8 bytes).
-
-__device__ __forceinline__ unsigned int shared_address(const void* p) {
-    unsigned long long a;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-    return (unsigned int)a;
-}
-
-// 16 bytes global -> shared, cached in the L2 only (weights are read once per item).
-__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src)
-                 : "memory");
-#else
-    *(uint4*)dst = *(const uint4*)src;
-#endif
-}
-
-__device__ __forceinline__ void copy4_async(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_address(dst)), "l"(src)
-                 : "memory");
-#else
-    *(float*)dst = *(const float*)src;
-#endif
-}
-
-__device__ __forceinline__ void copy_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-// Waits until at most N of this thread's committed copy groups are still pending.
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
-#if __CUDA_ARCH__ >= 700
-    unsigned int v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-#else
-    const unsigned int v = *(const volatile unsigned int*)p;
-    __threadfence();
-    return v;
-#endif
-}
-
-// One row tile (BLOCK / P row groups of R rows) of one slot. With `ready` set (the down tiles of
-// the fused kernels), the weights of the first S - 1 stages are requested first, then the block
-// waits until *ready reaches ready_count (every gate+up tile of the slot has published its
-// rows), then reads its activations through the L2.
-template <int R, int J, int S, bool COHERENT>
-__device__ __forceinline__ void dot_tile_staged(
-    unsigned long long base, unsigned int s, const unsigned int* __restrict__ slot_input,
-    const float* input, float* output, unsigned int rows, unsigned int k, unsigned int group,
-    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
-    unsigned int tile, const unsigned int* ready, unsigned int ready_count) {
-    extern __shared__ uint4 dyn[];
-    __shared__ float red[(BLOCK / 32) * R];
-    constexpr int Q = J * R;  // ring slots per stage and thread
-    uint4* ring = dyn;
-    float* ring_scale = (float*)(dyn + S * Q * BLOCK);
-    uint4* qs = (uint4*)(ring_scale + S * Q * BLOCK);
-    const unsigned int C = k / 32;
-    float* step = (float*)(qs + 4 * C);
-
-    const unsigned int t = threadIdx.x;
-    const unsigned int kl = t % P;
-    const unsigned int row0 = (tile * (BLOCK / P) + t / P) * R;
-    const unsigned int groups_per_row = k / group;
-    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
-    const float* sbase = (const float*)(base + scale_offset);
-    const unsigned int advance = J * P;  // chunks per stage
-
-    // Requests stage `c0` (chunks c0 + j P of rows row0..row0+R-1) into ring stage `st`; commits
-    // a group even when empty, so every thread counts groups the same way.
-    auto request = [&](unsigned int st, unsigned int c0) {
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const unsigned int c = c0 + j * P;
-            const unsigned int g = (c * 32) / group;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const unsigned int row = row0 + r;
-                if (c < C && row < rows) {
-                    const unsigned int q = (st * Q + j * R + r) * BLOCK + t;
-                    copy16_async(ring + q, (const uint4*)(wbase + (size_t)row * (k / 2)) + c);
-                    copy4_async(ring_scale + q, sbase + (size_t)row * groups_per_row + g);
-                }
-            }
-        }
-        copy_commit();
-    };
-#pragma unroll
-    for (int st = 0; st + 1 < S; ++st) request(st, kl + st * advance);
-
-    if (ready != nullptr) {
-        if (t == 0) {
-            while (load_acquire(ready) < ready_count) {
-#if __CUDA_ARCH__ >= 700
-                __nanosleep(256);
-#endif
-            }
-        }
-        __syncthreads();
-    }
-    quantize_slot<COHERENT>(input, slot_input, s, k, mode, qs, step);
-    __syncthreads();
-
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    unsigned int st = 0;
-    for (unsigned int c0 = kl; c0 < C; c0 += advance) {
-        // Refill the stage the previous iteration used, then wait for this one's group.
-        request(st == 0 ? S - 1 : st - 1, c0 + (S - 1) * advance);
-        copy_wait<S - 1>();
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const unsigned int c = c0 + j * P;
-            if (c < C) {
-                const float stp = step[c];
-                uint4 w[R];
-                float sc[R];
-                int ah[R], al[R];
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const unsigned int q = (st * Q + j * R + r) * BLOCK + t;
-                    w[r] = ring[q];
-                    sc[r] = ring_scale[q];
-                    ah[r] = 0;
-                    al[r] = 0;
-                }
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const uint4 a = qs[i * C + c];
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const unsigned int wv = word_of(w[r], i);
-                        const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
-                        const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
-                        ah[r] = dp4a(lo, (int)a.x, ah[r]);
-                        ah[r] = dp4a(hi, (int)a.z, ah[r]);
-                        al[r] = dp4a(lo, (int)a.y, al[r]);
-                        al[r] = dp4a(hi, (int)a.w, al[r]);
-                    }
-                }
-#pragma unroll
-                for (int r = 0; r < R; ++r)
-                    acc[r] = fmaf(sc[r] * stp, (float)(ah[r] * 256 + al[r]), acc[r]);
-            }
-        }
-        st = st + 1 == S ? 0 : st + 1;
-    }
-
-    // Rows of a row group past `rows` read ring slots never filled: their sums are discarded.
-    const unsigned int span = P < 32 ? P : 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-        for (unsigned int off = span / 2; off > 0; off >>= 1)
-            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-    if (P > 32) {
-        const unsigned int warp = t / 32, lane = t % 32;
-        if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
-        }
-        __syncthreads();
-        if (kl == 0) {
-            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
-            }
-        }
-    }
-    if (kl == 0) {
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
-    }
-}
-
-#define STAGED_ENTRY(NAME, R, J, S, MIN_BLOCKS)                                                   \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
-        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
-        const float* input, float* output, unsigned int rows, unsigned int k,                    \
-        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
-        int mode, unsigned int lanes_per_row) {                                                   \
-        const unsigned int* item = work + 4 * blockIdx.y;                                         \
-        const unsigned long long base =                                                           \
-            (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);                    \
-        dot_tile_staged<R, J, S, false>(base, slot_list[item[2]], slot_input, input, output,      \
-                                        rows, k, group, weight_offset, scale_offset, mode,        \
-                                        lanes_per_row, blockIdx.x, nullptr, 0);                   \
-    }
-
-// The whole layer (gate+up, then down) in one launch, one slot per item. Blocks take tickets
-// in launch order from counters[0]: the first items x tiles0 are the gate+up tiles (item-major),
-// the rest the down tiles. A gate+up tile publishes its rows by counting up counters[2 + item];
-// a down tile requests its first weights, then waits for all tiles0 of its item. No deadlock:
-// a block waits only on tiles whose tickets were taken before its own, by blocks already
-// running, which never wait. The last block to finish (counters[1]) zeroes the counters for the
-// next launch. counters: items + 2 words, zero before the first launch.
-template <int R, int J, int S>
-__device__ __forceinline__ void moe_dot_fused(
-    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
-    const unsigned int* __restrict__ slot_token, const float* __restrict__ x, float* gu, float* y,
-    unsigned int* counters, unsigned int items, unsigned int hidden, unsigned int ffn,
-    unsigned int group, unsigned long long down_weight_offset,
-    unsigned long long gate_up_scale_offset, unsigned long long down_scale_offset,
-    unsigned int lanes0, unsigned int lanes1, unsigned int tiles0, unsigned int tiles1) {
-    __shared__ unsigned int ticket;
-    if (threadIdx.x == 0) ticket = atomicAdd(counters, 1u);
-    __syncthreads();
-    unsigned int tk = ticket;
-    const bool down = tk >= items * tiles0;
-    if (down) tk -= items * tiles0;
-    const unsigned int tiles = down ? tiles1 : tiles0;
-    const unsigned int it = tk / tiles, tile = tk % tiles;
-    const unsigned int* item = work + 4 * it;
-    const unsigned long long base =
-        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
-    const unsigned int s = slot_list[item[2]];
-    if (!down) {
-        dot_tile_staged<R, J, S, false>(base, s, slot_token, x, gu, 2 * ffn, hidden, group, 0,
-                                        gate_up_scale_offset, 0, lanes0, tile, nullptr, 0);
-        // Publish: every writer's rows reach the GPU scope before the count goes up.
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) atomicAdd(counters + 2 + it, 1u);
-    } else {
-        dot_tile_staged<R, J, S, true>(base, s, slot_token, gu, y, hidden, ffn, group,
-                                       down_weight_offset, down_scale_offset, 1, lanes1, tile,
-                                       counters + 2 + it, tiles0);
-    }
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(counters + 1, 1u) == items * (tiles0 + tiles1) - 1) {
-            for (unsigned int i = 0; i < items + 2; ++i) counters[i] = 0;
-        }
-    }
-}
-
-#define FUSED_ENTRY(NAME, R, J, S, MIN_BLOCKS)                                                    \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
-        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_token,  \
-        const float* x, float* gu, float* y, unsigned int* counters, unsigned int items,         \
-        unsigned int hidden, unsigned int ffn, unsigned int group,                                \
-        unsigned long long down_weight_offset, unsigned long long gate_up_scale_offset,           \
-        unsigned long long down_scale_offset, unsigned int lanes0, unsigned int lanes1,           \
-        unsigned int tiles0, unsigned int tiles1) {                                               \
-        moe_dot_fused<R, J, S>(work, slot_list, slot_token, x, gu, y, counters, items, hidden,    \
-                               ffn, group, down_weight_offset, gate_up_scale_offset,              \
-                               down_scale_offset, lanes0, lanes1, tiles0, tiles1);                \
-    }
-
-// ---- Bulk-copy kernels (fifth pass) ----
-// A block's weights are one contiguous byte range (its rows of one expert matrix), so thread 0
-// requests the whole tile with one bulk copy (cp.async.bulk, the TMA engine, sm_90+) that
-// completes on a shared-memory barrier, while the block quantizes its activations and copies
-// the tile's scales: the tile is in flight during the whole start-up, with no registers and no
-// per-load instructions; the dot loop then reads weights from shared memory. Before sm_90 the
-// threads copy the tile themselves (same result, no overlap).
-// Dynamic shared memory: the tile (rows_per_block x k / 2 bytes), its scales (rows_per_block x
-// k / group floats, padded to 16 bytes), then the quantized activations as in moe_dot.
-
-__device__ __forceinline__ void bulk_barrier_init(unsigned long long* bar, unsigned int bytes) {
-#if __CUDA_ARCH__ >= 900
-    const unsigned int b = shared_address(bar);
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
-                 : "memory");
-#endif
-}
-
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> shared; on sm_90+
-// completes on `bar` (thread 0 only), else every thread of the block takes part.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned int bytes,
-                                          unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-    if (threadIdx.x == 0) {
-        const unsigned int piece = 1u << 15;  // 32 KiB per request
-        for (unsigned int o = 0; o < bytes; o += piece) {
-            const unsigned int n = bytes - o < piece ? bytes - o : piece;
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-                "[%3];" ::"r"(shared_address((char*)dst + o)),
-                "l"((const char*)src + o), "r"(n), "r"(shared_address(bar))
-                : "memory");
-        }
-    }
-#else
-    for (unsigned int i = threadIdx.x; i < bytes / 16; i += BLOCK)
-        ((uint4*)dst)[i] = load_weights((const uint4*)src + i);
-#endif
-}
-
-// Waits for phase 0 of `bar` (the bulk copy landed).
-__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-    const unsigned int b = shared_address(bar);
-    unsigned int done = 0;
-    while (!done) {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, "
-            "p; }"
-            : "=r"(done)
-            : "r"(b)
-            : "memory");
-    }
-#endif
-}
-
-template <int R>
-__device__ __forceinline__ void moe_dot_bulk(
-    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
-    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
-    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
-    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P) {
-    extern __shared__ uint4 dyn[];
-    __shared__ unsigned long long bar;
-    __shared__ float red[(BLOCK / 32) * R];
-    const unsigned int* item = work + 4 * blockIdx.y;
-    const unsigned long long base =
-        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
-    const unsigned int t = threadIdx.x;
-    const unsigned int C = k / 32;  // 16-byte chunks per row
-    const unsigned int rows_per_block = R * (BLOCK / P);
-    const unsigned int r0 = blockIdx.x * rows_per_block;
-    const unsigned int nrows = rows - r0 < rows_per_block ? rows - r0 : rows_per_block;
-    const unsigned int groups_per_row = k / group;
-    uint4* tile = dyn;
-    float* tile_scale = (float*)(dyn + rows_per_block * C);
-    uint4* qs = (uint4*)(tile_scale + ((rows_per_block * groups_per_row + 3) & ~3u));
-    float* step = (float*)(qs + 4 * C);
-
-    const unsigned int tile_bytes = nrows * C * 16;
-    if (t == 0) bulk_barrier_init(&bar, tile_bytes);
-    bulk_copy(tile, (const unsigned char*)(base + weight_offset) + (size_t)r0 * (k / 2), tile_bytes,
-              &bar);
-    const float* sbase = (const float*)(base + scale_offset) + (size_t)r0 * groups_per_row;
-    for (unsigned int i = t; i < nrows * groups_per_row; i += BLOCK) tile_scale[i] = __ldg(sbase + i);
-    const unsigned int s = slot_list[item[2]];
-    quantize_slot<false>(input, slot_input, s, k, mode, qs, step);
-    __syncthreads();
-    bulk_wait(&bar);
-
-    const unsigned int kl = t % P;
-    const unsigned int lrow0 = (t / P) * R;  // first row of this row group in the tile
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-#pragma unroll 2
-    for (unsigned int c = kl; c < C; c += P) {
-        const float stp = step[c];
-        const unsigned int g = (c * 32) / group;
-        uint4 w[R];
-        float sc[R];
-        int ah[R], al[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            // Rows past the tile read whatever is there: their sums are discarded.
-            const unsigned int lr = lrow0 + r < rows_per_block ? lrow0 + r : 0;
-            w[r] = tile[lr * C + c];
-            sc[r] = tile_scale[lr * groups_per_row + g];
-            ah[r] = 0;
-            al[r] = 0;
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const uint4 a = qs[i * C + c];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const unsigned int wv = word_of(w[r], i);
-                const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
-                const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
-                ah[r] = dp4a(lo, (int)a.x, ah[r]);
-                ah[r] = dp4a(hi, (int)a.z, ah[r]);
-                al[r] = dp4a(lo, (int)a.y, al[r]);
-                al[r] = dp4a(hi, (int)a.w, al[r]);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = fmaf(sc[r] * stp, (float)(ah[r] * 256 + al[r]), acc[r]);
-    }
-
-    const unsigned int span = P < 32 ? P : 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-        for (unsigned int off = span / 2; off > 0; off >>= 1)
-            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-    if (P > 32) {
-        const unsigned int warp = t / 32, lane = t % 32;
-        if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
-        }
-        __syncthreads();
-        if (kl == 0) {
-            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
-            }
-        }
-    }
-    if (kl == 0) {
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (lrow0 + r < nrows) output[(size_t)s * rows + r0 + lrow0 + r] = acc[r];
-    }
-}
-
-#define BULK_ENTRY(NAME, R, MIN_BLOCKS)                                                           \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
-        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
-        const float* input, float* output, unsigned int rows, unsigned int k,                    \
-        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
-        int mode, unsigned int lanes_per_row) {                                                   \
-        moe_dot_bulk<R>(work, slot_list, slot_input, input, output, rows, k, group,              \
-                        weight_offset, scale_offset, mode, lanes_per_row);                        \
-    }
-
-// ---- Int8 tensor-core kernels (fifth pass) ----
-// Same integer arithmetic as moe_dot (weights 16 (n - 8) as s8, activations x = 256 h + l in
-// two s8 limbs, exact integer sums per 32-column chunk, one f32 scaling per chunk and row), but
-// the products run on the tensor cores with mma.sync.m16n8k32.s8 (sm_80+), which takes far fewer
-// instructions per weight than dp4a. A warp owns a tile of 16 rows; per 128-column super-chunk
-// (4 chunks, 64 bytes of a row) lane (g, t) = (lane / 4, lane % 4) loads the 16 bytes of chunk t
-// of rows g and g + 8 (one 16-byte load each: a row's 64 bytes come from 4 lanes). Word s of
-// those 16 bytes gives the A fragment of k-step s: its low nibbles (even columns) as k-slots
-// 4t..4t+3, its high nibbles (odd columns) as 16+4t..16+4t+3, so k-slot 4t + i is column
-// 8s + 2i of chunk t. The 8 columns of B are (chunk, limb) pairs: column n holds limb n % 2 of
-// chunk n / 2 and zero on the other chunks' k-slots, so D[row][2t] and D[row][2t + 1] are the
-// h and l sums of chunk t, and land in lane (g, t), which owns chunk t: the 4 k-steps of a
-// super-chunk accumulate in the s32 accumulators, then each lane scales its chunk (its scale
-// and the chunk's step). The ks warps of a tile split the super-chunks (split-K, the grid of the
-// tensor-core union kernel: launch::warps_per_tile), and their sums meet in shared memory.
-// Weights stream through a register ring of NB super-chunks (NB - 1 in flight). Needs k a
-// multiple of 128 (the host falls back to moe_dot_a_r2b3 otherwise, and before sm_80).
-
-__device__ __forceinline__ void mma_s8(int* c, int a0, int a1, int a2, int a3, int b0, int b1) {
-#if __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    __trap();  // the host never launches these kernels before sm_80
-#endif
-}
-
-template <int NB>
-__device__ __forceinline__ void moe_dot_mma(
-    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
-    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
-    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
-    unsigned long long weight_offset, unsigned long long scale_offset, int mode,
-    unsigned int ks) {
-    extern __shared__ uint4 qs[];
-    __shared__ float red[(BLOCK / 32) * 16];
-    const unsigned int* item = work + 4 * blockIdx.y;
-    const unsigned long long base =
-        (unsigned long long)item[0] | ((unsigned long long)item[1] << 32);
-    const unsigned int s = slot_list[item[2]];
-    const unsigned int C = k / 32;    // chunks per row
-    const unsigned int SC = k / 128;  // super-chunks per row
-    float* step = (float*)(qs + 4 * C);
-
-    const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const unsigned int g = lane / 4, t = lane % 4;
-    const unsigned int tile = warp / ks, kw = warp % ks;
-    const unsigned int row_a = (blockIdx.x * (BLOCK / 32 / ks) + tile) * 16 + g;
-    const unsigned int row_b = row_a + 8;
-    const unsigned int groups_per_row = k / group;
-    const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
-    const float* sbase = (const float*)(base + scale_offset);
-
-    uint4 wa[NB], wb[NB];
-    float sa[NB], sb[NB];
-    // Super-chunk `sc` of rows row_a and row_b into ring slot `buf` (rows past the matrix:
-    // nibbles 8 with scale 0, contributing exactly 0).
-    auto fetch = [&](int buf, unsigned int sc) {
-        const unsigned int c = 4 * sc + t;
-        const unsigned int gi = (c * 32) / group;
-        if (sc < SC && row_a < rows) {
-            wa[buf] = load_weights((const uint4*)(wbase + (size_t)row_a * (k / 2)) + c);
-            sa[buf] = __ldg(sbase + (size_t)row_a * groups_per_row + gi);
-        } else {
-            wa[buf] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
-            sa[buf] = 0.0f;
-        }
-        if (sc < SC && row_b < rows) {
-            wb[buf] = load_weights((const uint4*)(wbase + (size_t)row_b * (k / 2)) + c);
-            sb[buf] = __ldg(sbase + (size_t)row_b * groups_per_row + gi);
-        } else {
-            wb[buf] = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
-            sb[buf] = 0.0f;
-        }
-    };
-#pragma unroll
-    for (int b = 0; b + 1 < NB; ++b) fetch(b, kw + b * ks);
-
-    quantize_slot<false>(input, slot_input, s, k, mode, qs, step);
-    __syncthreads();
-
-    // This lane's B column: limb g % 2 of chunk g / 2, nonzero only on chunk t's k-slots.
-    const bool b_on = (g / 2) == t;
-    const bool b_low = (g % 2) == 1;
-    float acc_a = 0.0f, acc_b = 0.0f;
-    for (unsigned int sc0 = kw; sc0 < SC; sc0 += NB * ks) {
-#pragma unroll
-        for (int buf = 0; buf < NB; ++buf) {
-            const unsigned int sc = sc0 + buf * ks;
-            if (sc < SC) {
-                fetch((buf + NB - 1) % NB, sc + (NB - 1) * ks);
-                const unsigned int c = 4 * sc + t;
-                int d[4] = {0, 0, 0, 0};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const uint4 q = qs[i * C + c];
-                    const int b0 = b_on ? (int)(b_low ? q.y : q.x) : 0;
-                    const int b1 = b_on ? (int)(b_low ? q.w : q.z) : 0;
-                    const unsigned int x = word_of(wa[buf], i), y = word_of(wb[buf], i);
-                    const int a0 = (int)(((x << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
-                    const int a2 = (int)((x ^ 0x88888888u) & 0xF0F0F0F0u);
-                    const int a1 = (int)(((y << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
-                    const int a3 = (int)((y ^ 0x88888888u) & 0xF0F0F0F0u);
-                    mma_s8(d, a0, a1, a2, a3, b0, b1);
-                }
-                const float stp = step[c];
-                acc_a = fmaf(sa[buf] * stp, (float)(d[0] * 256 + d[1]), acc_a);
-                acc_b = fmaf(sb[buf] * stp, (float)(d[2] * 256 + d[3]), acc_b);
-            }
-        }
-    }
-
-    // Sum the 4 chunks' lanes of each row, then the ks warps of the tile.
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
-    if (ks > 1) {
-        if (t == 0) {
-            red[warp * 16 + g] = acc_a;
-            red[warp * 16 + g + 8] = acc_b;
-        }
-        __syncthreads();
-        if (kw == 0 && t == 0) {
-            for (unsigned int w2 = 1; w2 < ks; ++w2) {
-                acc_a += red[(warp + w2) * 16 + g];
-                acc_b += red[(warp + w2) * 16 + g + 8];
-            }
-        }
-    }
-    if (kw == 0 && t == 0) {
-        if (row_a < rows) output[(size_t)s * rows + row_a] = acc_a;
-        if (row_b < rows) output[(size_t)s * rows + row_b] = acc_b;
-    }
-}
-
-#define MMA_ENTRY(NAME, NB, MIN_BLOCKS)                                                           \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
-        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
-        const float* input, float* output, unsigned int rows, unsigned int k,                    \
-        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
-        int mode, unsigned int warps_per_tile) {                                                  \
-        moe_dot_mma<NB>(work, slot_list, slot_input, input, output, rows, k, group,              \
-                        weight_offset, scale_offset, mode, warps_per_tile);                       \
-    }
-
 // ---- Sixth pass: unsigned nibbles, a shift for the group, activations quantized once ----
 // Same integer sums as moe_dot (so the same tolerance, and reference::expert_ffn_dot stays
 // exact), fewer instructions per weight:
@@ -986,15 +404,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
 // slot_input[s] in mode 0, row s in mode 1), copied to shared memory as is; else the block
 // quantizes its slot's row itself (as moe_dot, plus the chunk sums).
 // One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
-// `reuse`: the block ran a tile before (persistent kernels), so it waits for every thread to
-// be done with the shared activations before overwriting them.
 template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL>
 __device__ __forceinline__ void dot6_tile(
     const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
     const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
     float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
     unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
-    unsigned int tile, unsigned int item_index, bool reuse) {
+    unsigned int tile, unsigned int item_index) {
     extern __shared__ uint4 qs[];
     __shared__ float red[(BLOCK / 32) * R];
     const unsigned int* item = work + 4 * item_index;
@@ -1038,7 +454,6 @@ __device__ __forceinline__ void dot6_tile(
     // Launched programmatically (PDL kernels): the weights above are already requested; the
     // activations come from the grid before (the pre-pass, or the gate+up launch).
     if (PDL) grid_dependency_wait();
-    if (reuse) __syncthreads();
     if (PRE) {
         const unsigned int n = act_row_u4<LIMBS>(C);
         const uint4* src = (const uint4*)input + (size_t)(mode == 0 ? slot_input[s] : s) * n;
@@ -1159,37 +574,8 @@ __device__ __forceinline__ void moe_dot6(
     unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P) {
     dot6_tile<R, J, NB, PRE, LIMBS, PDL>(work, slot_list, slot_input, input, output, rows, k,
                                          group, weight_offset, scale_offset, mode, P, blockIdx.x,
-                                         blockIdx.y, false);
+                                         blockIdx.y);
 }
-
-// Persistent blocks (sixth pass): a 1-D grid no larger than the resident capacity, each block
-// taking tiles blockIdx.x, + gridDim.x, ... of the items x tiles-per-item tiles (tile-major
-// within an item). The host sizes the grid so every block takes the same number of tiles
-// (launch::persistent_blocks): no last, partly filled wave of blocks.
-template <int R, int J, int NB>
-__device__ __forceinline__ void moe_dot6_persistent(
-    const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
-    const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
-    float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
-    unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P,
-    unsigned int items) {
-    const unsigned int per_tile = R * (BLOCK / P);
-    const unsigned int tiles = (rows + per_tile - 1) / per_tile;
-    for (unsigned int t = blockIdx.x; t < items * tiles; t += gridDim.x)
-        dot6_tile<R, J, NB, true, 2, true>(work, slot_list, slot_input, input, output, rows, k,
-                                           group, weight_offset, scale_offset, mode, P,
-                                           t % tiles, t / tiles, t != blockIdx.x);
-}
-
-#define PERS_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                    \
-    extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
-        const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
-        const float* input, float* output, unsigned int rows, unsigned int k,                    \
-        unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
-        int mode, unsigned int lanes_per_row, unsigned int items) {                               \
-        moe_dot6_persistent<R, J, NB>(work, slot_list, slot_input, input, output, rows, k, group, \
-                                      weight_offset, scale_offset, mode, lanes_per_row, items);   \
-    }
 
 #define DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL)                                      \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
@@ -1200,13 +586,11 @@ __device__ __forceinline__ void moe_dot6_persistent(
         moe_dot6<R, J, NB, PRE, LIMBS, PDL>(work, slot_list, slot_input, input, output, rows, k,      \
                                        group, weight_offset, scale_offset, mode, lanes_per_row);  \
     }
-// In-block quantization, unsigned nibbles (sixth pass: the unpacking change alone).
-#define NIB_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, false)
-// The same, the down launch started programmatically (prefetches before the gate+up ends).
+// In-block quantization, unsigned nibbles, the down launch started programmatically
+// (prefetches its first weights before the gate+up launch ends).
 #define NIBP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, true)
-// Pre-pass activations (two limbs), unsigned nibbles: the sixth pass's kernels.
-#define PREQ_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, false)
-// The same, every launch after the first started programmatically (hides the pre-passes).
+// Pre-pass activations (two limbs), unsigned nibbles, every launch after the layer's first
+// started programmatically (hides the pre-passes).
 #define PREQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true)
 // Pre-pass activations, one int8 limb (reported only: outside the stated tolerance).
 #define PREQ8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 1, false)
@@ -1223,49 +607,17 @@ __device__ __forceinline__ void moe_dot6_persistent(
 
 // Rows per row group, chunks per batch, batches in the ring, and minimum resident blocks per
 // multiprocessor; keep in step with `DOT_KERNELS` in launch.rs (which also says how each one's
-// grid is sized: the `_w` kernels get one wave of blocks, the `_a` kernel one wave when that
-// keeps 8 or more lanes per row, else several).
-DOT_ENTRY(moe_dot_r2b3, 2, 2, 2, 3)
-DOT_ENTRY(moe_dot_r2b4, 2, 2, 2, 4)
-DOT_ENTRY(moe_dot_r4b2, 4, 2, 2, 2)
-DOT_ENTRY(moe_dot_r1b4, 1, 2, 2, 4)
-DOT_ENTRY(moe_dot_w_r2j2n2b3, 2, 2, 2, 3)
-DOT_ENTRY(moe_dot_w_r2j2n3b3, 2, 2, 3, 3)
-DOT_ENTRY(moe_dot_w_r2j1n4b3, 2, 1, 4, 3)
-DOT_ENTRY(moe_dot_w_r2j2n4b2, 2, 2, 4, 2)
-// Same code as moe_dot_r2b3, grid chosen per launch (DotGrid::Adaptive): the default.
+// grid is sized). Variants of the first six passes that were slower than a kept kernel on every
+// measured geometry were dropped; their figures are in BENCHMARKS.md (issue 7).
+// The fourth pass's default (DotGrid::Adaptive grid), kept for comparison and as the fallback.
 DOT_ENTRY(moe_dot_a_r2b3, 2, 2, 2, 3)
-// Shared-memory staged (fifth pass): rows, chunks per stage, stages, resident blocks; the
-// STAGED kernels run the usual two launches, the FUSED ones the whole layer in one launch.
-STAGED_ENTRY(moe_dot_s_r2j2s3b3, 2, 2, 3, 3)
-FUSED_ENTRY(moe_dot_f_r2j2s3b3, 2, 2, 3, 3)
-FUSED_ENTRY(moe_dot_f_r2j1s4b4, 2, 1, 4, 4)
-// Bulk copy (fifth pass): rows per row group, resident blocks; the grid (launch.rs) keeps the
-// tile within the shared memory of that many blocks.
-BULK_ENTRY(moe_dot_t_r2b4, 2, 4)
-// Int8 tensor cores (fifth pass): super-chunks in the register ring, resident blocks.
-MMA_ENTRY(moe_dot_m_n3b4, 3, 4)
-// Sixth pass: unsigned nibbles and a shift (NIB: in-block quantization; PREQ: activations
-// quantized once by a pre-pass; PREQ8: the same with one int8 limb, reported only): rows,
-// chunks per batch, batches in the ring, resident blocks.
-NIB_ENTRY(moe_dot_u_r2b3, 2, 2, 2, 3)
-PREQ_ENTRY(moe_dot_q_r2b3, 2, 2, 2, 3)
-PREQ_ENTRY(moe_dot_q_r2j1n3b4, 2, 1, 3, 4)
-PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
-// Sixth pass, programmatic dependent launch (NIBP: the down launch; PREQP: every launch after
-// the layer's first).
+// Sixth pass: in-block quantization with unsigned nibbles and a programmatic down launch (the
+// default's choice where the gate+up launch fits in one wave).
 NIBP_ENTRY(moe_dot_up_r2b3, 2, 2, 2, 3)
+// Sixth pass: pre-pass activations and programmatic launches (moe_dot_xp_r2j1n3b4, the default,
+// is this code with a ring of 3 single-chunk batches and 4 resident blocks for launches of
+// several waves, moe_dot_up_r2b3 for one-wave launches: DotKernel::one_wave_partner).
 PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
-PREQP_ENTRY(moe_dot_qp_r2j1n3b4, 2, 1, 3, 4)
-// Sixth pass, persistent blocks (pre-pass activations, programmatic launches, a grid of
-// equal shares of the tiles): rows, chunks per batch, batches in the ring, resident blocks.
-PERS_ENTRY(moe_dot_qr_r2b3, 2, 2, 2, 3)
-PERS_ENTRY(moe_dot_qr_r2j1n3b4, 2, 1, 3, 4)
-PERS_ENTRY(moe_dot_qr_r1j1n3b6, 1, 1, 3, 6)
-// Per-launch choice (sixth pass): the code of moe_dot_qp_r2j1n3b4 / moe_dot_qr_r2j1n3b4 for
-// launches of several waves, moe_dot_up_r2b3 where the gate+up launch fits in one wave
-// (DotKernel::one_wave_partner in launch.rs).
 PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
-PERS_ENTRY(moe_dot_xr_r2j1n3b4, 2, 1, 3, 4)
-PERS_ENTRY(moe_dot_xr_r2b3, 2, 2, 2, 3)
-PERS_ENTRY(moe_dot_xr_r1j1n3b6, 1, 1, 3, 6)
+// Sixth pass, reported only: one int8 activation limb (outside the stated tolerance).
+PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)

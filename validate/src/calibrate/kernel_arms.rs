@@ -33,8 +33,9 @@ pub struct KernelPoint {
     /// Distinct experts among the slots.
     pub distinct: usize,
     /// `PerSlot` or `Union` (the [`kernels::Variant`]), or `PerSlot:<kernel>` for a per-slot
-    /// kernel other than the default; `PerSlot:<kernel>/gate_up` or `/down` for one launch of
-    /// a two-launch kernel timed alone (`sim calibrate --only kernels`, 60 distinct slots).
+    /// kernel other than the default; `PerSlot:<kernel>/gate_up` or `/down` for the gate+up or
+    /// the down launch (with its activation pre-pass, if the kernel has one) timed alone
+    /// (`sim calibrate --only kernels`, 60 distinct slots).
     pub variant: String,
     /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
     #[serde(default)]
@@ -154,7 +155,7 @@ struct KernelArm {
     variant: Variant,
     /// A per-slot kernel other than the default (recorded as variant `PerSlot:<kernel>`).
     per_slot: Option<PerSlotKernel>,
-    /// Only this launch of a two-launch kernel (0 gate+up, 1 down; recorded as
+    /// Only this launch of the layer (0 gate+up, 1 down, each with its pre-pass; recorded as
     /// `PerSlot:<kernel>/gate_up` or `/down`): where a layer's time goes.
     phase: Option<usize>,
 }
@@ -255,18 +256,10 @@ pub(super) fn measure_kernels(
             }));
         }
     }
-    // Each launch of every two-launch per-slot kernel alone, at 60 distinct experts.
+    // The gate+up and the down launch of every per-slot kernel alone (each with its activation
+    // pre-pass, if it has one), at 60 distinct experts.
     if all_per_slot {
-        let two_launch: Vec<PerSlotKernel> = std::iter::once(default_per_slot)
-            .chain(others.iter().copied())
-            .filter(|p| match p {
-                PerSlotKernel::Dot(i) => {
-                    kernels::launch::DOT_KERNELS[*i].staging != kernels::launch::DotStaging::Fused
-                }
-                PerSlotKernel::F32 => true,
-            })
-            .collect();
-        for p in two_launch {
+        for p in std::iter::once(default_per_slot).chain(others.iter().copied()) {
             for phase in 0..2 {
                 arms.push(KernelArm {
                     tokens: 6,
