@@ -22,7 +22,7 @@ pub const DOT_SOURCE: &str = include_str!("cuda/moe_dot.cu");
 /// Bytes of one staged activation value (f32) in the kernels' shared memory.
 const ACTIVATION_BYTES: usize = 4;
 /// Shared memory kept back from the dot kernels' dynamic allocation for their static arrays
-/// (cross-warp sums: at most 128 B), bytes.
+/// (cross-warp sums: 8 warps x 2 rows x 4 B = 64 B), bytes.
 const DOT_STATIC_SHARED_BYTES: usize = 1024;
 
 /// Which kernel serves the per-slot variant.
