@@ -569,7 +569,7 @@ impl Kernels {
                     ];
                     // SAFETY: as the launch below, through cuLaunchKernelEx.
                     unsafe {
-                        launch_raw(stream, func, (n as u32, 1), 0, &args, true)?;
+                        launch_programmatic(stream, func, (n as u32, 1), 0, &args)?;
                     }
                 } else {
                     let pcfg = LaunchConfig {
@@ -608,13 +608,12 @@ impl Kernels {
                 // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
                 // plain launch below.
                 unsafe {
-                    launch_raw(
+                    launch_programmatic(
                         stream,
                         func,
                         (phase.blocks, launch.items),
                         phase.shared_bytes,
                         &args,
-                        true,
                     )?;
                 }
                 continue;
@@ -719,23 +718,22 @@ impl Kernels {
     }
 }
 
-/// Launches `func` on `stream` with `cuLaunchKernelEx`; with `programmatic`, as a programmatic
-/// dependent launch (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, compute
-/// capability 9.0+): it may start before the previous grid of the stream ends and must wait
-/// for it (`griddepcontrol.wait`) before reading its results. `grid` (x, y) of
+/// Launches `func` on `stream` as a programmatic dependent launch (`cuLaunchKernelEx` with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, compute capability 9.0+): it may
+/// start before the previous grid of the stream ends and must wait for it
+/// (`griddepcontrol.wait`) before reading its results. `grid` (x, y) of
 /// [`BLOCK_THREADS`]-thread blocks; each kernel parameter in `args` as a u64 whose low bytes
 /// hold it (32-bit parameters read the first 4 bytes, little-endian).
 ///
 /// # Safety
 /// `args` must match the kernel's parameter list in count and sizes, and every pointer must
 /// be valid for what the kernel reads and writes.
-unsafe fn launch_raw(
+unsafe fn launch_programmatic(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     grid: (u32, u32),
     shared_bytes: u32,
     args: &[u64],
-    programmatic: bool,
 ) -> Result<(), KernelError> {
     use cudarc::driver::sys;
     let mut values: Vec<u64> = args.to_vec();
@@ -757,7 +755,7 @@ unsafe fn launch_raw(
         sharedMemBytes: shared_bytes,
         hStream: stream.cu_stream(),
         attrs: &mut attr,
-        numAttrs: programmatic as u32,
+        numAttrs: 1,
     };
     // SAFETY: the caller guarantees the parameters; `values`, `params` and `attr` outlive the
     // call, which copies them.
