@@ -217,6 +217,8 @@ impl Kernels {
     }
 
     /// Chooses the per-slot kernel of launches prepared from now on. Errors when it did not load.
+    /// A [`crate::launch::DotKernel::load_only`] twin is accepted (calibration times it), but its
+    /// outputs are not the expert FFN.
     pub fn set_per_slot_kernel(&mut self, kernel: PerSlotKernel) -> Result<(), KernelError> {
         if let PerSlotKernel::Dot(i) = kernel {
             if i >= self.dot.len() {
@@ -685,6 +687,34 @@ impl Kernels {
         let mut b = stream.launch_builder(&self.stream_read);
         b.arg(&ptr).arg(&n).arg(sink);
         // SAFETY: reads the first n*16 bytes of buf.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// [`Kernels::launch_stream_read`] over the `bytes` (a multiple of 16) at device address
+    /// `ptr` (16-byte aligned): the streaming read of a window of a buffer, e.g. one launch's
+    /// worth of expert bytes. Errors for a misaligned window.
+    pub fn launch_stream_read_range(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        bytes: u64,
+        sink: &mut CudaSlice<u32>,
+    ) -> Result<(), KernelError> {
+        if !ptr.is_multiple_of(16) || !bytes.is_multiple_of(16) {
+            return Err(KernelError::Invalid(format!(
+                "stream-read window of {bytes} B at {ptr:#x}: address and size must be multiples of 16"
+            )));
+        }
+        let n = bytes / 16;
+        let cfg = LaunchConfig {
+            grid_dim: (self.multiprocessors * 4, 1, 1),
+            block_dim: (512, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = stream.launch_builder(&self.stream_read);
+        b.arg(&ptr).arg(&n).arg(sink);
+        // SAFETY: the caller owns the `bytes` bytes at `ptr` on this context's device.
         unsafe { b.launch(cfg) }?;
         Ok(())
     }

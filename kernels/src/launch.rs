@@ -35,6 +35,28 @@ pub struct DotKernel {
     /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of the sixth pass's
     /// default, see [`DotKernel::for_launch`].
     pub one_wave_partner: Option<&'static str>,
+    /// How the weights are requested (seventh pass): plain loads, or with an L2 prefetch.
+    pub weight_reads: WeightReads,
+    /// A diagnostic twin (seventh pass): the same grid, activation copy and weight and scale
+    /// loads as the kernel it mirrors, but no dot products, so its time is the ceiling of that
+    /// access pattern. Its outputs are NOT the expert FFN (each thread stores the XOR of the
+    /// words it loaded): never a default, skipped by the correctness tests, timed by
+    /// `sim calibrate --only kernels` next to the others.
+    pub load_only: bool,
+}
+
+/// How a dot kernel requests its weights from memory (seventh pass, issue 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightReads {
+    /// Each thread's `ld.global.nc` loads only (bytes in flight limited by its register ring).
+    Plain,
+    /// As the block starts, its whole row tile (weight rows and their scales, each one
+    /// contiguous range) is requested into the L2: one `cp.async.bulk.prefetch.L2` per range
+    /// on sm_90+ (one `prefetch.global.L2` per 128-byte line before, or for a range that is not
+    /// whole 16-byte words); the register loads then mostly hit the L2. Holds no registers.
+    TilePrefetch,
+    /// The loads carry the `L2::256B` prefetch-size hint (a miss fetches 256 bytes).
+    Hint256,
 }
 
 /// How a dot kernel gets its activations and launches a layer, and the arithmetic it uses.
@@ -70,16 +92,6 @@ pub enum DotStaging {
 }
 
 impl DotStaging {
-    /// The `cuda/moe_dot.cu` macro that defines kernels of this staging.
-    pub fn entry_macro(self) -> &'static str {
-        match self {
-            DotStaging::Registers => "DOT_ENTRY",
-            DotStaging::NibblesPdl => "NIBP_ENTRY",
-            DotStaging::PrequantPdl => "PREQP_ENTRY",
-            DotStaging::Prequant8 => "PREQ8_ENTRY",
-        }
-    }
-
     /// True for the sixth pass's kernels, which need the group to be a power of two (the
     /// chunk's scale group is a shift) and keep per-chunk integer activation sums.
     pub fn unsigned_nibbles(self) -> bool {
@@ -136,6 +148,12 @@ pub enum DotGrid {
     /// it gives 8-16 lanes per row) and 1.4x slower for 60 slots of 2560x640 (92.6 vs 64.7 µs,
     /// where it gives 1-2 lanes per row, so each warp load touches 16-32 rows).
     Adaptive,
+    /// Seventh pass: wide row groups, so each warp load reads long contiguous runs of one row:
+    /// the largest power of two not above `min(p, chunks / 2)` (every lane keeps at least two
+    /// chunks of the row), but never fewer lanes than [`lanes_per_row`] gives. For 60 slots
+    /// of 2560x640 and `p` = 32: gate+up (80 chunks) 32 lanes (512 contiguous bytes per warp
+    /// load, 16-row tiles, 4800 blocks), down (20 chunks) 8.
+    Wide(u32),
 }
 
 /// Lanes per row from which one warp load instruction reads whole 128-byte lines of a row
@@ -143,6 +161,25 @@ pub enum DotGrid {
 pub const COALESCED_LANES: u32 = 8;
 
 impl DotKernel {
+    /// The `cuda/moe_dot.cu` macro that defines this kernel (from its staging, weight reads
+    /// and load-only flag); `None` for a combination the source has no macro for.
+    pub fn entry_macro(&self) -> Option<&'static str> {
+        use DotStaging as S;
+        use WeightReads as W;
+        Some(match (self.staging, self.weight_reads, self.load_only) {
+            (S::Registers, W::Plain, false) => "DOT_ENTRY",
+            (S::NibblesPdl, W::Plain, false) => "NIBP_ENTRY",
+            (S::NibblesPdl, W::TilePrefetch, false) => "NIBPF_ENTRY",
+            (S::PrequantPdl, W::Plain, false) => "PREQP_ENTRY",
+            (S::PrequantPdl, W::TilePrefetch, false) => "PREQPF_ENTRY",
+            (S::PrequantPdl, W::Hint256, false) => "PREQPH_ENTRY",
+            (S::PrequantPdl, W::Plain, true) => "LOADQP_ENTRY",
+            (S::PrequantPdl, W::TilePrefetch, true) => "LOADQPF_ENTRY",
+            (S::Prequant8, W::Plain, false) => "PREQ8_ENTRY",
+            _ => return None,
+        })
+    }
+
     /// Index into [`DOT_KERNELS`] of the kernel a launch of `self` (index `index`) runs:
     /// [`DotKernel::one_wave_partner`] when the gate+up launch (`rows` = 2 ffn rows of
     /// `chunks` = hidden / 32 chunks, `items` work items) takes the one-wave grid with at least
@@ -189,6 +226,10 @@ impl DotKernel {
                 multiprocessors,
                 self.min_blocks,
             ),
+            DotGrid::Wide(p) => {
+                let waves = lanes_per_row(rows, chunks, items, self.rows, multiprocessors);
+                pow2_at_most(chunks / 2, p.min(BLOCK_THREADS)).max(waves)
+            }
             DotGrid::Adaptive => {
                 let one = lanes_per_row_one_wave(
                     rows,
@@ -210,10 +251,11 @@ impl DotKernel {
 
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its `*_ENTRY`
 /// lines). All compute the same integer sums per 32-column chunk (except the reported
-/// single-limb `moe_dot_q8_r2b3`) and so the same outputs; they differ in [`DotStaging`], rows
-/// per lane, occupancy and register ring depth. Variants of the first six passes that were
+/// single-limb `moe_dot_q8_r2b3` and the [`DotKernel::load_only`] diagnostic twins, which
+/// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
+/// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 5] = [
+pub const DOT_KERNELS: [DotKernel; 13] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -223,6 +265,8 @@ pub const DOT_KERNELS: [DotKernel; 5] = [
         grid: DotGrid::Adaptive,
         staging: DotStaging::Registers,
         one_wave_partner: None,
+        weight_reads: WeightReads::Plain,
+        load_only: false,
     },
     sixth("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
     sixth("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
@@ -231,6 +275,50 @@ pub const DOT_KERNELS: [DotKernel; 5] = [
         ..sixth("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
+    // Seventh pass: the default with its row tiles prefetched into the L2 (and its partner
+    // likewise), with the L2::256B hint, and on wide row groups.
+    DotKernel {
+        one_wave_partner: Some("moe_dot_uf_r2b3"),
+        weight_reads: WeightReads::TilePrefetch,
+        ..sixth("moe_dot_xf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        weight_reads: WeightReads::TilePrefetch,
+        ..sixth("moe_dot_uf_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        weight_reads: WeightReads::Hint256,
+        ..sixth("moe_dot_xh_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        grid: DotGrid::Wide(16),
+        ..sixth("moe_dot_x16_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        grid: DotGrid::Wide(32),
+        ..sixth("moe_dot_x32_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_uf_r2b3"),
+        grid: DotGrid::Wide(16),
+        weight_reads: WeightReads::TilePrefetch,
+        ..sixth("moe_dot_x16f_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    // Seventh pass, diagnostic: load-only twins of the default's several-wave code and of
+    // moe_dot_xf_r2j1n3b4's (no partner: their 8-slot launches run the twin on the adaptive
+    // grid).
+    DotKernel {
+        load_only: true,
+        ..sixth("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        load_only: true,
+        weight_reads: WeightReads::TilePrefetch,
+        ..sixth("moe_dot_lf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
 ];
 
 /// A sixth-pass kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`] grid:
@@ -252,6 +340,8 @@ const fn sixth(
         grid: DotGrid::Adaptive,
         staging,
         one_wave_partner: None,
+        weight_reads: WeightReads::Plain,
+        load_only: false,
     }
 }
 

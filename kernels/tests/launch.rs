@@ -180,14 +180,12 @@ fn dot_kernel_table_matches_the_cuda_entries() {
     use kernels::gpu::DOT_SOURCE;
     use kernels::launch::DOT_KERNELS;
     for d in DOT_KERNELS {
+        let macro_name = d
+            .entry_macro()
+            .unwrap_or_else(|| panic!("{}: no entry macro for its kind", d.name));
         let want = format!(
             "{}({}, {}, {}, {}, {})",
-            d.staging.entry_macro(),
-            d.name,
-            d.rows,
-            d.batch_chunks,
-            d.ring,
-            d.min_blocks
+            macro_name, d.name, d.rows, d.batch_chunks, d.ring, d.min_blocks
         );
         assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
         if let Some(p) = d.one_wave_partner {
@@ -263,4 +261,48 @@ fn one_wave_partner_serves_the_small_launches() {
     assert_eq!(d.for_launch(i, 1280, 80, 60, 132), i);
     let q = index("moe_dot_qp_r2b3");
     assert_eq!(DOT_KERNELS[q].for_launch(q, 1536, 64, 8, 132), q);
+}
+
+/// The seventh pass's wide row groups, by hand on 132 multiprocessors: 60 items of 2560x640.
+/// Gate+up (1280 rows of 80 chunks): `Wide(32)` -> min(32, 80 / 2 = 40 -> 32) = 32 lanes (the
+/// several-wave rule gives 8); `Wide(16)` -> 16. Down (2560 rows of 20 chunks): 20 / 2 = 10 ->
+/// 8 lanes for both (the several-wave rule gives 4). A row of 3 chunks: 3 / 2 = 1 -> 1, but the
+/// several-wave rule's 2 wins.
+#[test]
+fn wide_grid_matches_hand_computation() {
+    use kernels::launch::{DotGrid, DOT_KERNELS};
+    let by_name = |n: &str| *DOT_KERNELS.iter().find(|d| d.name == n).expect(n);
+    let w32 = by_name("moe_dot_x32_r2j1n3b4");
+    let w16 = by_name("moe_dot_x16_r2j1n3b4");
+    assert_eq!(w32.grid, DotGrid::Wide(32));
+    assert_eq!(w32.lanes(1280, 80, 60, 132), 32);
+    assert_eq!(w16.lanes(1280, 80, 60, 132), 16);
+    assert_eq!(w32.lanes(2560, 20, 60, 132), 8);
+    assert_eq!(w16.lanes(2560, 20, 60, 132), 8);
+    assert_eq!(lanes_per_row(96, 3, 1, 2, 132), 2);
+    assert_eq!(w32.lanes(96, 3, 1, 132), 2);
+}
+
+/// Load-only twins are never the default or the fallback, mirror a kernel of the table with
+/// the same rows, ring, occupancy and weight reads, and have their own macro.
+#[test]
+fn load_only_twins_mirror_a_computing_kernel() {
+    use kernels::launch::{DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS};
+    assert!(!DOT_KERNELS[DEFAULT_DOT_KERNEL].load_only);
+    assert!(!DOT_KERNELS[DOT_FALLBACK_KERNEL].load_only);
+    let twins: Vec<_> = DOT_KERNELS.iter().filter(|d| d.load_only).collect();
+    assert_eq!(twins.len(), 2);
+    for t in twins {
+        assert!(t.entry_macro().is_some_and(|m| m.starts_with("LOAD")));
+        assert!(t.one_wave_partner.is_none(), "{}", t.name);
+        assert!(
+            DOT_KERNELS.iter().any(|d| !d.load_only
+                && d.staging == t.staging
+                && d.weight_reads == t.weight_reads
+                && (d.rows, d.batch_chunks, d.ring, d.min_blocks)
+                    == (t.rows, t.batch_chunks, t.ring, t.min_blocks)),
+            "{} mirrors no kernel",
+            t.name
+        );
+    }
 }

@@ -63,7 +63,13 @@ pub struct KernelCalibration {
     pub stream_read_bytes: u64,
     /// Bandwidth of that read, bytes per µs (= MB/s).
     pub stream_read_bytes_per_us: Summary,
-    /// Arms of the default per-slot kernel have variant `PerSlot`; the others `PerSlot:<kernel>`.
+    /// Streaming reads of one 60-slot launch's worth of bytes (diagnostic, seventh pass):
+    /// the ceiling of a read that size, ramp and tail included (absent in older files).
+    #[serde(default)]
+    pub window_reads: Vec<WindowRead>,
+    /// Arms of the default per-slot kernel have variant `PerSlot`; the others `PerSlot:<kernel>`
+    /// (including the load-only twins, `kernels::launch::DotKernel::load_only`, whose arms
+    /// time an access pattern, not an FFN; no profile reads them).
     pub kernels: Vec<KernelPoint>,
     /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
     pub dot_error: Option<String>,
@@ -95,8 +101,10 @@ pub fn calibrate_kernels(
     let reps: u32 = if opts.quick { 3 } else { 7 };
     let (stream_read_bytes, stream_read_bytes_per_us) =
         measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
+    let window_reads = measure_window_reads(&ctx, &stream, &k, &device, reps, log)?;
     let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, true, log)?;
     Ok(KernelCalibration {
+        window_reads,
         device,
         quick: opts.quick,
         reps,
@@ -141,6 +149,83 @@ pub(super) fn measure_stream_read(
         sr_bytes / MIB
     ));
     Ok((sr_bytes, s))
+}
+
+/// One streaming read of a launch-sized window (see [`measure_window_reads`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WindowRead {
+    /// Whose bytes the window holds: `gate_up`, `down` or `expert` (both) of 60 experts of
+    /// 2560x640 (group 128), the bytes the 60-slot launches read.
+    pub what: String,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Time on the GPU, µs (CUDA events, the launch enqueued behind a busy-wait as for the
+    /// kernel arms).
+    pub time_us: Summary,
+    /// bytes / median time, bytes per µs (= MB/s).
+    pub bytes_per_us: f64,
+}
+
+/// Streaming reads (the reference kernel, 4 blocks of 512 threads per multiprocessor) of
+/// exactly the bytes the 60/60 gate+up, down and whole-layer launches read, from one
+/// contiguous window: the ceiling of a read of that size on this GPU, with its ramp and tail,
+/// next to the kernels' phase arms. The window moves through a buffer 8 times the largest
+/// (1.25 GB) repetition by repetition, so the L2 holds none of it. Arms interleaved.
+fn measure_window_reads(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    device: &DeviceInfo,
+    reps: u32,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<WindowRead>, CalibrateError> {
+    let g =
+        ExpertGeometry::new(2560, 640, 128).map_err(|e| CalibrateError::Other(e.to_string()))?;
+    let windows: Vec<(&str, u64)> = [("gate_up", Some(0)), ("down", Some(1)), ("expert", None)]
+        .into_iter()
+        .map(|(what, phase)| (what, (60 * bytes_read(g, phase)) as u64 / 16 * 16))
+        .collect();
+    let stride = windows.iter().map(|w| w.1).max().unwrap_or(0).div_ceil(256) * 256;
+    let slots = 8u64.min(device.vram_free / 8 / stride.max(1)).max(1);
+    let buf = stream
+        .alloc_zeros::<u8>((slots * stride) as usize)
+        .during("window-read buffer")?;
+    let (base, _g) = buf.device_ptr(stream);
+    let mut sink = stream.alloc_zeros::<u32>(1).during("sink")?;
+    let mut samples = vec![Vec::new(); windows.len()];
+    let mut next = 0u64;
+    for r in 0..=reps {
+        for (i, &(_, bytes)) in windows.iter().enumerate() {
+            let ptr = base + (next % slots) * stride;
+            next += 1;
+            k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+            let t = time_events(ctx, stream, &mut || {
+                Ok(k.launch_stream_read_range(stream, ptr, bytes, &mut sink)?)
+            })?;
+            if r > 0 {
+                samples[i].push(t);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((what, bytes), s) in windows.into_iter().zip(&samples) {
+        let time_us = summary(s)?;
+        let w = WindowRead {
+            what: what.to_owned(),
+            bytes,
+            bytes_per_us: bytes as f64 / time_us.median,
+            time_us,
+        };
+        log(&format!(
+            "window read {} ({:.1} MB): {:.1} µs, {:.0} GB/s",
+            w.what,
+            w.bytes as f64 / 1e6,
+            w.time_us.median,
+            w.bytes_per_us / 1e3
+        ));
+        out.push(w);
+    }
+    Ok(out)
 }
 
 /// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue
