@@ -55,6 +55,10 @@ pub enum WeightReads {
     /// on sm_90+ (one `prefetch.global.L2` per 128-byte line before, or for a range that is not
     /// whole 16-byte words); the register loads then mostly hit the L2. Holds no registers.
     TilePrefetch,
+    /// [`WeightReads::TilePrefetch`] in the gate+up launch only (plain loads in the down launch).
+    TilePrefetchGateUp,
+    /// [`WeightReads::TilePrefetch`] in the down launch only (plain loads in the gate+up launch).
+    TilePrefetchDown,
     /// The loads carry the `L2::256B` prefetch-size hint (a miss fetches 256 bytes).
     Hint256,
 }
@@ -172,6 +176,8 @@ impl DotKernel {
             (S::NibblesPdl, W::TilePrefetch, false) => "NIBPF_ENTRY",
             (S::PrequantPdl, W::Plain, false) => "PREQP_ENTRY",
             (S::PrequantPdl, W::TilePrefetch, false) => "PREQPF_ENTRY",
+            (S::PrequantPdl, W::TilePrefetchGateUp, false) => "PREQPG_ENTRY",
+            (S::PrequantPdl, W::TilePrefetchDown, false) => "PREQPD_ENTRY",
             (S::PrequantPdl, W::Hint256, false) => "PREQPH_ENTRY",
             (S::PrequantPdl, W::Plain, true) => "LOADQP_ENTRY",
             (S::PrequantPdl, W::TilePrefetch, true) => "LOADQPF_ENTRY",
@@ -255,7 +261,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
 /// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 13] = [
+pub const DOT_KERNELS: [DotKernel; 15] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -276,7 +282,8 @@ pub const DOT_KERNELS: [DotKernel; 13] = [
     },
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
     // Seventh pass: the default with its row tiles prefetched into the L2 (and its partner
-    // likewise), with the L2::256B hint, and on wide row groups.
+    // likewise; or in one of the two launches only), with the L2::256B hint, and on wide row
+    // groups.
     DotKernel {
         one_wave_partner: Some("moe_dot_uf_r2b3"),
         weight_reads: WeightReads::TilePrefetch,
@@ -285,6 +292,16 @@ pub const DOT_KERNELS: [DotKernel; 13] = [
     DotKernel {
         weight_reads: WeightReads::TilePrefetch,
         ..sixth("moe_dot_uf_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        weight_reads: WeightReads::TilePrefetchGateUp,
+        ..sixth("moe_dot_xg_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        weight_reads: WeightReads::TilePrefetchDown,
+        ..sixth("moe_dot_xd_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),

@@ -438,7 +438,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
 // quantizes its slot's row itself (as moe_dot, plus the chunk sums).
 // One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
 // Seventh pass: PF = 1 asks the L2 for the whole tile (its weight rows and their scales, each a
-// contiguous range) as the block starts (prefetch_l2); HINT = 1 loads the weights with the
+// contiguous range) as the block starts (prefetch_l2), PF = 2 only in the gate+up launch
+// (mode 0), PF = 3 only in the down launch; HINT = 1 loads the weights with the
 // L2::256B hint; LOADONLY = true is a diagnostic twin: the same grid, activation copy and
 // weight and scale loads, but no dot products (each thread XORs the words it loads and stores
 // the bits as its outputs, so no load is optimised away): its outputs are NOT the expert FFN.
@@ -466,7 +467,7 @@ __device__ __forceinline__ void dot6_tile(
     const unsigned int groups_per_row = k / group;
     const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
     const float* sbase = (const float*)(base + scale_offset);
-    if (PF == 1) {
+    if (PF == 1 || (PF == 2 && mode == 0) || (PF == 3 && mode == 1)) {
         const unsigned int first = tile * (BLOCK / P) * R;
         const unsigned int n = first < rows ? min((BLOCK / P) * R, rows - first) : 0u;
         prefetch_l2(wbase + (size_t)first * (k / 2), n * (k / 2));
@@ -660,11 +661,16 @@ __device__ __forceinline__ void moe_dot6(
 // Pre-pass activations, one int8 limb (reported only: outside the stated tolerance).
 #define PREQ8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 1, false)
 // Seventh pass: the PREQP_ENTRY / NIBP_ENTRY kernels with the whole row tile prefetched into
-// the L2 as the block starts (PF = 1), or with the L2::256B load hint (HINT = 1).
+// the L2 as the block starts (PF = 1; PREQPG / PREQPD: only in the gate+up / the down launch),
+// or with the L2::256B load hint (HINT = 1).
 #define PREQPF_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 1, 0, false)
 #define NIBPF_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, true, 1, 0, false)
+#define PREQPG_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 2, 0, false)
+#define PREQPD_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 3, 0, false)
 #define PREQPH_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 0, 1, false)
 // Seventh pass, diagnostic only (wrong outputs by design, skipped by the correctness tests):
@@ -706,6 +712,8 @@ PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
 // warp load reads 256 or 512 contiguous bytes of one row; DotGrid::Fixed in launch.rs).
 PREQPF_ENTRY(moe_dot_xf_r2j1n3b4, 2, 1, 3, 4)
 NIBPF_ENTRY(moe_dot_uf_r2b3, 2, 2, 2, 3)
+PREQPG_ENTRY(moe_dot_xg_r2j1n3b4, 2, 1, 3, 4)
+PREQPD_ENTRY(moe_dot_xd_r2j1n3b4, 2, 1, 3, 4)
 PREQPH_ENTRY(moe_dot_xh_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x16_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x32_r2j1n3b4, 2, 1, 3, 4)
