@@ -18,11 +18,12 @@ fn shipped_profiles_load_and_convert_units() {
 
     let h200 = load("h200-linux").unwrap();
     // Measured by `sim calibrate`, read independently from
-    // validate/data/h200-linux-final.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
-    // PerSlot (moe_dot_a_r2b3)].weight_bytes_per_us = 2484018.13 B/µs (2.48 TB/s, MB/s = B/µs),
-    // and vmm[fill 0.4%].set_access_us = 30.77244140625 µs per granule.
-    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - 2_484_018.13).abs() < 0.01);
-    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(30.77244140625));
+    // validate/data/h200-linux-p5.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
+    // PerSlot (moe_dot_xp_r2j1n3b4)]: 60 x 2611200 B / 56.44800141453743 µs = 2775510.13 B/µs
+    // (2.78 TB/s, MB/s = B/µs), and vmm[fill 0.4%].set_access_us = 31.9295 µs per granule.
+    let bw = 60.0 * 2611200.0 / 56.44800141453743;
+    assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - bw).abs() < 0.01);
+    assert_eq!(h200.get(ConstantName::CuMemSetAccess), Some(31.9295));
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 
