@@ -261,7 +261,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
 /// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 15] = [
+pub const DOT_KERNELS: [DotKernel; 17] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -281,11 +281,12 @@ pub const DOT_KERNELS: [DotKernel; 15] = [
         ..sixth("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
-    // Seventh pass: the default with its row tiles prefetched into the L2 (and its partner
-    // likewise; or in one of the two launches only), with the L2::256B hint, and on wide row
-    // groups.
+    // Seventh pass: the default with its row tiles prefetched into the L2 (in both launches,
+    // or in one only; its one-wave partner unchanged), the default's partner with the
+    // prefetch, the default with the L2::256B hint, and on wide row groups (with and without
+    // the prefetch; the prefetching ones run the prefetching partner in one-wave launches).
     DotKernel {
-        one_wave_partner: Some("moe_dot_uf_r2b3"),
+        one_wave_partner: Some("moe_dot_up_r2b3"),
         weight_reads: WeightReads::TilePrefetch,
         ..sixth("moe_dot_xf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
@@ -324,9 +325,15 @@ pub const DOT_KERNELS: [DotKernel; 15] = [
         weight_reads: WeightReads::TilePrefetch,
         ..sixth("moe_dot_x16f_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
-    // Seventh pass, diagnostic: load-only twins of the default's several-wave code and of
-    // moe_dot_xf_r2j1n3b4's (no partner: their 8-slot launches run the twin on the adaptive
-    // grid).
+    DotKernel {
+        one_wave_partner: Some("moe_dot_uf_r2b3"),
+        grid: DotGrid::Wide(32),
+        weight_reads: WeightReads::TilePrefetch,
+        ..sixth("moe_dot_x32f_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    // Seventh pass, diagnostic: load-only twins of the default's several-wave code, of
+    // moe_dot_xf_r2j1n3b4's and of moe_dot_x32_r2j1n3b4's (no partner: their 8-slot launches
+    // run the twin itself).
     DotKernel {
         load_only: true,
         ..sixth("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
@@ -335,6 +342,11 @@ pub const DOT_KERNELS: [DotKernel; 15] = [
         load_only: true,
         weight_reads: WeightReads::TilePrefetch,
         ..sixth("moe_dot_lf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        load_only: true,
+        grid: DotGrid::Wide(32),
+        ..sixth("moe_dot_lw_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
 ];
 

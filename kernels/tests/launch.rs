@@ -283,15 +283,17 @@ fn wide_grid_matches_hand_computation() {
     assert_eq!(w32.lanes(96, 3, 1, 132), 2);
 }
 
-/// Load-only twins are never the default or the fallback, mirror a kernel of the table with
-/// the same rows, ring, occupancy and weight reads, and have their own macro.
+/// Load-only twins (three: of the default's several-wave code, of its tile-prefetching and of
+/// its 32-lane version) are never the default or the fallback, mirror a computing kernel of
+/// the table with the same staging, grid, rows, ring, occupancy and weight reads, and have
+/// their own macro.
 #[test]
 fn load_only_twins_mirror_a_computing_kernel() {
     use kernels::launch::{DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS};
     assert!(!DOT_KERNELS[DEFAULT_DOT_KERNEL].load_only);
     assert!(!DOT_KERNELS[DOT_FALLBACK_KERNEL].load_only);
     let twins: Vec<_> = DOT_KERNELS.iter().filter(|d| d.load_only).collect();
-    assert_eq!(twins.len(), 2);
+    assert_eq!(twins.len(), 3);
     for t in twins {
         assert!(t.entry_macro().is_some_and(|m| m.starts_with("LOAD")));
         assert!(t.one_wave_partner.is_none(), "{}", t.name);
@@ -299,6 +301,7 @@ fn load_only_twins_mirror_a_computing_kernel() {
             DOT_KERNELS.iter().any(|d| !d.load_only
                 && d.staging == t.staging
                 && d.weight_reads == t.weight_reads
+                && d.grid == t.grid
                 && (d.rows, d.batch_chunks, d.ring, d.min_blocks)
                     == (t.rows, t.batch_chunks, t.ring, t.min_blocks)),
             "{} mirrors no kernel",

@@ -706,10 +706,11 @@ PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
 PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
 // Sixth pass, reported only: one int8 activation limb (outside the stated tolerance).
 PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
-// Seventh pass: the default's code with the row tile prefetched into the L2 (several-wave
-// launches), with its in-block-quantizing partner likewise; the default's code with the
-// L2::256B hint; the default's code on fixed wider row groups (16 and 32 lanes per row: each
-// warp load reads 256 or 512 contiguous bytes of one row; DotGrid::Fixed in launch.rs).
+// Seventh pass: the default's code with the row tile prefetched into the L2 (in both launches,
+// or only in the gate+up or the down launch), its in-block-quantizing partner likewise; the
+// default's code with the L2::256B hint; the default's code on wide row groups (16 and 32
+// lanes per row: each warp load reads 256 or 512 contiguous bytes of one row; DotGrid::Wide
+// in launch.rs), without and with the prefetch.
 PREQPF_ENTRY(moe_dot_xf_r2j1n3b4, 2, 1, 3, 4)
 NIBPF_ENTRY(moe_dot_uf_r2b3, 2, 2, 2, 3)
 PREQPG_ENTRY(moe_dot_xg_r2j1n3b4, 2, 1, 3, 4)
@@ -718,7 +719,10 @@ PREQPH_ENTRY(moe_dot_xh_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x16_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x32_r2j1n3b4, 2, 1, 3, 4)
 PREQPF_ENTRY(moe_dot_x16f_r2j1n3b4, 2, 1, 3, 4)
-// Seventh pass, diagnostic: load-only twins of the default's several-wave code and of its
-// prefetching version (same grid and loads, no dot products).
+PREQPF_ENTRY(moe_dot_x32f_r2j1n3b4, 2, 1, 3, 4)
+// Seventh pass, diagnostic: load-only twins of the default's several-wave code, of its
+// prefetching version and of its 32-lane version (same grid and loads, no dot products; the
+// grid is launch.rs's).
 LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 LOADQPF_ENTRY(moe_dot_lf_r2j1n3b4, 2, 1, 3, 4)
+LOADQP_ENTRY(moe_dot_lw_r2j1n3b4, 2, 1, 3, 4)
