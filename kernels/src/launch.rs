@@ -59,6 +59,12 @@ pub enum WeightReads {
     TilePrefetchGateUp,
     /// [`WeightReads::TilePrefetch`] in the down launch only (plain loads in the gate+up launch).
     TilePrefetchDown,
+    /// Rolling prefetch: each 128-byte line of the weight batches `batches` ahead of the
+    /// register ring is requested into the L2 (`prefetch.global.L2`, one per line, by the lane
+    /// whose chunk starts it; scales not prefetched), so that many more batches are in flight
+    /// without registers and without [`WeightReads::TilePrefetch`]'s burst at block start.
+    /// `batches` is 4 or 8 (`PREQPR4_ENTRY`, `PREQPR8_ENTRY`).
+    Rolling { batches: u32 },
     /// The loads carry the `L2::256B` prefetch-size hint (a miss fetches 256 bytes).
     Hint256,
 }
@@ -178,6 +184,8 @@ impl DotKernel {
             (S::PrequantPdl, W::TilePrefetch, false) => "PREQPF_ENTRY",
             (S::PrequantPdl, W::TilePrefetchGateUp, false) => "PREQPG_ENTRY",
             (S::PrequantPdl, W::TilePrefetchDown, false) => "PREQPD_ENTRY",
+            (S::PrequantPdl, W::Rolling { batches: 4 }, false) => "PREQPR4_ENTRY",
+            (S::PrequantPdl, W::Rolling { batches: 8 }, false) => "PREQPR8_ENTRY",
             (S::PrequantPdl, W::Hint256, false) => "PREQPH_ENTRY",
             (S::PrequantPdl, W::Plain, true) => "LOADQP_ENTRY",
             (S::PrequantPdl, W::TilePrefetch, true) => "LOADQPF_ENTRY",
@@ -261,7 +269,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
 /// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 17] = [
+pub const DOT_KERNELS: [DotKernel; 19] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -282,7 +290,8 @@ pub const DOT_KERNELS: [DotKernel; 17] = [
     },
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
     // Seventh pass: the default with its row tiles prefetched into the L2 (in both launches,
-    // or in one only; its one-wave partner unchanged), the default's partner with the
+    // or in one only; its one-wave partner unchanged) or rolling 4 or 8 batches ahead of the
+    // register ring, the default's partner with the
     // prefetch, the default with the L2::256B hint, and on wide row groups (with and without
     // the prefetch; the prefetching ones run the prefetching partner in one-wave launches).
     DotKernel {
@@ -303,6 +312,16 @@ pub const DOT_KERNELS: [DotKernel; 17] = [
         one_wave_partner: Some("moe_dot_up_r2b3"),
         weight_reads: WeightReads::TilePrefetchDown,
         ..sixth("moe_dot_xd_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        weight_reads: WeightReads::Rolling { batches: 4 },
+        ..sixth("moe_dot_xr4_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        weight_reads: WeightReads::Rolling { batches: 8 },
+        ..sixth("moe_dot_xr8_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),

@@ -439,7 +439,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
 // One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
 // Seventh pass: PF = 1 asks the L2 for the whole tile (its weight rows and their scales, each a
 // contiguous range) as the block starts (prefetch_l2), PF = 2 only in the gate+up launch
-// (mode 0), PF = 3 only in the down launch; HINT = 1 loads the weights with the
+// (mode 0), PF = 3 only in the down launch; PF = 4 / 5 prefetch 4 / 8 batches ahead of the
+// register ring, line by line (rolling, see prefetch_batch); HINT = 1 loads the weights with the
 // L2::256B hint; LOADONLY = true is a diagnostic twin: the same grid, activation copy and
 // weight and scale loads, but no dot products (each thread XORs the words it loads and stores
 // the bits as its outputs, so no load is optimised away): its outputs are NOT the expert FFN.
@@ -498,6 +499,31 @@ __device__ __forceinline__ void dot6_tile(
     };
 #pragma unroll
     for (int b = 0; b + 1 < NB; ++b) fetch(b, kl + b * J * P);
+    // Rolling prefetch (PF = 4, 5): the 128-byte lines of the batches AHEAD past the register
+    // ring are requested into the L2 (one prefetch.global.L2 per line, by the lane whose chunk
+    // starts it; addresses inside the row), so AHEAD more batches are in flight without
+    // registers and without a burst at block start.
+    constexpr int AHEAD = PF == 4 ? 4 : PF == 5 ? 8 : 0;
+    auto prefetch_batch = [&](unsigned int c0) {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const unsigned int c = c0 + j * P;
+            if (c < C && c % 8 == 0) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const unsigned int row = row0 + r;
+                    if (row < rows) {
+                        const unsigned char* a = wbase + (size_t)row * (k / 2) + (size_t)c * 16;
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+                    }
+                }
+            }
+        }
+    };
+    if (AHEAD > 0) {
+#pragma unroll
+        for (int b = NB - 1; b < NB - 1 + AHEAD; ++b) prefetch_batch(kl + b * J * P);
+    }
 
     // Launched programmatically (PDL kernels): the weights above are already requested; the
     // activations come from the grid before (the pre-pass, or the gate+up launch).
@@ -525,6 +551,7 @@ __device__ __forceinline__ void dot6_tile(
             const unsigned int cb = c0 + buf * J * P;
             if (cb < C) {
                 if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
+                if (AHEAD > 0) prefetch_batch(cb + (NB - 1 + AHEAD) * J * P);
 #pragma unroll
                 for (int j = 0; j < J; ++j) {
                     const unsigned int c = cb + j * P;
@@ -671,6 +698,10 @@ __device__ __forceinline__ void moe_dot6(
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 2, 0, false)
 #define PREQPD_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 3, 0, false)
+#define PREQPR4_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 4, 0, false)
+#define PREQPR8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 5, 0, false)
 #define PREQPH_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 0, 1, false)
 // Seventh pass, diagnostic only (wrong outputs by design, skipped by the correctness tests):
@@ -707,7 +738,8 @@ PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
 // Sixth pass, reported only: one int8 activation limb (outside the stated tolerance).
 PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
 // Seventh pass: the default's code with the row tile prefetched into the L2 (in both launches,
-// or only in the gate+up or the down launch), its in-block-quantizing partner likewise; the
+// or only in the gate+up or the down launch), or rolling 4 or 8 batches ahead of the register
+// ring; its in-block-quantizing partner with the tile prefetch; the
 // default's code with the L2::256B hint; the default's code on wide row groups (16 and 32
 // lanes per row: each warp load reads 256 or 512 contiguous bytes of one row; DotGrid::Wide
 // in launch.rs), without and with the prefetch.
@@ -715,6 +747,8 @@ PREQPF_ENTRY(moe_dot_xf_r2j1n3b4, 2, 1, 3, 4)
 NIBPF_ENTRY(moe_dot_uf_r2b3, 2, 2, 2, 3)
 PREQPG_ENTRY(moe_dot_xg_r2j1n3b4, 2, 1, 3, 4)
 PREQPD_ENTRY(moe_dot_xd_r2j1n3b4, 2, 1, 3, 4)
+PREQPR4_ENTRY(moe_dot_xr4_r2j1n3b4, 2, 1, 3, 4)
+PREQPR8_ENTRY(moe_dot_xr8_r2j1n3b4, 2, 1, 3, 4)
 PREQPH_ENTRY(moe_dot_xh_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x16_r2j1n3b4, 2, 1, 3, 4)
 PREQP_ENTRY(moe_dot_x32_r2j1n3b4, 2, 1, 3, 4)
