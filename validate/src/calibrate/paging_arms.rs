@@ -26,14 +26,15 @@ use std::time::Instant;
 pub const PAGE_IN_UNITS: usize = 8;
 /// Unit slots of the page-in arm's range: its units sit at distinct random slots of a range
 /// of this many units, as a group's page-ins sit among a layer's experts in the replay's bank
-/// (Qwen3-30B-A3B has 128 experts per layer). Commit cost depends on where units lie: units
-/// 16 MiB apart committed 15-30% cheaper than units 256 MiB apart (BENCHMARKS.md issue 7).
+/// (Qwen3-30B-A3B has 128 experts per layer). Where units lie matters: against the same
+/// session's replay, this arm with units 16 MiB apart priced 2-granule commits 5-10% high, with
+/// units 256 MiB apart 35% high (BENCHMARKS.md issue 7, fifth pass).
 pub const PAGE_IN_SLOTS: usize = 128;
 /// Unit sizes of the page-in arm, in granules (a design choice covering the validation's
 /// units: 2 (Qwen3-30B-A3B int4 `e1`), 8 (granite at 16 MiB `e1`), 32 (granite `e4`) and 128
 /// (`region:256`)). Single-granule units are left out: with units 16 MiB and 256 MiB apart
-/// their commits cost 85 and 179 µs, more than 2-granule units (92 and 98 µs), for reasons
-/// not understood (BENCHMARKS.md issue 7, fifth pass); 1-granule units are priced by the fit.
+/// their commits cost 85 and 179 µs, about as much as 2-granule units or more (92 and 98 µs),
+/// for reasons not understood (BENCHMARKS.md issue 7, fifth pass); they are priced by the fit.
 pub const PAGE_IN_GRANULES: [u64; 4] = [2, 8, 32, 128];
 /// Experts faulted by one launch in the fault-concurrency arm.
 pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];
