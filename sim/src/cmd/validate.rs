@@ -5,7 +5,10 @@
 //! `validate` crate executes the same plans on the GPU (the measurement: VMM commits and pinned
 //! H2D copies, or managed memory with demand faults, and the int4 expert kernels), timing each
 //! decode step with CUDA events. Both see the same steps, so the step-time distributions compare
-//! one to one.
+//! one to one. `--repeat N` replays every policy N times (interleaved, order rotated) and
+//! takes the error against the median of the repetitions' p50s; `--breakdown` sets the replay's
+//! host time per phase beside the engine's split of the same steps; `--measured FILE` re-prices
+//! a stored replay without a GPU.
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
