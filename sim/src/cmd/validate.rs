@@ -830,6 +830,77 @@ mod tests {
     }
 
     #[test]
+    fn measured_re_prices_a_stored_replay_without_a_gpu() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let trace = format!("{root}/validate/data/validation/qwen3-30b-a3b.trace");
+        let stored = format!("{root}/validate/data/h200-linux-p5-validation/ql.json");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("v.json");
+        let args = |policy: &str, steps: &str, out: &std::path::Path| {
+            Cli::try_parse_from([
+                "validate",
+                "--trace",
+                &trace,
+                "--dtype",
+                "int4",
+                "--policy",
+                policy,
+                "--evict",
+                "lru",
+                "--budget",
+                "50%",
+                "--steps",
+                steps,
+                "--hw",
+                "h200-linux",
+                "--json",
+                "--measured",
+                &stored,
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .unwrap()
+            .a
+        };
+        run(args("e1", "12", &out)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let row = &v["validation"]["rows"][0];
+        // the stored repetitions come back as measured: their p50s by hand (nearest rank 6 of
+        // 12 steps), and the median of the three
+        let file: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+        let reps = file["validation"]["rows"][0]["repetitions"]
+            .as_array()
+            .unwrap();
+        let mut p50s: Vec<f64> = reps
+            .iter()
+            .map(|r| {
+                let mut s: Vec<f64> = r["step_us"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect();
+                s.sort_by(f64::total_cmp);
+                s[5] / 1e3
+            })
+            .collect();
+        p50s.sort_by(f64::total_cmp);
+        assert_eq!(row["repeat"], 3);
+        assert_eq!(row["measured"]["p50_ms"].as_f64().unwrap(), p50s[1]);
+        assert_eq!(row["predicted_step_us"].as_array().unwrap().len(), 12);
+        // a policy the file lacks, or other steps, are refused with the fix
+        let e = format!("{:#}", run(args("e2", "12", &out)).unwrap_err());
+        assert!(
+            e.contains("no row for --policy e2") && e.contains("e1, e4:hot"),
+            "{e}"
+        );
+        let e = format!("{:#}", run(args("e1", "6", &out)).unwrap_err());
+        assert!(e.contains("pass --steps 12"), "{e}");
+    }
+
+    #[test]
     fn replay_plan_keeps_the_first_steps_in_order() {
         let mut p = Plans::new(2);
         for step in 0..3u32 {
