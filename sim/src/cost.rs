@@ -212,7 +212,6 @@ impl CostModel {
                         m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?
                     }
                 }
-
                 if opt.prefetch {
                     let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
                     if hints == Some(false) {
