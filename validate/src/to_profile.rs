@@ -197,6 +197,14 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     p
 }
 
+/// `meas` labelled as a least-squares fit over the per-point medians of its arm.
+fn fit_stat(meas: Measurement) -> Measurement {
+    Measurement {
+        statistic: Some("least-squares fit over per-point medians".into()),
+        ..meas
+    }
+}
+
 /// The constants of the finer cost terms: the live-mapping VMM fit, the dense-fault run fit,
 /// the router round trip and the expert kernels' fixed part. Each is left out when its arm
 /// did not run or its fit is not physical (a negative intercept or rate).
@@ -205,10 +213,6 @@ fn add_model_fits(
     p: &mut Profile,
     m: &dyn Fn(String, Option<&Summary>) -> Measurement,
 ) {
-    let fit_stat = |meas: Measurement| Measurement {
-        statistic: Some("least-squares fit over per-point medians".into()),
-        ..meas
-    };
     if c.vmm_live.len() >= 2 {
         let levels: Vec<u64> = c.vmm_live.iter().map(|v| v.live_granules).collect();
         let first = c.vmm_live.first().map(|v| v.commit_us.clone());
@@ -364,10 +368,6 @@ fn add_replay_granularity_fits(
     p: &mut Profile,
     m: &dyn Fn(String, Option<&Summary>) -> Measurement,
 ) {
-    let fit_stat = |meas: Measurement| Measurement {
-        statistic: Some("least-squares fit over per-point medians".into()),
-        ..meas
-    };
     if c.page_in.len() >= 2 {
         let sizes: Vec<u64> = c.page_in.iter().map(|q| q.granules).collect();
         let first = c.page_in.first().map(|q| q.commit_us.clone());

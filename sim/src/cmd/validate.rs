@@ -639,7 +639,8 @@ fn breakdown_table(v: &Validation) -> String {
             .map(|x| x.measured.mean_ms)
             .sum::<f64>()
             / r.repetitions.len().max(1) as f64;
-        let _ = (!host.is_empty()).then(|| writeln!(
+        if !host.is_empty() {
+            let _ = writeln!(
             s,
             "{:<14} real host:  router wait {:.3}  evict {:.3}  commit {:.3}  h2d enqueue {:.3}  launch+events {:.3}  late wait {:.3}  late evict {:.3}  = {:.3} (GPU step mean {:.3}; page-ins {:.1}, evictions {:.1} per step)",
             r.policy,
@@ -654,7 +655,8 @@ fn breakdown_table(v: &Validation) -> String {
             measured_mean,
             h(|b| b.page_ins as f64) * 1e3,
             h(|b| b.evictions as f64) * 1e3,
-        ));
+            );
+        }
         let _ = writeln!(
             s,
             "{:<14} predicted: compute {:.3} (experts {:.3})  router sync {:.3}  commit {:.3}  decommit {:.3}  copy {:.3}  faults {:.3}  stall {:.3}  (step mean {:.3})",
