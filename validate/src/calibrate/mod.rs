@@ -18,8 +18,14 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod interference_arms;
 mod kernel_arms;
 mod paging_arms;
+use interference_arms::{measure_fault_evict_overlap, measure_read_page_in};
+pub use interference_arms::{
+    FaultEvictPoint, ReadMode, ReadPageInPoint, EVICT_OVERLAP_K, READ_CYCLES, READ_CYCLE_UNITS,
+    READ_GRANULES, READ_LIVE_GRANULES, READ_MODES,
+};
 pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
 use kernel_arms::{measure_kernels, measure_stream_read};
 use paging_arms::{measure_fault_launches, measure_page_in};
@@ -183,6 +189,14 @@ pub struct Calibration {
     /// memory cannot fault).
     #[serde(default)]
     pub fault_launches: Vec<FaultLaunchPoint>,
+    /// Page-ins and evictions with the live set read by kernels between cycles, or not
+    /// (empty when the arm did not run or failed).
+    #[serde(default)]
+    pub read_page_in: Vec<ReadPageInPoint>,
+    /// Faults of k experts in one launch, alone and while k others migrate back to the host
+    /// (empty where managed memory cannot fault, or when the arm failed).
+    #[serde(default)]
+    pub fault_evict: Vec<FaultEvictPoint>,
     /// Wall time of the whole calibration, s.
     pub wall_s: f64,
 }
@@ -310,6 +324,32 @@ pub fn calibrate(
         measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
     let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, false, log)?;
 
+    // The interference arms run last and may fail without aborting the calibration: their
+    // constants are then left out of the profile.
+    let read_page_in =
+        match measure_read_page_in(&ctx, &k, gmin, device.vram_free, reps, opts.quick, log) {
+            Ok(v) => v,
+            Err(e) => {
+                log(&format!(
+                    "read-live-set arm failed, its constants stay absent: {e}"
+                ));
+                Vec::new()
+            }
+        };
+    let fault_evict = if device.concurrent_managed_access {
+        match measure_fault_evict_overlap(&ctx, &k, reps, log) {
+            Ok(v) => v,
+            Err(e) => {
+                log(&format!(
+                    "fault-eviction overlap arm failed, its constants stay absent: {e}"
+                ));
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+
     Ok(Calibration {
         device,
         quick: opts.quick,
@@ -329,6 +369,8 @@ pub fn calibrate(
         router_sync_us,
         page_in,
         fault_launches,
+        read_page_in,
+        fault_evict,
         wall_s: t0.elapsed().as_secs_f64(),
     })
 }
