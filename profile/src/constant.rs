@@ -192,6 +192,23 @@ constant_names! {
     /// migrations' bytes overlap the next group's faults, so the cost model prices only the
     /// per-run part ([`ConstantName::OsEvictRunLatency`]).
     OsEvictBandwidth = "os_evict_bandwidth": Bandwidth,
+    /// Commit time added per granule for every 1024 mapped granules that kernels have read
+    /// since they were mapped (on top of [`ConstantName::VmmCommitLiveSlope`]): page-ins among
+    /// a live set the GPU reads between them (an LRU cache's) cost more than among an unread
+    /// one. Measured by `sim calibrate`'s read-live-set arm: commits after a kernel read every
+    /// live unit minus commits with nothing read, per granule, against live granules / 1024.
+    VmmCommitReadSlope = "vmm_commit_read_slope": Time,
+    /// Decommit time added per granule for every 1024 mapped granules kernels have read
+    /// (same arm, evictions of live units).
+    VmmDecommitReadSlope = "vmm_decommit_read_slope": Time,
+    /// Fault time added per run of OS pages evicted while the next group's experts fault in
+    /// (cuMemPrefetchAsync back to the host on a side stream, overlapping the faults). With
+    /// [`ConstantName::OsEvictOverlapBandwidth`] it replaces
+    /// [`ConstantName::OsEvictRunLatency`] in the cost model.
+    OsEvictOverlapRunLatency = "os_evict_overlap_run_latency": Time,
+    /// Evicted bytes per µs of fault time added when the eviction overlaps the next group's
+    /// faults (the per-byte part of the same fit).
+    OsEvictOverlapBandwidth = "os_evict_overlap_bandwidth": Bandwidth,
 }
 
 impl std::fmt::Display for ConstantName {

@@ -19,14 +19,21 @@
 //! `vmm_decommit_live_slope`; measured by `sim calibrate`), `slope x live / 1024` is added per
 //! granule, `live` being the granules mapped at that moment. On the H200 the slopes are under
 //! 1% of the call cost per 1024 live granules (BENCHMARKS.md issue 7).
+//! When it holds the read slopes (`vmm_commit_read_slope`, `vmm_decommit_read_slope`),
+//! `slope x read / 1024` is added per granule as well, `read` being the mapped granules that
+//! expert kernels have read since they were mapped (an LRU cache's resident units; a
+//! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it.
 //!
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
 //! kernel reads of whole experts), else c / `fault_bandwidth`; or c / `prefetch_bandwidth`
 //! when prefetched (only where the profile has prefetch hints). Evicting OS pages (a
-//! cuMemPrefetchAsync back to host memory per run) holds the fault handler for r x
-//! `os_evict_run_latency` when measured; the migration's bytes (`os_evict_bandwidth`) overlap
-//! the next group's faults and are not priced (BENCHMARKS.md issue 7, fifth pass).
+//! cuMemPrefetchAsync back to host memory per run, on a side stream) slows the faults it
+//! overlaps: it holds the fault handler for r x `os_evict_overlap_run_latency` + c /
+//! `os_evict_overlap_bandwidth` when the profile has that fit (faults of a group's experts
+//! while the previous group's migrate back, against the same faults alone; either term may be
+//! absent), else for r x `os_evict_run_latency` when measured (the migration's own per-run
+//! time, BENCHMARKS.md issue 7, fifth pass).
 //!
 //! Per group, the host waits for the router's result before it can issue page-ins or launch
 //! the experts: `router_sync` (when measured) delays everything the host does after the router.
@@ -111,6 +118,16 @@ pub struct CostModel {
     /// Fault-handler time per contiguous run of OS pages evicted, µs
     /// (`os_evict_run_latency`; 0 when not measured).
     pub os_evict_run_latency_us: f64,
+    /// Fault time added per evicted run of OS pages overlapping faults, µs
+    /// (`os_evict_overlap_run_latency`); `None` when not measured.
+    pub os_evict_overlap_run_us: Option<f64>,
+    /// Evicted bytes per µs of fault time added (`os_evict_overlap_bandwidth`); `None` when
+    /// not measured.
+    pub os_evict_overlap_bytes_per_us: Option<f64>,
+    /// Commit / decommit time added per granule per 1024 mapped granules kernels have read
+    /// (`vmm_commit_read_slope`, `vmm_decommit_read_slope`; 0 when not measured).
+    pub commit_read_slope_us: f64,
+    pub decommit_read_slope_us: f64,
     /// Host round trip from the router's kernel to the host's next action, µs per group
     /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
     pub host_sync_us: f64,
@@ -160,6 +177,10 @@ impl CostModel {
             host_sync_us: opt_or_zero(C::RouterSync),
             commit_fresh_us: 0.0,
             os_evict_run_latency_us: 0.0,
+            os_evict_overlap_run_us: None,
+            os_evict_overlap_bytes_per_us: None,
+            commit_read_slope_us: 0.0,
+            decommit_read_slope_us: 0.0,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))
@@ -199,10 +220,14 @@ impl CostModel {
                     m.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
                     m.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
                     m.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
+                    m.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
+                    m.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
                 }
             }
             Paging::Os => {
                 m.os_evict_run_latency_us = opt_or_zero(C::OsEvictRunLatency);
+                m.os_evict_overlap_run_us = p.get(C::OsEvictOverlapRunLatency);
+                m.os_evict_overlap_bytes_per_us = p.get(C::OsEvictOverlapBandwidth);
                 match (p.get(C::FaultRunLatency), p.get(C::FaultDenseBandwidth)) {
                     (Some(lat), Some(bw)) => {
                         m.fault_run_latency_us = lat;
@@ -246,16 +271,24 @@ impl CostModel {
         self.decommit_fixed_us + granules as f64 * self.decommit_per_granule_us
     }
 
-    /// Driver time (µs) to commit `granules` granules while `live` granules are mapped.
+    /// Driver time (µs) to commit `granules` granules while `live` granules are mapped, `read`
+    /// of them read by kernels since they were mapped.
     #[inline]
-    pub fn commit_us_at(&self, granules: u64, live: f64) -> f64 {
-        self.commit_us(granules) + granules as f64 * self.commit_live_slope_us * live / 1024.0
+    pub fn commit_us_at(&self, granules: u64, live: f64, read: f64) -> f64 {
+        self.commit_us(granules)
+            + granules as f64
+                * (self.commit_live_slope_us * live + self.commit_read_slope_us * read)
+                / 1024.0
     }
 
-    /// Driver time (µs) to decommit `granules` granules while `live` granules are mapped.
+    /// Driver time (µs) to decommit `granules` granules while `live` granules are mapped,
+    /// `read` of them read by kernels since they were mapped.
     #[inline]
-    pub fn decommit_us_at(&self, granules: u64, live: f64) -> f64 {
-        self.decommit_us(granules) + granules as f64 * self.decommit_live_slope_us * live / 1024.0
+    pub fn decommit_us_at(&self, granules: u64, live: f64, read: f64) -> f64 {
+        self.decommit_us(granules)
+            + granules as f64
+                * (self.decommit_live_slope_us * live + self.decommit_read_slope_us * read)
+                / 1024.0
     }
 
     /// Copy engine time (µs) for `bytes` host to device.
@@ -276,11 +309,18 @@ impl CostModel {
         runs as f64 * self.fault_run_latency_us + bytes as f64 / self.fault_bytes_per_us
     }
 
-    /// Fault-handler time (µs) of evicting OS pages in `runs` contiguous runs: the per-run
-    /// part of the migration back to host memory (its bytes overlap other faults).
+    /// Fault-handler time (µs) of evicting `bytes` of OS pages in `runs` contiguous runs: the
+    /// fault time the migration adds to the faults it overlaps when measured (per run and
+    /// per byte, each term when present), else the per-run part of the migration itself.
     #[inline]
-    pub fn os_evict_us(&self, runs: u64) -> f64 {
-        runs as f64 * self.os_evict_run_latency_us
+    pub fn os_evict_us(&self, runs: u64, bytes: u64) -> f64 {
+        match (
+            self.os_evict_overlap_run_us,
+            self.os_evict_overlap_bytes_per_us,
+        ) {
+            (None, None) => runs as f64 * self.os_evict_run_latency_us,
+            (run, bw) => runs as f64 * run.unwrap_or(0.0) + bw.map_or(0.0, |bw| bytes as f64 / bw),
+        }
     }
 
     /// Cost factor of touching resident memory (compute reads) with `mapped_bytes` mapped:
@@ -366,7 +406,15 @@ mod tests {
             assert!((m.decommit_us(g) - want).abs() < 1e-9, "{g}");
             // with 2048 granules live, the live slopes add twice their value per granule
             let live = 2.0 * g as f64 * opt("vmm_commit_live_slope");
-            assert!((m.commit_us_at(g, 2048.0) - m.commit_us(g) - live).abs() < 1e-9);
+            assert!((m.commit_us_at(g, 2048.0, 0.0) - m.commit_us(g) - live).abs() < 1e-9);
+            // with 1024 of them read, the read slope adds once per granule
+            let read = g as f64 * opt("vmm_commit_read_slope");
+            let at = m.commit_us_at(g, 2048.0, 1024.0);
+            assert!((at - m.commit_us(g) - live - read).abs() < 1e-9);
+            let dread = g as f64 * opt("vmm_decommit_read_slope");
+            let dlive = 2.0 * g as f64 * opt("vmm_decommit_live_slope");
+            let at = m.decommit_us_at(g, 2048.0, 1024.0);
+            assert!((at - m.decommit_us(g) - dlive - dread).abs() < 1e-9);
         }
         assert_eq!(m.commit_fresh_us, opt("vmm_commit_fresh"));
         // 16 MiB with the pinned H2D fit: latency + bytes / (MB/s = B/µs)
@@ -389,7 +437,15 @@ mod tests {
         let o = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
         let want = 8.0 * f("fault_run_latency") + 2433024.0 * 8.0 / f("fault_dense_bandwidth");
         assert!((o.fault_runs_us(8 * 2433024, 8) - want).abs() < 1e-6);
-        assert_eq!(o.os_evict_us(8), 8.0 * opt("os_evict_run_latency"));
+        // evictions: the overlap fit when the profile has it, else the per-run migration time
+        let ev = match (
+            h200_file("os_evict_overlap_run_latency"),
+            h200_file("os_evict_overlap_bandwidth"),
+        ) {
+            (None, None) => 8.0 * opt("os_evict_run_latency"),
+            (run, bw) => 8.0 * run.unwrap_or(0.0) + bw.map_or(0.0, |bw| 8.0 * 2433024.0 / bw),
+        };
+        assert!((o.os_evict_us(8, 8 * 2433024) - ev).abs() < 1e-9);
     }
 
     #[test]

@@ -149,6 +149,54 @@ impl TwoTerms {
         };
         Some(TwoTerms { a, b, r2 })
     }
+
+    /// As [`TwoTerms::fit`], with neither coefficient below 0: where the full fit gives a
+    /// negative one, that term is dropped (0) and the other refitted alone through the origin
+    /// (0 too if that is negative). `None` when no point has a non-zero `x1` or `x2`.
+    pub fn fit_nonneg(points: &[(f64, f64, f64)]) -> Option<TwoTerms> {
+        if let Some(f) = TwoTerms::fit(points).filter(|f| f.a >= 0.0 && f.b >= 0.0) {
+            return Some(f);
+        }
+        let one = |pick: fn(&(f64, f64, f64)) -> f64| {
+            let pts: Vec<(f64, f64)> = points.iter().map(|p| (pick(p), p.2)).collect();
+            slope_through_origin(&pts).map(|s| s.max(0.0))
+        };
+        let (a, b) = (one(|p| p.0), one(|p| p.1));
+        // keep the single term that explains more of y (smaller residual)
+        let res = |a: f64, b: f64| -> f64 {
+            points
+                .iter()
+                .map(|p| (p.2 - a * p.0 - b * p.1).powi(2))
+                .sum()
+        };
+        let (a, b) = match (a, b) {
+            (Some(a), Some(b)) => {
+                if res(a, 0.0) <= res(0.0, b) {
+                    (a, 0.0)
+                } else {
+                    (0.0, b)
+                }
+            }
+            (Some(a), None) => (a, 0.0),
+            (None, Some(b)) => (0.0, b),
+            (None, None) => return None,
+        };
+        let my = points.iter().map(|p| p.2).sum::<f64>() / points.len() as f64;
+        let ss_tot: f64 = points.iter().map(|p| (p.2 - my).powi(2)).sum();
+        let r2 = if ss_tot > 0.0 {
+            1.0 - res(a, b) / ss_tot
+        } else {
+            1.0
+        };
+        Some(TwoTerms { a, b, r2 })
+    }
+}
+
+/// Least-squares slope of `y = slope x` through the origin over `(x, y)` points:
+/// `sum(x y) / sum(x^2)`; `None` when every `x` is 0.
+pub fn slope_through_origin(points: &[(f64, f64)]) -> Option<f64> {
+    let sxx: f64 = points.iter().map(|p| p.0 * p.0).sum();
+    (sxx > 0.0).then(|| points.iter().map(|p| p.0 * p.1).sum::<f64>() / sxx)
 }
 
 #[cfg(test)]
@@ -179,6 +227,28 @@ mod tests {
         // -> a = 8/3, b = 14/3
         let f = TwoTerms::fit(&[(1.0, 0.0, 3.0), (0.0, 1.0, 5.0), (1.0, 1.0, 7.0)]).unwrap();
         assert!((f.a - 8.0 / 3.0).abs() < 1e-12 && (f.b - 14.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nonneg_fits_by_hand() {
+        // (x, y) = (1, 2), (2, 5): sum(xy) = 12, sum(x^2) = 5
+        assert_eq!(slope_through_origin(&[(1.0, 2.0), (2.0, 5.0)]), Some(2.4));
+        assert_eq!(slope_through_origin(&[(0.0, 2.0)]), None);
+        // exact y = 10 x1 + 2 x2: the full fit stands
+        let f = TwoTerms::fit_nonneg(&[(8.0, 1.0, 82.0), (8.0, 4.0, 88.0)]).unwrap();
+        assert!(
+            (f.a - 10.0).abs() < 1e-9 && (f.b - 2.0).abs() < 1e-9,
+            "{f:?}"
+        );
+        // the full fit is a = -1.25, b = 3 (8a + 10b = 20, 8a + 20b = 50): a < 0. Alone,
+        // x1 gives a = (160 + 400) / 128 = 4.375 (residuals (20 - 35)^2 + (50 - 35)^2 = 450)
+        // and x2 gives b = (200 + 1000) / (100 + 400) = 2.4 (residuals 16 + 4 = 20): b wins
+        let f = TwoTerms::fit_nonneg(&[(8.0, 10.0, 20.0), (8.0, 20.0, 50.0)]).unwrap();
+        assert_eq!(f.a, 0.0);
+        assert!((f.b - 2.4).abs() < 1e-12, "{f:?}");
+        // every y negative: both terms 0
+        let f = TwoTerms::fit_nonneg(&[(8.0, 10.0, -5.0), (8.0, 20.0, -1.0)]).unwrap();
+        assert_eq!((f.a, f.b), (0.0, 0.0));
     }
 
     #[test]

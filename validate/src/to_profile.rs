@@ -2,8 +2,9 @@
 //! Constants that were not measured (or were unsupported) are left out, never zero.
 
 use crate::calibrate::{Calibration, Line, LAUNCHES_PER_REP, ROUTER_SYNCS_PER_REP};
+use crate::calibrate::{ReadMode, EVICT_OVERLAP_K, READ_CYCLES, READ_CYCLE_UNITS};
 use crate::calibrate::{FAULT_GEOMETRIES, FRESH_UNITS, PAGE_IN_UNITS};
-use crate::stats::{LinearFit, Summary, TwoTerms};
+use crate::stats::{slope_through_origin, LinearFit, Summary, TwoTerms};
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
 /// Builds the profile `name` from `c`. Every constant carries GPU, driver, CUDA version, date,
@@ -180,6 +181,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     }
     add_model_fits(c, &mut p, &m);
     add_replay_granularity_fits(c, &mut p, &m);
+    add_interference_fits(c, &mut p, &m);
     let s = &c.launch_us;
     p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
     p.os_paging = Some(OsPaging {
@@ -526,6 +528,128 @@ fn add_replay_granularity_fits(
     }
 }
 
+/// Read mode whose premium over no reads the read slopes price: every live unit read
+/// between cycles (an LRU replay's kernels read every resident unit at some point).
+pub const READ_PRICED_MODE: ReadMode = ReadMode::All;
+
+/// The constants of the interference arms (`calibrate::interference_arms`): the read slopes
+/// (VMM calls after kernels read the live set, minus with nothing read, per granule, against
+/// live granules / 1024, through the origin, clamped at 0) and the fault time an eviction adds
+/// to the faults it overlaps (per run and per byte, neither below 0). Each is left out when
+/// its arm did not run.
+fn add_interference_fits(
+    c: &Calibration,
+    p: &mut Profile,
+    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
+) {
+    // (x = live granules / 1024, commit premium, decommit premium), per granule
+    let mut pts: Vec<(f64, f64, f64)> = Vec::new();
+    for q in c.read_page_in.iter().filter(|q| q.mode == READ_PRICED_MODE) {
+        let Some(none) = c.read_page_in.iter().find(|n| {
+            n.mode == ReadMode::None && n.granules == q.granules && n.live_units == q.live_units
+        }) else {
+            continue;
+        };
+        let g = q.granules as f64;
+        let commit =
+            |x: &crate::calibrate::ReadPageInPoint| x.commit_us.median + x.h2d_enqueue_us.median;
+        pts.push((
+            q.live_units as f64 * g / 1024.0,
+            (commit(q) - commit(none)) / g,
+            (q.decommit_us.median - none.decommit_us.median) / g,
+        ));
+    }
+    let first = c.read_page_in.first().map(|q| q.commit_us.clone());
+    let shapes: Vec<String> = c
+        .read_page_in
+        .iter()
+        .filter(|q| q.mode == ReadMode::None)
+        .map(|q| format!("{} x {} granules", q.live_units, q.granules))
+        .collect();
+    for (name, what, pick) in [
+        (
+            N::VmmCommitReadSlope,
+            "commit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, then the unit's cuMemcpyHtoDAsync enqueue)",
+            true,
+        ),
+        (
+            N::VmmDecommitReadSlope,
+            "decommit of a live unit (cuMemUnmap + cuMemRelease per granule)",
+            false,
+        ),
+    ] {
+        let xy: Vec<(f64, f64)> = pts
+            .iter()
+            .map(|&(x, cm, dc)| (x, if pick { cm } else { dc }))
+            .collect();
+        let Some(slope) = slope_through_origin(&xy) else {
+            continue;
+        };
+        let per_point: Vec<String> = xy
+            .iter()
+            .map(|(x, y)| format!("{:.0} live granules: {y:+.2} µs per granule", x * 1024.0))
+            .collect();
+        p.set(
+            name,
+            Constant::measured(
+                slope.max(0.0),
+                "us",
+                Measurement {
+                    statistic: Some("least-squares slope through the origin over differences of per-point medians, clamped at 0".into()),
+                    ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, modes interleaved; after a streaming read of every live unit by one kernel launch per unit (synchronized) minus after no read, per granule, against live granules / 1024 ({}); µs per granule per 1024 live granules read", shapes.join(", "), per_point.join(", ")), first.as_ref())
+                },
+            ),
+        );
+    }
+    // faults overlapped by evictions: extra = k x run latency + k x bytes / bandwidth
+    let pts: Vec<(f64, f64, f64)> = c
+        .fault_evict
+        .iter()
+        .map(|f| {
+            let k = f.experts as f64;
+            (k, k * f.run_bytes as f64, f.extra_us.median)
+        })
+        .collect();
+    if let Some(f) = TwoTerms::fit_nonneg(&pts) {
+        let first = c.fault_evict.first().map(|f| f.extra_us.clone());
+        let per_point: Vec<String> = c
+            .fault_evict
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} B runs: {:.1} µs alone, {:.1} µs overlapped",
+                    f.run_bytes, f.alone_us.median, f.overlapped_us.median
+                )
+            })
+            .collect();
+        let method = |term: &str| {
+            format!("one expert-kernel launch (gate+up, down) over {EVICT_OVERLAP_K} host-resident experts of managed memory (CUDA events) while cuMemPrefetchAsync moves {EVICT_OVERLAP_K} device-resident experts back to the host on a side stream (one call per expert, enqueued just before), minus the same launch over {EVICT_OVERLAP_K} other fresh experts with no eviction, per repetition; (hidden, bytes) in {FAULT_GEOMETRIES:?} ({}); {term} of the fit extra = runs x latency + bytes / bandwidth, neither term below 0 (r2 {:.5})", per_point.join("; "), f.r2)
+        };
+        let stat = |meas: Measurement| Measurement {
+            statistic: Some("least-squares fit over per-point medians, terms clamped at 0".into()),
+            ..meas
+        };
+        p.set(
+            N::OsEvictOverlapRunLatency,
+            Constant::measured(
+                f.a,
+                "us",
+                stat(m(method("latency (per evicted run)"), first.as_ref())),
+            ),
+        );
+        if f.b > 0.0 {
+            p.set(
+                N::OsEvictOverlapBandwidth,
+                Constant::measured(
+                    1.0 / f.b,
+                    "MB/s",
+                    stat(m(method("1 / bytes coefficient"), first.as_ref())),
+                ),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,6 +718,71 @@ mod tests {
     }
 
     #[test]
+    fn interference_fits_by_hand() {
+        use crate::calibrate::{FaultEvictPoint, ReadPageInPoint};
+        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let mut c: Calibration = serde_json::from_str(text).unwrap();
+        let rp = |g: u64, live: u64, mode: ReadMode, commit: f64, enq: f64, decommit: f64| {
+            ReadPageInPoint {
+                granules: g,
+                live_units: live,
+                mode,
+                units: 16,
+                commit_us: one(commit),
+                h2d_enqueue_us: one(enq),
+                decommit_us: one(decommit),
+            }
+        };
+        c.read_page_in = vec![
+            // 512 x 2 granules = 1024 live granules (x = 1): +5 µs per granule to commit
+            // (110 + 4 vs 100 + 4 per 2-granule unit), +3 to decommit (66 vs 60)
+            rp(2, 512, ReadMode::None, 100.0, 4.0, 60.0),
+            rp(2, 512, ReadMode::All, 110.0, 4.0, 66.0),
+            rp(2, 512, ReadMode::Few, 900.0, 4.0, 900.0), // not the priced mode: ignored
+            // 512 x 8 granules = 4096 (x = 4): +10 per granule (480 + 6 vs 400 + 6), +4
+            rp(8, 512, ReadMode::None, 400.0, 6.0, 240.0),
+            rp(8, 512, ReadMode::All, 480.0, 6.0, 272.0),
+        ];
+        // extra = 8 runs x 20 µs + 8 runs x run bytes / 4000 B/µs
+        let fe = |run: u64| {
+            let extra = 8.0 * 20.0 + (8 * run) as f64 / 4000.0;
+            FaultEvictPoint {
+                hidden: 2048,
+                ffn: 640,
+                expert_bytes: run,
+                run_bytes: run,
+                experts: 8,
+                alone_us: one(1000.0),
+                overlapped_us: one(1000.0 + extra),
+                extra_us: one(extra),
+                evict_host_us: one(400.0),
+                evict_stream_us: one(900.0),
+            }
+        };
+        c.fault_evict = vec![fe(1 << 20), fe(4 << 20)];
+        let p = to_profile(&c, "t");
+        let g = |n: N| p.get(n).unwrap();
+        // through the origin: commit (1, 5), (4, 10): 45 / 17; decommit (1, 3), (4, 4): 19 / 17
+        assert!((g(N::VmmCommitReadSlope) - 45.0 / 17.0).abs() < 1e-9);
+        assert!((g(N::VmmDecommitReadSlope) - 19.0 / 17.0).abs() < 1e-9);
+        assert!((g(N::OsEvictOverlapRunLatency) - 20.0).abs() < 1e-6);
+        assert!((g(N::OsEvictOverlapBandwidth) - 4000.0).abs() < 1e-3);
+        p.validate().unwrap();
+        // reads that make the calls faster clamp the slope at 0; an overlap that costs
+        // nothing prices 0 per run and no bytes term
+        c.read_page_in[1] = rp(2, 512, ReadMode::All, 90.0, 4.0, 50.0);
+        c.read_page_in[4] = rp(8, 512, ReadMode::All, 380.0, 6.0, 200.0);
+        for f in &mut c.fault_evict {
+            f.extra_us = one(-30.0);
+        }
+        let p = to_profile(&c, "t");
+        assert_eq!(p.get(N::VmmCommitReadSlope), Some(0.0));
+        assert_eq!(p.get(N::VmmDecommitReadSlope), Some(0.0));
+        assert_eq!(p.get(N::OsEvictOverlapRunLatency), Some(0.0));
+        assert_eq!(p.get(N::OsEvictOverlapBandwidth), None);
+    }
+
+    #[test]
     fn without_the_arms_the_constants_stay_out() {
         let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
@@ -607,6 +796,10 @@ mod tests {
             N::VmmCommitFresh,
             N::OsEvictRunLatency,
             N::OsEvictBandwidth,
+            N::VmmCommitReadSlope,
+            N::VmmDecommitReadSlope,
+            N::OsEvictOverlapRunLatency,
+            N::OsEvictOverlapBandwidth,
         ] {
             assert_eq!(p.get(n), None, "{n}");
         }

@@ -15,8 +15,10 @@
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
 //! the same way. Units paged in and evicted by the same group are decommitted once its expert
 //! compute ends (the kernels read them until then) and the host has learnt it (one round
-//! trip). OS-paged evictions hold the fault handler for their per-run cost. Deferred work
-//! lives in an [`EventQueue`] keyed by (time, push order).
+//! trip). OS-paged evictions hold the fault handler for the fault time they add (the cost
+//! model's eviction price). A unit counts as read once a group's expert compute has run over
+//! it; VMM calls are priced with the read live set (the read slopes). Deferred work lives in
+//! an [`EventQueue`] keyed by (time, push order).
 
 use super::plan::Plans;
 use super::predict::{Predictor, PredictorKind};
@@ -97,6 +99,11 @@ struct State<'a> {
     mapped_units: f64,
     /// VMM granules released and not yet reused by a commit (a commit beyond them is fresh).
     released_granules: u64,
+    /// Units mapped and read by a group's expert compute since they were mapped, and their
+    /// granules (the read live set the read slopes price); tracked only when a slope is set.
+    read: Vec<bool>,
+    read_granules: u64,
+    track_reads: bool,
     /// Non-expert weights + the current step's KV cache, bytes.
     mapped_base: f64,
     peak_mapped: f64,
@@ -247,12 +254,17 @@ impl State<'_> {
         let start = self.driver_free.max(t);
         let bytes = self.units.units[u as usize].committed_bytes as f64;
         let live = self.live_granules();
+        let read = self.read_granules as f64;
         self.mapped_units -= bytes;
         if self.cost.paging == Paging::Os {
             return start; // the OS reclaims pages inside the fault path: no driver call
         }
         let g = self.granules(u);
-        let d = self.cost.decommit_us_at(g, live);
+        if self.read[u as usize] {
+            self.read[u as usize] = false;
+            self.read_granules -= g;
+        }
+        let d = self.cost.decommit_us_at(g, live, read);
         self.unmap_calls += g;
         self.released_granules += g;
         self.driver_free = start + d;
@@ -287,7 +299,7 @@ impl State<'_> {
         let reused = g.min(self.released_granules);
         self.released_granules -= reused;
         let fresh = (g - reused) as f64 * self.cost.commit_fresh_us;
-        let c = (self.cost.commit_us_at(g, live) + fresh) * f;
+        let c = (self.cost.commit_us_at(g, live, self.read_granules as f64) + fresh) * f;
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
@@ -306,6 +318,21 @@ impl State<'_> {
         Ok(self.copy_free)
     }
 
+    /// After a group's expert compute: its resident units count as read (VMM, when tracked).
+    #[inline]
+    fn mark_read(&mut self, units: &[u32]) {
+        if !self.track_reads {
+            return;
+        }
+        for &u in units {
+            let ui = u as usize;
+            if self.resident[ui] && !self.read[ui] {
+                self.read[ui] = true;
+                self.read_granules += self.granules(u);
+            }
+        }
+    }
+
     /// Evict OS-paged `units` no earlier than `t`: their memory leaves the mapped count and
     /// the fault handler spends the per-run eviction cost (pages of one expert are consecutive
     /// units: a new run starts at a gap).
@@ -322,7 +349,7 @@ impl State<'_> {
             prev = Some(u);
         }
         self.mapped_units -= bytes as f64;
-        let d = self.cost.os_evict_us(runs);
+        let d = self.cost.os_evict_us(runs, bytes);
         if d > 0.0 {
             let s = self.fault_free.max(t);
             self.fault_free = s + d;
@@ -421,6 +448,10 @@ pub fn replay(
         ready_at: vec![0.0; n],
         mapped_units: 0.0,
         released_granules: 0,
+        read: vec![false; n],
+        read_granules: 0,
+        track_reads: cost.paging == Paging::Vmm
+            && (cost.commit_read_slope_us != 0.0 || cost.decommit_read_slope_us != 0.0),
         mapped_base: compute.nonexpert_bytes,
         peak_mapped: 0.0,
         deferred: EventQueue::default(),
@@ -617,6 +648,7 @@ pub fn replay(
         st.busy_compute += ex;
         st.busy_expert += ex;
         st.span(Resource::Compute, "experts", start, ex);
+        st.mark_read(plans.accessed(&g));
 
         // units paged in and evicted within this group (streamed, or a budget below one
         // group): once its expert kernels are done (they read them until then)

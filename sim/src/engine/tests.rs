@@ -855,3 +855,109 @@ fn streamed_units_are_decommitted_a_round_trip_after_the_experts() {
         r.step_us
     );
 }
+
+#[test]
+fn read_slopes_price_vmm_calls_by_the_read_live_set() {
+    // 1-granule units; commit 10 + 1024 µs x read / 1024 per granule, decommit 5 + 2048 x
+    // read / 1024 (1 and 2 µs per read granule)
+    let mut p = test_profile(None);
+    let a = |v: f64| Constant::assumed(v, "us", "test value");
+    p.set(C::VmmCommitReadSlope, a(1024.0))
+        .set(C::VmmDecommitReadSlope, a(2048.0));
+    let map = unit_map(1, 4, 2 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0, 1], &[0, 1], &[0, 1], &[]); // nothing read yet
+    plans.begin_step(1, 2);
+    plans.push_group(0, &[1, 2], &[1, 2], &[2], &[0]); // 0 and 1 read
+    plans.begin_step(1, 3);
+    plans.push_group(0, &[3], &[3], &[3], &[]); // 1 and 2 read
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let commits: Vec<f64> = r.step_parts.iter().map(|s| s.commit_us).collect();
+    let decommits: Vec<f64> = r.step_parts.iter().map(|s| s.decommit_us).collect();
+    // step 1: two commits with nothing read; step 2: unit 0 evicted with 2 granules read
+    // (5 + 2 x 2), then unit 2 committed with 1 read (10 + 1); step 3: 2 read (10 + 2)
+    assert!(close(commits[0], 20.0), "{commits:?}");
+    assert!(close(decommits[1], 9.0), "{decommits:?}");
+    assert!(close(commits[1], 11.0), "{commits:?}");
+    assert!(close(commits[2], 12.0), "{commits:?}");
+    // without the slopes, the same plan costs the plain per-granule figures
+    let mut q = p.clone();
+    q.constants.remove("vmm_commit_read_slope");
+    q.constants.remove("vmm_decommit_read_slope");
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&q),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let commits: Vec<f64> = r.step_parts.iter().map(|s| s.commit_us).collect();
+    assert!(close(commits[1], 10.0) && close(commits[2], 10.0));
+    assert!(close(r.step_parts[1].decommit_us, 5.0));
+}
+
+#[test]
+fn os_evictions_overlapping_faults_hold_the_handler_per_run_and_per_byte() {
+    // the setup of os_evictions_hold_the_fault_handler_per_run_after_the_experts, with the
+    // overlap fit: 100 µs per evicted run + evicted bytes at 1 GB/s (1000 B/µs)
+    let mut p = test_profile(None);
+    let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
+    p.set(C::FaultRunLatency, a(40.0, "us"))
+        .set(C::FaultDenseBandwidth, a(2.0, "GB/s"))
+        .set(C::RouterSync, a(7.0, "us"))
+        .set(C::OsEvictRunLatency, a(1000.0, "us"))
+        .set(C::OsEvictOverlapRunLatency, a(100.0, "us"))
+        .set(C::OsEvictOverlapBandwidth, a(1.0, "GB/s"));
+    let mut map = unit_map(1, 16, MIB, MIB);
+    map.spec = "os1m".into();
+    map.key_first = vec![0, 4, 8, 12];
+    map.key_count = vec![4; 4];
+    let units: Vec<u32> = (0..4).chain(8..12).collect();
+    let mut plans = Plans::new(1);
+    for step in 1..=2 {
+        plans.begin_step(1, step);
+        plans.push_group(0, &[0, 2], &units, &units, &units);
+    }
+    let c = ComputeModel {
+        expert_group_fixed_us: 20.0,
+        ..compute(100.0, 50.0)
+    };
+    let faults = 2.0 * 40.0 + 8.0 * MIB as f64 / 2000.0;
+    let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
+    let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
+    // step 1's faults wait for step 0's eviction: 2 runs x 100 + 8 MiB / 1000 B/µs (the
+    // per-run migration time of 1000 µs is replaced, not added)
+    let evict = 200.0 + 8.0 * MIB as f64 / 1000.0;
+    assert!(
+        close(r.step_us[0], 107.0 + faults + 120.0),
+        "{:?}",
+        r.step_us
+    );
+    assert!(
+        close(r.step_us[1], evict + faults + 120.0),
+        "{:?}",
+        r.step_us
+    );
+    // a per-run term only (no bytes term measured): 200 µs, more than the 107 µs of
+    // non-expert compute and router before the next faults
+    let mut q = p.clone();
+    q.constants.remove("os_evict_overlap_bandwidth");
+    let cost = CostModel::new(&q, Paging::Os, CostOptions::default()).unwrap();
+    let r = replay(&plans, &map, &ks(1, 4), &cost, &c, EngineOptions::default()).unwrap();
+    assert!(
+        close(r.step_us[1], 200.0 + faults + 120.0),
+        "{:?}",
+        r.step_us
+    );
+}
