@@ -12,7 +12,7 @@ use crate::calibrate::paging_arms::FAULT_GEOMETRIES;
 use crate::replay_plan::kernel_geometry;
 use crate::stats::Summary;
 use crate::vmm;
-use cudarc::driver::{sys, CudaContext, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
 use kernels::{Kernels, Variant};
 use rand::seq::{index, SliceRandom};
 use rand::{Rng, SeedableRng};
@@ -21,28 +21,38 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// What the GPU reads between two page-in cycles of the read-live-set arm.
+/// What the GPU reads between two page-in cycles of the read-live-set arm. Every mode starts
+/// from a fresh live set (committed, never read), so no mode inherits another's reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadMode {
     /// Nothing: no kernel runs (the earlier arms' state).
     None,
-    /// A streaming read of every live unit (one launch per unit), synchronized before the
-    /// VMM calls (the replay waits on the router event before its calls).
-    All,
+    /// A streaming read of an unrelated cuMemAlloc buffer of the live set's bytes, one launch
+    /// per live unit's worth (as many launches and bytes as `All`, none of the live set).
+    Other,
     /// A streaming read of the units the previous cycle committed only (as a group's kernels
-    /// read its page-ins), synchronized before the VMM calls.
+    /// read its page-ins); the rest of the live set is never read.
     Few,
+    /// The live set read once after it is committed, then per cycle as `Few`: the state of an
+    /// LRU replay, whose resident units were each read by the group that paged them in, and
+    /// whose groups read a few of them.
+    OnceThenFew,
+    /// A streaming read of every live unit (one launch per unit) before every cycle.
+    All,
     /// As `All`, but the commits are issued while the reads still run (no synchronize before
-    /// them; the decommits wait for the reads, since they unmap units being read).
+    /// them; the decommits wait for the reads, since they unmap units being read). The other
+    /// modes synchronize before the VMM calls, as the replay waits on the router event.
     AllInFlight,
 }
 
-/// Read modes of the arm, in their base order (rotated per repetition).
-pub const READ_MODES: [ReadMode; 4] = [
+/// Read modes of the arm, in their base order (rotated per unit size and live-set level).
+pub const READ_MODES: [ReadMode; 6] = [
     ReadMode::None,
-    ReadMode::All,
+    ReadMode::Other,
     ReadMode::Few,
+    ReadMode::OnceThenFew,
+    ReadMode::All,
     ReadMode::AllInFlight,
 ];
 /// Units committed (and as many live units decommitted) per cycle: a group's page-ins (top-8).
@@ -54,7 +64,7 @@ pub const READ_LAYER_SLOTS: usize = 128;
 /// Unit sizes, granules: Qwen3-30B-A3B int4 `e1` (2) and granite at 16 MiB `e1` (8).
 pub const READ_GRANULES: [u64; 2] = [2, 8];
 /// Live-set sizes, granules (the live units fill half the slots of as many layers as needed;
-/// Qwen3 LRU 50% holds a few thousand granules after 12 steps).
+/// the Qwen3-30B-A3B `e1` LRU 50% replay maps up to about 4500 granules in its 12 steps).
 pub const READ_LIVE_GRANULES: [u64; 2] = [1024, 4096];
 /// Seed of the arm's placement and victims (a design choice).
 pub const READ_SEED: u64 = 13;
@@ -125,13 +135,26 @@ impl LiveSet {
     }
 }
 
+/// What a read-arm cycle needs besides the live set.
+struct ReadRig<'a> {
+    k: &'a Kernels,
+    compute: &'a Arc<CudaStream>,
+    copy: &'a Arc<CudaStream>,
+    staging: *mut std::ffi::c_void,
+    sink: &'a mut CudaSlice<u32>,
+    /// Base of the unrelated buffer `ReadMode::Other` reads (at least the live set's bytes).
+    other: u64,
+}
+
 /// The read-live-set arm. Per unit size g and live-set size: a range of `layers x 128` unit
-/// slots (as many layers as hold the live units at half occupancy), the live units at seeded
-/// random slots. Then per repetition, each read mode in turn (order rotating), [`READ_CYCLES`]
-/// cycles of: the mode's reads; [`READ_CYCLE_UNITS`] units committed at random free slots of
-/// one random layer, each followed by its H2D enqueue from pinned memory on a copy stream (as
-/// the page-in arm and the replay do); copies and reads finished; then as many random live
-/// units of earlier cycles decommitted (the live count stays constant). Host clock.
+/// slots (as many layers as hold the live units at half occupancy). Per read mode (order
+/// rotating with the size and level): the live units committed at seeded random slots (read
+/// once by one launch per unit for `OnceThenFew`), then `reps + 1` x [`READ_CYCLES`] cycles
+/// (the first [`READ_CYCLES`] discarded) of: the mode's reads; [`READ_CYCLE_UNITS`] units
+/// committed at random free slots of one random layer, each followed by its H2D enqueue from
+/// pinned memory on a copy stream (as the page-in arm and the replay do); copies and reads
+/// finished; then as many random live units of earlier cycles decommitted (the live count
+/// stays constant); then everything released. Host clock.
 pub(crate) fn measure_read_page_in(
     ctx: &Arc<CudaContext>,
     k: &Kernels,
@@ -152,27 +175,47 @@ pub(crate) fn measure_read_page_in(
     } else {
         &READ_LIVE_GRANULES
     };
+    // keep the live set and the unrelated buffer under a quarter of free VRAM each
+    let levels: Vec<u64> = levels
+        .iter()
+        .copied()
+        .filter(|&l| l * granule as u64 <= vram_free / 4)
+        .collect();
+    let Some(&top) = levels.iter().max() else {
+        return Err(CalibrateError::Other(
+            "read arm: no live-set level fits a quarter of free VRAM".into(),
+        ));
+    };
     let compute = ctx.new_stream().during("read arm compute stream")?;
     let copy = ctx.new_stream().during("read arm copy stream")?;
     let mut sink = compute.alloc_zeros::<u32>(1).during("sink")?;
+    let other = compute
+        .alloc_zeros::<u8>(top as usize * granule)
+        .during("read arm unrelated buffer")?;
+    let other_ptr = {
+        let (p, _g) = other.device_ptr(&compute);
+        p
+    };
     let gmax = *sizes.iter().max().expect("sizes") as usize;
     let mut staging = std::ptr::null_mut();
     // SAFETY: valid out-pointer; freed below.
     unsafe { sys::cuMemHostAlloc(&mut staging, gmax * granule, 0) }
         .result()
         .during("cuMemHostAlloc")?;
+    let mut rig = ReadRig {
+        k,
+        compute: &compute,
+        copy: &copy,
+        staging,
+        sink: &mut sink,
+        other: other_ptr,
+    };
     let mut rng = Pcg64::seed_from_u64(READ_SEED);
     let mut out = Vec::new();
+    let mut config = 0usize;
     let result = (|| -> Result<(), CalibrateError> {
         for &g in sizes {
-            for &level in levels {
-                // keep the live set under a quarter of free VRAM
-                if level * granule as u64 > vram_free / 4 {
-                    log(&format!(
-                        "read arm: {level} live granules exceed a quarter of free VRAM, skipped"
-                    ));
-                    continue;
-                }
+            for &level in &levels {
                 let n_live = (level / g) as usize;
                 let layers = (2 * n_live).div_ceil(READ_LAYER_SLOTS).max(2);
                 let nslots = layers * READ_LAYER_SLOTS;
@@ -187,15 +230,19 @@ pub(crate) fn measure_read_page_in(
                     slots: vec![Vec::new(); nslots],
                     live: Vec::new(),
                 };
-                let r = run_read_level(
-                    &mut set, &mut rng, k, &compute, &copy, staging, &mut sink, g, n_live, layers,
-                    reps,
-                );
-                let _ = compute.synchronize();
-                let _ = copy.synchronize();
-                set.release_all();
+                let mut points = Vec::new();
+                for j in 0..READ_MODES.len() {
+                    let mode = READ_MODES[(j + config) % READ_MODES.len()];
+                    let r = run_read_mode(&mut set, &mut rng, &mut rig, mode, n_live, layers, reps);
+                    let _ = compute.synchronize();
+                    let _ = copy.synchronize();
+                    set.release_all();
+                    points.push(r?);
+                }
+                config += 1;
                 drop(res);
-                for p in r? {
+                points.sort_by_key(|p| READ_MODES.iter().position(|&m| m == p.mode));
+                for p in points {
                     log(&format!(
                         "read arm, {g}-granule units, {} live ({} granules), reads {:?}: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit",
                         p.live_units,
@@ -212,128 +259,125 @@ pub(crate) fn measure_read_page_in(
         Ok(())
     })();
     let _ = copy.synchronize();
+    let _ = compute.synchronize();
     // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
     let _ = unsafe { sys::cuMemFreeHost(staging) };
     result?;
     Ok(out)
 }
 
-/// One unit size and live-set level of [`measure_read_page_in`].
-#[allow(clippy::too_many_arguments)]
-fn run_read_level(
+/// One read mode at one unit size and live-set level of [`measure_read_page_in`], on a fresh
+/// live set (`set` holds nothing on entry; the caller releases it after).
+fn run_read_mode(
     set: &mut LiveSet,
     rng: &mut Pcg64,
-    k: &Kernels,
-    compute: &Arc<CudaStream>,
-    copy: &Arc<CudaStream>,
-    staging: *mut std::ffi::c_void,
-    sink: &mut cudarc::driver::CudaSlice<u32>,
-    g: u64,
+    rig: &mut ReadRig,
+    mode: ReadMode,
     n_live: usize,
     layers: usize,
     reps: u32,
-) -> Result<Vec<ReadPageInPoint>, CalibrateError> {
+) -> Result<ReadPageInPoint, CalibrateError> {
+    let (k, compute, copy) = (rig.k, rig.compute, rig.copy);
     let nslots = layers * READ_LAYER_SLOTS;
     for slot in index::sample(rng, nslots, n_live).into_vec() {
         set.commit(slot)?;
     }
-    // the live units read once, so every mode starts from a read live set
-    for &s in &set.live {
-        k.launch_stream_read_range(compute, set.addr(s), set.unit_bytes, sink)?;
+    if mode == ReadMode::OnceThenFew {
+        for &s in &set.live {
+            k.launch_stream_read_range(compute, set.addr(s), set.unit_bytes, rig.sink)?;
+        }
+        compute.synchronize().during("read arm first read")?;
     }
-    compute.synchronize().during("read arm first read")?;
-    let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); READ_MODES.len()];
+    let mut samples = (Vec::new(), Vec::new(), Vec::new());
     let mut last: Vec<usize> = Vec::new();
-    for r in 0..=reps {
-        for j in 0..READ_MODES.len() {
-            let mi = (j + r as usize) % READ_MODES.len();
-            let mode = READ_MODES[mi];
-            for _ in 0..READ_CYCLES {
-                // reads
-                let reads: Vec<usize> = match mode {
-                    ReadMode::None => Vec::new(),
-                    ReadMode::All | ReadMode::AllInFlight => set.live.clone(),
-                    ReadMode::Few => last.clone(),
-                };
-                for &s in &reads {
-                    k.launch_stream_read_range(compute, set.addr(s), set.unit_bytes, sink)?;
+    for cycle in 0..(reps as usize + 1) * READ_CYCLES {
+        // reads
+        match mode {
+            ReadMode::None => {}
+            ReadMode::Other => {
+                for i in 0..set.live.len() as u64 {
+                    let at = rig.other + i * set.unit_bytes;
+                    k.launch_stream_read_range(compute, at, set.unit_bytes, rig.sink)?;
                 }
-                if mode != ReadMode::AllInFlight {
-                    compute.synchronize().during("read arm reads")?;
+            }
+            ReadMode::Few | ReadMode::OnceThenFew => {
+                for &s in &last {
+                    k.launch_stream_read_range(compute, set.addr(s), set.unit_bytes, rig.sink)?;
                 }
-                // commits at free slots of one random layer
-                let new = loop {
-                    let layer = rng.gen_range(0..layers);
-                    let free: Vec<usize> = (layer * READ_LAYER_SLOTS
-                        ..(layer + 1) * READ_LAYER_SLOTS)
-                        .filter(|&s| set.slots[s].is_empty())
-                        .collect();
-                    if free.len() >= READ_CYCLE_UNITS {
-                        break index::sample(rng, free.len(), READ_CYCLE_UNITS)
-                            .iter()
-                            .map(|i| free[i])
-                            .collect::<Vec<_>>();
-                    }
-                };
-                let (mut c, mut e) = (0.0, 0.0);
-                for &s in &new {
-                    let t = Instant::now();
-                    set.commit(s)?;
-                    let t1 = Instant::now();
-                    // SAFETY: the unit is mapped read-write above; staging holds >= g granules.
-                    unsafe {
-                        sys::cuMemcpyHtoDAsync_v2(
-                            set.addr(s),
-                            staging as *const _,
-                            set.unit_bytes as usize,
-                            copy.cu_stream(),
-                        )
-                    }
-                    .result()
-                    .during("cuMemcpyHtoDAsync")?;
-                    c += t1.duration_since(t).as_secs_f64() * 1e6;
-                    e += t1.elapsed().as_secs_f64() * 1e6;
-                }
-                copy.synchronize().during("read arm copies")?;
-                compute.synchronize().during("read arm reads")?;
-                // victims: random live units not committed by this cycle
-                let mut old: Vec<usize> = set
-                    .live
-                    .iter()
-                    .copied()
-                    .filter(|s| !new.contains(s))
-                    .collect();
-                old.shuffle(rng);
-                let t = Instant::now();
-                for &s in old.iter().take(READ_CYCLE_UNITS) {
-                    set.decommit(s)?;
-                }
-                let d = t.elapsed().as_secs_f64() * 1e6;
-                last = new;
-                if r > 0 {
-                    let n = READ_CYCLE_UNITS as f64;
-                    let s = &mut samples[mi];
-                    s.0.push(c / n);
-                    s.1.push(e / n);
-                    s.2.push(d / n);
+            }
+            ReadMode::All | ReadMode::AllInFlight => {
+                for &s in &set.live {
+                    k.launch_stream_read_range(compute, set.addr(s), set.unit_bytes, rig.sink)?;
                 }
             }
         }
+        if mode != ReadMode::AllInFlight {
+            compute.synchronize().during("read arm reads")?;
+        }
+        // commits at free slots of one random layer
+        let new = loop {
+            let layer = rng.gen_range(0..layers);
+            let free: Vec<usize> = (layer * READ_LAYER_SLOTS..(layer + 1) * READ_LAYER_SLOTS)
+                .filter(|&s| set.slots[s].is_empty())
+                .collect();
+            if free.len() >= READ_CYCLE_UNITS {
+                break index::sample(rng, free.len(), READ_CYCLE_UNITS)
+                    .iter()
+                    .map(|i| free[i])
+                    .collect::<Vec<_>>();
+            }
+        };
+        let (mut c, mut e) = (0.0, 0.0);
+        for &s in &new {
+            let t = Instant::now();
+            set.commit(s)?;
+            let t1 = Instant::now();
+            // SAFETY: the unit is mapped read-write above; staging holds >= g granules.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    set.addr(s),
+                    rig.staging as *const _,
+                    set.unit_bytes as usize,
+                    copy.cu_stream(),
+                )
+            }
+            .result()
+            .during("cuMemcpyHtoDAsync")?;
+            c += t1.duration_since(t).as_secs_f64() * 1e6;
+            e += t1.elapsed().as_secs_f64() * 1e6;
+        }
+        copy.synchronize().during("read arm copies")?;
+        compute.synchronize().during("read arm reads")?;
+        // victims: random live units not committed by this cycle
+        let mut old: Vec<usize> = set
+            .live
+            .iter()
+            .copied()
+            .filter(|s| !new.contains(s))
+            .collect();
+        old.shuffle(rng);
+        let t = Instant::now();
+        for &s in old.iter().take(READ_CYCLE_UNITS) {
+            set.decommit(s)?;
+        }
+        let d = t.elapsed().as_secs_f64() * 1e6;
+        last = new;
+        if cycle >= READ_CYCLES {
+            let n = READ_CYCLE_UNITS as f64;
+            samples.0.push(c / n);
+            samples.1.push(e / n);
+            samples.2.push(d / n);
+        }
     }
-    let mut out = Vec::new();
-    for (mi, &mode) in READ_MODES.iter().enumerate() {
-        let s = &samples[mi];
-        out.push(ReadPageInPoint {
-            granules: g,
-            live_units: n_live as u64,
-            mode,
-            units: (READ_CYCLES * READ_CYCLE_UNITS) as u32,
-            commit_us: summary(&s.0)?,
-            h2d_enqueue_us: summary(&s.1)?,
-            decommit_us: summary(&s.2)?,
-        });
-    }
-    Ok(out)
+    Ok(ReadPageInPoint {
+        granules: set.unit_bytes / set.granule,
+        live_units: n_live as u64,
+        mode,
+        units: (reps as usize * READ_CYCLES * READ_CYCLE_UNITS) as u32,
+        commit_us: summary(&samples.0)?,
+        h2d_enqueue_us: summary(&samples.1)?,
+        decommit_us: summary(&samples.2)?,
+    })
 }
 
 /// Experts faulted (and, in the overlapped trial, evicted) per launch: a group's top-8.
