@@ -262,8 +262,15 @@ pub(crate) fn measure_read_page_in(
     let _ = compute.synchronize();
     // SAFETY: allocated by cuMemHostAlloc above, freed once, no copy in flight.
     let _ = unsafe { sys::cuMemFreeHost(staging) };
-    result?;
-    Ok(out)
+    // keep the points measured before a failure
+    match result {
+        Err(e) if !out.is_empty() => {
+            log(&format!("read arm stopped early, points so far kept: {e}"));
+            Ok(out)
+        }
+        Err(e) => Err(e),
+        Ok(()) => Ok(out),
+    }
 }
 
 /// One read mode at one unit size and live-set level of [`measure_read_page_in`], on a fresh
