@@ -195,8 +195,9 @@ constant_names! {
     /// Commit time added per granule for every 1024 mapped granules that kernels have read
     /// since they were mapped (on top of [`ConstantName::VmmCommitLiveSlope`]): page-ins among
     /// a live set the GPU reads between them (an LRU cache's) cost more than among an unread
-    /// one. Measured by `sim calibrate`'s read-live-set arm: commits after a kernel read every
-    /// live unit minus commits with nothing read, per granule, against live granules / 1024.
+    /// one. Measured by `sim calibrate`'s read-live-set arm: commits among a live set read
+    /// once after it was mapped (and a few units per cycle, as an LRU replay's groups read
+    /// theirs) minus commits among one never read, per granule, against live granules / 1024.
     VmmCommitReadSlope = "vmm_commit_read_slope": Time,
     /// Decommit time added per granule for every 1024 mapped granules kernels have read
     /// (same arm, evictions of live units).

@@ -528,9 +528,12 @@ fn add_replay_granularity_fits(
     }
 }
 
-/// Read mode whose premium over no reads the read slopes price: every live unit read
-/// between cycles (an LRU replay's kernels read every resident unit at some point).
-pub const READ_PRICED_MODE: ReadMode = ReadMode::All;
+/// Read mode whose premium over no reads the read slopes price: the live set read once after
+/// it is mapped, then the previous cycle's page-ins before each cycle: the state of an LRU
+/// replay, whose resident units were each read by the group that paged them in and whose
+/// groups read a few of them (the engine counts a unit as read from its first group's expert
+/// compute until it is evicted).
+pub const READ_PRICED_MODE: ReadMode = ReadMode::OnceThenFew;
 
 /// The constants of the interference arms (`calibrate::interference_arms`): the read slopes
 /// (VMM calls after kernels read the live set, minus with nothing read, per granule, against
@@ -596,7 +599,7 @@ fn add_interference_fits(
                 "us",
                 Measurement {
                     statistic: Some("least-squares slope through the origin over differences of per-point medians, clamped at 0".into()),
-                    ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, modes interleaved; after a streaming read of every live unit by one kernel launch per unit (synchronized) minus after no read, per granule, against live granules / 1024 ({}); µs per granule per 1024 live granules read", shapes.join(", "), per_point.join(", ")), first.as_ref())
+                    ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, a fresh live set per mode; with the live set read once after it was mapped (one streaming-read launch per unit) and the previous cycle's page-ins read before each cycle (synchronized), minus with nothing read, per granule, against live granules / 1024 ({}); µs per granule per 1024 live granules read", shapes.join(", "), per_point.join(", ")), first.as_ref())
                 },
             ),
         );
@@ -737,11 +740,11 @@ mod tests {
             // 512 x 2 granules = 1024 live granules (x = 1): +5 µs per granule to commit
             // (110 + 4 vs 100 + 4 per 2-granule unit), +3 to decommit (66 vs 60)
             rp(2, 512, ReadMode::None, 100.0, 4.0, 60.0),
-            rp(2, 512, ReadMode::All, 110.0, 4.0, 66.0),
+            rp(2, 512, ReadMode::OnceThenFew, 110.0, 4.0, 66.0),
             rp(2, 512, ReadMode::Few, 900.0, 4.0, 900.0), // not the priced mode: ignored
             // 512 x 8 granules = 4096 (x = 4): +10 per granule (480 + 6 vs 400 + 6), +4
             rp(8, 512, ReadMode::None, 400.0, 6.0, 240.0),
-            rp(8, 512, ReadMode::All, 480.0, 6.0, 272.0),
+            rp(8, 512, ReadMode::OnceThenFew, 480.0, 6.0, 272.0),
         ];
         // extra = 8 runs x 20 µs + 8 runs x run bytes / 4000 B/µs
         let fe = |run: u64| {
@@ -770,8 +773,8 @@ mod tests {
         p.validate().unwrap();
         // reads that make the calls faster clamp the slope at 0; an overlap that costs
         // nothing prices 0 per run and no bytes term
-        c.read_page_in[1] = rp(2, 512, ReadMode::All, 90.0, 4.0, 50.0);
-        c.read_page_in[4] = rp(8, 512, ReadMode::All, 380.0, 6.0, 200.0);
+        c.read_page_in[1] = rp(2, 512, ReadMode::OnceThenFew, 90.0, 4.0, 50.0);
+        c.read_page_in[4] = rp(8, 512, ReadMode::OnceThenFew, 380.0, 6.0, 200.0);
         for f in &mut c.fault_evict {
             f.extra_us = one(-30.0);
         }
