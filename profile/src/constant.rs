@@ -202,6 +202,13 @@ constant_names! {
     /// Decommit time added per granule for every 1024 mapped granules kernels have read
     /// (same arm, evictions of live units).
     VmmDecommitReadSlope = "vmm_decommit_read_slope": Time,
+    /// Commit time added per granule for every 1024 mapped UNITS (a page-in's run of
+    /// granules) that kernels have read: the same arm's premium fitted against read units
+    /// instead of read granules; the calibration keeps whichever of the two fits its points
+    /// better and leaves the other out.
+    VmmCommitReadUnitSlope = "vmm_commit_read_unit_slope": Time,
+    /// Decommit time added per granule for every 1024 mapped units kernels have read.
+    VmmDecommitReadUnitSlope = "vmm_decommit_read_unit_slope": Time,
     /// Fault time added per run of OS pages evicted while the next group's experts fault in
     /// (cuMemPrefetchAsync back to the host on a side stream, overlapping the faults). With
     /// [`ConstantName::OsEvictOverlapBandwidth`] it replaces

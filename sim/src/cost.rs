@@ -22,7 +22,10 @@
 //! When it holds the read slopes (`vmm_commit_read_slope`, `vmm_decommit_read_slope`),
 //! `slope x read / 1024` is added per granule as well, `read` being the mapped granules that
 //! expert kernels have read since they were mapped (an LRU cache's resident units; a
-//! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it.
+//! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it. The
+//! unit slopes (`vmm_commit_read_unit_slope`, `vmm_decommit_read_unit_slope`) add
+//! `slope x read units / 1024` per granule instead, where the arm's premium follows the count
+//! of read units (runs of granules) rather than of granules.
 //!
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
@@ -48,6 +51,15 @@
 //! in the oversubscribed band (rtx4060: 618 / 210 µs, reference/measurements.md).
 
 use profile::{ConstantName as C, Profile, ProfileError};
+
+/// The mapped memory kernels have read since it was mapped: what the read slopes price.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadLive {
+    /// Granules of the read units.
+    pub granules: f64,
+    /// Read units (runs of granules committed together).
+    pub units: f64,
+}
 
 /// How a mechanism's units are committed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +140,10 @@ pub struct CostModel {
     /// (`vmm_commit_read_slope`, `vmm_decommit_read_slope`; 0 when not measured).
     pub commit_read_slope_us: f64,
     pub decommit_read_slope_us: f64,
+    /// Commit / decommit time added per granule per 1024 mapped units kernels have read
+    /// (`vmm_commit_read_unit_slope`, `vmm_decommit_read_unit_slope`; 0 when not measured).
+    pub commit_read_unit_slope_us: f64,
+    pub decommit_read_unit_slope_us: f64,
     /// Host round trip from the router's kernel to the host's next action, µs per group
     /// (`router_sync`; 0 when not measured: the host is then assumed to react at once).
     pub host_sync_us: f64,
@@ -181,6 +197,8 @@ impl CostModel {
             os_evict_overlap_bytes_per_us: None,
             commit_read_slope_us: 0.0,
             decommit_read_slope_us: 0.0,
+            commit_read_unit_slope_us: 0.0,
+            decommit_read_unit_slope_us: 0.0,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))
@@ -222,6 +240,8 @@ impl CostModel {
                     m.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
                     m.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
                     m.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
+                    m.commit_read_unit_slope_us = opt_or_zero(C::VmmCommitReadUnitSlope);
+                    m.decommit_read_unit_slope_us = opt_or_zero(C::VmmDecommitReadUnitSlope);
                 }
             }
             Paging::Os => {
@@ -271,23 +291,39 @@ impl CostModel {
         self.decommit_fixed_us + granules as f64 * self.decommit_per_granule_us
     }
 
+    /// Whether any read slope is set (the engine then tracks the read live set).
+    pub fn prices_reads(&self) -> bool {
+        [
+            self.commit_read_slope_us,
+            self.decommit_read_slope_us,
+            self.commit_read_unit_slope_us,
+            self.decommit_read_unit_slope_us,
+        ]
+        .iter()
+        .any(|&s| s != 0.0)
+    }
+
     /// Driver time (µs) to commit `granules` granules while `live` granules are mapped, `read`
     /// of them read by kernels since they were mapped.
     #[inline]
-    pub fn commit_us_at(&self, granules: u64, live: f64, read: f64) -> f64 {
+    pub fn commit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
         self.commit_us(granules)
             + granules as f64
-                * (self.commit_live_slope_us * live + self.commit_read_slope_us * read)
+                * (self.commit_live_slope_us * live
+                    + self.commit_read_slope_us * read.granules
+                    + self.commit_read_unit_slope_us * read.units)
                 / 1024.0
     }
 
     /// Driver time (µs) to decommit `granules` granules while `live` granules are mapped,
     /// `read` of them read by kernels since they were mapped.
     #[inline]
-    pub fn decommit_us_at(&self, granules: u64, live: f64, read: f64) -> f64 {
+    pub fn decommit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
         self.decommit_us(granules)
             + granules as f64
-                * (self.decommit_live_slope_us * live + self.decommit_read_slope_us * read)
+                * (self.decommit_live_slope_us * live
+                    + self.decommit_read_slope_us * read.granules
+                    + self.decommit_read_unit_slope_us * read.units)
                 / 1024.0
     }
 
@@ -406,14 +442,22 @@ mod tests {
             assert!((m.decommit_us(g) - want).abs() < 1e-9, "{g}");
             // with 2048 granules live, the live slopes add twice their value per granule
             let live = 2.0 * g as f64 * opt("vmm_commit_live_slope");
-            assert!((m.commit_us_at(g, 2048.0, 0.0) - m.commit_us(g) - live).abs() < 1e-9);
-            // with 1024 of them read, the read slope adds once per granule
-            let read = g as f64 * opt("vmm_commit_read_slope");
-            let at = m.commit_us_at(g, 2048.0, 1024.0);
+            let none = ReadLive::default();
+            assert!((m.commit_us_at(g, 2048.0, none) - m.commit_us(g) - live).abs() < 1e-9);
+            // with 1024 granules in 512 units read: the granule slope once, the unit slope
+            // half, per granule
+            let r = ReadLive {
+                granules: 1024.0,
+                units: 512.0,
+            };
+            let read =
+                g as f64 * (opt("vmm_commit_read_slope") + 0.5 * opt("vmm_commit_read_unit_slope"));
+            let at = m.commit_us_at(g, 2048.0, r);
             assert!((at - m.commit_us(g) - live - read).abs() < 1e-9);
-            let dread = g as f64 * opt("vmm_decommit_read_slope");
+            let dread = g as f64
+                * (opt("vmm_decommit_read_slope") + 0.5 * opt("vmm_decommit_read_unit_slope"));
             let dlive = 2.0 * g as f64 * opt("vmm_decommit_live_slope");
-            let at = m.decommit_us_at(g, 2048.0, 1024.0);
+            let at = m.decommit_us_at(g, 2048.0, r);
             assert!((at - m.decommit_us(g) - dlive - dread).abs() < 1e-9);
         }
         assert_eq!(m.commit_fresh_us, opt("vmm_commit_fresh"));

@@ -537,7 +537,8 @@ pub const READ_PRICED_MODE: ReadMode = ReadMode::OnceThenFew;
 
 /// The constants of the interference arms (`calibrate::interference_arms`): the read slopes
 /// (VMM calls after kernels read the live set, minus with nothing read, per granule, against
-/// live granules / 1024, through the origin, clamped at 0) and the fault time an eviction adds
+/// live granules / 1024 or live units / 1024, whichever leaves less residual, through the
+/// origin, clamped at 0) and the fault time an eviction adds
 /// to the faults it overlaps (per run and per byte, neither below 0). Each is left out when
 /// its arm did not run.
 fn add_interference_fits(
@@ -545,8 +546,9 @@ fn add_interference_fits(
     p: &mut Profile,
     m: &dyn Fn(String, Option<&Summary>) -> Measurement,
 ) {
-    // (x = live granules / 1024, commit premium, decommit premium), per granule
-    let mut pts: Vec<(f64, f64, f64)> = Vec::new();
+    // (live granules / 1024, live units / 1024, commit premium, decommit premium); the
+    // premiums per granule
+    let mut pts: Vec<(f64, f64, f64, f64)> = Vec::new();
     for q in c.read_page_in.iter().filter(|q| q.mode == READ_PRICED_MODE) {
         let Some(none) = c.read_page_in.iter().find(|n| {
             n.mode == ReadMode::None && n.granules == q.granules && n.live_units == q.live_units
@@ -558,6 +560,7 @@ fn add_interference_fits(
             |x: &crate::calibrate::ReadPageInPoint| x.commit_us.median + x.h2d_enqueue_us.median;
         pts.push((
             q.live_units as f64 * g / 1024.0,
+            q.live_units as f64 / 1024.0,
             (commit(q) - commit(none)) / g,
             (q.decommit_us.median - none.decommit_us.median) / g,
         ));
@@ -569,28 +572,47 @@ fn add_interference_fits(
         .filter(|q| q.mode == ReadMode::None)
         .map(|q| format!("{} x {} granules", q.live_units, q.granules))
         .collect();
-    for (name, what, pick) in [
+    for (by_granule, by_unit, what, pick) in [
         (
             N::VmmCommitReadSlope,
+            N::VmmCommitReadUnitSlope,
             "commit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, then the unit's cuMemcpyHtoDAsync enqueue)",
             true,
         ),
         (
             N::VmmDecommitReadSlope,
+            N::VmmDecommitReadUnitSlope,
             "decommit of a live unit (cuMemUnmap + cuMemRelease per granule)",
             false,
         ),
     ] {
-        let xy: Vec<(f64, f64)> = pts
-            .iter()
-            .map(|&(x, cm, dc)| (x, if pick { cm } else { dc }))
-            .collect();
-        let Some(slope) = slope_through_origin(&xy) else {
+        let y = |p: &(f64, f64, f64, f64)| if pick { p.2 } else { p.3 };
+        // the premium against read granules and against read units: keep the closer fit
+        let fit = |x: fn(&(f64, f64, f64, f64)) -> f64| {
+            let xy: Vec<(f64, f64)> = pts.iter().map(|p| (x(p), y(p))).collect();
+            slope_through_origin(&xy).map(|s| {
+                let res: f64 = xy.iter().map(|(x, y)| (y - s * x).powi(2)).sum();
+                (s, res)
+            })
+        };
+        let (Some(g), Some(u)) = (fit(|p| p.0), fit(|p| p.1)) else {
             continue;
         };
-        let per_point: Vec<String> = xy
+        let (name, slope, against, other) = if g.1 <= u.1 {
+            (by_granule, g.0, "live granules", u)
+        } else {
+            (by_unit, u.0, "live units", g)
+        };
+        let per_point: Vec<String> = pts
             .iter()
-            .map(|(x, y)| format!("{:.0} live granules: {y:+.2} µs per granule", x * 1024.0))
+            .map(|p| {
+                format!(
+                    "{:.0} live granules in {:.0} units: {:+.2} µs per granule",
+                    p.0 * 1024.0,
+                    p.1 * 1024.0,
+                    y(p)
+                )
+            })
             .collect();
         p.set(
             name,
@@ -599,7 +621,7 @@ fn add_interference_fits(
                 "us",
                 Measurement {
                     statistic: Some("least-squares slope through the origin over differences of per-point medians, clamped at 0".into()),
-                    ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, a fresh live set per mode; with the live set read once after it was mapped (one streaming-read launch per unit) and the previous cycle's page-ins read before each cycle (synchronized), minus with nothing read, per granule, against live granules / 1024 ({}); µs per granule per 1024 live granules read", shapes.join(", "), per_point.join(", ")), first.as_ref())
+                    ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, a fresh live set per mode; with the live set read once after it was mapped (one streaming-read launch per unit) and the previous cycle's page-ins read before each cycle (synchronized), minus with nothing read, per granule, against {against} / 1024 ({}); µs per granule per 1024 {against} read; the fit against the other count (slope {:.3}) left more residual ({:.3} vs {:.3} µs^2)", shapes.join(", "), per_point.join(", "), other.0, other.1, g.1.min(u.1)), first.as_ref())
                 },
             ),
         );
@@ -765,9 +787,15 @@ mod tests {
         c.fault_evict = vec![fe(1 << 20), fe(4 << 20)];
         let p = to_profile(&c, "t");
         let g = |n: N| p.get(n).unwrap();
-        // through the origin: commit (1, 5), (4, 10): 45 / 17; decommit (1, 3), (4, 4): 19 / 17
+        // through the origin, against live granules / 1024 (1 and 4) or live units / 1024 (0.5
+        // both). Commit (1, 5), (4, 10): slope 45 / 17, residuals (5 - 45/17)^2 + (10 -
+        // 180/17)^2 = 5.88; against units 15 (both 7.5), residuals 12.5: granules win.
+        // Decommit (1, 3), (4, 4): 19 / 17, residuals 3.76; against units 7 (both 3.5),
+        // residuals 0.5: units win, and only the winner is set
         assert!((g(N::VmmCommitReadSlope) - 45.0 / 17.0).abs() < 1e-9);
-        assert!((g(N::VmmDecommitReadSlope) - 19.0 / 17.0).abs() < 1e-9);
+        assert_eq!(p.get(N::VmmCommitReadUnitSlope), None);
+        assert!((g(N::VmmDecommitReadUnitSlope) - 7.0).abs() < 1e-9);
+        assert_eq!(p.get(N::VmmDecommitReadSlope), None);
         assert!((g(N::OsEvictOverlapRunLatency) - 20.0).abs() < 1e-6);
         assert!((g(N::OsEvictOverlapBandwidth) - 4000.0).abs() < 1e-3);
         p.validate().unwrap();
@@ -779,8 +807,11 @@ mod tests {
             f.extra_us = one(-30.0);
         }
         let p = to_profile(&c, "t");
-        assert_eq!(p.get(N::VmmCommitReadSlope), Some(0.0));
-        assert_eq!(p.get(N::VmmDecommitReadSlope), Some(0.0));
+        // commit -5 and -2.5 µs per granule: against units -7.5 (residuals 3.125) beats
+        // against granules (-15 / 17, residuals 18.0); decommit -5 both: units fit exactly
+        assert_eq!(p.get(N::VmmCommitReadUnitSlope), Some(0.0));
+        assert_eq!(p.get(N::VmmDecommitReadUnitSlope), Some(0.0));
+        assert_eq!(p.get(N::VmmCommitReadSlope), None);
         assert_eq!(p.get(N::OsEvictOverlapRunLatency), Some(0.0));
         assert_eq!(p.get(N::OsEvictOverlapBandwidth), None);
     }
@@ -801,6 +832,8 @@ mod tests {
             N::OsEvictBandwidth,
             N::VmmCommitReadSlope,
             N::VmmDecommitReadSlope,
+            N::VmmCommitReadUnitSlope,
+            N::VmmDecommitReadUnitSlope,
             N::OsEvictOverlapRunLatency,
             N::OsEvictOverlapBandwidth,
         ] {

@@ -25,7 +25,7 @@ use super::predict::{Predictor, PredictorKind};
 use super::queue::EventQueue;
 use super::report::{StepParts, TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
-use crate::cost::{Band, CostModel, Paging};
+use crate::cost::{Band, CostModel, Paging, ReadLive};
 use crate::model_profile::ComputeModel;
 use policies::UnitMap;
 use profile::ProfileError;
@@ -103,6 +103,7 @@ struct State<'a> {
     /// granules (the read live set the read slopes price); tracked only when a slope is set.
     read: Vec<bool>,
     read_granules: u64,
+    read_units: u64,
     track_reads: bool,
     /// Non-expert weights + the current step's KV cache, bytes.
     mapped_base: f64,
@@ -254,7 +255,7 @@ impl State<'_> {
         let start = self.driver_free.max(t);
         let bytes = self.units.units[u as usize].committed_bytes as f64;
         let live = self.live_granules();
-        let read = self.read_granules as f64;
+        let read = self.read_live();
         self.mapped_units -= bytes;
         if self.cost.paging == Paging::Os {
             return start; // the OS reclaims pages inside the fault path: no driver call
@@ -263,6 +264,7 @@ impl State<'_> {
         if self.read[u as usize] {
             self.read[u as usize] = false;
             self.read_granules -= g;
+            self.read_units -= 1;
         }
         let d = self.cost.decommit_us_at(g, live, read);
         self.unmap_calls += g;
@@ -299,7 +301,7 @@ impl State<'_> {
         let reused = g.min(self.released_granules);
         self.released_granules -= reused;
         let fresh = (g - reused) as f64 * self.cost.commit_fresh_us;
-        let c = (self.cost.commit_us_at(g, live, self.read_granules as f64) + fresh) * f;
+        let c = (self.cost.commit_us_at(g, live, self.read_live()) + fresh) * f;
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
@@ -318,6 +320,15 @@ impl State<'_> {
         Ok(self.copy_free)
     }
 
+    /// The read live set now.
+    #[inline]
+    fn read_live(&self) -> ReadLive {
+        ReadLive {
+            granules: self.read_granules as f64,
+            units: self.read_units as f64,
+        }
+    }
+
     /// After a group's expert compute: its resident units count as read (VMM, when tracked).
     #[inline]
     fn mark_read(&mut self, units: &[u32]) {
@@ -329,6 +340,7 @@ impl State<'_> {
             if self.resident[ui] && !self.read[ui] {
                 self.read[ui] = true;
                 self.read_granules += self.granules(u);
+                self.read_units += 1;
             }
         }
     }
@@ -450,8 +462,8 @@ pub fn replay(
         released_granules: 0,
         read: vec![false; n],
         read_granules: 0,
-        track_reads: cost.paging == Paging::Vmm
-            && (cost.commit_read_slope_us != 0.0 || cost.decommit_read_slope_us != 0.0),
+        read_units: 0,
+        track_reads: cost.paging == Paging::Vmm && cost.prices_reads(),
         mapped_base: compute.nonexpert_bytes,
         peak_mapped: 0.0,
         deferred: EventQueue::default(),

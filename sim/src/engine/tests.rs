@@ -961,3 +961,42 @@ fn os_evictions_overlapping_faults_hold_the_handler_per_run_and_per_byte() {
         r.step_us
     );
 }
+
+#[test]
+fn read_unit_slopes_price_vmm_calls_by_the_read_units() {
+    // 2-granule units; commit 10 + 1024 µs x read units / 1024 per granule, decommit 5 +
+    // 2048 x read units / 1024 per granule (1 and 2 µs per read unit and granule)
+    let mut p = test_profile(None);
+    let a = |v: f64| Constant::assumed(v, "us", "test value");
+    p.set(C::VmmCommitReadUnitSlope, a(1024.0))
+        .set(C::VmmDecommitReadUnitSlope, a(2048.0));
+    // two units resident at a time: 8 MiB of the test profile's 10 MiB (below 90%)
+    let map = unit_map(1, 4, 4 * MIB, 2 * MIB);
+    let mut plans = Plans::new(1);
+    plans.begin_step(1, 1);
+    plans.push_group(0, &[0, 1], &[0, 1], &[0, 1], &[]);
+    plans.begin_step(1, 2);
+    plans.push_group(0, &[1, 2], &[1, 2], &[2], &[0]);
+    plans.begin_step(1, 3);
+    plans.push_group(0, &[3], &[3], &[3], &[1]);
+    let r = replay(
+        &plans,
+        &map,
+        &ks(1, 4),
+        &vmm_cost(&p),
+        &compute(50.0, 20.0),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let commits: Vec<f64> = r.step_parts.iter().map(|s| s.commit_us).collect();
+    // step 1: 2 units x 2 granules x 10; step 2: unit 0 evicted with 2 units read
+    // (2 x 5 + 2 x 2 x 2), unit 2 committed with 1 read (2 x 10 + 2 x 1); step 3 the same
+    // with units 1 and 3
+    assert!(close(commits[0], 40.0), "{commits:?}");
+    for s in &r.step_parts[1..] {
+        assert!(
+            close(s.decommit_us, 18.0) && close(s.commit_us, 22.0),
+            "{s:?}"
+        );
+    }
+}
