@@ -35,7 +35,8 @@ pub struct DotKernel {
     /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of the sixth pass's
     /// default, see [`DotKernel::for_launch`].
     pub one_wave_partner: Option<&'static str>,
-    /// How the weights are requested (seventh pass): plain loads, or with an L2 prefetch.
+    /// How the weights are requested (seventh pass): plain loads, or with an L2 prefetch of the
+    /// down launch's tiles.
     pub weight_reads: WeightReads,
     /// A diagnostic twin (seventh pass): the same grid, activation copy and weight and scale
     /// loads as the kernel it mirrors, but no dot products, so its time is the ceiling of that
@@ -50,23 +51,15 @@ pub struct DotKernel {
 pub enum WeightReads {
     /// Each thread's `ld.global.nc` loads only (bytes in flight limited by its register ring).
     Plain,
-    /// As the block starts, its whole row tile (weight rows and their scales, each one
-    /// contiguous range) is requested into the L2: one `cp.async.bulk.prefetch.L2` per range
-    /// on sm_90+ (one `prefetch.global.L2` per 128-byte line before, or for a range that is not
-    /// whole 16-byte words); the register loads then mostly hit the L2. Holds no registers.
-    TilePrefetch,
-    /// [`WeightReads::TilePrefetch`] in the gate+up launch only (plain loads in the down launch).
-    TilePrefetchGateUp,
-    /// [`WeightReads::TilePrefetch`] in the down launch only (plain loads in the gate+up launch).
+    /// In the down launch, as each block starts, its whole row tile (weight rows and their
+    /// scales, each one contiguous range) is requested into the L2: one
+    /// `cp.async.bulk.prefetch.L2` per range on sm_90+ (one `prefetch.global.L2` per 128-byte
+    /// line before, or for a range that is not whole 16-byte words); the register loads then
+    /// mostly hit the L2. Holds no registers. Measured on the H200 (BENCHMARKS.md issue 7,
+    /// seventh pass): down launch 23.8 vs 24.5 µs at 60 slots of 2560x640; the same prefetch in
+    /// the gate+up launch (80 KB tiles, ~42 MB requested by the first wave) was slower, 40.4 vs
+    /// 34.0 µs, as were a rolling line-by-line prefetch and the `L2::256B` load hint.
     TilePrefetchDown,
-    /// Rolling prefetch: each 128-byte line of the weight batches `batches` ahead of the
-    /// register ring is requested into the L2 (`prefetch.global.L2`, one per line, by the lane
-    /// whose chunk starts it; scales not prefetched), so that many more batches are in flight
-    /// without registers and without [`WeightReads::TilePrefetch`]'s burst at block start.
-    /// `batches` is 4 or 8 (`PREQPR4_ENTRY`, `PREQPR8_ENTRY`).
-    Rolling { batches: u32 },
-    /// The loads carry the `L2::256B` prefetch-size hint (a miss fetches 256 bytes).
-    Hint256,
 }
 
 /// How a dot kernel gets its activations and launches a layer, and the arithmetic it uses.
@@ -158,12 +151,6 @@ pub enum DotGrid {
     /// it gives 8-16 lanes per row) and 1.4x slower for 60 slots of 2560x640 (92.6 vs 64.7 µs,
     /// where it gives 1-2 lanes per row, so each warp load touches 16-32 rows).
     Adaptive,
-    /// Seventh pass: wide row groups, so each warp load reads long contiguous runs of one row:
-    /// the largest power of two not above `min(p, chunks / 2)` (every lane keeps at least two
-    /// chunks of the row), but never fewer lanes than [`lanes_per_row`] gives. For 60 slots
-    /// of 2560x640 and `p` = 32: gate+up (80 chunks) 32 lanes (512 contiguous bytes per warp
-    /// load, 16-row tiles, 4800 blocks), down (20 chunks) 8.
-    Wide(u32),
 }
 
 /// Lanes per row from which one warp load instruction reads whole 128-byte lines of a row
@@ -179,16 +166,9 @@ impl DotKernel {
         Some(match (self.staging, self.weight_reads, self.load_only) {
             (S::Registers, W::Plain, false) => "DOT_ENTRY",
             (S::NibblesPdl, W::Plain, false) => "NIBP_ENTRY",
-            (S::NibblesPdl, W::TilePrefetch, false) => "NIBPF_ENTRY",
             (S::PrequantPdl, W::Plain, false) => "PREQP_ENTRY",
-            (S::PrequantPdl, W::TilePrefetch, false) => "PREQPF_ENTRY",
-            (S::PrequantPdl, W::TilePrefetchGateUp, false) => "PREQPG_ENTRY",
             (S::PrequantPdl, W::TilePrefetchDown, false) => "PREQPD_ENTRY",
-            (S::PrequantPdl, W::Rolling { batches: 4 }, false) => "PREQPR4_ENTRY",
-            (S::PrequantPdl, W::Rolling { batches: 8 }, false) => "PREQPR8_ENTRY",
-            (S::PrequantPdl, W::Hint256, false) => "PREQPH_ENTRY",
             (S::PrequantPdl, W::Plain, true) => "LOADQP_ENTRY",
-            (S::PrequantPdl, W::TilePrefetch, true) => "LOADQPF_ENTRY",
             (S::Prequant8, W::Plain, false) => "PREQ8_ENTRY",
             _ => return None,
         })
@@ -240,10 +220,6 @@ impl DotKernel {
                 multiprocessors,
                 self.min_blocks,
             ),
-            DotGrid::Wide(p) => {
-                let waves = lanes_per_row(rows, chunks, items, self.rows, multiprocessors);
-                pow2_at_most(chunks / 2, p.min(BLOCK_THREADS)).max(waves)
-            }
             DotGrid::Adaptive => {
                 let one = lanes_per_row_one_wave(
                     rows,
@@ -269,7 +245,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
 /// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 19] = [
+pub const DOT_KERNELS: [DotKernel; 7] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -289,83 +265,20 @@ pub const DOT_KERNELS: [DotKernel; 19] = [
         ..sixth("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
-    // Seventh pass: the default with its row tiles prefetched into the L2 (in both launches,
-    // or in one only; its one-wave partner unchanged) or rolling 4 or 8 batches ahead of the
-    // register ring, the default's partner with the
-    // prefetch, the default with the L2::256B hint, and on wide row groups (with and without
-    // the prefetch; the prefetching ones run the prefetching partner in one-wave launches).
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        weight_reads: WeightReads::TilePrefetch,
-        ..sixth("moe_dot_xf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        weight_reads: WeightReads::TilePrefetch,
-        ..sixth("moe_dot_uf_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        weight_reads: WeightReads::TilePrefetchGateUp,
-        ..sixth("moe_dot_xg_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
+    // Seventh pass: the default with the down launch's row tiles prefetched into the L2 (its
+    // one-wave partner is the default's), and the diagnostic load-only twin of the default's
+    // several-wave code (no partner: its 8-slot launches run the twin itself). The other
+    // seventh-pass variants (the prefetch in both launches or in gate+up only, a rolling
+    // prefetch, the L2::256B hint, wide row groups, and their load-only twins) were slower than
+    // a kept kernel on every measured geometry and were dropped (BENCHMARKS.md, issue 7).
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
         weight_reads: WeightReads::TilePrefetchDown,
         ..sixth("moe_dot_xd_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        weight_reads: WeightReads::Rolling { batches: 4 },
-        ..sixth("moe_dot_xr4_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        weight_reads: WeightReads::Rolling { batches: 8 },
-        ..sixth("moe_dot_xr8_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        weight_reads: WeightReads::Hint256,
-        ..sixth("moe_dot_xh_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        grid: DotGrid::Wide(16),
-        ..sixth("moe_dot_x16_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_up_r2b3"),
-        grid: DotGrid::Wide(32),
-        ..sixth("moe_dot_x32_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_uf_r2b3"),
-        grid: DotGrid::Wide(16),
-        weight_reads: WeightReads::TilePrefetch,
-        ..sixth("moe_dot_x16f_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        one_wave_partner: Some("moe_dot_uf_r2b3"),
-        grid: DotGrid::Wide(32),
-        weight_reads: WeightReads::TilePrefetch,
-        ..sixth("moe_dot_x32f_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    // Seventh pass, diagnostic: load-only twins of the default's several-wave code, of
-    // moe_dot_xf_r2j1n3b4's and of moe_dot_x32_r2j1n3b4's (no partner: their 8-slot launches
-    // run the twin itself).
-    DotKernel {
         load_only: true,
         ..sixth("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        load_only: true,
-        weight_reads: WeightReads::TilePrefetch,
-        ..sixth("moe_dot_lf_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
-    },
-    DotKernel {
-        load_only: true,
-        grid: DotGrid::Wide(32),
-        ..sixth("moe_dot_lw_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
 ];
 

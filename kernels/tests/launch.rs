@@ -263,28 +263,7 @@ fn one_wave_partner_serves_the_small_launches() {
     assert_eq!(DOT_KERNELS[q].for_launch(q, 1536, 64, 8, 132), q);
 }
 
-/// The seventh pass's wide row groups, by hand on 132 multiprocessors: 60 items of 2560x640.
-/// Gate+up (1280 rows of 80 chunks): `Wide(32)` -> min(32, 80 / 2 = 40 -> 32) = 32 lanes (the
-/// several-wave rule gives 8); `Wide(16)` -> 16. Down (2560 rows of 20 chunks): 20 / 2 = 10 ->
-/// 8 lanes for both (the several-wave rule gives 4). A row of 3 chunks: 3 / 2 = 1 -> 1, but the
-/// several-wave rule's 2 wins.
-#[test]
-fn wide_grid_matches_hand_computation() {
-    use kernels::launch::{DotGrid, DOT_KERNELS};
-    let by_name = |n: &str| *DOT_KERNELS.iter().find(|d| d.name == n).expect(n);
-    let w32 = by_name("moe_dot_x32_r2j1n3b4");
-    let w16 = by_name("moe_dot_x16_r2j1n3b4");
-    assert_eq!(w32.grid, DotGrid::Wide(32));
-    assert_eq!(w32.lanes(1280, 80, 60, 132), 32);
-    assert_eq!(w16.lanes(1280, 80, 60, 132), 16);
-    assert_eq!(w32.lanes(2560, 20, 60, 132), 8);
-    assert_eq!(w16.lanes(2560, 20, 60, 132), 8);
-    assert_eq!(lanes_per_row(96, 3, 1, 2, 132), 2);
-    assert_eq!(w32.lanes(96, 3, 1, 132), 2);
-}
-
-/// Load-only twins (three: of the default's several-wave code, of its tile-prefetching and of
-/// its 32-lane version) are never the default or the fallback, mirror a computing kernel of
+/// Load-only twins (one: of the default's several-wave code) are never the default or the fallback, mirror a computing kernel of
 /// the table with the same staging, grid, rows, ring, occupancy and weight reads, and have
 /// their own macro.
 #[test]
@@ -293,7 +272,7 @@ fn load_only_twins_mirror_a_computing_kernel() {
     assert!(!DOT_KERNELS[DEFAULT_DOT_KERNEL].load_only);
     assert!(!DOT_KERNELS[DOT_FALLBACK_KERNEL].load_only);
     let twins: Vec<_> = DOT_KERNELS.iter().filter(|d| d.load_only).collect();
-    assert_eq!(twins.len(), 3);
+    assert_eq!(twins.len(), 1);
     for t in twins {
         assert!(t.entry_macro().is_some_and(|m| m.starts_with("LOAD")));
         assert!(t.one_wave_partner.is_none(), "{}", t.name);

@@ -34,16 +34,6 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p) {
     return r;
 }
 
-// load_weights with the L2::256B prefetch-size hint (seventh pass): a miss fetches the 256-byte
-// block around the line, so the next 128-byte load of the row group finds it in the L2.
-__device__ __forceinline__ uint4 load_weights_256(const uint4* p) {
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
-}
-
 // Asks the L2 to fetch the `bytes` at `p` (seventh pass), holding no registers while the bytes
 // are in flight. On sm_90+ with a 16-byte aligned range of whole 16-byte words: one bulk
 // prefetch (cp.async.bulk.prefetch.L2, issued by thread 0 of the block); else one
@@ -437,14 +427,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
 // slot_input[s] in mode 0, row s in mode 1), copied to shared memory as is; else the block
 // quantizes its slot's row itself (as moe_dot, plus the chunk sums).
 // One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
-// Seventh pass: PF = 1 asks the L2 for the whole tile (its weight rows and their scales, each a
-// contiguous range) as the block starts (prefetch_l2), PF = 2 only in the gate+up launch
-// (mode 0), PF = 3 only in the down launch; PF = 4 / 5 prefetch 4 / 8 batches ahead of the
-// register ring, line by line (rolling, see prefetch_batch); HINT = 1 loads the weights with the
-// L2::256B hint; LOADONLY = true is a diagnostic twin: the same grid, activation copy and
+// Seventh pass: PF_DOWN = true asks the L2, in the down launch (mode 1), for the block's whole
+// tile (its weight rows and their scales, each a contiguous range) as the block starts
+// (prefetch_l2); LOADONLY = true is a diagnostic twin: the same grid, activation copy and
 // weight and scale loads, but no dot products (each thread XORs the words it loads and stores
 // the bits as its outputs, so no load is optimised away): its outputs are NOT the expert FFN.
-template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL, int PF = 0, int HINT = 0,
+// (The same prefetch in the gate+up launch, a rolling line-by-line prefetch ahead of the
+// register ring, the L2::256B load hint and wider row groups were slower: BENCHMARKS.md,
+// issue 7, seventh pass.)
+template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL, bool PF_DOWN = false,
           bool LOADONLY = false>
 __device__ __forceinline__ void dot6_tile(
     const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
@@ -468,7 +459,7 @@ __device__ __forceinline__ void dot6_tile(
     const unsigned int groups_per_row = k / group;
     const unsigned char* wbase = (const unsigned char*)(base + weight_offset);
     const float* sbase = (const float*)(base + scale_offset);
-    if (PF == 1 || (PF == 2 && mode == 0) || (PF == 3 && mode == 1)) {
+    if (PF_DOWN && mode == 1) {
         const unsigned int first = tile * (BLOCK / P) * R;
         const unsigned int n = first < rows ? min((BLOCK / P) * R, rows - first) : 0u;
         prefetch_l2(wbase + (size_t)first * (k / 2), n * (k / 2));
@@ -487,8 +478,7 @@ __device__ __forceinline__ void dot6_tile(
             for (int r = 0; r < R; ++r) {
                 const unsigned int row = row0 + r;
                 if (c < C && row < rows) {
-                    const uint4* wp = (const uint4*)(wbase + (size_t)row * (k / 2)) + c;
-                    w[buf][j][r] = HINT == 1 ? load_weights_256(wp) : load_weights(wp);
+                    w[buf][j][r] = load_weights((const uint4*)(wbase + (size_t)row * (k / 2)) + c);
                     sc[buf][j][r] = __ldg(sbase + (size_t)row * groups_per_row + g);
                 } else {  // scale 0: contributes exactly 0
                     w[buf][j][r] = make_uint4(0u, 0u, 0u, 0u);
@@ -499,31 +489,6 @@ __device__ __forceinline__ void dot6_tile(
     };
 #pragma unroll
     for (int b = 0; b + 1 < NB; ++b) fetch(b, kl + b * J * P);
-    // Rolling prefetch (PF = 4, 5): the 128-byte lines of the batches AHEAD past the register
-    // ring are requested into the L2 (one prefetch.global.L2 per line, by the lane whose chunk
-    // starts it; addresses inside the row), so AHEAD more batches are in flight without
-    // registers and without a burst at block start.
-    constexpr int AHEAD = PF == 4 ? 4 : PF == 5 ? 8 : 0;
-    auto prefetch_batch = [&](unsigned int c0) {
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const unsigned int c = c0 + j * P;
-            if (c < C && c % 8 == 0) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const unsigned int row = row0 + r;
-                    if (row < rows) {
-                        const unsigned char* a = wbase + (size_t)row * (k / 2) + (size_t)c * 16;
-                        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-                    }
-                }
-            }
-        }
-    };
-    if (AHEAD > 0) {
-#pragma unroll
-        for (int b = NB - 1; b < NB - 1 + AHEAD; ++b) prefetch_batch(kl + b * J * P);
-    }
 
     // Launched programmatically (PDL kernels): the weights above are already requested; the
     // activations come from the grid before (the pre-pass, or the gate+up launch).
@@ -551,7 +516,6 @@ __device__ __forceinline__ void dot6_tile(
             const unsigned int cb = c0 + buf * J * P;
             if (cb < C) {
                 if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
-                if (AHEAD > 0) prefetch_batch(cb + (NB - 1 + AHEAD) * J * P);
 #pragma unroll
                 for (int j = 0; j < J; ++j) {
                     const unsigned int c = cb + j * P;
@@ -656,29 +620,29 @@ __device__ __forceinline__ void dot6_tile(
 }
 
 // One tile per block: grid (tiles per item, items).
-template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL, int PF, int HINT, bool LOADONLY>
+template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL, bool PF_DOWN, bool LOADONLY>
 __device__ __forceinline__ void moe_dot6(
     const unsigned int* __restrict__ work, const unsigned int* __restrict__ slot_list,
     const unsigned int* __restrict__ slot_input, const float* __restrict__ input,
     float* __restrict__ output, unsigned int rows, unsigned int k, unsigned int group,
     unsigned long long weight_offset, unsigned long long scale_offset, int mode, unsigned int P) {
-    dot6_tile<R, J, NB, PRE, LIMBS, PDL, PF, HINT, LOADONLY>(
+    dot6_tile<R, J, NB, PRE, LIMBS, PDL, PF_DOWN, LOADONLY>(
         work, slot_list, slot_input, input, output, rows, k, group, weight_offset, scale_offset,
         mode, P, blockIdx.x, blockIdx.y);
 }
 
-#define DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL, PF, HINT, LOADONLY)                \
+#define DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL, PF_DOWN, LOADONLY)               \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
         const unsigned int* work, const unsigned int* slot_list, const unsigned int* slot_input,  \
         const float* input, float* output, unsigned int rows, unsigned int k,                    \
         unsigned int group, unsigned long long weight_offset, unsigned long long scale_offset,   \
         int mode, unsigned int lanes_per_row) {                                                   \
-        moe_dot6<R, J, NB, PRE, LIMBS, PDL, PF, HINT, LOADONLY>(                                  \
+        moe_dot6<R, J, NB, PRE, LIMBS, PDL, PF_DOWN, LOADONLY>(                                   \
             work, slot_list, slot_input, input, output, rows, k, group, weight_offset,           \
             scale_offset, mode, lanes_per_row);                                                   \
     }
 #define DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL, 0, 0, false)
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, PRE, LIMBS, PDL, false, false)
 // In-block quantization, unsigned nibbles, the down launch started programmatically
 // (prefetches its first weights before the gate+up launch ends).
 #define NIBP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, true)
@@ -687,29 +651,13 @@ __device__ __forceinline__ void moe_dot6(
 #define PREQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true)
 // Pre-pass activations, one int8 limb (reported only: outside the stated tolerance).
 #define PREQ8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 1, false)
-// Seventh pass: the PREQP_ENTRY / NIBP_ENTRY kernels with the whole row tile prefetched into
-// the L2 as the block starts (PF = 1; PREQPG / PREQPD: only in the gate+up / the down launch),
-// or with the L2::256B load hint (HINT = 1).
-#define PREQPF_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 1, 0, false)
-#define NIBPF_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, false, 2, true, 1, 0, false)
-#define PREQPG_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 2, 0, false)
+// Seventh pass: PREQP_ENTRY with the down launch's row tiles prefetched into the L2.
 #define PREQPD_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 3, 0, false)
-#define PREQPR4_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 4, 0, false)
-#define PREQPR8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 5, 0, false)
-#define PREQPH_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 0, 1, false)
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, true, false)
 // Seventh pass, diagnostic only (wrong outputs by design, skipped by the correctness tests):
-// load-only twins of PREQP_ENTRY and PREQPF_ENTRY kernels.
+// a load-only twin of a PREQP_ENTRY kernel.
 #define LOADQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 0, 0, true)
-#define LOADQPF_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
-    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, 1, 0, true)
+    DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, false, true)
 
 #define DOT_ENTRY(NAME, R, J, NB, MIN_BLOCKS)                                                     \
     extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) NAME(                        \
@@ -737,26 +685,9 @@ PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
 PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
 // Sixth pass, reported only: one int8 activation limb (outside the stated tolerance).
 PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
-// Seventh pass: the default's code with the row tile prefetched into the L2 (in both launches,
-// or only in the gate+up or the down launch), or rolling 4 or 8 batches ahead of the register
-// ring; its in-block-quantizing partner with the tile prefetch; the
-// default's code with the L2::256B hint; the default's code on wide row groups (16 and 32
-// lanes per row: each warp load reads 256 or 512 contiguous bytes of one row; DotGrid::Wide
-// in launch.rs), without and with the prefetch.
-PREQPF_ENTRY(moe_dot_xf_r2j1n3b4, 2, 1, 3, 4)
-NIBPF_ENTRY(moe_dot_uf_r2b3, 2, 2, 2, 3)
-PREQPG_ENTRY(moe_dot_xg_r2j1n3b4, 2, 1, 3, 4)
+// Seventh pass: the default's code with the down launch's row tiles prefetched into the L2
+// (55.5 vs 57.2 µs at 60 slots of 2560x640; its one-wave partner is the default's), and the
+// load-only twin of the default's several-wave code (diagnostic: same grid and loads, no dot
+// products). The other seventh-pass variants were dropped (BENCHMARKS.md, issue 7).
 PREQPD_ENTRY(moe_dot_xd_r2j1n3b4, 2, 1, 3, 4)
-PREQPR4_ENTRY(moe_dot_xr4_r2j1n3b4, 2, 1, 3, 4)
-PREQPR8_ENTRY(moe_dot_xr8_r2j1n3b4, 2, 1, 3, 4)
-PREQPH_ENTRY(moe_dot_xh_r2j1n3b4, 2, 1, 3, 4)
-PREQP_ENTRY(moe_dot_x16_r2j1n3b4, 2, 1, 3, 4)
-PREQP_ENTRY(moe_dot_x32_r2j1n3b4, 2, 1, 3, 4)
-PREQPF_ENTRY(moe_dot_x16f_r2j1n3b4, 2, 1, 3, 4)
-PREQPF_ENTRY(moe_dot_x32f_r2j1n3b4, 2, 1, 3, 4)
-// Seventh pass, diagnostic: load-only twins of the default's several-wave code, of its
-// prefetching version and of its 32-lane version (same grid and loads, no dot products; the
-// grid is launch.rs's).
 LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
-LOADQPF_ENTRY(moe_dot_lf_r2j1n3b4, 2, 1, 3, 4)
-LOADQP_ENTRY(moe_dot_lw_r2j1n3b4, 2, 1, 3, 4)
