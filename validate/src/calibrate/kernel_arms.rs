@@ -1,7 +1,9 @@
 //! The expert-kernel arms of a calibration: the streaming-read bandwidth reference and the
 //! expert-kernel timings (time against expert bytes at batch 1, the 60-slot bandwidth geometry,
 //! and the distinct-expert sweep of the per-slot and union variants), alone or as part of the
-//! full calibration ([`super::calibrate`]).
+//! full calibration ([`super::calibrate`]). Alone (`sim calibrate --only kernels`) it also times
+//! every per-slot kernel (the load-only diagnostic twins included), each one's gate+up and down
+//! launch apart, and streaming reads of exactly one 60-slot launch's bytes ([`WindowRead`]).
 
 use super::{summary, time_events, CalibrateError, CalibrateOptions, Step, GIB, MIB};
 use crate::device::DeviceInfo;
