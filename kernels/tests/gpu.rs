@@ -52,12 +52,15 @@ fn check(case: Case) {
             .unwrap();
         k.launch_moe(&stream, &mut l).unwrap();
         let got = stream.clone_dtoh(&l.y).unwrap();
+        // The CUDA function that ran (the union variant's, or the per-slot kernel's one-wave
+        // partner), not only the per-slot kernel that was asked for.
+        let ran = l.kernel_name();
         let worst = got
             .iter()
             .zip(&want)
             .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         eprintln!(
-            "{}: {variant:?} ({}): largest error {:.2e} of the largest output {scale:.3e}",
+            "{}: {variant:?} ({}, ran {ran}): largest error {:.2e} of the largest output {scale:.3e}",
             case.name,
             per_slot.name(),
             worst
@@ -73,7 +76,7 @@ fn check(case: Case) {
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!(
                 (a - b).abs() <= tol,
-                "{}: {variant:?} ({}) slot {} row {}: {a} vs {b}",
+                "{}: {variant:?} ({}, ran {ran}) slot {} row {}: {a} vs {b}",
                 case.name,
                 per_slot.name(),
                 i / g.hidden,
