@@ -189,8 +189,9 @@ constant_names! {
     /// model holds the fault handler this long per evicted run.
     OsEvictRunLatency = "os_evict_run_latency": Time,
     /// Throughput of those migrations (slope of the same fit). Informational: on the H200 the
-    /// migrations' bytes overlap the next group's faults, so the cost model prices only the
-    /// per-run part ([`ConstantName::OsEvictRunLatency`]).
+    /// migrations' bytes overlap the next group's faults; the cost model prices what they add
+    /// to those faults ([`ConstantName::OsEvictOverlapBandwidth`]) where measured, else only
+    /// the per-run part ([`ConstantName::OsEvictRunLatency`]).
     OsEvictBandwidth = "os_evict_bandwidth": Bandwidth,
     /// Commit time added per granule for every 1024 mapped granules that kernels have read
     /// since they were mapped (on top of [`ConstantName::VmmCommitLiveSlope`]): page-ins among

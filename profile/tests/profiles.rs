@@ -24,7 +24,10 @@ fn shipped_profiles_load_and_convert_units() {
     let bw = 60.0 * 2611200.0 / 58.848001062870026;
     assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - bw).abs() < 0.01);
     let set_access = h200.get(ConstantName::CuMemSetAccess).unwrap();
-    assert!((set_access - 23.597386718750002).abs() < 1e-4, "{set_access}");
+    assert!(
+        (set_access - 23.597386718750002).abs() < 1e-4,
+        "{set_access}"
+    );
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 

@@ -22,7 +22,11 @@
 //! When it holds the read slopes (`vmm_commit_read_slope`, `vmm_decommit_read_slope`),
 //! `slope x read / 1024` is added per granule as well, `read` being the mapped granules that
 //! expert kernels have read since they were mapped (an LRU cache's resident units; a
-//! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it. The
+//! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it. On the
+//! H200 that arm found the premium comes from GPU work issued between the calls, growing with
+//! the live units, not from the live set having been read (BENCHMARKS.md issue 7, sixth
+//! pass): the read count is the engine's proxy for "an LRU cache's live set while its kernels
+//! run between the calls". The
 //! unit slopes (`vmm_commit_read_unit_slope`, `vmm_decommit_read_unit_slope`) add
 //! `slope x read units / 1024` per granule instead, where the arm's premium follows the count
 //! of read units (runs of granules) rather than of granules.
