@@ -1,9 +1,10 @@
 //! GPU calibration of the simulator's cost constants and real-GPU replay of traces, through
 //! cudarc with dynamic loading.
 //!
-//! Owned here: the measurements ([`calibrate`]), their statistics ([`stats`]), the conversion
-//! into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the real-GPU replay of a simulator plan ([`replay_plan`]:
-//! the plan as plain data and its layout; [`replay`]: executing and timing it).
+//! Owned here: the measurements ([`mod@calibrate`]), their statistics ([`stats`]), the
+//! conversion into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the
+//! real-GPU replay of a simulator plan ([`replay_plan`]: the plan as plain data and its layout;
+//! [`mod@replay`]: executing and timing it).
 //! Not here: the kernels themselves (`kernels`), the profile schema (`profile`) or the
 //! simulator's prediction (`sim` runs it and compares). Every entry point checks that the CUDA
 //! driver and NVRTC load and returns an error, never a panic, when they do not.

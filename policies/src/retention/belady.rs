@@ -16,7 +16,7 @@ use super::{Admission, At, EvictionPolicy, Protect, NEVER};
 /// unprotected units are placed, and those of the current group keep waiting: they are the
 /// freshest keys, often the farthest, and would otherwise be stepped over at every eviction.
 /// A placed key less than [`Belady::window`] positions ahead of the latest access goes on a
-/// [`Timeline`], a ring of upcoming positions with a two-level bitset: every position belongs
+/// `Timeline`, a ring of upcoming positions with a two-level bitset: every position belongs
 /// to one unit, so these keys never collide, and the farthest is the highest occupied slot
 /// (O(1) insert, remove and maximum). Farther keys, and units never used again, go to an
 /// indexed 4-ary max-heap with each unit's slot recorded, so an access removes the unit's old

@@ -161,7 +161,7 @@ impl std::str::FromStr for Budget {
 }
 
 /// Per-layer equal split: each pool of `pool_units[i]` units gets
-/// max(1, round-half-even(r x pool_units[i])) slots, where r is the budget's fraction of the
+/// `max(1, round-half-even(r x pool_units[i]))` slots, where r is the budget's fraction of the
 /// whole bank (`total_units`), exactly: `global_units / total_units` for unit and byte budgets.
 pub fn split_per_layer(
     budget: &Budget,

@@ -2,7 +2,7 @@
 //! the units paged in and the units evicted, as decided by a retention driver (or streaming).
 //! Stored flat (one arena of ids, offsets per group) so pricing allocates nothing per group.
 
-/// One group: the accesses of one (step, MoE layer). Its id lists live in [`Plans::ids`]:
+/// One group: the accesses of one (step, MoE layer). Its id lists live in `Plans::ids`:
 /// keys `[k0, a0)`, accessed units `[a0, p0)`, page-ins `[p0, e0)`, evictions `[e0, end)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupRec {

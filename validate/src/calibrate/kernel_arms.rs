@@ -80,7 +80,7 @@ pub struct KernelCalibration {
 }
 
 /// Measures only the streaming-read reference and the expert kernels (every per-slot kernel that
-/// loaded, interleaved with the default one). Fails like [`calibrate`] without a GPU.
+/// loaded, interleaved with the default one). Fails like [`super::calibrate()`] without a GPU.
 pub fn calibrate_kernels(
     opts: &CalibrateOptions,
     log: &mut dyn FnMut(&str),

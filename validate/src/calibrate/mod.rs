@@ -3,7 +3,7 @@
 //! Every arm runs one discarded warm-up, then `reps` repetitions; where several arms share a
 //! phase they are interleaved repetition by repetition, so slow drifts (clocks, temperature)
 //! hit all arms alike. Each arm reports the median and the spread of its repetitions.
-//! The expert-kernel arms live in [`kernel_arms`].
+//! The expert-kernel arms live in `kernel_arms` ([`calibrate_kernels`] runs them alone).
 
 use crate::device::DeviceInfo;
 pub use crate::stats::Line;
