@@ -152,6 +152,39 @@ __device__ __forceinline__ void quantize_slot(const float* __restrict__ input,
 // Weights stream through a ring of NB register batches of J chunks x R rows: NB - 1 batches are
 // in flight while one is used (J = 2, NB = 2: the kernels of the third pass; deeper rings keep
 // more independent 16-byte loads in flight per thread, which long rows per lane need).
+// Sums the P partial sums of each of a lane group's R rows (shuffles inside a warp, then
+// shared memory `red`, (BLOCK / 32) x R floats, across warps); lane 0 of the group (kl == 0)
+// writes the rows of slot s that exist. Every thread of the block must call it (barrier).
+template <int R>
+__device__ __forceinline__ void store_rows(float (&acc)[R], float* red, unsigned int P,
+                                           unsigned int kl, unsigned int row0, unsigned int rows,
+                                           float* __restrict__ output, unsigned int s) {
+    const unsigned int span = P < 32 ? P : 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        for (unsigned int off = span / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (P > 32) {
+        const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
+        }
+        __syncthreads();
+        if (kl == 0) {
+            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
+            }
+        }
+    }
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
+    }
+}
+
 template <int R, int J, int NB>
 __device__ void moe_dot(const unsigned int* __restrict__ work,
                         const unsigned int* __restrict__ slot_list,
@@ -249,31 +282,7 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
         }
     }
 
-    // Sum the P partial sums of each row: shuffles inside a warp, then shared memory across warps.
-    const unsigned int span = P < 32 ? P : 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-        for (unsigned int off = span / 2; off > 0; off >>= 1)
-            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-    if (P > 32) {
-        const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
-        }
-        __syncthreads();
-        if (kl == 0) {
-            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
-            }
-        }
-    }
-    if (kl == 0) {
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
-    }
+    store_rows<R>(acc, red, P, kl, row0, rows, output, s);
 }
 
 // ---- Sixth pass: unsigned nibbles, a shift for the group, activations quantized once ----
@@ -593,30 +602,7 @@ __device__ __forceinline__ void dot6_tile(
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = __uint_as_float(bits[r] & 0x7F7FFFFFu);  // finite
     }
-    const unsigned int span = P < 32 ? P : 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-        for (unsigned int off = span / 2; off > 0; off >>= 1)
-            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-    if (P > 32) {
-        const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) red[warp * R + r] = acc[r];
-        }
-        __syncthreads();
-        if (kl == 0) {
-            for (unsigned int w2 = 1; w2 < P / 32; ++w2) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) acc[r] += red[(warp + w2) * R + r];
-            }
-        }
-    }
-    if (kl == 0) {
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (row0 + r < rows) output[(size_t)s * rows + row0 + r] = acc[r];
-    }
+    store_rows<R>(acc, red, P, kl, row0, rows, output, s);
 }
 
 // One tile per block: grid (tiles per item, items).
