@@ -33,7 +33,7 @@ fn shipped_profiles_load_and_convert_units() {
 
 #[test]
 fn rtx_vmm_fit_reproduces_the_small_expert_churn_rows() {
-    // Independent recomputation from measurements.md: driver µs per page-in (commit of the
+    // Independent recomputation from docs/reference/measurements.md: driver µs per page-in (commit of the
     // new expert + decommit of the victim) = map/unmap ms per step / (page-ins / 200 steps).
     let per = |pageins: f64, ms: f64| ms * 1000.0 / (pageins / 200.0);
     let one_granule = (per(1345.0, 3.48) + per(719.0, 2.01)) / 2.0; // 2 MiB rows

@@ -52,7 +52,7 @@
 //! Touches of resident memory (compute reading weights and KV cache) degrade only past 100% of
 //! usable VRAM, by the above-100% factor: below it the memory is resident and reads run at
 //! device speed; past it the driver must demote and re-fault pages, priced like a first touch
-//! in the oversubscribed band (rtx4060: 618 / 210 µs, reference/measurements.md).
+//! in the oversubscribed band (rtx4060: 618 / 210 µs, docs/reference/measurements.md).
 
 use profile::{ConstantName as C, Profile, ProfileError};
 
@@ -500,7 +500,7 @@ mod tests {
     fn rtx_reads_past_usable_vram_at_the_host_read_rate() {
         let p = profile::load("rtx4060-laptop-wddm").unwrap();
         let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
-        // measurements.md: device-resident weight read about 178 GB/s, zero-copy read of
+        // docs/reference/measurements.md: device-resident weight read about 178 GB/s, zero-copy read of
         // host-registered memory about 5.9 GB/s
         let ratio = 178.0 / 5.9;
         assert!((m.spill_read_ratio.unwrap() - ratio).abs() < 1e-12);

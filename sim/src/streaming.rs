@@ -2,14 +2,14 @@
 //! units its selections touch. This gives the granularity trade curve of a mechanism: how much
 //! memory a decode step holds and how many bytes it moves, per layer per step.
 //!
-//! Definitions (DESIGN.md, "Streaming regime"), for every step (one token of one sequence):
+//! Definitions (docs/DESIGN.md, "Streaming regime"), for every step (one token of one sequence):
 //! - hot units: units holding at least one selected expert, over the whole model;
 //! - resident experts: distinct experts inside hot units; resident physical: committed bytes of
 //!   hot units; transfer: useful bytes of hot units;
 //! - each is summed over steps and divided by steps x MoE layers ("per layer per step"). For
 //!   units confined to one layer this equals the mean over (step, layer) pairs; for regions
 //!   that span layers it is the per-step whole-model figure divided by the layer count, as
-//!   DESIGN.md asks. Dense layers (no routed experts) are not counted as layers.
+//!   docs/DESIGN.md asks. Dense layers (no routed experts) are not counted as layers.
 //! - selectivity = resident experts / selections (top-k summed over MoE layers), as a ratio
 //!   (1.0 = 100%: only the selected experts were brought in);
 //! - waste factor = committed bytes / useful bytes over all units of the model;

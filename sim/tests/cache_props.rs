@@ -61,7 +61,7 @@ fn cfg(policy: PolicyKind, units: u64, split: Split, semantics: Semantics) -> Ca
 }
 
 /// Naive page-ins of LRU / FIFO / LFU / MIN over a stream, one global pool: the definitions
-/// of DESIGN.md written as scans. MIN ties: the higher unit id goes first.
+/// of docs/DESIGN.md written as scans. MIN ties: the higher unit id goes first.
 fn naive(kind: PolicyKind, cap: usize, s: &AccessStream, sem: Semantics) -> u64 {
     let n = s.num_units;
     let (mut last, mut inserted, mut count) = (vec![0usize; n], vec![0usize; n], vec![0u64; n]);

@@ -1,5 +1,5 @@
 //! Properties of the streaming regime on random tiny traces, checked against a naive
-//! implementation written from DESIGN.md's definitions with sets (no stamps, no fast paths).
+//! implementation written from docs/DESIGN.md's definitions with sets (no stamps, no fast paths).
 
 mod common;
 

@@ -24,7 +24,7 @@
 //!   uniform), `hottest_token_fraction` (max expert count / tokens).
 //! - `concentration`: for p in [`CONCENTRATION_POINTS`], the share of all accesses taken by the
 //!   `max(1, round(p*n))` most accessed keys, where **n is every key of the model** (never-
-//!   selected keys included), rounding ties to even as the budget rounding of DESIGN.md does. So a
+//!   selected keys included), rounding ties to even as the budget rounding of docs/DESIGN.md does. So a
 //!   point reads "pinning a fraction p of the whole expert bank, chosen with hindsight, serves
 //!   this share of accesses", directly comparable with budgets given as a fraction of the bank.
 //! - `global_gini`: the Gini formula above over all keys of the model.

@@ -416,7 +416,7 @@ fn agrees_with_naive_implementation_on_random_traces() {
     }
 }
 
-/// The granite facts from ../shared/traces/granite-3.0-1b-a400m/README.md, decode phase.
+/// The granite facts from traces/data/granite/source/README.md, decode phase.
 #[test]
 fn granite_decode_facts() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/granite");

@@ -4,7 +4,7 @@
 //! therefore spans layers whenever R is larger than what is left of one layer's bank.
 //!
 //! A region holds `floor(R / expert bytes)` experts; the last region holds the rest.
-//! Committed bytes are, as DESIGN.md defines them for every VMM unit, the useful bytes rounded
+//! Committed bytes are, as docs/DESIGN.md defines them for every VMM unit, the useful bytes rounded
 //! up to whole granules (not R: a region's unused tail is never mapped).
 
 use super::{check_profile, round_up, BuildContext, BuildError, ChunkOrder, Mechanism};

@@ -8,7 +8,7 @@ pub const MIB: u64 = 1 << 20;
 
 /// The VMM allocation granule when `--granule-mib` is not given: 2 MiB, the minimum and
 /// recommended granularity measured on both the RTX 4060 Laptop and the H200
-/// (../shared/reference/measurements.md).
+/// (docs/reference/measurements.md).
 pub const DEFAULT_GRANULE_BYTES: u64 = 2 * MIB;
 
 /// Largest expert accepted: 1 TiB. Not a measured constant but a sanity bound: the largest

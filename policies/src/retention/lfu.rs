@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// LFU: the victim is the resident unit with the fewest accesses so far, ties broken by least
-/// recent use (DESIGN.md, cache regime). Counts cover every access of the run and survive
+/// recent use (docs/DESIGN.md, cache regime). Counts cover every access of the run and survive
 /// eviction (unlike libCacheSim's LFU, which restarts a unit's count when it is inserted
 /// again; see `policies/RETENTION.md`).
 ///

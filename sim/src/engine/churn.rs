@@ -1,5 +1,5 @@
 //! The calibration-style check against the published RTX 4060 per-expert paging churn
-//! (reference/measurements.md, from the onnx-genai benchmark notes): 32 experts, top-8,
+//! (docs/reference/measurements.md, from the onnx-genai benchmark notes): 32 experts, top-8,
 //! 200 decode steps, a budget of 8 experts, `e1` + LRU, paging only (`--compute none`).
 //! Routing as in that harness: uniform = 8 of 32 drawn uniformly per step; skewed = a fixed
 //! hot core of 4 experts always selected plus 4 drawn uniformly from the other 28.
@@ -25,7 +25,7 @@ pub enum Routing {
 }
 
 /// One row of the published table: (expert MiB, routing, page-ins, H2D ms/step,
-/// map/unmap ms/step, wall ms/step). Source: reference/measurements.md, "Per-expert paging
+/// map/unmap ms/step, wall ms/step). Source: docs/reference/measurements.md, "Per-expert paging
 /// churn, 32 experts, top-8, 200 steps, budget 8 experts (real VMM arena)".
 pub const MEASURED: [(u64, Routing, u64, f64, f64, f64); 6] = [
     (2, Routing::Uniform, 1345, 2.36, 3.48, 5.84),
