@@ -12,7 +12,7 @@ pub struct CalibrateArgs {
     /// measurement set is written beside it as `<stem>.measurements.json`.
     #[arg(long, value_name = "FILE.json")]
     pub out: PathBuf,
-    /// Fast pass: 3 repetitions, fewer sizes and fill levels (about 10 s on an H200).
+    /// Fast pass: 3 repetitions, fewer sizes and fill levels (a fraction of the full pass).
     #[arg(long)]
     pub quick: bool,
     /// Name stored in the profile (what `--hw` and `sim profile show` refer to).
