@@ -56,6 +56,14 @@ pub enum BuildError {
         expert_bytes: u64,
         min_mib: u64,
     },
+    /// `eN` with N above the expert count of every MoE layer: it would behave as
+    /// `e{max_experts}` under a misleading label.
+    #[error(
+        "e{n} puts {n} experts in one chunk but the model's MoE layers have at most \
+         {max_experts} experts; the largest allowed N is {max_experts} (e{max_experts} commits \
+         a whole layer at once)"
+    )]
+    TooManyExpertsPerChunk { n: u32, max_experts: u16 },
     /// The `hot` or `coact` order was asked for without profile statistics.
     #[error("the `{order}` chunk order needs a profile trace, but none was given")]
     MissingProfile { order: &'static str },

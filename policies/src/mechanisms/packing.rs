@@ -39,6 +39,13 @@ impl Mechanism for Packing {
     fn build(&self, ctx: &BuildContext) -> Result<UnitMap, BuildError> {
         let ks = ctx.keyspace;
         let eb = ctx.sizes.expert_bytes;
+        let max_experts = ks.experts.iter().copied().max().unwrap_or(0);
+        if self.n > u32::from(max_experts) && max_experts > 0 {
+            return Err(BuildError::TooManyExpertsPerChunk {
+                n: self.n,
+                max_experts,
+            });
+        }
         let n = self.n.max(1) as usize;
         let mut key_first = vec![0u32; ks.num_keys()];
         let mut units = Vec::new();
@@ -112,6 +119,44 @@ mod tests {
             profile: Some(&p),
         };
         m.build(&ctx).unwrap()
+    }
+
+    #[test]
+    fn n_above_the_expert_count_is_refused_and_n_equal_to_it_is_one_chunk_per_layer() {
+        let tr = trace(2, 5, &[vec![vec![4, 2], vec![0, 1]]]);
+        let ks = tr.keyspace();
+        let ctx = BuildContext {
+            keyspace: &ks,
+            sizes: Sizes {
+                expert_bytes: 3 * MIB,
+                granule_bytes: 2 * MIB,
+                dtype: None,
+            },
+            profile: None,
+        };
+        let e6 = Packing {
+            n: 6,
+            order: ChunkOrder::Index,
+        };
+        let err = e6.build(&ctx).unwrap_err();
+        assert_eq!(
+            err,
+            BuildError::TooManyExpertsPerChunk {
+                n: 6,
+                max_experts: 5
+            }
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("at most 5 experts") && msg.contains("largest allowed N is 5"));
+        let e5 = Packing {
+            n: 5,
+            order: ChunkOrder::Index,
+        };
+        // 2 layers x one chunk of 5 experts x 3 MiB = 15 MiB useful, 16 MiB committed.
+        let map = e5.build(&ctx).unwrap();
+        assert_eq!(map.units.len(), 2);
+        assert_eq!(map.units[0].useful_bytes, 15 * MIB);
+        assert_eq!(map.units[0].committed_bytes, 16 * MIB);
     }
 
     #[test]
