@@ -54,6 +54,13 @@ pub enum ProfileError {
         constant: String,
         reason: String,
     },
+    /// A validation error of the profile file at `path`: the inner error names the profile by
+    /// its internal `name`, which need not match the file the user gave.
+    #[error("profile file {path}: {inner}")]
+    InFile {
+        path: String,
+        inner: Box<ProfileError>,
+    },
     /// A run needs a constant the profile does not have (it was never measured).
     #[error("profile '{profile}' has no constant '{constant}', needed for {needed_for}; measure it with `sim calibrate` or add it (value, unit, provenance) to the profile JSON")]
     Missing {

@@ -45,5 +45,12 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
         path: name_or_path.to_string(),
         source,
     })?;
-    Profile::from_json(&text, name_or_path)
+    Profile::from_json(&text, name_or_path).map_err(|e| match e {
+        // These already name the file (their label is the path).
+        ProfileError::Parse { .. } | ProfileError::Io { .. } => e,
+        inner => ProfileError::InFile {
+            path: name_or_path.to_string(),
+            inner: Box::new(inner),
+        },
+    })
 }

@@ -152,3 +152,27 @@ fn saved_profile_is_mode_0644() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o644);
 }
+
+#[test]
+fn a_bad_profile_file_is_named_by_its_path_not_only_its_internal_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("my-gpu.json");
+    let json = tiny().to_json();
+    // 10 GB/s -> -1: a negative bandwidth, rejected by validation (not by the JSON parser).
+    let bad = json.replacen("\"value\": 10.0", "\"value\": -1.0", 1);
+    assert_ne!(bad, json);
+    std::fs::write(&path, bad).unwrap();
+    let e = load(path.to_str().unwrap()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!("profile file {}: profile 'tiny':", path.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("'h2d_bandwidth' has value -1"), "{msg}");
+    match e {
+        ProfileError::InFile { inner, .. } => {
+            assert!(matches!(*inner, ProfileError::BadValue { .. }))
+        }
+        other => panic!("expected InFile, got {other:?}"),
+    }
+}
