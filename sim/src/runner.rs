@@ -35,12 +35,7 @@ impl TraceInput {
     pub fn load(path: Option<&Path>) -> Result<TraceInput> {
         match path {
             Some(p) => {
-                if !p.exists() {
-                    anyhow::bail!(
-                        "{}: no such file; give the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
-                        p.display()
-                    );
-                }
+                require_trace_file(p)?;
                 // trace errors name the file themselves
                 Ok(TraceInput {
                     label: p.display().to_string(),
@@ -54,6 +49,18 @@ impl TraceInput {
             }),
         }
     }
+}
+
+/// The error every command gives for a trace path that does not exist: it names the path and
+/// the two ways to make a trace file.
+pub fn require_trace_file(p: &Path) -> Result<()> {
+    if !p.exists() {
+        bail!(
+            "{}: no such file; give the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
+            p.display()
+        );
+    }
+    Ok(())
 }
 
 /// One run: which mechanism, which phase, which sizes. Build with struct update syntax from

@@ -113,8 +113,13 @@ impl Budget {
             Budget::Bytes(b) => (b / max_unit_bytes.max(1)) as u128,
         };
         if n == 0 {
+            // Only a byte budget is smaller than a unit; for a unit count the bytes are noise.
+            let why = match self {
+                Budget::Bytes(_) => format!(" (one unit commits {max_unit_bytes} bytes)"),
+                _ => String::new(),
+            };
             return Err(CacheError::Budget(format!(
-                "budget {self} holds no unit (one unit commits {max_unit_bytes} bytes); give at least one unit"
+                "budget {self} holds no unit{why}; give at least one unit"
             )));
         }
         if n > units as u128 {
@@ -218,6 +223,27 @@ mod tests {
         assert!(Budget::parse("11").unwrap().resolve(10, 1).is_err());
         assert!(Budget::parse("101%").unwrap().resolve(10, 1).is_err());
         assert!(Budget::parse("1MiB").unwrap().resolve(10, 2 << 20).is_err());
+    }
+
+    #[test]
+    fn no_unit_errors_mention_unit_bytes_only_for_byte_budgets() {
+        let msg = |s: &str| {
+            Budget::parse(s)
+                .unwrap()
+                .resolve(10, 4 << 20)
+                .unwrap_err()
+                .to_string()
+        };
+        // 0 units: a count, so the unit's 4 MiB = 4194304 bytes say nothing.
+        let units = msg("0");
+        assert!(units.contains("budget 0 units holds no unit; give at least one unit"));
+        assert!(!units.contains("bytes"), "{units}");
+        // 1 MiB = 1048576 bytes < one 4194304-byte unit: the unit size is the explanation.
+        let bytes = msg("1MiB");
+        assert!(
+            bytes.contains("holds no unit (one unit commits 4194304 bytes)"),
+            "{bytes}"
+        );
     }
 
     #[test]

@@ -66,16 +66,17 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         licence: a.licence.clone(),
         date: a.date.clone(),
     };
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("creating the output directory {}", a.out.display()))?;
-    match a.format {
+    // Import and check everything before touching --out, so bad input leaves nothing behind.
+    let outputs: Vec<(String, traces::Trace)> = match a.format {
         ImportFormat::OnnxGenaiJson => {
             let imported = traces::import_onnx_genai_json(&a.file, &opts)?;
-            for (key, trace) in &imported.prompts {
-                check_file_stem(key)?;
-                write(&a.out.join(format!("{key}.bin")), trace)?;
+            let mut outputs = Vec::with_capacity(imported.prompts.len() + 1);
+            for (key, trace) in imported.prompts {
+                check_file_stem(&key)?;
+                outputs.push((format!("{key}.bin"), trace));
             }
-            write(&a.out.join("all.bin"), &imported.all)?;
+            outputs.push(("all.bin".to_string(), imported.all));
+            outputs
         }
         ImportFormat::Csv | ImportFormat::Jsonl => {
             let ropts = traces::RowImportOptions {
@@ -97,10 +98,28 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
                         a.file.display()
                     )
                 })?;
-            write(&a.out.join(format!("{stem}.bin")), &trace)?;
+            vec![(format!("{stem}.bin"), trace)]
+        }
+    };
+    // The topmost directory of --out that does not exist yet: removed again if writing fails.
+    let created = a
+        .out
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .last()
+        .map(Path::to_path_buf);
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("creating the output directory {}", a.out.display()))?;
+    let written = outputs
+        .iter()
+        .try_for_each(|(name, trace)| write(&a.out.join(name), trace));
+    if written.is_err() {
+        if let Some(d) = created {
+            // Best effort: the write error is what the user needs to see.
+            let _ = std::fs::remove_dir_all(d);
         }
     }
-    Ok(())
+    written
 }
 
 /// Output formats of `sim trace export`.
@@ -160,6 +179,7 @@ pub struct ExportArgs {
 }
 
 pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
+    sim::runner::require_trace_file(&a.file)?;
     let phases: traces::PhaseSel = a.phase.into();
     let n = match a.format {
         ExportFormat::Csv => traces::export::export_csv_file(&a.file, phases, &a.out)?,

@@ -43,6 +43,7 @@ pub struct StatsArgs {
 
 /// Stream `path` through a [`StatsAccumulator`]: memory stays bounded whatever the trace size.
 pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result<TraceStats> {
+    sim::runner::require_trace_file(path)?;
     let mut reader = TraceReader::open(path)?;
     let mut acc = StatsAccumulator::new(reader.header(), phases);
     while let Some(tok) = reader.next_token()? {
