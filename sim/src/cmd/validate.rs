@@ -14,9 +14,11 @@ use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use policies::PolicyKind;
 use serde::{Deserialize, Serialize};
-use sim::cache::Batching;
+use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::cost::{CostModel, CostOptions, Paging};
 use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind, StepParts};
 use sim::model_profile::ComputeModel;
@@ -39,8 +41,8 @@ pub struct ValidateArgs {
     #[arg(long, value_delimiter = ',', required = true, value_name = "SPEC")]
     pub policy: Vec<String>,
 
-    /// Replay only the first N decode steps of the trace (prediction and measurement both;
-    /// default: every step).
+    /// Replay only the first N decode steps of the trace, N >= 1 (prediction and measurement
+    /// both; default: every step).
     #[arg(long, value_name = "N")]
     pub steps: Option<usize>,
 
@@ -60,9 +62,11 @@ pub struct ValidateArgs {
     pub breakdown: bool,
 
     /// Re-price instead of replaying: take the measurements from FILE (the JSON a `sim
-    /// validate --json` run wrote, same trace, policies, retention and --steps) and compare
-    /// them with this build's prediction under --hw. Needs no GPU: for trying a cost-model
-    /// or profile change against real replays.
+    /// validate --json` run wrote) and compare them with this build's prediction under --hw.
+    /// Give the flags it was recorded with: a different trace or model, expert size,
+    /// retention (--evict, --budget, --split, --semantics, --batch, --queue, --schedule),
+    /// policy list (same order) or --steps than FILE holds is refused, naming the flag to
+    /// fix. Needs no GPU: for trying a cost-model or profile change against real replays.
     #[arg(long, value_name = "FILE.json")]
     pub measured: Option<PathBuf>,
 
@@ -79,10 +83,218 @@ pub struct ValidateArgs {
     pub out: Option<PathBuf>,
 
     #[command(flatten)]
-    pub cache: CacheArgs,
+    pub cache: ValidateCacheArgs,
 
     #[command(flatten)]
     pub timing: TimingArgs,
+}
+
+/// Retention flags of `sim validate`: the ones of `sim run` that the real replay executes, one
+/// value each. `--dram`, `--target-tokens-per-s` and `--link-gbps` are accepted only to be
+/// refused with the reason (hidden from --help): the replay has no DRAM tier and prices a
+/// fixed budget.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ValidateCacheArgs {
+    /// Retention policy of the replayed plans: belady (offline MIN), lru, fifo, lfu (counts
+    /// over the whole run, ties by LRU), random (seeded), static-pin (top-B units of the
+    /// profile trace pinned, the rest streamed), pin-lru (always-on units pinned, LRU over the
+    /// rest), arc, s3fifo. Needs --budget. Without --evict/--budget: streaming (every
+    /// selected expert paged in, evicted after its layer).
+    #[arg(long, value_name = "POLICY", value_parser = |s: &str| PolicyKind::parse(s))]
+    pub evict: Option<PolicyKind>,
+
+    /// VRAM budget for expert units: a percentage of the bank (`25%`, rounds to
+    /// max(1, round-half-even(r x units))), a unit count (`192`) or bytes (`3GiB`, `512MiB`;
+    /// floor(bytes / largest unit's committed bytes) units).
+    #[arg(long, value_name = "BUDGET", allow_hyphen_values = true,
+          value_parser = |s: &str| Budget::parse(s))]
+    pub budget: Option<Budget>,
+
+    /// How the budget is shared: global (one pool for all layers, the default) or per-layer
+    /// (each MoE layer gets round(fraction x its units) slots).
+    #[arg(long, value_name = "SPLIT",
+          value_parser = PossibleValuesParser::new(["global", "per-layer"])
+              .map(|s| if s == "per-layer" { Split::PerLayer } else { Split::Global }))]
+    pub split: Option<Split>,
+
+    /// When eviction is checked: group (a (step, layer) group's units are admitted together
+    /// and protected from eviction while the budget is restored) or access (after every
+    /// single access, no protection).
+    #[arg(long, default_value = "group", value_name = "SEMANTICS",
+          value_parser = PossibleValuesParser::new(["group", "access"])
+              .map(|s| if s == "access" { Semantics::Access } else { Semantics::Group }))]
+    pub semantics: Semantics,
+
+    /// Sequences decoded together (W): each layer accesses the union of their selections
+    /// once per step; requests are the trace's tokens interleaved round-robin across
+    /// sequences. Default 1.
+    #[arg(long, value_name = "W")]
+    pub batch: Option<usize>,
+
+    /// Waiting requests the scheduler may choose among (Q >= W).
+    #[arg(long, value_name = "Q")]
+    pub queue: Option<usize>,
+
+    /// How batches are formed: fifo (consecutive requests) or route-aware (from the Q oldest
+    /// waiting: the oldest, then the request that grows the batch's union of units least).
+    #[arg(long, default_value = "fifo", value_name = "SCHEDULE",
+          value_parser = PossibleValuesParser::new(["fifo", "route-aware"])
+              .map(|s| if s == "route-aware" { Schedule::RouteAware } else { Schedule::Fifo }))]
+    pub schedule: Schedule,
+
+    /// Seed of the random policy and of the engine (PCG64).
+    #[arg(long, default_value_t = 0, value_name = "SEED")]
+    pub seed: u64,
+
+    /// Refused: a `sim run` flag (the replay has no DRAM tier).
+    #[arg(long, hide = true, value_name = "BUDGET", allow_hyphen_values = true)]
+    pub dram: Option<String>,
+
+    /// Refused: a `sim run` flag (the inverse budget search).
+    #[arg(
+        long,
+        hide = true,
+        value_name = "TOKENS_PER_S",
+        allow_hyphen_values = true
+    )]
+    pub target_tokens_per_s: Option<String>,
+
+    /// Refused: a `sim run` flag (the inverse budget search's link).
+    #[arg(long, hide = true, value_name = "GBPS", allow_hyphen_values = true)]
+    pub link_gbps: Option<String>,
+}
+
+impl ValidateCacheArgs {
+    /// The shared retention flags these stand for, after refusing the `sim run`-only ones.
+    /// Errors: `--dram`, `--target-tokens-per-s` or `--link-gbps` given.
+    pub fn to_cache_args(&self) -> Result<CacheArgs> {
+        if self.dram.is_some() {
+            bail!("`sim validate` does not take --dram: the real replay pages experts from pinned host memory and has no DRAM/SSD tier to measure; model the tier with `sim run --dram`");
+        }
+        if self.target_tokens_per_s.is_some() || self.link_gbps.is_some() {
+            bail!("`sim validate` does not take --target-tokens-per-s or --link-gbps: it replays a fixed --budget; find the budget with `sim run --evict POLICY --target-tokens-per-s T --link-gbps G`, then validate it with --budget");
+        }
+        Ok(CacheArgs {
+            evict: self.evict.iter().map(|k| k.name().to_string()).collect(),
+            budget: self.budget.iter().cloned().collect(),
+            split: self.split.iter().copied().collect(),
+            semantics: self.semantics,
+            batch: self.batch.iter().copied().collect(),
+            queue: self.queue,
+            schedule: self.schedule,
+            seed: self.seed,
+            ..CacheArgs::default()
+        })
+    }
+}
+
+/// The retention settings of a validation, as the flags that give them (JSON
+/// `retention_settings`; absent in files written before it, and for streaming).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionSettings {
+    /// `--evict` name (`lru`).
+    pub evict: String,
+    /// `--budget` as printed back (`50%`, `192 units`, `3221225472 B`).
+    pub budget: String,
+    /// `--split`: `global` or `per-layer`.
+    pub split: String,
+    /// `--semantics`: `group` or `access`.
+    pub semantics: String,
+    /// `--batch` (1 when not given).
+    pub batch: usize,
+    /// `--queue`, if given.
+    pub queue: Option<usize>,
+    /// `--schedule`: `fifo` or `route-aware`.
+    pub schedule: String,
+}
+
+impl RetentionSettings {
+    /// The settings of `r`.
+    pub fn of(r: &RetentionConfig) -> RetentionSettings {
+        RetentionSettings {
+            evict: r.cache.policy.name().to_string(),
+            budget: r.cache.budget.to_string(),
+            split: r.cache.split.name().to_string(),
+            semantics: r.cache.semantics.name().to_string(),
+            batch: r.batching.batch,
+            queue: r.batching.queue,
+            schedule: match r.batching.schedule {
+                Schedule::Fifo => "fifo",
+                Schedule::RouteAware => "route-aware",
+            }
+            .to_string(),
+        }
+    }
+
+    /// As a user would say it: `lru, budget 50%`, then what differs from the defaults
+    /// (`, per-layer split`, `, access semantics`, `, batch 4`, `, queue 8, route-aware`).
+    pub fn text(&self) -> String {
+        let mut s = format!("{}, budget {}", self.evict, self.budget);
+        if self.split != "global" {
+            let _ = write!(s, ", {} split", self.split);
+        }
+        if self.semantics != "group" {
+            let _ = write!(s, ", {} semantics", self.semantics);
+        }
+        if self.batch != 1 {
+            let _ = write!(s, ", batch {}", self.batch);
+        }
+        if let Some(q) = self.queue {
+            let _ = write!(s, ", queue {q}");
+        }
+        if self.schedule != "fifo" {
+            let _ = write!(s, ", {}", self.schedule);
+        }
+        s
+    }
+}
+
+/// The legacy `retention` echo: `{policy:?}@{budget:?}` (the form every earlier file holds,
+/// kept so they compare), or `streaming`.
+fn retention_echo(r: Option<&RetentionConfig>) -> String {
+    match r {
+        Some(r) => format!("{:?}@{:?}", r.cache.policy, r.cache.budget),
+        None => "streaming".into(),
+    }
+}
+
+/// A legacy `retention` echo read back as `(text, flags)`: `Lru@Fraction { num: 50, den:
+/// 100 }` -> (`lru, budget 50%`, `--evict lru --budget 50%`); `None` for `streaming` or a
+/// form this build does not write.
+fn legacy_retention(echo: &str) -> Option<(String, String)> {
+    let (policy, budget) = echo.split_once('@')?;
+    let kind = PolicyKind::ALL
+        .into_iter()
+        .find(|k| format!("{k:?}") == policy)?;
+    let num = |s: &str| -> Option<u128> { s.trim().parse().ok() };
+    let budget = if let Some(inner) = budget
+        .strip_prefix("Fraction { num: ")
+        .and_then(|b| b.strip_suffix(" }"))
+    {
+        let (n, d) = inner.split_once(", den: ")?;
+        Budget::Fraction {
+            num: num(n)?,
+            den: num(d)?,
+        }
+    } else if let Some(n) = budget
+        .strip_prefix("Units(")
+        .and_then(|b| b.strip_suffix(')'))
+    {
+        Budget::Units(num(n)? as u64)
+    } else {
+        let n = budget.strip_prefix("Bytes(")?.strip_suffix(')')?;
+        Budget::Bytes(num(n)? as u64)
+    };
+    // the Display of a byte or unit budget is not a flag value; give the flag's own form
+    let b = match &budget {
+        Budget::Units(n) => n.to_string(),
+        Budget::Bytes(n) => format!("{n}B"),
+        f => f.to_string(),
+    };
+    Some((
+        format!("{}, budget {budget}", kind.name()),
+        format!("--evict {} --budget {b}", kind.name()),
+    ))
 }
 
 /// p50, p99 and mean of step times, ms.
@@ -210,16 +422,148 @@ pub struct Validation {
     pub model: String,
     pub hw: String,
     pub expert_bytes: u64,
-    /// Retention echo: `evict@budget`, or `streaming`.
+    /// Retention echo for machines: `{policy:?}@{budget:?}` (`Lru@Fraction { num: 50, den:
+    /// 100 }`), or `streaming`; the form every earlier file holds, kept so they compare.
     pub retention: String,
+    /// Retention as the flags said it: `lru, budget 50%`, or `streaming` (empty in files
+    /// written before this field).
+    #[serde(default)]
+    pub retention_text: String,
+    /// Retention flags (`None` for streaming, and in files written before this field).
+    #[serde(default)]
+    pub retention_settings: Option<RetentionSettings>,
     pub rows: Vec<ValidationRow>,
 }
 
+/// Whether trace label `now` (this run's `--trace`) names the file a stored validation
+/// recorded as `stored`: the same label, or one path ending with the other (component-wise,
+/// `./` dropped; `now` also resolved to its absolute path), so `traces/x.bin`,
+/// `./traces/x.bin` and `/repo/traces/x.bin` agree but `traces/y.bin` does not.
+pub fn same_trace(stored: &str, now: &str) -> bool {
+    use std::path::{Component, Path};
+    if stored == now {
+        return true;
+    }
+    let plain = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect()
+    };
+    let s = plain(Path::new(stored));
+    let n = plain(Path::new(now));
+    let n_abs = std::fs::canonicalize(now).unwrap_or_else(|_| n.clone());
+    let climbs = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
+    if s.as_os_str().is_empty() || n.as_os_str().is_empty() {
+        return false;
+    }
+    (!climbs(&s) && (n.ends_with(&s) || n_abs.ends_with(&s))) || (!climbs(&n) && s.ends_with(&n))
+}
+
+/// What this run would record, to hold against a `--measured` file: its header and, per
+/// policy in order, `(policy, steps, page_ins)`.
+pub struct RunEcho<'a> {
+    pub header: &'a Validation,
+    pub rows: Vec<(String, usize, u64)>,
+}
+
+/// Refuse to re-price `stored` (the validation block of `path`) for a run that differs from
+/// it: another trace or model, expert size, retention, policy list or order, steps, or (the
+/// backstop for settings older files do not record, such as --batch) other page-ins. Each
+/// error names what differs and the flag that fixes it.
+pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho) -> Result<()> {
+    let f = path.display();
+    let h = now.header;
+    if !same_trace(&stored.trace, &h.trace) || stored.model != h.model {
+        bail!(
+            "--measured {f} was replayed on trace '{}' (model {}), this run reads '{}' (model {}): pass --trace {}",
+            stored.trace, stored.model, h.trace, h.model, stored.trace
+        );
+    }
+    if stored.expert_bytes != h.expert_bytes {
+        let mib = |b: u64| b as f64 / sim::MIB;
+        bail!(
+            "--measured {f} was replayed with experts of {} MiB ({} bytes), this run's are {} MiB ({} bytes): pass --expert-mib {} (or the --dtype it was recorded with)",
+            mib(stored.expert_bytes), stored.expert_bytes, mib(h.expert_bytes), h.expert_bytes, mib(stored.expert_bytes)
+        );
+    }
+    let stored_text = |v: &Validation| {
+        if !v.retention_text.is_empty() {
+            v.retention_text.clone()
+        } else {
+            legacy_retention(&v.retention).map_or(v.retention.clone(), |(text, _)| text)
+        }
+    };
+    if stored.retention != h.retention {
+        let fix = match (&stored.retention_settings, stored.retention.as_str()) {
+            (_, "streaming") => "leave out --evict and --budget (streaming)".to_string(),
+            (Some(st), _) => format!("pass --evict {} --budget {}", st.evict, st.budget),
+            (None, echo) => match legacy_retention(echo) {
+                Some((_, flags)) => format!("pass {flags}"),
+                None => "pass the --evict and --budget it was recorded with".into(),
+            },
+        };
+        bail!(
+            "--measured {f} was replayed under retention {}, this run has {}: {fix}",
+            stored_text(stored),
+            h.retention_text
+        );
+    }
+    if let (Some(st), Some(now_st)) = (&stored.retention_settings, &h.retention_settings) {
+        let pairs = [
+            ("--split", st.split.clone(), now_st.split.clone()),
+            (
+                "--semantics",
+                st.semantics.clone(),
+                now_st.semantics.clone(),
+            ),
+            ("--batch", st.batch.to_string(), now_st.batch.to_string()),
+            ("--schedule", st.schedule.clone(), now_st.schedule.clone()),
+            (
+                "--queue",
+                st.queue.map_or("(none)".into(), |q| q.to_string()),
+                now_st.queue.map_or("(none)".into(), |q| q.to_string()),
+            ),
+        ];
+        for (flag, a, b) in pairs {
+            if a != b {
+                bail!("--measured {f} was replayed with {flag} {a}, this run has {flag} {b}: pass {flag} {a} (retention {})", st.text());
+            }
+        }
+    }
+    let names = |v: Vec<&str>| v.join(",");
+    let stored_policies = names(stored.rows.iter().map(|r| r.policy.as_str()).collect());
+    let now_policies = names(now.rows.iter().map(|r| r.0.as_str()).collect());
+    if stored_policies != now_policies {
+        bail!(
+            "--measured {f} was replayed with --policy {stored_policies} (in this order: the repetitions interleave them), this run has --policy {now_policies}: pass --policy {stored_policies}"
+        );
+    }
+    for (r, (policy, steps, page_ins)) in stored.rows.iter().zip(&now.rows) {
+        if r.steps != *steps {
+            bail!(
+                "--measured {f} measured {} steps of --policy {policy}, this run predicts {steps}: pass --steps {}",
+                r.steps, r.steps
+            );
+        }
+        if r.page_ins != *page_ins {
+            bail!(
+                "--measured {f}: --policy {policy} paged in {} units over its {steps} steps there, {page_ins} in this run: the plans differ, so the trace's content or a setting the file does not record (--batch, --split, --semantics, --queue, --schedule, --granule-mib, --phase) is not the one it was recorded with; pass those",
+                r.page_ins
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: ValidateArgs) -> Result<()> {
+    if args.steps == Some(0) {
+        bail!("--steps 0: --steps must be >= 1 (the decode steps to replay; leave it out for every step)");
+    }
     for spec in &args.policy {
         parse_policy(spec, "--policy")?;
     }
-    let seed = args.cache.seed;
+    let cache_args = args.cache.to_cache_args()?;
+    let seed = cache_args.seed;
     let Some(tc) = args.timing.for_run(seed)? else {
         bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
     };
@@ -231,13 +575,14 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         || tc.timeline.is_some()
         || tc.overrides.nonexpert_us.is_some()
         || tc.overrides.expert_us.is_some()
+        || args.timing.window != 1
     {
-        bail!("`sim validate` replays the default engine (no --predictor, --handle-pool, --deferred-unmap, --serial-loader, --admission-cap, --timeline, --nonexpert-us or --expert-us): the real replay runs those paths as the engine's defaults do; leave these flags out");
+        bail!("`sim validate` replays the default engine (no --predictor, --window, --handle-pool, --deferred-unmap, --serial-loader, --admission-cap, --timeline, --nonexpert-us or --expert-us): the real replay runs those paths as the engine's defaults do; leave these flags out");
     }
-    let retention = args.cache.for_run()?;
-    if retention.as_ref().is_some_and(|r| r.target.is_some()) {
-        bail!("`sim validate` takes a fixed --budget; --target-tokens-per-s is a search, run it with `sim run` first");
+    if args.timing.kv_bytes_per_token.is_some() {
+        bail!("`sim validate` does not take --kv-bytes-per-token: the replay runs no attention and reads no KV cache, so neither side prices one; leave it out");
     }
+    let retention = cache_args.for_run()?;
     let w = args.input.workload()?;
     let trace = &w.trace.trace;
     let model = &trace.header.model;
@@ -336,27 +681,30 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         });
     }
     let n = prepared.len();
+    let retention_settings = retention.as_ref().map(RetentionSettings::of);
+    let mut v = Validation {
+        trace: w.trace.label.clone(),
+        model: model.name.clone(),
+        hw: hw.name.clone(),
+        expert_bytes,
+        retention: retention_echo(retention.as_ref()),
+        retention_text: retention_settings
+            .as_ref()
+            .map_or("streaming".into(), RetentionSettings::text),
+        retention_settings,
+        rows: Vec::new(),
+    };
     let mut measured: Vec<Vec<(u32, ReplayMeasurement)>> = vec![Vec::new(); n];
-    if let Some((path, rows)) = &earlier {
-        for (pp, m) in prepared.iter().zip(measured.iter_mut()) {
-            let Some(r) = rows.iter().find(|r| r.policy == pp.spec) else {
-                bail!(
-                    "{} holds no row for --policy {} (it has: {}); pass the policies it was measured with",
-                    path.display(),
-                    pp.spec,
-                    rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>().join(", ")
-                );
-            };
-            if r.steps != pp.steps {
-                bail!(
-                    "{} measured {} steps of --policy {}, this run predicts {}: pass --steps {}",
-                    path.display(),
-                    r.steps,
-                    pp.spec,
-                    pp.steps,
-                    r.steps
-                );
-            }
+    if let Some((path, stored)) = &earlier {
+        let now = RunEcho {
+            header: &v,
+            rows: prepared
+                .iter()
+                .map(|pp| (pp.spec.clone(), pp.steps, pp.page_ins))
+                .collect(),
+        };
+        check_same_run(path, stored, &now)?;
+        for (r, m) in stored.rows.iter().zip(measured.iter_mut()) {
             *m = repetitions_of(r);
         }
     }
@@ -389,9 +737,8 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             measured[i].push((position as u32, meas));
         }
     }
-    let mut rows = Vec::new();
     for (pp, reps) in prepared.into_iter().zip(measured) {
-        rows.push(row(
+        v.rows.push(row(
             pp.spec,
             pp.steps,
             pp.page_ins,
@@ -400,17 +747,6 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             reps,
         )?);
     }
-    let v = Validation {
-        trace: w.trace.label.clone(),
-        model: model.name.clone(),
-        hw: hw.name.clone(),
-        expert_bytes,
-        retention: match &retention {
-            Some(r) => format!("{:?}@{:?}", r.cache.policy, r.cache.budget),
-            None => "streaming".into(),
-        },
-        rows,
-    };
     let text = if args.json {
         serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
     } else if args.breakdown {
@@ -421,15 +757,15 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     emit(args.out.as_deref(), &text)
 }
 
-/// The rows of the `validation` block in `path`, with the path.
-fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Vec<ValidationRow>)> {
+/// The `validation` block in `path`, with the path.
+fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Validation)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading --measured {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("--measured {} is not JSON", path.display()))?;
-    let rows = v
+    let block = v
         .get("validation")
-        .and_then(|b| b.get("rows"))
+        .filter(|b| b.get("rows").is_some())
         .cloned()
         .with_context(|| {
             format!(
@@ -437,13 +773,13 @@ fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Vec<ValidationRow>)
                 path.display()
             )
         })?;
-    let rows: Vec<ValidationRow> = serde_json::from_value(rows).with_context(|| {
+    let block: Validation = serde_json::from_value(block).with_context(|| {
         format!(
-            "--measured {}: validation.rows do not parse",
+            "--measured {}: the validation block does not parse",
             path.display()
         )
     })?;
-    Ok((path.to_path_buf(), rows))
+    Ok((path.to_path_buf(), block))
 }
 
 /// The repetitions `(position, measurement)` a stored row holds (one, the `replay`, for
@@ -559,7 +895,11 @@ fn table(v: &Validation) -> String {
         v.trace,
         v.model,
         v.expert_bytes as f64 / sim::MIB,
-        v.retention,
+        if v.retention_text.is_empty() {
+            &v.retention
+        } else {
+            &v.retention_text
+        },
         v.hw
     );
     let _ = writeln!(
@@ -864,9 +1204,17 @@ mod tests {
             .unwrap()
             .a
         };
-        run(args("e1", "12", &out)).unwrap();
+        run(args("e1,e4:hot", "12", &out)).unwrap();
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        // the machine echo as every earlier file has it, and the flags as the user wrote them
+        assert_eq!(
+            v["validation"]["retention"],
+            "Lru@Fraction { num: 50, den: 100 }"
+        );
+        assert_eq!(v["validation"]["retention_text"], "lru, budget 50%");
+        assert_eq!(v["validation"]["retention_settings"]["budget"], "50%");
+        assert_eq!(v["validation"]["retention_settings"]["batch"], 1);
         let row = &v["validation"]["rows"][0];
         // the stored repetitions come back as measured: their p50s by hand (nearest rank 6 of
         // 12 steps), and the median of the three
@@ -892,14 +1240,290 @@ mod tests {
         assert_eq!(row["repeat"], 3);
         assert_eq!(row["measured"]["p50_ms"].as_f64().unwrap(), p50s[1]);
         assert_eq!(row["predicted_step_us"].as_array().unwrap().len(), 12);
-        // a policy the file lacks, or other steps, are refused with the fix
-        let e = format!("{:#}", run(args("e2", "12", &out)).unwrap_err());
+        // a policy the file lacks, another order, or other steps are refused with the fix
+        for policies in ["e2:hot", "e1", "e4:hot,e1"] {
+            let e = format!("{:#}", run(args(policies, "12", &out)).unwrap_err());
+            // (e2 is spelt back with its default order, e2:hot)
+            assert!(
+                e.contains("was replayed with --policy e1,e4:hot (in this order")
+                    && e.contains(&format!("this run has --policy {policies}"))
+                    && e.ends_with("pass --policy e1,e4:hot"),
+                "{e}"
+            );
+        }
+        let e = format!("{:#}", run(args("e1,e4:hot", "6", &out)).unwrap_err());
+        assert!(e.contains("pass --steps 12"), "{e}");
+        // the text header says the retention as the flags did
+        let text_out = dir.path().join("v.txt");
+        let mut a = args("e1,e4:hot", "12", &text_out);
+        a.json = false;
+        run(a).unwrap();
+        let text = std::fs::read_to_string(&text_out).unwrap();
+        let header = text.lines().next().unwrap();
         assert!(
-            e.contains("no row for --policy e2") && e.contains("e1, e4:hot"),
+            header.contains(", lru, budget 50%, profile h200-linux") && !text.contains("Fraction"),
+            "{header}"
+        );
+    }
+
+    /// `sim validate` with the flags of the sixth pass's granite replays (BENCHMARKS.md,
+    /// "Validation, sixth pass"), re-priced against `file` with `extra` flags on top.
+    fn granite_p6(file: &str, policies: &str, extra: &[&str]) -> Result<()> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let stored = format!("{root}/validate/data/h200-linux-p6-validation/{file}");
+        let trace = format!("{root}/traces/data/granite/prose.bin");
+        let mut argv = vec![
+            "validate",
+            "--policy",
+            policies,
+            "--steps",
+            "12",
+            "--hw",
+            "h200-linux",
+            "--json",
+            "--measured",
+            &stored,
+        ];
+        if !extra.contains(&"--expert-mib") {
+            argv.extend(["--expert-mib", "16"]);
+        }
+        if !extra.contains(&"--trace") {
+            argv.extend(["--trace", &trace]);
+        }
+        argv.extend(extra);
+        // the prediction goes to a scratch file, never to the test's stdout
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("v.json");
+        argv.extend(["--out", out.to_str().unwrap()]);
+        run(Cli::try_parse_from(argv).unwrap().a)
+    }
+
+    #[test]
+    fn measured_refuses_a_replay_of_other_settings() {
+        let err = |file, policies, extra: &[&str]| {
+            format!("{:#}", granite_p6(file, policies, extra).unwrap_err())
+        };
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let code = format!("{root}/traces/data/granite/code.bin");
+        // another trace of the same model (gs.json: granite prose, streaming, 16 MiB experts)
+        let e = err("gs.json", "e1,e4,region:256,os4k", &["--trace", &code]);
+        assert!(
+            e.contains("replayed on trace 'traces/data/granite/prose.bin'")
+                && e.contains("pass --trace traces/data/granite/prose.bin"),
             "{e}"
         );
-        let e = format!("{:#}", run(args("e1", "6", &out)).unwrap_err());
-        assert!(e.contains("pass --steps 12"), "{e}");
+        let e = err(
+            "gs.json",
+            "e1",
+            &["--trace", &code, "--evict", "lru", "--budget", "50%"],
+        );
+        assert!(
+            e.contains("pass --trace traces/data/granite/prose.bin"),
+            "{e}"
+        );
+        // retention: LRU against a streaming replay, and the other way round
+        let e = err("gs.json", "e1", &["--evict", "lru", "--budget", "50%"]);
+        assert!(
+            e.contains("under retention streaming, this run has lru, budget 50%")
+                && e.contains("leave out --evict and --budget"),
+            "{e}"
+        );
+        let e = err("gl.json", "e1", &[]);
+        assert!(
+            e.contains("under retention lru, budget 50%, this run has streaming: pass --evict lru --budget 50%"),
+            "{e}"
+        );
+        let e = err("gl.json", "e1", &["--evict", "lru", "--budget", "25%"]);
+        assert!(
+            e.contains("this run has lru, budget 25%: pass --evict lru --budget 50%"),
+            "{e}"
+        );
+        let e = err("gl.json", "e1", &["--evict", "fifo", "--budget", "50%"]);
+        assert!(e.contains("pass --evict lru --budget 50%"), "{e}");
+        // expert bytes: 8 MiB = 8388608 bytes against the stored 16777216
+        let e = err("gs.json", "e1", &["--expert-mib", "8"]);
+        assert!(
+            e.contains("experts of 16 MiB (16777216 bytes), this run's are 8 MiB (8388608 bytes): pass --expert-mib 16"),
+            "{e}"
+        );
+        // batch 4: gl.json records no batch; its page-ins (827 for e1, BENCHMARKS.md sixth
+        // pass) are the backstop: W = 4 sequences page in the union of four selections
+        let e = err(
+            "gl.json",
+            "e1,e4:hot,region:256",
+            &["--evict", "lru", "--budget", "50%", "--batch", "4"],
+        );
+        assert!(
+            e.contains("paged in 827 units") && e.contains("--batch"),
+            "{e}"
+        );
+        // the recorded flags still re-price
+        granite_p6("gs.json", "e1,e4:hot,region:256,os4k", &[]).unwrap();
+        granite_p6(
+            "gl.json",
+            "e1,e4:hot,region:256",
+            &["--evict", "lru", "--budget", "50%"],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn settings_a_newer_file_records_are_compared_flag_by_flag() {
+        let settings = |batch, split: &str| RetentionSettings {
+            evict: "lru".into(),
+            budget: "50%".into(),
+            split: split.into(),
+            semantics: "group".into(),
+            batch,
+            queue: None,
+            schedule: "fifo".into(),
+        };
+        let header = |st: RetentionSettings| Validation {
+            trace: "traces/x.bin".into(),
+            model: "m".into(),
+            hw: "h".into(),
+            expert_bytes: 1 << 20,
+            retention: "Lru@Fraction { num: 50, den: 100 }".into(),
+            retention_text: st.text(),
+            retention_settings: Some(st),
+            rows: Vec::new(),
+        };
+        let path = std::path::Path::new("f.json");
+        let stored = header(settings(1, "global"));
+        let ok = header(settings(1, "global"));
+        check_same_run(
+            path,
+            &stored,
+            &RunEcho {
+                header: &ok,
+                rows: Vec::new(),
+            },
+        )
+        .unwrap();
+        let b4 = header(settings(4, "global"));
+        assert_eq!(b4.retention_text, "lru, budget 50%, batch 4");
+        let e = format!(
+            "{:#}",
+            check_same_run(
+                path,
+                &stored,
+                &RunEcho {
+                    header: &b4,
+                    rows: Vec::new()
+                }
+            )
+            .unwrap_err()
+        );
+        assert!(
+            e.contains("with --batch 1, this run has --batch 4: pass --batch 1"),
+            "{e}"
+        );
+        let pl = header(settings(1, "per-layer"));
+        assert_eq!(pl.retention_text, "lru, budget 50%, per-layer split");
+        let e = format!(
+            "{:#}",
+            check_same_run(
+                path,
+                &stored,
+                &RunEcho {
+                    header: &pl,
+                    rows: Vec::new()
+                }
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("pass --split global"), "{e}");
+    }
+
+    #[test]
+    fn legacy_retention_echoes_read_back_as_flags() {
+        let l = |s| legacy_retention(s);
+        assert_eq!(
+            l("Lru@Fraction { num: 50, den: 100 }"),
+            Some(("lru, budget 50%".into(), "--evict lru --budget 50%".into()))
+        );
+        assert_eq!(
+            l("PinLru@Fraction { num: 125, den: 1000 }").unwrap().1,
+            "--evict pin-lru --budget 12.5%"
+        );
+        assert_eq!(
+            l("Belady@Units(192)").unwrap().1,
+            "--evict belady --budget 192"
+        );
+        assert_eq!(
+            l("Fifo@Bytes(1073741824)").unwrap().1,
+            "--evict fifo --budget 1073741824B"
+        );
+        assert_eq!(l("streaming"), None);
+        assert_eq!(l("Nope@Units(1)"), None);
+    }
+
+    #[test]
+    fn trace_paths_match_by_their_trailing_components() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let abs = format!("{root}/traces/data/granite/prose.bin");
+        let t = "traces/data/granite/prose.bin";
+        assert!(same_trace(t, t));
+        assert!(same_trace(t, &abs));
+        assert!(same_trace(t, "./traces/data/granite/prose.bin"));
+        assert!(same_trace(
+            "/elsewhere/repo/traces/data/granite/prose.bin",
+            t
+        ));
+        assert!(!same_trace(t, "traces/data/granite/code.bin"));
+        assert!(!same_trace(t, "other/prose.bin"));
+        assert!(!same_trace("embedded:prose", t));
+    }
+
+    #[test]
+    fn run_only_flags_and_zero_steps_are_refused_with_the_reason() {
+        let err = |extra: &[&str]| {
+            let mut argv = vec!["validate", "--policy", "e1", "--hw", "h200-linux"];
+            argv.extend(extra);
+            format!(
+                "{:#}",
+                run(Cli::try_parse_from(argv).unwrap().a).unwrap_err()
+            )
+        };
+        let e = err(&[
+            "--evict",
+            "lru",
+            "--target-tokens-per-s",
+            "100",
+            "--link-gbps",
+            "25",
+        ]);
+        assert!(e.contains("does not take --target-tokens-per-s"), "{e}");
+        let e = err(&["--target-tokens-per-s", "100", "--link-gbps", "25"]);
+        assert!(e.contains("does not take --target-tokens-per-s"), "{e}");
+        let e = err(&["--evict", "lru", "--budget", "50%", "--dram", "50%"]);
+        assert!(e.contains("`sim validate` does not take --dram"), "{e}");
+        let e = err(&["--kv-bytes-per-token", "4096"]);
+        assert!(e.contains("does not take --kv-bytes-per-token"), "{e}");
+        let e = err(&["--window", "2"]);
+        assert!(e.contains("no --predictor, --window"), "{e}");
+        let e = err(&["--steps", "0"]);
+        assert!(e.contains("--steps must be >= 1"), "{e}");
+        // one --evict value: `all` is a sweep's
+        assert!(Cli::try_parse_from(["validate", "--policy", "e1", "--evict", "all"]).is_err());
+    }
+
+    #[test]
+    fn help_shows_only_what_validate_takes() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        for other in [
+            "sim sweep",
+            "Inverse question",
+            "--dram",
+            "--target-tokens-per-s",
+            "--link-gbps",
+        ] {
+            assert!(!help.contains(other), "{other} in:\n{help}");
+        }
+        for own in ["--evict", "--budget", "--batch", "--split", "--measured"] {
+            assert!(help.contains(own), "{own}");
+        }
     }
 
     #[test]
