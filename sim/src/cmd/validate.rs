@@ -49,8 +49,8 @@ pub struct ValidateArgs {
     /// Replay every policy N times, the policies interleaved within each repetition and their
     /// order rotated by one per repetition (so drifts of the machine hit all alike). Reports
     /// each repetition's p50, the median of the repetitions' p50s (the figure the error is
-    /// taken against) and their spread. Back-to-back replays on an H200 differed by up to 19%
-    /// (BENCHMARKS.md, issue 7), so deciding a 10% goal needs 3 or more.
+    /// taken against) and their spread. The p50s of back-to-back 12-step replays on an H200
+    /// differed by up to 40% (BENCHMARKS.md, issue 7), so deciding a 10% goal needs 3 or more.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeat: u32,
 
