@@ -1,0 +1,239 @@
+//! `sim validate --measured FILE`: checks that a stored replay was made with this run's trace,
+//! expert size, retention settings, policies and steps, naming the flag that fixes a mismatch.
+
+use super::stats::Validation;
+use anyhow::{bail, Result};
+use policies::PolicyKind;
+use serde::{Deserialize, Serialize};
+use sim::cache::{Budget, RetentionConfig, Schedule};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// The retention settings of a validation, as the flags that give them (JSON
+/// `retention_settings`; absent in files written before it, and for streaming).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionSettings {
+    /// `--evict` name (`lru`).
+    pub evict: String,
+    /// `--budget` as printed back (`50%`, `192 units`, `3221225472 B`).
+    pub budget: String,
+    /// `--split`: `global` or `per-layer`.
+    pub split: String,
+    /// `--semantics`: `group` or `access`.
+    pub semantics: String,
+    /// `--batch` (1 when not given).
+    pub batch: usize,
+    /// `--queue`, if given.
+    pub queue: Option<usize>,
+    /// `--schedule`: `fifo` or `route-aware`.
+    pub schedule: String,
+}
+
+impl RetentionSettings {
+    /// The settings of `r`.
+    pub fn of(r: &RetentionConfig) -> RetentionSettings {
+        RetentionSettings {
+            evict: r.cache.policy.name().to_string(),
+            budget: r.cache.budget.to_string(),
+            split: r.cache.split.name().to_string(),
+            semantics: r.cache.semantics.name().to_string(),
+            batch: r.batching.batch,
+            queue: r.batching.queue,
+            schedule: match r.batching.schedule {
+                Schedule::Fifo => "fifo",
+                Schedule::RouteAware => "route-aware",
+            }
+            .to_string(),
+        }
+    }
+
+    /// As a user would say it: `lru, budget 50%`, then what differs from the defaults
+    /// (`, per-layer split`, `, access semantics`, `, batch 4`, `, queue 8, route-aware`).
+    pub fn text(&self) -> String {
+        let mut s = format!("{}, budget {}", self.evict, self.budget);
+        if self.split != "global" {
+            let _ = write!(s, ", {} split", self.split);
+        }
+        if self.semantics != "group" {
+            let _ = write!(s, ", {} semantics", self.semantics);
+        }
+        if self.batch != 1 {
+            let _ = write!(s, ", batch {}", self.batch);
+        }
+        if let Some(q) = self.queue {
+            let _ = write!(s, ", queue {q}");
+        }
+        if self.schedule != "fifo" {
+            let _ = write!(s, ", {}", self.schedule);
+        }
+        s
+    }
+}
+
+/// The legacy `retention` echo: `{policy:?}@{budget:?}` (the form every earlier file holds,
+/// kept so they compare), or `streaming`.
+pub(super) fn retention_echo(r: Option<&RetentionConfig>) -> String {
+    match r {
+        Some(r) => format!("{:?}@{:?}", r.cache.policy, r.cache.budget),
+        None => "streaming".into(),
+    }
+}
+
+/// A legacy `retention` echo read back as `(text, flags)`: `Lru@Fraction { num: 50, den:
+/// 100 }` -> (`lru, budget 50%`, `--evict lru --budget 50%`); `None` for `streaming` or a
+/// form this build does not write.
+pub(super) fn legacy_retention(echo: &str) -> Option<(String, String)> {
+    let (policy, budget) = echo.split_once('@')?;
+    let kind = PolicyKind::ALL
+        .into_iter()
+        .find(|k| format!("{k:?}") == policy)?;
+    let num = |s: &str| -> Option<u128> { s.trim().parse().ok() };
+    let budget = if let Some(inner) = budget
+        .strip_prefix("Fraction { num: ")
+        .and_then(|b| b.strip_suffix(" }"))
+    {
+        let (n, d) = inner.split_once(", den: ")?;
+        Budget::Fraction {
+            num: num(n)?,
+            den: num(d)?,
+        }
+    } else if let Some(n) = budget
+        .strip_prefix("Units(")
+        .and_then(|b| b.strip_suffix(')'))
+    {
+        Budget::Units(num(n)? as u64)
+    } else {
+        let n = budget.strip_prefix("Bytes(")?.strip_suffix(')')?;
+        Budget::Bytes(num(n)? as u64)
+    };
+    // the Display of a byte or unit budget is not a flag value; give the flag's own form
+    let b = match &budget {
+        Budget::Units(n) => n.to_string(),
+        Budget::Bytes(n) => format!("{n}B"),
+        f => f.to_string(),
+    };
+    Some((
+        format!("{}, budget {budget}", kind.name()),
+        format!("--evict {} --budget {b}", kind.name()),
+    ))
+}
+
+/// Whether trace label `now` (this run's `--trace`) names the file a stored validation
+/// recorded as `stored`: the same label, or one path ending with the other (component-wise,
+/// `./` dropped; `now` also resolved to its absolute path), so `traces/x.bin`,
+/// `./traces/x.bin` and `/repo/traces/x.bin` agree but `traces/y.bin` does not.
+pub fn same_trace(stored: &str, now: &str) -> bool {
+    use std::path::{Component, Path};
+    if stored == now {
+        return true;
+    }
+    let plain = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect()
+    };
+    let s = plain(Path::new(stored));
+    let n = plain(Path::new(now));
+    let n_abs = std::fs::canonicalize(now).unwrap_or_else(|_| n.clone());
+    let climbs = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
+    if s.as_os_str().is_empty() || n.as_os_str().is_empty() {
+        return false;
+    }
+    (!climbs(&s) && (n.ends_with(&s) || n_abs.ends_with(&s))) || (!climbs(&n) && s.ends_with(&n))
+}
+
+/// What this run would record, to hold against a `--measured` file: its header and, per
+/// policy in order, `(policy, steps, page_ins)`.
+pub struct RunEcho<'a> {
+    pub header: &'a Validation,
+    pub rows: Vec<(String, usize, u64)>,
+}
+
+/// Refuse to re-price `stored` (the validation block of `path`) for a run that differs from
+/// it: another trace or model, expert size, retention, policy list or order, steps, or (the
+/// backstop for settings older files do not record, such as --batch) other page-ins. Each
+/// error names what differs and the flag that fixes it.
+pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho) -> Result<()> {
+    let f = path.display();
+    let h = now.header;
+    if !same_trace(&stored.trace, &h.trace) || stored.model != h.model {
+        bail!(
+            "--measured {f} was replayed on trace '{}' (model {}), this run reads '{}' (model {}): pass --trace {}",
+            stored.trace, stored.model, h.trace, h.model, stored.trace
+        );
+    }
+    if stored.expert_bytes != h.expert_bytes {
+        let mib = |b: u64| b as f64 / sim::MIB;
+        bail!(
+            "--measured {f} was replayed with experts of {} MiB ({} bytes), this run's are {} MiB ({} bytes): pass --expert-mib {} (or the --dtype it was recorded with)",
+            mib(stored.expert_bytes), stored.expert_bytes, mib(h.expert_bytes), h.expert_bytes, mib(stored.expert_bytes)
+        );
+    }
+    let stored_text = |v: &Validation| {
+        if !v.retention_text.is_empty() {
+            v.retention_text.clone()
+        } else {
+            legacy_retention(&v.retention).map_or(v.retention.clone(), |(text, _)| text)
+        }
+    };
+    if stored.retention != h.retention {
+        let fix = match (&stored.retention_settings, stored.retention.as_str()) {
+            (_, "streaming") => "leave out --evict and --budget (streaming)".to_string(),
+            (Some(st), _) => format!("pass --evict {} --budget {}", st.evict, st.budget),
+            (None, echo) => match legacy_retention(echo) {
+                Some((_, flags)) => format!("pass {flags}"),
+                None => "pass the --evict and --budget it was recorded with".into(),
+            },
+        };
+        bail!(
+            "--measured {f} was replayed under retention {}, this run has {}: {fix}",
+            stored_text(stored),
+            h.retention_text
+        );
+    }
+    if let (Some(st), Some(now_st)) = (&stored.retention_settings, &h.retention_settings) {
+        let pairs = [
+            ("--split", st.split.clone(), now_st.split.clone()),
+            (
+                "--semantics",
+                st.semantics.clone(),
+                now_st.semantics.clone(),
+            ),
+            ("--batch", st.batch.to_string(), now_st.batch.to_string()),
+            ("--schedule", st.schedule.clone(), now_st.schedule.clone()),
+            (
+                "--queue",
+                st.queue.map_or("(none)".into(), |q| q.to_string()),
+                now_st.queue.map_or("(none)".into(), |q| q.to_string()),
+            ),
+        ];
+        for (flag, a, b) in pairs {
+            if a != b {
+                bail!("--measured {f} was replayed with {flag} {a}, this run has {flag} {b}: pass {flag} {a} (retention {})", st.text());
+            }
+        }
+    }
+    let names = |v: Vec<&str>| v.join(",");
+    let stored_policies = names(stored.rows.iter().map(|r| r.policy.as_str()).collect());
+    let now_policies = names(now.rows.iter().map(|r| r.0.as_str()).collect());
+    if stored_policies != now_policies {
+        bail!(
+            "--measured {f} was replayed with --policy {stored_policies} (in this order: the repetitions interleave them), this run has --policy {now_policies}: pass --policy {stored_policies}"
+        );
+    }
+    for (r, (policy, steps, page_ins)) in stored.rows.iter().zip(&now.rows) {
+        if r.steps != *steps {
+            bail!(
+                "--measured {f} measured {} steps of --policy {policy}, this run predicts {steps}: pass --steps {}",
+                r.steps, r.steps
+            );
+        }
+        if r.page_ins != *page_ins {
+            bail!(
+                "--measured {f}: --policy {policy} paged in {} units over its {steps} steps there, {page_ins} in this run: the plans differ, so the trace's content or a setting the file does not record (--batch, --split, --semantics, --queue, --schedule, --granule-mib, --phase) is not the one it was recorded with; pass those",
+                r.page_ins
+            );
+        }
+    }
+    Ok(())
+}

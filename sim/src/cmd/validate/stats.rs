@@ -1,0 +1,146 @@
+//! The `validation` block of `sim validate`'s output: per-step statistics, repetitions, rows,
+//! and how repetitions combine (median of their p50s, spread).
+
+use super::same_run::RetentionSettings;
+use serde::{Deserialize, Serialize};
+use sim::engine::StepParts;
+use validate::stats::Summary;
+use validate::{HostBreakdown, ReplayMeasurement};
+
+/// p50, p99 and mean of step times, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+}
+
+impl StepStats {
+    /// Nearest-rank percentiles (rank ceil(q x n)) and the mean of `us` (µs), in ms.
+    pub fn of(us: &[f64]) -> StepStats {
+        let mut s = us.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let q = |p: f64| {
+            if n == 0 {
+                0.0
+            } else {
+                s[((p * n as f64).ceil() as usize).clamp(1, n) - 1] / 1e3
+            }
+        };
+        StepStats {
+            p50_ms: q(0.50),
+            p99_ms: q(0.99),
+            mean_ms: if n == 0 {
+                0.0
+            } else {
+                s.iter().sum::<f64>() / n as f64 / 1e3
+            },
+        }
+    }
+}
+
+/// (predicted - measured) / measured, in percent.
+pub(super) fn error_pct(pred: f64, meas: f64) -> f64 {
+    100.0 * (pred - meas) / meas
+}
+
+/// One repetition of a policy's real replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Repetition {
+    /// Position of this policy within its repetition (0 = replayed first).
+    pub position: u32,
+    /// Step statistics of this repetition, ms.
+    pub measured: StepStats,
+    /// Every step's measured time, µs.
+    pub step_us: Vec<f64>,
+    /// Every step's host breakdown.
+    pub host: Vec<HostBreakdown>,
+}
+
+/// One mechanism's row of the `validation` block. With `--repeat N`, `measured` holds the
+/// median over the N repetitions of each repetition's p50, p99 and mean (for N = 1, the one
+/// replay's), and the errors are taken against it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ValidationRow {
+    pub policy: String,
+    pub steps: usize,
+    pub page_ins: u64,
+    pub measured: StepStats,
+    pub predicted: StepStats,
+    /// Error of the prediction, percent of the measurement: p50, p99, mean.
+    pub error_pct_p50: f64,
+    pub error_pct_p99: f64,
+    pub error_pct_mean: f64,
+    /// The first repetition's full measurement.
+    pub replay: ReplayMeasurement,
+    /// Repetitions of the real replay (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Each repetition, in order.
+    #[serde(default)]
+    pub repetitions: Vec<Repetition>,
+    /// Smallest and largest p50 of the repetitions, ms, and (max - min) / median, percent.
+    #[serde(default)]
+    pub measured_p50_min_ms: f64,
+    #[serde(default)]
+    pub measured_p50_max_ms: f64,
+    #[serde(default)]
+    pub measured_p50_spread_pct: f64,
+    /// Error of the p50 prediction against the slowest and the fastest repetition's p50,
+    /// percent (the range the error moves in over the repetitions).
+    #[serde(default)]
+    pub error_pct_p50_range: [f64; 2],
+    /// The engine's predicted time of every replayed step, µs.
+    #[serde(default)]
+    pub predicted_step_us: Vec<f64>,
+    /// The engine's time split of every replayed step.
+    #[serde(default)]
+    pub predicted_parts: Vec<StepParts>,
+}
+
+pub(super) fn one() -> u32 {
+    1
+}
+
+/// Repetition order: in repetition `rep`, position `i` replays policy `(i + rep) mod n`.
+pub fn rotation(rep: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |i| (i + rep) % n)
+}
+
+/// The combined measurement of repetitions: the median of their p50s, p99s and means
+/// (`Summary` median: the mean of the two middle values for an even count), and the summary
+/// of the p50s (min, max, spread). `None` without repetitions.
+pub fn combine(reps: &[StepStats]) -> Option<(StepStats, Summary)> {
+    let p50 = Summary::of(&reps.iter().map(|r| r.p50_ms).collect::<Vec<_>>())?;
+    let p99 = Summary::of(&reps.iter().map(|r| r.p99_ms).collect::<Vec<_>>())?;
+    let mean = Summary::of(&reps.iter().map(|r| r.mean_ms).collect::<Vec<_>>())?;
+    Some((
+        StepStats {
+            p50_ms: p50.median,
+            p99_ms: p99.median,
+            mean_ms: mean.median,
+        },
+        p50,
+    ))
+}
+
+/// The `validation` block.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Validation {
+    pub trace: String,
+    pub model: String,
+    pub hw: String,
+    pub expert_bytes: u64,
+    /// Retention echo for machines: `{policy:?}@{budget:?}` (`Lru@Fraction { num: 50, den:
+    /// 100 }`), or `streaming`; the form every earlier file holds, kept so they compare.
+    pub retention: String,
+    /// Retention as the flags said it: `lru, budget 50%`, or `streaming` (empty in files
+    /// written before this field).
+    #[serde(default)]
+    pub retention_text: String,
+    /// Retention flags (`None` for streaming, and in files written before this field).
+    #[serde(default)]
+    pub retention_settings: Option<RetentionSettings>,
+    pub rows: Vec<ValidationRow>,
+}
