@@ -65,10 +65,12 @@ pub struct ValidateArgs {
 
     /// Re-price instead of replaying: take the measurements from FILE (the JSON a `sim
     /// validate --json` run wrote) and compare them with this build's prediction under --hw.
-    /// Give the flags it was recorded with: a different trace or model, expert size,
-    /// retention (--evict, --budget, --split, --semantics, --batch, --queue, --schedule),
-    /// policy list (same order) or --steps than FILE holds is refused, naming the flag to
-    /// fix. Needs no GPU: for trying a cost-model or profile change against real replays.
+    /// Give the flags it was recorded with: a different trace or model, expert size, VMM
+    /// granule (--granule-mib), retention (--evict, --budget, --split, --semantics, --batch,
+    /// --queue, --schedule), policy list (same order) or --steps than FILE holds is refused,
+    /// naming the flag to fix (files written before a setting was recorded are checked by
+    /// their page-in counts instead). Needs no GPU: for trying a cost-model or profile change
+    /// against real replays.
     #[arg(long, value_name = "FILE.json")]
     pub measured: Option<PathBuf>,
 
@@ -249,6 +251,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     }
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut expert_bytes = 0;
+    let mut vmm_granule_bytes = None;
     for spec in &args.policy {
         let cfg = RunConfig {
             policy: spec.clone(),
@@ -272,6 +275,9 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             retention.as_ref().map(|r| &r.cache),
         )?;
         let paging = Paging::of_spec(&map.spec);
+        if paging == Paging::Vmm {
+            vmm_granule_bytes = Some(map.granule_bytes);
+        }
         let cost = CostModel::new(&hw, paging, CostOptions::default())?;
         let mut compute =
             ComputeModel::new(tc.compute, model, map.expert_bytes, &hw, &tc.overrides)?;
@@ -322,6 +328,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         model: model.name.clone(),
         hw: hw.name.clone(),
         expert_bytes,
+        vmm_granule_bytes,
         retention: retention_echo(retention.as_ref()),
         retention_text: retention_settings
             .as_ref()
@@ -853,6 +860,40 @@ mod tests {
     }
 
     #[test]
+    fn a_different_vmm_granule_is_refused_naming_the_flag() {
+        let header = |granule: Option<u64>| Validation {
+            trace: "traces/x.bin".into(),
+            model: "m".into(),
+            hw: "h".into(),
+            expert_bytes: 16 << 20,
+            vmm_granule_bytes: granule,
+            retention: "streaming".into(),
+            retention_text: "streaming".into(),
+            retention_settings: None,
+            rows: Vec::new(),
+        };
+        let path = std::path::Path::new("f.json");
+        let check = |stored: Option<u64>, now: Option<u64>| {
+            check_same_run(
+                path,
+                &header(stored),
+                &RunEcho {
+                    header: &header(now),
+                    rows: Vec::new(),
+                },
+            )
+        };
+        let e = format!("{:#}", check(Some(2 << 20), Some(4 << 20)).unwrap_err());
+        assert!(
+            e.contains("granules of 2 MiB, this run's are 4 MiB: pass --granule-mib 2"),
+            "{e}"
+        );
+        check(Some(2 << 20), Some(2 << 20)).unwrap();
+        // files written before the field (and os*-only runs) leave it to the page-in check
+        check(None, Some(4 << 20)).unwrap();
+    }
+
+    #[test]
     fn settings_a_newer_file_records_are_compared_flag_by_flag() {
         let settings = |batch, split: &str| RetentionSettings {
             evict: "lru".into(),
@@ -868,6 +909,7 @@ mod tests {
             model: "m".into(),
             hw: "h".into(),
             expert_bytes: 1 << 20,
+            vmm_granule_bytes: Some(2 << 20),
             retention: "Lru@Fraction { num: 50, den: 100 }".into(),
             retention_text: st.text(),
             retention_settings: Some(st),

@@ -169,6 +169,15 @@ pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho
             mib(stored.expert_bytes), stored.expert_bytes, mib(h.expert_bytes), h.expert_bytes, mib(stored.expert_bytes)
         );
     }
+    if let (Some(was), Some(is)) = (stored.vmm_granule_bytes, h.vmm_granule_bytes) {
+        if was != is {
+            let mib = |b: u64| b as f64 / sim::MIB;
+            bail!(
+                "--measured {f} was replayed with VMM granules of {} MiB, this run's are {} MiB: pass --granule-mib {}",
+                mib(was), mib(is), mib(was)
+            );
+        }
+    }
     let stored_text = |v: &Validation| {
         if !v.retention_text.is_empty() {
             v.retention_text.clone()

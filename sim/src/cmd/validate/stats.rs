@@ -132,6 +132,10 @@ pub struct Validation {
     pub model: String,
     pub hw: String,
     pub expert_bytes: u64,
+    /// VMM commit granule of the run's `e*` and `region:*` policies, bytes (`--granule-mib`;
+    /// `None` when every policy pages through the OS, and in files written before this field).
+    #[serde(default)]
+    pub vmm_granule_bytes: Option<u64>,
     /// Retention echo for machines: `{policy:?}@{budget:?}` (`Lru@Fraction { num: 50, den:
     /// 100 }`), or `streaming`; the form every earlier file holds, kept so they compare.
     pub retention: String,
