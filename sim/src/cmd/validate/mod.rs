@@ -32,8 +32,20 @@ pub use same_run::*;
 pub use stats::*;
 use table::*;
 
-/// Arguments of `sim validate`.
+/// Arguments of `sim validate`. The shared timing flags the replay cannot follow (it runs the
+/// default engine) are hidden from `--help`; `run` still refuses them with the reason.
 #[derive(Args)]
+#[command(
+    mut_arg("predictor", |a| a.hide(true)),
+    mut_arg("window", |a| a.hide(true)),
+    mut_arg("handle_pool", |a| a.hide(true)),
+    mut_arg("deferred_unmap", |a| a.hide(true)),
+    mut_arg("serial_loader", |a| a.hide(true)),
+    mut_arg("admission_cap", |a| a.hide(true)),
+    mut_arg("timeline", |a| a.hide(true)),
+    mut_arg("nonexpert_us", |a| a.hide(true)),
+    mut_arg("expert_us", |a| a.hide(true))
+)]
 pub struct ValidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -201,24 +213,26 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     }
     let cache_args = args.cache.to_cache_args()?;
     let seed = cache_args.seed;
-    let Some(tc) = args.timing.for_run(seed)? else {
-        bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
-    };
-    if tc.predictor != PredictorKind::None
-        || tc.handle_pool
-        || tc.deferred_unmap
-        || tc.serial_loader
-        || tc.admission_cap.is_some()
-        || tc.timeline.is_some()
-        || tc.overrides.nonexpert_us.is_some()
-        || tc.overrides.expert_us.is_some()
-        || args.timing.window != 1
+    // Checked on the flags themselves, before the profile: these are refused with or without --hw.
+    let t = &args.timing;
+    if t.predictor != PredictorKind::None
+        || t.handle_pool
+        || t.deferred_unmap
+        || t.serial_loader
+        || t.admission_cap.is_some()
+        || t.timeline.is_some()
+        || t.nonexpert_us.is_some()
+        || t.expert_us.is_some()
+        || t.window != 1
     {
         bail!("`sim validate` replays the default engine (no --predictor, --window, --handle-pool, --deferred-unmap, --serial-loader, --admission-cap, --timeline, --nonexpert-us or --expert-us): the real replay runs those paths as the engine's defaults do; leave these flags out");
     }
     if args.timing.kv_bytes_per_token.is_some() {
         bail!("`sim validate` does not take --kv-bytes-per-token: the replay runs no attention and reads no KV cache, so neither side prices one; leave it out");
     }
+    let Some(tc) = args.timing.for_run(seed)? else {
+        bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
+    };
     let retention = cache_args.for_run()?;
     let w = args.input.workload()?;
     let trace = &w.trace.trace;
@@ -1031,6 +1045,17 @@ mod tests {
         assert!(e.contains("no --predictor, --window"), "{e}");
         let e = err(&["--steps", "0"]);
         assert!(e.contains("--steps must be >= 1"), "{e}");
+        // refused for what they are even without --hw (not "need a hardware profile")
+        let e = format!(
+            "{:#}",
+            run(
+                Cli::try_parse_from(["validate", "--policy", "e1", "--predictor", "oracle"])
+                    .unwrap()
+                    .a
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("replays the default engine"), "{e}");
         // one --evict value: `all` is a sweep's
         assert!(Cli::try_parse_from(["validate", "--policy", "e1", "--evict", "all"]).is_err());
     }
@@ -1045,6 +1070,10 @@ mod tests {
             "--dram",
             "--target-tokens-per-s",
             "--link-gbps",
+            "--predictor",
+            "--handle-pool",
+            "--timeline",
+            "--expert-us",
         ] {
             assert!(!help.contains(other), "{other} in:\n{help}");
         }
