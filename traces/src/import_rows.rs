@@ -111,8 +111,18 @@ fn split_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, Strin
     s.split([' ', ';'])
         .filter(|x| !x.is_empty())
         .map(|x| {
-            x.parse::<T>()
-                .map_err(|_| format!("{what} entry {x:?} is not a valid number"))
+            x.parse::<T>().map_err(|_| {
+                // an integer the field's type cannot hold (e.g. an expert id above 65535, or
+                // negative) is out of range, not malformed
+                if x.trim_start_matches('-')
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+                {
+                    format!("{what} entry {x:?} is out of range for this field")
+                } else {
+                    format!("{what} entry {x:?} is not a valid number")
+                }
+            })
         })
         .collect()
 }

@@ -264,6 +264,8 @@ fn row_import_errors_name_the_line_and_problem() {
     assert!(e.contains("line 2") && e.contains("\"later\""), "{e}");
     let e = csv_err(&format!("{h}a,decode,0,0,1 x\n"));
     assert!(e.contains("\"x\" is not a valid number"), "{e}");
+    let e = csv_err(&format!("{h}a,decode,0,0,1 70000\n"));
+    assert!(e.contains("\"70000\" is out of range"), "{e}");
     let e = csv_err(&format!("{h}a,decode,0,0,2 2\n"));
     assert!(e.contains("repeated"), "{e}");
     let e = csv_err("sequence,token,layer\na,0,0\n");
