@@ -114,10 +114,8 @@ fn split_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, Strin
             x.parse::<T>().map_err(|_| {
                 // an integer the field's type cannot hold (e.g. an expert id above 65535, or
                 // negative) is out of range, not malformed
-                if x.trim_start_matches('-')
-                    .bytes()
-                    .all(|b| b.is_ascii_digit())
-                {
+                let digits = x.strip_prefix('-').unwrap_or(x);
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
                     format!("{what} entry {x:?} is out of range for this field")
                 } else {
                     format!("{what} entry {x:?} is not a valid number")
