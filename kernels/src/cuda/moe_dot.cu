@@ -152,6 +152,28 @@ __device__ __forceinline__ void quantize_slot(const float* __restrict__ input,
 // Weights stream through a ring of NB register batches of J chunks x R rows: NB - 1 batches are
 // in flight while one is used (J = 2, NB = 2: the kernels of the third pass; deeper rings keep
 // more independent 16-byte loads in flight per thread, which long rows per lane need).
+// Walks a lane's 16-byte chunks kl, kl + P, kl + 2P, ... (< C) through a ring of NB register
+// batches of J chunks: before using batch n it fetches batch n + NB - 1 into the buffer batch
+// n - 1 has just freed (`fetch(buf, first chunk)`; the caller fetched batches 0..NB-2 first),
+// then calls `use(buf, j, c)` for the J chunks of the batch. The loops are unrolled by NB and J,
+// so after inlining `buf` and `j` index the register buffers as constants. At the tail of a
+// batch `c` may be >= C: `use` must check.
+template <int NB, int J, class Fetch, class Use>
+__device__ __forceinline__ void ring_walk(unsigned int kl, unsigned int C, unsigned int P,
+                                          Fetch& fetch, Use use) {
+    for (unsigned int c0 = kl; c0 < C; c0 += NB * J * P) {
+#pragma unroll
+        for (int buf = 0; buf < NB; ++buf) {
+            const unsigned int cb = c0 + buf * J * P;
+            if (cb < C) {
+                if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
+#pragma unroll
+                for (int j = 0; j < J; ++j) use(buf, j, cb + j * P);
+            }
+        }
+    }
+}
+
 // Sums the P partial sums of each of a lane group's R rows (shuffles inside a warp, then
 // shared memory `red`, (BLOCK / 32) x R floats, across warps); lane 0 of the group (kl == 0)
 // writes the rows of slot s that exist. Every thread of the block must call it (barrier).
@@ -240,47 +262,35 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 
-    // Unrolled by NB so the register buffers are indexed by constants: batch n sits in buffer
-    // n % NB, and batch n + NB - 1 is fetched into the buffer batch n - 1 has just freed.
-    for (unsigned int c0 = kl; c0 < C; c0 += NB * J * P) {
+    // Batch n sits in register buffer n % NB (see `ring_walk`).
+    ring_walk<NB, J>(kl, C, P, fetch, [&](int buf, int j, unsigned int c) {
+        if (c < C) {
+            const float st = step[c];
+            int ah[R], al[R];
 #pragma unroll
-        for (int buf = 0; buf < NB; ++buf) {
-            const unsigned int cb = c0 + buf * J * P;
-            if (cb < C) {
-                if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
+            for (int r = 0; r < R; ++r) {
+                ah[r] = 0;
+                al[r] = 0;
+            }
 #pragma unroll
-                for (int j = 0; j < J; ++j) {
-                    const unsigned int c = cb + j * P;
-                    if (c < C) {
-                        const float st = step[c];
-                        int ah[R], al[R];
+            for (int i = 0; i < 4; ++i) {
+                const uint4 a = qs[i * C + c];
 #pragma unroll
-                        for (int r = 0; r < R; ++r) {
-                            ah[r] = 0;
-                            al[r] = 0;
-                        }
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const uint4 a = qs[i * C + c];
-#pragma unroll
-                            for (int r = 0; r < R; ++r) {
-                                const unsigned int wv = word_of(w[buf][j][r], i);
-                                const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
-                                const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
-                                ah[r] = dp4a(lo, (int)a.x, ah[r]);
-                                ah[r] = dp4a(hi, (int)a.z, ah[r]);
-                                al[r] = dp4a(lo, (int)a.y, al[r]);
-                                al[r] = dp4a(hi, (int)a.w, al[r]);
-                            }
-                        }
-#pragma unroll
-                        for (int r = 0; r < R; ++r)
-                            acc[r] = fmaf(sc[buf][j][r] * st, (float)(ah[r] * 256 + al[r]), acc[r]);
-                    }
+                for (int r = 0; r < R; ++r) {
+                    const unsigned int wv = word_of(w[buf][j][r], i);
+                    const int hi = (int)((wv ^ 0x88888888u) & 0xF0F0F0F0u);
+                    const int lo = (int)(((wv << 4) ^ 0x88888888u) & 0xF0F0F0F0u);
+                    ah[r] = dp4a(lo, (int)a.x, ah[r]);
+                    ah[r] = dp4a(hi, (int)a.z, ah[r]);
+                    al[r] = dp4a(lo, (int)a.y, al[r]);
+                    al[r] = dp4a(hi, (int)a.w, al[r]);
                 }
             }
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                acc[r] = fmaf(sc[buf][j][r] * st, (float)(ah[r] * 256 + al[r]), acc[r]);
         }
-    }
+    });
 
     store_rows<R>(acc, red, P, kl, row0, rows, output, s);
 }
@@ -519,84 +529,73 @@ __device__ __forceinline__ void dot6_tile(
 #pragma unroll
     for (int r = 0; r < R; ++r) bits[r] = 0u;
 
-    for (unsigned int c0 = kl; c0 < C; c0 += NB * J * P) {
+    ring_walk<NB, J>(kl, C, P, fetch, [&](int buf, int j, unsigned int c) {
+        if (LOADONLY) {
 #pragma unroll
-        for (int buf = 0; buf < NB; ++buf) {
-            const unsigned int cb = c0 + buf * J * P;
-            if (cb < C) {
-                if (cb + (NB - 1) * J * P < C) fetch((buf + NB - 1) % NB, cb + (NB - 1) * J * P);
+            for (int r = 0; r < R; ++r) {
+                const uint4 v = w[buf][j][r];
+                bits[r] ^= v.x ^ v.y ^ v.z ^ v.w ^ __float_as_uint(sc[buf][j][r]);
+            }
+            return;
+        }
+        if (c < C) {
+            const float st = step[c];
+            const int zero = -128 * sums[c];
+            int dot[R];
+            if (LIMBS == 2) {
+                int hl[R], hh[R], ll[R], lh[R];
 #pragma unroll
-                for (int j = 0; j < J; ++j) {
-                    const unsigned int c = cb + j * P;
-                    if (LOADONLY) {
+                for (int r = 0; r < R; ++r) {
+                    hl[r] = 0;
+                    hh[r] = 0;
+                    ll[r] = 0;
+                    lh[r] = zero;
+                }
 #pragma unroll
-                        for (int r = 0; r < R; ++r) {
-                            const uint4 v = w[buf][j][r];
-                            bits[r] ^= v.x ^ v.y ^ v.z ^ v.w ^ __float_as_uint(sc[buf][j][r]);
-                        }
-                        continue;
-                    }
-                    if (c < C) {
-                        const float st = step[c];
-                        const int zero = -128 * sums[c];
-                        int dot[R];
-                        if (LIMBS == 2) {
-                            int hl[R], hh[R], ll[R], lh[R];
+                for (int i = 0; i < 4; ++i) {
+                    const uint4 a = qs[i * C + c];
 #pragma unroll
-                            for (int r = 0; r < R; ++r) {
-                                hl[r] = 0;
-                                hh[r] = 0;
-                                ll[r] = 0;
-                                lh[r] = zero;
-                            }
-#pragma unroll
-                            for (int i = 0; i < 4; ++i) {
-                                const uint4 a = qs[i * C + c];
-#pragma unroll
-                                for (int r = 0; r < R; ++r) {
-                                    const unsigned int wv = word_of(w[buf][j][r], i);
-                                    const unsigned int lo = wv & 0x0F0F0F0Fu;
-                                    const unsigned int hi = wv & 0xF0F0F0F0u;
-                                    hl[r] = dp4a_us(lo, (int)a.x, hl[r]);
-                                    ll[r] = dp4a_us(lo, (int)a.y, ll[r]);
-                                    hh[r] = dp4a_us(hi, (int)a.z, hh[r]);
-                                    lh[r] = dp4a_us(hi, (int)a.w, lh[r]);
-                                }
-                            }
-#pragma unroll
-                            for (int r = 0; r < R; ++r)
-                                dot[r] = (hl[r] * 16 + hh[r]) * 256 + ll[r] * 16 + lh[r];
-                        } else {
-                            int el[R], oh[R];
-#pragma unroll
-                            for (int r = 0; r < R; ++r) {
-                                el[r] = 0;
-                                oh[r] = zero;
-                            }
-#pragma unroll
-                            for (int i2 = 0; i2 < 2; ++i2) {
-                                const uint4 a = qs[i2 * C + c];
-#pragma unroll
-                                for (int r = 0; r < R; ++r) {
-                                    const unsigned int w0 = word_of(w[buf][j][r], 2 * i2);
-                                    const unsigned int w1 = word_of(w[buf][j][r], 2 * i2 + 1);
-                                    el[r] = dp4a_us(w0 & 0x0F0F0F0Fu, (int)a.x, el[r]);
-                                    oh[r] = dp4a_us(w0 & 0xF0F0F0F0u, (int)a.y, oh[r]);
-                                    el[r] = dp4a_us(w1 & 0x0F0F0F0Fu, (int)a.z, el[r]);
-                                    oh[r] = dp4a_us(w1 & 0xF0F0F0F0u, (int)a.w, oh[r]);
-                                }
-                            }
-#pragma unroll
-                            for (int r = 0; r < R; ++r) dot[r] = el[r] * 16 + oh[r];
-                        }
-#pragma unroll
-                        for (int r = 0; r < R; ++r)
-                            acc[r] = fmaf(sc[buf][j][r] * st, (float)dot[r], acc[r]);
+                    for (int r = 0; r < R; ++r) {
+                        const unsigned int wv = word_of(w[buf][j][r], i);
+                        const unsigned int lo = wv & 0x0F0F0F0Fu;
+                        const unsigned int hi = wv & 0xF0F0F0F0u;
+                        hl[r] = dp4a_us(lo, (int)a.x, hl[r]);
+                        ll[r] = dp4a_us(lo, (int)a.y, ll[r]);
+                        hh[r] = dp4a_us(hi, (int)a.z, hh[r]);
+                        lh[r] = dp4a_us(hi, (int)a.w, lh[r]);
                     }
                 }
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+                    dot[r] = (hl[r] * 16 + hh[r]) * 256 + ll[r] * 16 + lh[r];
+            } else {
+                int el[R], oh[R];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    el[r] = 0;
+                    oh[r] = zero;
+                }
+#pragma unroll
+                for (int i2 = 0; i2 < 2; ++i2) {
+                    const uint4 a = qs[i2 * C + c];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const unsigned int w0 = word_of(w[buf][j][r], 2 * i2);
+                        const unsigned int w1 = word_of(w[buf][j][r], 2 * i2 + 1);
+                        el[r] = dp4a_us(w0 & 0x0F0F0F0Fu, (int)a.x, el[r]);
+                        oh[r] = dp4a_us(w0 & 0xF0F0F0F0u, (int)a.y, oh[r]);
+                        el[r] = dp4a_us(w1 & 0x0F0F0F0Fu, (int)a.z, el[r]);
+                        oh[r] = dp4a_us(w1 & 0xF0F0F0F0u, (int)a.w, oh[r]);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r) dot[r] = el[r] * 16 + oh[r];
             }
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                acc[r] = fmaf(sc[buf][j][r] * st, (float)dot[r], acc[r]);
         }
-    }
+    });
 
     if (LOADONLY) {
 #pragma unroll
