@@ -2,9 +2,10 @@
 
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
-    dot_activation_bytes, lanes_per_row, rows_per_block, tc_rows_per_block, tensor_core_group,
-    warps_per_tile, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS,
-    PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+    dot_activation_bytes, fused_plan, lanes_per_row, rows_per_block, tc_rows_per_block,
+    tensor_core_group, warps_per_tile, DotStaging, FusedPlan, BLOCK_THREADS, DEFAULT_DOT_KERNEL,
+    DOT_FALLBACK_KERNEL, DOT_KERNELS, FUSED_FALLBACK_KERNEL, FUSED_THREADS, PER_SLOT_ROWS,
+    TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -287,6 +288,15 @@ impl Kernels {
                         slot_token.len(),
                         self.multiprocessors,
                     );
+                    // Eighth pass: the persistent kernel where it can run, else the sixth pass's
+                    // default.
+                    let kernel = if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk
+                        && self.fused_plan_for(geom, kernel, expert_ptrs).is_none()
+                    {
+                        FUSED_FALLBACK_KERNEL
+                    } else {
+                        kernel
+                    };
                     let staging = DOT_KERNELS[kernel].staging;
                     // The sixth pass's kernels find a chunk's scale group by a shift.
                     let shift_runs = geom.group.is_power_of_two();
@@ -400,7 +410,34 @@ impl Kernels {
             }
             _ => None,
         };
+        let fused = match path {
+            KernelPath::PerSlotDot { kernel }
+                if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk =>
+            {
+                let plan = self
+                    .fused_plan_for(geom, kernel, expert_ptrs)
+                    .ok_or_else(|| KernelError::Invalid("no fused plan".into()))?;
+                // Each item's (slot, token): per-slot items serve one slot each.
+                let item_st: Vec<u32> = list
+                    .items
+                    .chunks_exact(4)
+                    .flat_map(|it| {
+                        let s = list.slot_list[it[2] as usize];
+                        [s, slot_token[s as usize]]
+                    })
+                    .collect();
+                Some(FusedLaunch {
+                    plan,
+                    item_st: stream.clone_htod(&item_st)?,
+                    gu_tagged: stream.alloc_zeros::<u64>(slots * 2 * geom.ffn)?,
+                    flags: stream.alloc_zeros::<u32>(items)?,
+                    epoch: 0,
+                })
+            }
+            _ => None,
+        };
         Ok(MoeLaunch {
+            fused,
             quantized,
             geom,
             variant,
@@ -427,7 +464,8 @@ impl Kernels {
 
     /// Enqueues the launches of a layer's expert FFN on `stream`: gate+up over every item, then
     /// down (each after its activation pre-pass for [`crate::launch::DotStaging::PrequantPdl`] kernels; the
-    /// launches after the first programmatic on sm_90+ for [`crate::launch::DotStaging::programmatic`] ones).
+    /// launches after the first programmatic on sm_90+ for [`crate::launch::DotStaging::programmatic`] ones;
+    /// one persistent launch after the gate+up pre-pass for [`DotStaging::PersistentBulk`]).
     /// Results land in `launch.y` (`slots x hidden`).
     pub fn launch_moe(
         &self,
@@ -453,6 +491,12 @@ impl Kernels {
                 launch.kernel_name()
             )));
         }
+        if launch.fused.is_some() {
+            return Err(KernelError::Invalid(format!(
+                "{} runs the layer in one launch: its phases cannot run alone",
+                launch.kernel_name()
+            )));
+        }
         self.launch_phases(stream, launch, Some(phase))
     }
 
@@ -470,6 +514,19 @@ impl Kernels {
             KernelPath::TensorCore => &self.moe_tc,
         };
         debug_assert!(launch.maxt <= MAX_SLOTS_PER_ITEM);
+        if let Some(fused) = launch.fused.as_mut() {
+            return self.launch_fused(
+                stream,
+                g,
+                launch.items,
+                fused,
+                func,
+                &launch.work,
+                &launch.x,
+                launch.quantized.as_mut(),
+                &mut launch.y,
+            );
+        }
         let phases = [
             // (rows, k, weight offset, scale offset, mode)
             (2 * g.ffn, g.hidden, 0usize, g.gate_up_scale_offset(), 0i32),
@@ -571,7 +628,7 @@ impl Kernels {
                     ];
                     // SAFETY: as the launch below, through cuLaunchKernelEx.
                     unsafe {
-                        launch_programmatic(stream, func, (n as u32, 1), 0, &args)?;
+                        launch_programmatic(stream, func, (n as u32, 1), BLOCK_THREADS, 0, &args)?;
                     }
                 } else {
                     let pcfg = LaunchConfig {
@@ -614,6 +671,7 @@ impl Kernels {
                         stream,
                         func,
                         (phase.blocks, launch.items),
+                        BLOCK_THREADS,
                         phase.shared_bytes,
                         &args,
                     )?;
@@ -640,6 +698,107 @@ impl Kernels {
             // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
             // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
             unsafe { b.launch(cfg) }?;
+        }
+        Ok(())
+    }
+
+    /// The [`FusedPlan`] of `DOT_KERNELS[kernel]` (a [`DotStaging::PersistentBulk`] kernel) for
+    /// a launch of `geom` experts at `expert_ptrs`; `None` where it cannot run: compute
+    /// capability below 9.0 (bulk copies, mbarrier waits), a geometry [`fused_plan`] refuses, or
+    /// an expert pointer that is not 16-byte aligned (bulk copies need it).
+    fn fused_plan_for(
+        &self,
+        geom: ExpertGeometry,
+        kernel: usize,
+        expert_ptrs: &[u64],
+    ) -> Option<FusedPlan> {
+        if self.compute_capability.0 < 9 || expert_ptrs.iter().any(|p| p % 16 != 0) {
+            return None;
+        }
+        let d = DOT_KERNELS[kernel];
+        fused_plan(
+            geom.hidden,
+            geom.ffn,
+            geom.group,
+            d.rows,
+            d.ring,
+            self.multiprocessors,
+            self.max_shared_bytes
+                .saturating_sub(DOT_STATIC_SHARED_BYTES),
+        )
+    }
+
+    /// Enqueues a [`DotStaging::PersistentBulk`] layer: the gate+up activation pre-pass (a
+    /// plain launch), then the persistent kernel `func` as a programmatic dependent launch
+    /// with the next epoch.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        g: ExpertGeometry,
+        items: u32,
+        fused: &mut FusedLaunch,
+        func: &CudaFunction,
+        work: &CudaSlice<u32>,
+        x: &CudaSlice<f32>,
+        quantized: Option<&mut (usize, [CudaSlice<u32>; 2])>,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<(), KernelError> {
+        let Some((limbs, scratch)) = quantized else {
+            return Err(KernelError::Invalid(
+                "a persistent launch needs its pre-pass scratch rows".into(),
+            ));
+        };
+        let tokens = x.len() / g.hidden;
+        let (hidden, mode) = (g.hidden as u32, 0i32);
+        let pcfg = LaunchConfig {
+            grid_dim: (tokens as u32, 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = stream.launch_builder(&self.dot_prep[*limbs - 1]);
+        b.arg(x).arg(&hidden).arg(&mode).arg(&mut scratch[0]);
+        // SAFETY: matches moe_dot_prep2; `x` holds `tokens` rows of hidden values and
+        // scratch[0] `tokens` rows of dot_activation_bytes(hidden) bytes.
+        unsafe { b.launch(pcfg) }?;
+        fused.epoch = fused.epoch.wrapping_add(1).max(1);
+        let p = fused.plan;
+        let args = [
+            work.device_ptr(stream).0,
+            fused.item_st.device_ptr(stream).0,
+            scratch[0].device_ptr(stream).0,
+            fused.gu_tagged.device_ptr(stream).0,
+            scratch[1].device_ptr(stream).0,
+            y.device_ptr(stream).0,
+            fused.flags.device_ptr(stream).0,
+            items as u64,
+            g.hidden as u64,
+            g.ffn as u64,
+            g.group as u64,
+            p.p_gu as u64,
+            p.p_d as u64,
+            g.down_weight_offset() as u64,
+            g.gate_up_scale_offset() as u64,
+            g.down_scale_offset() as u64,
+            p.stage_w as u64,
+            p.stage_s as u64,
+            p.stage_a as u64,
+            fused.epoch as u64,
+        ];
+        // SAFETY: the argument list of FUSED_ENTRY in moe_dot.cu. The work list's pointers are
+        // 16-byte aligned experts of `g.expert_bytes()` bytes (checked by fused_plan_for);
+        // item_st, gu_tagged, flags, scratch[1] and y were sized for the launch's items and
+        // slots; the plan's stages fit the block's opted-in shared memory; its grid is one
+        // block per multiprocessor, so every block is resident at once.
+        unsafe {
+            launch_programmatic(
+                stream,
+                func,
+                (p.blocks, 1),
+                FUSED_THREADS,
+                p.shared_bytes,
+                &args,
+            )?;
         }
         Ok(())
     }
@@ -752,8 +911,8 @@ impl Kernels {
 /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, compute capability 9.0+): it may
 /// start before the previous grid of the stream ends and must wait for it
 /// (`griddepcontrol.wait`) before reading its results. `grid` (x, y) of
-/// [`BLOCK_THREADS`]-thread blocks; each kernel parameter in `args` as a u64 whose low bytes
-/// hold it (32-bit parameters read the first 4 bytes, little-endian).
+/// `block`-thread blocks; each kernel parameter in `args` as a u64 whose low bytes hold it
+/// (32-bit parameters read the first 4 bytes, little-endian).
 ///
 /// # Safety
 /// `args` must match the kernel's parameter list in count and sizes, and every pointer must
@@ -762,6 +921,7 @@ unsafe fn launch_programmatic(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     grid: (u32, u32),
+    block: u32,
     shared_bytes: u32,
     args: &[u64],
 ) -> Result<(), KernelError> {
@@ -779,7 +939,7 @@ unsafe fn launch_programmatic(
         gridDimX: grid.0,
         gridDimY: grid.1,
         gridDimZ: 1,
-        blockDimX: BLOCK_THREADS,
+        blockDimX: block,
         blockDimY: 1,
         blockDimZ: 1,
         sharedMemBytes: shared_bytes,
@@ -799,6 +959,20 @@ unsafe fn launch_programmatic(
     }
     .result()?;
     Ok(())
+}
+
+/// The buffers of a [`DotStaging::PersistentBulk`] layer launch.
+struct FusedLaunch {
+    plan: FusedPlan,
+    /// Each work item's (slot, token), 2 u32 per item.
+    item_st: CudaSlice<u32>,
+    /// `slots x 2 ffn` gate+up rows, each `epoch << 32 | f32 bits` of the launch that wrote it.
+    gu_tagged: CudaSlice<u64>,
+    /// One per work item: the epoch whose down activations are published.
+    flags: CudaSlice<u32>,
+    /// The last launch's epoch (0 before the first: the buffers start zeroed, so 0 is never
+    /// used).
+    epoch: u32,
 }
 
 /// Which kernel of `cuda/moe.cu` a launch runs.
@@ -868,6 +1042,8 @@ pub struct MoeLaunch {
     /// Pre-pass dot kernels ([`crate::launch::DotStaging::PrequantPdl`]): activation limbs, and the scratch rows
     /// of quantized activations of the gate+up (one per token) and down (one per slot) launch.
     quantized: Option<(usize, [CudaSlice<u32>; 2])>,
+    /// [`DotStaging::PersistentBulk`] launches: their own buffers.
+    fused: Option<FusedLaunch>,
     x: CudaSlice<f32>,
     gu: CudaSlice<f32>,
     /// Output, `slots x hidden`, slot-major.

@@ -21,9 +21,11 @@ pub struct DotKernel {
     pub rows: usize,
     /// Resident blocks per multiprocessor its `__launch_bounds__` asks for (caps registers).
     pub min_blocks: u32,
-    /// Weight chunks (16 bytes, 32 int4 weights) per row in one register batch (`J`).
+    /// Weight chunks (16 bytes, 32 int4 weights) per row in one register batch (`J`; 1 for
+    /// [`DotStaging::PersistentBulk`], whose lanes take one chunk at a time from shared memory).
     pub batch_chunks: usize,
-    /// Register batches in the ring (`NB`): `NB - 1` batches of loads are in flight per thread.
+    /// Register batches in the ring (`NB`): `NB - 1` batches of loads are in flight per thread
+    /// ([`DotStaging::PersistentBulk`]: shared-memory stages per block).
     pub ring: usize,
     /// How the grid is sized (lanes per row).
     pub grid: DotGrid,
@@ -63,10 +65,12 @@ pub enum WeightReads {
 }
 
 /// How a dot kernel gets its activations and launches a layer, and the arithmetic it uses.
-/// Variants of earlier kinds (cp.async shared-memory rings, fused one-launch layers, bulk-copy
-/// tiles, int8 tensor cores, persistent blocks) were slower than a kept kernel on every
-/// measured geometry and were dropped; their figures are in BENCHMARKS.md (issue 7, fifth and
-/// sixth passes).
+/// Variants of earlier kinds (cp.async shared-memory rings, the fifth pass's fused one-launch
+/// layers, one-shot bulk-copy tiles, int8 tensor cores, the sixth pass's persistent blocks) were
+/// slower than a kept kernel on every measured geometry and were dropped; their figures are in
+/// BENCHMARKS.md (issue 7, fifth and sixth passes). The eighth pass's
+/// [`DotStaging::PersistentBulk`] is a new persistent one-launch design (bulk-copied stages,
+/// fence-free publication of the gate+up rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DotStaging {
     /// `DOT_ENTRY` kernels (third and fourth passes): weights stream through a ring of `ring`
@@ -88,6 +92,16 @@ pub enum DotStaging {
     /// gate+up, pre-pass, down) is a programmatic dependent launch (sm_90+), so each weight
     /// kernel starts while its pre-pass runs and requests its first weights before it waits.
     PrequantPdl,
+    /// `FUSED_ENTRY` kernels (eighth pass): the whole layer in one persistent launch (after the
+    /// gate+up activation pre-pass of [`DotStaging::PrequantPdl`]) of one block per
+    /// multiprocessor ([`fused_plan`]): a producer warp bulk-copies (`cp.async.bulk`, sm_90+)
+    /// each tile's weight rows, scales and activation row into shared-memory stages, consumer
+    /// warps compute from there with [`DotStaging::PrequantPdl`]'s arithmetic, gate+up tiles
+    /// of every item before down tiles; a warp per block quantizes the down activations of the
+    /// items whose last gate+up tile it took and publishes them to the down tiles by a flag.
+    /// Needs compute capability 9.0 and a [`fused_plan`]; elsewhere a launch runs
+    /// [`FUSED_FALLBACK_KERNEL`].
+    PersistentBulk,
     /// `PREQ8_ENTRY` kernels (sixth pass, reported only): pre-pass activations (plain launches)
     /// with one int8 limb per activation (`|x| <= 127`, llama.cpp q8_1 style, 2 `dp4a` per 8
     /// weights instead of 4). Cannot hold the stated tolerance: shows what the 16-bit limbs cost.
@@ -104,14 +118,23 @@ impl DotStaging {
     /// True when the layer's launches after its first are programmatic dependent launches
     /// (on compute capability 9.0+; plain launches before, where the kernels' waits are no-ops).
     pub fn programmatic(self) -> bool {
-        matches!(self, DotStaging::NibblesPdl | DotStaging::PrequantPdl)
+        matches!(
+            self,
+            DotStaging::NibblesPdl | DotStaging::PrequantPdl | DotStaging::PersistentBulk
+        )
+    }
+
+    /// True when the layer is one weight launch ([`DotStaging::PersistentBulk`]): its gate+up
+    /// and down phases cannot be launched (or timed) apart.
+    pub fn single_launch(self) -> bool {
+        matches!(self, DotStaging::PersistentBulk)
     }
 
     /// Activation limbs of the pre-pass (2 for [`DotStaging::PrequantPdl`], 1 for
     /// [`DotStaging::Prequant8`]); `None` for kernels without a pre-pass.
     pub fn prepass_limbs(self) -> Option<usize> {
         match self {
-            DotStaging::PrequantPdl => Some(2),
+            DotStaging::PrequantPdl | DotStaging::PersistentBulk => Some(2),
             DotStaging::Prequant8 => Some(1),
             DotStaging::Registers | DotStaging::NibblesPdl => None,
         }
@@ -127,7 +150,7 @@ impl DotStaging {
 pub fn dot_activation_bytes(k: usize, staging: DotStaging) -> usize {
     let chunks = k / 32;
     match staging {
-        DotStaging::NibblesPdl | DotStaging::PrequantPdl => {
+        DotStaging::NibblesPdl | DotStaging::PrequantPdl | DotStaging::PersistentBulk => {
             16 * (4 * chunks + (2 * chunks).div_ceil(4))
         }
         DotStaging::Prequant8 => 16 * (2 * chunks + (2 * chunks).div_ceil(4)),
@@ -170,6 +193,7 @@ impl DotKernel {
             (S::PrequantPdl, W::TilePrefetchDown, false) => "PREQPD_ENTRY",
             (S::PrequantPdl, W::Plain, true) => "LOADQP_ENTRY",
             (S::Prequant8, W::Plain, false) => "PREQ8_ENTRY",
+            (S::PersistentBulk, W::Plain, false) => "FUSED_ENTRY",
             _ => return None,
         })
     }
@@ -189,13 +213,20 @@ impl DotKernel {
         let Some(partner) = self.one_wave_partner else {
             return index;
         };
+        // A persistent kernel (one block per multiprocessor) decides as the kernel it falls
+        // back to, so both hand the same launches to the partner.
+        let basis = if self.staging.single_launch() {
+            DOT_KERNELS[FUSED_FALLBACK_KERNEL]
+        } else {
+            *self
+        };
         let one = lanes_per_row_one_wave(
             rows,
             chunks,
             items,
-            self.rows,
+            basis.rows,
             multiprocessors,
-            self.min_blocks,
+            basis.min_blocks,
         );
         if one >= COALESCED_LANES {
             DOT_KERNELS
@@ -245,7 +276,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
 /// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
 /// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
-pub const DOT_KERNELS: [DotKernel; 7] = [
+pub const DOT_KERNELS: [DotKernel; 8] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -279,6 +310,20 @@ pub const DOT_KERNELS: [DotKernel; 7] = [
     DotKernel {
         load_only: true,
         ..sixth("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+    },
+    // Eighth pass: the layer in one persistent launch with bulk-copied shared-memory stages
+    // (2 rows per thread, 3 stages, one block per multiprocessor; the grid is `fused_plan`'s).
+    // Launches of one wave run the sixth pass's one-wave partner.
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        ..sixth(
+            "moe_dot_fz_r2j1s3b1",
+            2,
+            1,
+            3,
+            1,
+            DotStaging::PersistentBulk,
+        )
     },
 ];
 
@@ -320,6 +365,129 @@ pub const DOT_FALLBACK_KERNEL: usize = 0;
 /// 58.3 µs vs 63.6 for the fourth pass's `moe_dot_a_r2b3`, the Qwen3-30B-A3B batch-1 layer in
 /// 16.3 vs 17.2 µs, faster on every measured geometry.
 pub const DEFAULT_DOT_KERNEL: usize = 3;
+
+/// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where
+/// it cannot (compute capability below 9.0, no [`fused_plan`] for the geometry, or an expert
+/// pointer not 16-byte aligned): `moe_dot_xp_r2j1n3b4`, the sixth pass's default.
+pub const FUSED_FALLBACK_KERNEL: usize = 3;
+
+/// Consumer warps of a [`DotStaging::PersistentBulk`] block (`FUSED_CONSUMER_WARPS` in
+/// `cuda/moe_dot.cu`).
+pub const FUSED_CONSUMER_WARPS: u32 = 8;
+/// Threads of a [`DotStaging::PersistentBulk`] block: the consumer warps, the producer warp and
+/// the quantizing warp.
+pub const FUSED_THREADS: u32 = (FUSED_CONSUMER_WARPS + 2) * 32;
+/// Most weight bytes one tile of a [`DotStaging::PersistentBulk`] launch stages. Measured on the
+/// H200 (BENCHMARKS.md issue 7, eighth pass, standalone harness): 40 KiB tiles in 3 stages ran
+/// 60 slots of 2560x640 in 50-51 µs, 20 KiB tiles in 4 to 7 stages in 78-80 µs, because each
+/// multiprocessor receives about one bulk-copied tile per 1.4 µs whatever its size.
+pub const FUSED_TILE_BYTES: usize = 40 * 1024;
+
+/// The launch geometry of a [`DotStaging::PersistentBulk`] layer (see [`fused_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedPlan {
+    /// Lanes per row group (`P`) of the gate+up tiles.
+    pub p_gu: u32,
+    /// Lanes per row group (`P`) of the down tiles.
+    pub p_d: u32,
+    /// Bytes of the weight rows of one shared-memory stage (the larger of the two phases' tiles).
+    pub stage_w: u32,
+    /// Bytes of a stage's scales (the larger phase's, padded to 128).
+    pub stage_s: u32,
+    /// Bytes of a stage's quantized activation row (the larger phase's, padded to 128).
+    pub stage_a: u32,
+    /// Dynamic shared memory of a block: `stages x (stage_w + stage_s + stage_a)`.
+    pub shared_bytes: u32,
+    /// Blocks of the grid: one per multiprocessor (the kernel's static tile order needs every
+    /// block resident at once).
+    pub blocks: u32,
+}
+
+impl FusedPlan {
+    /// Rows of one gate+up tile and of one down tile.
+    pub fn tile_rows(&self, rows_per_thread: usize) -> (usize, usize) {
+        let threads_rows = (FUSED_CONSUMER_WARPS * 32) as usize * rows_per_thread;
+        (
+            threads_rows / self.p_gu as usize,
+            threads_rows / self.p_d as usize,
+        )
+    }
+}
+
+/// The [`FusedPlan`] of a layer of `hidden` x `ffn` experts with scale groups of `group`, for a
+/// kernel of `rows_per_thread` rows per thread and `stages` stages, on `multiprocessors`
+/// multiprocessors with `max_shared_bytes` of dynamic shared memory per block; `None` where the
+/// kernel cannot run it (the caller then runs [`FUSED_FALLBACK_KERNEL`]).
+///
+/// Each phase takes the fewest lanes per row (a power of two, at most 32: the row sums are warp
+/// shuffles) whose tile of `512 / P` rows (8 warps x 32 threads x 2 rows) stays within
+/// [`FUSED_TILE_BYTES`]. `None` when `group` is not a power of two of at least 32, `hidden` or
+/// `ffn` is not a multiple of `group` and of 32, a tile's scales are not whole 16-byte words
+/// (bulk copies move multiples of 16 bytes), or `stages` stages do not fit.
+pub fn fused_plan(
+    hidden: usize,
+    ffn: usize,
+    group: usize,
+    rows_per_thread: usize,
+    stages: usize,
+    multiprocessors: u32,
+    max_shared_bytes: usize,
+) -> Option<FusedPlan> {
+    let shapes_ok = group.is_power_of_two()
+        && group >= 32
+        && [hidden, ffn]
+            .iter()
+            .all(|&k| k > 0 && k.is_multiple_of(group) && k.is_multiple_of(32));
+    if !shapes_ok || rows_per_thread == 0 || stages == 0 {
+        return None;
+    }
+    let threads_rows = (FUSED_CONSUMER_WARPS * 32) as usize * rows_per_thread;
+    let lanes = |k: usize| -> u32 {
+        let mut p = 1u32;
+        while p < 32 && (threads_rows / p as usize) * (k / 2) > FUSED_TILE_BYTES {
+            p *= 2;
+        }
+        p
+    };
+    let (p_gu, p_d) = (lanes(hidden), lanes(ffn));
+    // (tile rows, phase rows, k)
+    let phases = [
+        (threads_rows / p_gu as usize, 2 * ffn, hidden),
+        (threads_rows / p_d as usize, hidden, ffn),
+    ];
+    let mut stage_w = 0;
+    let mut scales = 0;
+    for (t, rows, k) in phases {
+        let row_scale_bytes = k / group * 4;
+        let last = rows % t;
+        if !(t * row_scale_bytes).is_multiple_of(16) || !(last * row_scale_bytes).is_multiple_of(16)
+        {
+            return None;
+        }
+        stage_w = stage_w.max(t * (k / 2));
+        scales = scales.max(t * row_scale_bytes);
+    }
+    let act = [hidden, ffn]
+        .iter()
+        .map(|&k| dot_activation_bytes(k, DotStaging::PersistentBulk))
+        .max()
+        .unwrap_or(0);
+    let stage_s = scales.div_ceil(128) * 128;
+    let stage_a = act.div_ceil(128) * 128;
+    let shared = stages * (stage_w + stage_s + stage_a);
+    if shared > max_shared_bytes {
+        return None;
+    }
+    Some(FusedPlan {
+        p_gu,
+        p_d,
+        stage_w: u32::try_from(stage_w).ok()?,
+        stage_s: u32::try_from(stage_s).ok()?,
+        stage_a: u32::try_from(stage_a).ok()?,
+        shared_bytes: u32::try_from(shared).ok()?,
+        blocks: multiprocessors,
+    })
+}
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).
 pub const UNION_ROWS: usize = 2;

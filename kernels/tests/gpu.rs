@@ -110,6 +110,14 @@ fn ragged_chunk_split_matches_reference() {
     check(cases::ragged(128));
 }
 
+/// The persistent kernel (eighth pass) with a partial last down tile and odd scale groups per
+/// row (the other kernels run it too).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn partial_tiles_match_reference() {
+    check(cases::partial_tiles());
+}
+
 /// The f32 union kernel (groups of 64 columns are not a multiple of 128) on the 60-slot
 /// geometry: ragged lane splits, both variants.
 #[test]

@@ -288,3 +288,79 @@ fn load_only_twins_mirror_a_computing_kernel() {
         );
     }
 }
+
+/// The persistent kernel's plan (eighth pass), by hand. 8 consumer warps x 32 threads x 2 rows
+/// = 512 rows per P lanes; the fewest lanes whose tile stays within 40 KiB (40960 B):
+/// - 2560x640, group 128: gate+up rows of 1280 B: P = 16 (32 rows, 40960 B); down rows of
+///   320 B: P = 4 (128 rows, 40960 B). Scales: 32 x 20 x 4 = 2560 = 128 x 5 x 4. Activation
+///   rows: 16 (4 x 80 + 160 / 4) = 5760 and 16 (4 x 20 + 40 / 4) = 1440. Stage 40960 + 2560 +
+///   5760 = 49280 B, 3 stages 147840 B.
+/// - Qwen3-30B-A3B, 2048x768: gate+up rows of 1024 B: P = 16 (32 rows, 32768 B; P = 8 gives
+///   65536); down rows of 384 B: P = 8 (64 rows, 24576 B; P = 4 gives 49152). Scales max(32 x
+///   16 x 4, 64 x 6 x 4) = 2048; activation rows 16 (4 x 64 + 128 / 4) = 4608; 3 x 39424 =
+///   118272 B.
+#[test]
+fn fused_plan_matches_hand_computation() {
+    use kernels::launch::{fused_plan, FusedPlan};
+    let max_shared = 232448 - 1024;
+    let p = fused_plan(2560, 640, 128, 2, 3, 132, max_shared).unwrap();
+    assert_eq!(
+        p,
+        FusedPlan {
+            p_gu: 16,
+            p_d: 4,
+            stage_w: 40960,
+            stage_s: 2560,
+            stage_a: 5760,
+            shared_bytes: 147840,
+            blocks: 132,
+        }
+    );
+    assert_eq!(p.tile_rows(2), (32, 128));
+    let q = fused_plan(2048, 768, 128, 2, 3, 132, max_shared).unwrap();
+    assert_eq!((q.p_gu, q.p_d), (16, 8));
+    assert_eq!((q.stage_w, q.stage_s, q.stage_a), (32768, 2048, 4608));
+    assert_eq!(q.shared_bytes, 118272);
+    assert_eq!(q.tile_rows(2), (32, 64));
+}
+
+/// Geometries the persistent kernel cannot run get no plan (the launch runs
+/// `FUSED_FALLBACK_KERNEL`): a group that is not a power of two of at least 32, and stages that
+/// do not fit (hidden 16384: 16-row gate+up tiles of 8192 B rows are 131072 B, 3 stages > 227 KiB).
+#[test]
+fn fused_plan_refuses_what_the_kernel_cannot_run() {
+    use kernels::launch::{fused_plan, DOT_KERNELS, FUSED_FALLBACK_KERNEL};
+    let max_shared = 232448 - 1024;
+    assert_eq!(fused_plan(2560, 640, 96, 2, 3, 132, max_shared), None);
+    assert_eq!(fused_plan(2560, 640, 16, 2, 3, 132, max_shared), None);
+    assert_eq!(fused_plan(16384, 2048, 128, 2, 3, 132, max_shared), None);
+    // 2560x640 needs 147840 B: not on a GPU with 100 KiB per block (an RTX 4060 has 99 KiB).
+    assert_eq!(fused_plan(2560, 640, 128, 2, 3, 24, 101376 - 1024), None);
+    let fb = DOT_KERNELS[FUSED_FALLBACK_KERNEL];
+    assert!(!fb.staging.single_launch() && !fb.load_only);
+}
+
+/// The persistent kernel hands the same launches to its one-wave partner as the kernel it falls
+/// back to (`moe_dot_xp_r2j1n3b4`): the Qwen3-30B-A3B batch-1 layer (8 slots, 1536 gate+up rows
+/// of 64 chunks: 16 lanes per row on one wave of 4 blocks per multiprocessor) runs
+/// `moe_dot_up_r2b3`; 60 slots of 2560x640 (2 lanes) and 34 Qwen3 slots (1536 rows x 34 items
+/// over 528 blocks: 99 rows per block, 4 lanes) run the persistent kernel itself. (Deciding with
+/// its own single resident block would give 4 lanes at 8 slots and keep 8-slot launches, which
+/// it runs 1.5x slower: BENCHMARKS.md issue 7, eighth pass.)
+#[test]
+fn persistent_kernel_partners_as_its_fallback_does() {
+    use kernels::launch::{DOT_KERNELS, FUSED_FALLBACK_KERNEL};
+    let index = |name: &str| DOT_KERNELS.iter().position(|d| d.name == name).expect(name);
+    let fz = index("moe_dot_fz_r2j1s3b1");
+    let up = index("moe_dot_up_r2b3");
+    let d = DOT_KERNELS[fz];
+    let fb = DOT_KERNELS[FUSED_FALLBACK_KERNEL];
+    assert_eq!(d.for_launch(fz, 1536, 64, 8, 132), up);
+    assert_eq!(d.for_launch(fz, 1280, 80, 60, 132), fz);
+    assert_eq!(d.for_launch(fz, 1536, 64, 34, 132), fz);
+    for (rows, chunks, items) in [(512, 64, 8), (3072, 64, 8), (1280, 80, 6), (1536, 64, 16)] {
+        let mine = d.for_launch(fz, rows, chunks, items, 132) == up;
+        let theirs = fb.for_launch(FUSED_FALLBACK_KERNEL, rows, chunks, items, 132) == up;
+        assert_eq!(mine, theirs, "{rows} x {chunks}, {items} items");
+    }
+}

@@ -334,35 +334,24 @@ __device__ __forceinline__ int dp4a_us(unsigned int a, int b, int c) {
     return d;
 }
 
-// Quantizes one activation row into `qs` (layout above; generic pointer: global scratch or
-// shared memory). `src`: mode 0 the k activations, mode 1 a gate+up row (gate, then up: 2 k
-// values) whose silu(gate) * up is quantized. Thread u takes the 8 columns of word u (word
-// u % 4 of chunk u / 4), so a chunk's 4 words sit in 4 consecutive lanes that share their
-// maximum and integer sum by shuffles (k / 8 is a multiple of 4: uniform trip count).
-template <int LIMBS>
-__device__ __forceinline__ void quantize_row(const float* __restrict__ src, unsigned int k,
-                                             int mode, uint4* qs) {
+// Quantizes one activation row of k values into `qs` (layout above; generic pointer: global
+// scratch or shared memory) with `nthreads` threads (`tid` in 0..nthreads; a multiple of 32,
+// whole warps: the shuffles need a uniform trip count). `load8(u, v)` fills v[0..8] with
+// activations 8u..8u+7. Thread u takes the 8 columns of word u (word u % 4 of chunk u / 4), so
+// a chunk's 4 words sit in 4 consecutive lanes that share their maximum and integer sum by
+// shuffles (k / 8 is a multiple of 4).
+template <int LIMBS, class Load8>
+__device__ __forceinline__ void quantize_row_with(Load8 load8, unsigned int k, uint4* qs,
+                                                  unsigned int tid, unsigned int nthreads) {
     const unsigned int C = k / 32;
     float* step = (float*)(qs + act_words<LIMBS>(C));
     int* sums = (int*)(step + C);
     const float qmax = LIMBS == 2 ? QMAX : 127.0f;
-    for (unsigned int u0 = 0; u0 < k / 8; u0 += BLOCK) {
-        const unsigned int u = u0 + threadIdx.x;
+    for (unsigned int u0 = 0; u0 < k / 8; u0 += nthreads) {
+        const unsigned int u = u0 + tid;
         const bool in = u < k / 8;
         float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        if (in) {
-            const float* p = src + 8 * u;
-            const float4 a = *(const float4*)p, b = *(const float4*)(p + 4);
-            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-            v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-            if (mode == 1) {
-                const float4 c = *(const float4*)(p + k), d = *(const float4*)(p + k + 4);
-                v[0] = silu(v[0]) * c.x; v[1] = silu(v[1]) * c.y;
-                v[2] = silu(v[2]) * c.z; v[3] = silu(v[3]) * c.w;
-                v[4] = silu(v[4]) * d.x; v[5] = silu(v[5]) * d.y;
-                v[6] = silu(v[6]) * d.z; v[7] = silu(v[7]) * d.w;
-            }
-        }
+        if (in) load8(u, v);
         float m = 0.0f;
 #pragma unroll
         for (int q = 0; q < 8; ++q) m = fmaxf(m, fabsf(v[q]));
@@ -399,6 +388,28 @@ __device__ __forceinline__ void quantize_row(const float* __restrict__ src, unsi
             }
         }
     }
+}
+
+// quantize_row_with over the block's BLOCK threads. `src`: mode 0 the k activations, mode 1 a
+// gate+up row (gate, then up: 2 k values) whose silu(gate) * up is quantized.
+template <int LIMBS>
+__device__ __forceinline__ void quantize_row(const float* __restrict__ src, unsigned int k,
+                                             int mode, uint4* qs) {
+    quantize_row_with<LIMBS>(
+        [&](unsigned int u, float* v) {
+            const float* p = src + 8 * u;
+            const float4 a = *(const float4*)p, b = *(const float4*)(p + 4);
+            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+            v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+            if (mode == 1) {
+                const float4 c = *(const float4*)(p + k), d = *(const float4*)(p + k + 4);
+                v[0] = silu(v[0]) * c.x; v[1] = silu(v[1]) * c.y;
+                v[2] = silu(v[2]) * c.z; v[3] = silu(v[3]) * c.w;
+                v[4] = silu(v[4]) * d.x; v[5] = silu(v[5]) * d.y;
+                v[6] = silu(v[6]) * d.z; v[7] = silu(v[7]) * d.w;
+            }
+        },
+        k, qs, threadIdx.x, BLOCK);
 }
 
 // Programmatic dependent launch (sm_90+; no-ops before, where the host launches normally):
@@ -676,3 +687,359 @@ PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
 // products). The other seventh-pass variants were dropped (BENCHMARKS.md, issue 7).
 PREQPD_ENTRY(moe_dot_xd_r2j1n3b4, 2, 1, 3, 4)
 LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
+
+// ---- Eighth pass: one persistent launch per layer, weights staged by bulk copies ----
+// The two-launch kernels above pay each launch's ramp and tail (a plain read of the layer's
+// 156.7 MB runs at 87% of the streaming read in one launch, 76% split as gate+up then down:
+// BENCHMARKS.md issue 7, seventh pass). Here one grid of one block per multiprocessor walks
+// the layer's tiles, gate+up tiles of every work item first, then down tiles: block b takes
+// tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be resident at
+// once: the host launches at most one block per multiprocessor, whose shared memory admits no
+// second). Warp roles:
+// - the producer warp: lane j looks up the item of one of the next 32 tiles (one memory
+//   latency per 32 tiles), lane 0 bulk-copies (cp.async.bulk, sm_90+) each tile's weight rows,
+//   their scales and its quantized activation row into one of STAGES shared-memory stages,
+//   completing the stage's `full` mbarrier;
+// - CW consumer warps: each thread computes R rows of the tile from shared memory with the
+//   sixth pass's integer arithmetic (same sums as dot6_tile: same tolerance, same CPU model),
+//   frees the stage (`empty` mbarrier) and stores its rows;
+// - the quantizing warp: for each item whose last gate+up tile this block takes, it waits until
+//   every gate+up row of the item carries this launch's epoch, quantizes silu(gate) * up into
+//   act_d and publishes flag[item] = epoch; the producer waits for that flag before copying a
+//   down tile's activations (its weights are requested first).
+// Gate+up rows are stored as (epoch << 32 | f32 bits), one single-copy-atomic 64-bit store, so
+// the consumers never fence: a gpu-scope fence per tile (the fifth pass's fused kernel, and this
+// kernel's first draft) waits out the loaded memory system's write acknowledgements, ~2-3 µs per
+// tile on the H200. Epochs and flags need no reset between launches (the host passes a new
+// epoch each launch, never 0).
+
+__device__ __forceinline__ unsigned int smem_addr(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}
+
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives and announces `bytes` of bulk copies that will complete the current phase.
+__device__ __forceinline__ void mbar_arrive_tx(unsigned long long* bar, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+// Waits until the phase of parity `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned int parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global `src` to
+// shared `dst`, completing `bytes` transactions of `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned int bytes,
+                                          unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+            "r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+}
+__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_release(unsigned int* p, unsigned int v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+#endif
+
+// The launch's shape: `items` work items of `hidden` x `ffn` experts with scale groups of
+// `group`; lanes per row group and rows per tile of each phase; tiles per item.
+struct FusedShape {
+    unsigned int items, hidden, ffn, group;
+    unsigned int p_gu, p_d, t_gu, t_d, nt_gu, nt_d;
+};
+
+// Tile t (0 .. items x (nt_gu + nt_d)): its phase (0 gate+up, 1 down), work item and rows.
+struct FusedTile {
+    unsigned int mode, item, row0, nrows;
+};
+
+__device__ __forceinline__ FusedTile fused_tile(const FusedShape& sh, unsigned int t) {
+    FusedTile f;
+    const unsigned int ngu = sh.items * sh.nt_gu;
+    unsigned int rows, tile, tr;
+    if (t < ngu) {
+        f.mode = 0;
+        f.item = t / sh.nt_gu;
+        tile = t % sh.nt_gu;
+        rows = 2 * sh.ffn;
+        tr = sh.t_gu;
+    } else {
+        t -= ngu;
+        f.mode = 1;
+        f.item = t / sh.nt_d;
+        tile = t % sh.nt_d;
+        rows = sh.hidden;
+        tr = sh.t_d;
+    }
+    f.row0 = tile * tr;
+    f.nrows = min(tr, rows - f.row0);
+    return f;
+}
+
+// One layer (see the header above). `work`: the launch's work items (4 u32 each: expert
+// pointer low, high, unused here); `item_st`: each item's (slot, token); `act_gu`: the
+// pre-pass's quantized token rows; `gu`: slots x 2 ffn tagged gate+up rows; `act_d`: slots x
+// quantized down rows; `y`: slots x hidden outputs; `flags`: one per item. Offsets: down
+// weights, gate+up scales, down scales within an expert. Stage layout (bytes): stage_w of
+// weights, stage_s of scales, stage_a of activations; STAGES of them in dynamic shared memory.
+template <int STAGES, int CW, int R>
+__device__ __forceinline__ void fused_layer(
+    const unsigned int* __restrict__ work, const uint2* __restrict__ item_st,
+    const uint4* __restrict__ act_gu, unsigned long long* __restrict__ gu,
+    uint4* __restrict__ act_d, float* __restrict__ y, unsigned int* __restrict__ flags,
+    const FusedShape sh, unsigned long long off_dw, unsigned long long off_gus,
+    unsigned long long off_ds, unsigned int stage_w, unsigned int stage_s, unsigned int stage_a,
+    unsigned int epoch) {
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ unsigned long long full[STAGES], empty[STAGES];
+    __shared__ uint2 desc[STAGES];  // (tile, slot) of the tile in each stage
+    const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned int stage_bytes = stage_w + stage_s + stage_a;
+    const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
+    const unsigned int row_gu = act_row_u4<2>(sh.hidden / 32), row_d = act_row_u4<2>(sh.ffn / 32);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; ++i) {
+            mbar_init(&full[i], 1);
+            mbar_init(&empty[i], CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == CW + 1) {  // the quantizing warp
+        for (unsigned int i = 0; i < sh.items; ++i) {
+            if ((i * sh.nt_gu + sh.nt_gu - 1) % gridDim.x != blockIdx.x) continue;
+            const unsigned int s = __ldg(item_st + i).x;
+            const unsigned long long* g = gu + (size_t)s * 2 * sh.ffn;
+            const unsigned int ffn = sh.ffn;
+            quantize_row_with<2>(
+                [&](unsigned int u, float* v) {
+                    // 8 gate and 8 up rows, re-read until all carry this launch's epoch.
+                    ulonglong2 a[4], b[4];
+                    for (;;) {
+                        bool ok = true;
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            a[q] = __ldcg((const ulonglong2*)(g + 8 * u) + q);
+                            b[q] = __ldcg((const ulonglong2*)(g + ffn + 8 * u) + q);
+                            ok = ok && (a[q].x >> 32) == epoch && (a[q].y >> 32) == epoch &&
+                                 (b[q].x >> 32) == epoch && (b[q].y >> 32) == epoch;
+                        }
+                        if (ok) break;
+                        __nanosleep(200);
+                    }
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        v[2 * q] = silu(__uint_as_float((unsigned int)a[q].x)) *
+                                   __uint_as_float((unsigned int)b[q].x);
+                        v[2 * q + 1] = silu(__uint_as_float((unsigned int)a[q].y)) *
+                                       __uint_as_float((unsigned int)b[q].y);
+                    }
+                },
+                ffn, act_d + (size_t)s * row_d, lane, 32);
+            __threadfence();
+            __syncwarp();
+            if (lane == 0) store_release(flags + i, epoch);
+        }
+        return;
+    }
+
+    if (warp == CW) {  // the producer warp
+        bool waited = false;
+        unsigned int it = 0;
+        for (unsigned int t0 = blockIdx.x; t0 < total; t0 += 32 * gridDim.x) {
+            const unsigned int tl = t0 + lane * gridDim.x;
+            unsigned int ml = 0, il = 0, sl = 0, rl = 0, nl = 0, tokl = 0;
+            unsigned long long bl = 0;
+            if (tl < total) {
+                const FusedTile f = fused_tile(sh, tl);
+                const uint4 wi = __ldg((const uint4*)work + f.item);
+                const uint2 ist = __ldg(item_st + f.item);
+                ml = f.mode;
+                il = f.item;
+                rl = f.row0;
+                nl = f.nrows;
+                bl = (unsigned long long)wi.x | ((unsigned long long)wi.y << 32);
+                sl = ist.x;
+                tokl = ist.y;
+            }
+            const unsigned int n = min(32u, (total - t0 + gridDim.x - 1) / gridDim.x);
+            for (unsigned int j = 0; j < n; ++j, ++it) {
+                const unsigned int st = it % STAGES;
+                const unsigned int mode = __shfl_sync(0xffffffffu, ml, j);
+                const unsigned int item = __shfl_sync(0xffffffffu, il, j);
+                const unsigned int s = __shfl_sync(0xffffffffu, sl, j);
+                const unsigned int row0 = __shfl_sync(0xffffffffu, rl, j);
+                const unsigned int nrows = __shfl_sync(0xffffffffu, nl, j);
+                const unsigned int tok = __shfl_sync(0xffffffffu, tokl, j);
+                const unsigned long long base = __shfl_sync(0xffffffffu, bl, j);
+                if (lane == 0) {
+                    if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
+                    desc[st] = make_uint2(t0 + j * gridDim.x, s);
+                    const unsigned int k = mode == 0 ? sh.hidden : sh.ffn;
+                    const unsigned int gpr = k / sh.group;
+                    const unsigned int wb = nrows * (k / 2), sb = nrows * gpr * 4;
+                    const unsigned int ab = 16 * (mode == 0 ? row_gu : row_d);
+                    unsigned char* dst = smem + st * stage_bytes;
+                    mbar_arrive_tx(&full[st], wb + sb + ab);
+                    const unsigned long long woff = mode == 0 ? 0ull : off_dw;
+                    const unsigned long long soff = mode == 0 ? off_gus : off_ds;
+                    bulk_copy(dst, (const void*)(base + woff + (unsigned long long)row0 * (k / 2)),
+                              wb, &full[st]);
+                    bulk_copy(dst + stage_w,
+                              (const void*)(base + soff + (unsigned long long)row0 * gpr * 4), sb,
+                              &full[st]);
+                    if (mode == 0) {
+                        if (!waited) {
+                            grid_dependency_wait();  // the pre-pass's activation rows
+                            waited = true;
+                        }
+                        bulk_copy(dst + stage_w + stage_s, act_gu + (size_t)tok * row_gu, ab,
+                                  &full[st]);
+                    } else {
+                        while (load_acquire(flags + item) != epoch) {
+                        }
+                        // The flag's acquire orders act_d's generic-proxy writes before the
+                        // bulk copy's async-proxy read.
+                        asm volatile("fence.proxy.async;" ::: "memory");
+                        bulk_copy(dst + stage_w + stage_s, act_d + (size_t)s * row_d, ab,
+                                  &full[st]);
+                    }
+                }
+                __syncwarp();
+            }
+        }
+        if (lane == 0) {  // tells the consumers there is no more tile
+            const unsigned int st = it % STAGES;
+            if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
+            desc[st] = make_uint2(0xFFFFFFFFu, 0u);
+            mbar_arrive(&full[st]);
+        }
+        return;
+    }
+
+    // The consumer warps: thread (pair, kl) takes rows pair + r T / R of the tile, and its
+    // 16-byte chunks kl, kl + P, ...
+    const unsigned int gshift = __ffs(sh.group) - 6;  // log2(group / 32)
+    for (unsigned int it = 0;; ++it) {
+        const unsigned int st = it % STAGES;
+        mbar_wait(&full[st], (it / STAGES) & 1);
+        const uint2 d = desc[st];
+        if (d.x == 0xFFFFFFFFu) break;
+        const FusedTile f = fused_tile(sh, d.x);
+        const unsigned int s = d.y;
+        const unsigned int k = f.mode == 0 ? sh.hidden : sh.ffn;
+        const unsigned int C = k / 32;
+        const unsigned int P = f.mode == 0 ? sh.p_gu : sh.p_d;
+        const unsigned int T = f.mode == 0 ? sh.t_gu : sh.t_d;
+        const unsigned int gpr = k / sh.group;
+        const unsigned char* base = smem + st * stage_bytes;
+        const uint4* sw = (const uint4*)base;
+        const float* ss = (const float*)(base + stage_w);
+        const uint4* qa = (const uint4*)(base + stage_w + stage_s);
+        const float* step = (const float*)(qa + 4 * C);
+        const int* sums = (const int*)(step + C);
+        const unsigned int pair = threadIdx.x / P, kl = threadIdx.x % P;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll 2
+        for (unsigned int c = kl; c < C; c += P) {
+            const float stp = step[c];
+            const int zero = -128 * sums[c];
+            const uint4 a[4] = {qa[c], qa[C + c], qa[2 * C + c], qa[3 * C + c]};
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int lr = pair + r * (T / R);
+                const uint4 w = sw[lr * C + c];
+                const float sc = ss[lr * gpr + (c >> gshift)];
+                int hl = 0, hh = 0, ll = 0, lh = zero;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const unsigned int wv = word_of(w, i);
+                    const unsigned int lo = wv & 0x0F0F0F0Fu;
+                    const unsigned int hi = wv & 0xF0F0F0F0u;
+                    hl = dp4a_us(lo, (int)a[i].x, hl);
+                    ll = dp4a_us(lo, (int)a[i].y, ll);
+                    hh = dp4a_us(hi, (int)a[i].z, hh);
+                    lh = dp4a_us(hi, (int)a[i].w, lh);
+                }
+                const int dot = (hl * 16 + hh) * 256 + ll * 16 + lh;
+                acc[r] = fmaf(sc * stp, (float)dot, acc[r]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with the stage
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            for (unsigned int off = P / 2; off > 0; off >>= 1)
+                acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+        if (kl == 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned int lr = pair + r * (T / R);
+                if (lr >= f.nrows) continue;
+                if (f.mode == 0) {
+                    __stcg(gu + (size_t)s * 2 * sh.ffn + f.row0 + lr,
+                           ((unsigned long long)epoch << 32) | __float_as_uint(acc[r]));
+                } else {
+                    y[(size_t)s * sh.hidden + f.row0 + lr] = acc[r];
+                }
+            }
+        }
+    }
+#endif
+}
+
+// Rows per thread R, chunks per lane step J (always 1: a lane takes one chunk at a time from
+// shared memory), STAGES shared-memory stages, one resident block per multiprocessor; CW = 8
+// consumer warps, plus the producer and the quantizing warp: FUSED_THREADS in launch.rs.
+#define FUSED_CONSUMER_WARPS 8
+#define FUSED_ENTRY(NAME, R, J, STAGES, MIN_BLOCKS)                                              \
+    extern "C" __global__ void __launch_bounds__((FUSED_CONSUMER_WARPS + 2) * 32, MIN_BLOCKS)  \
+        NAME(const unsigned int* work, const uint2* item_st, const uint4* act_gu,              \
+             unsigned long long* gu, uint4* act_d, float* y, unsigned int* flags,             \
+             unsigned int items, unsigned int hidden, unsigned int ffn, unsigned int group,    \
+             unsigned int p_gu, unsigned int p_d, unsigned long long off_dw,                  \
+             unsigned long long off_gus, unsigned long long off_ds, unsigned int stage_w,     \
+             unsigned int stage_s, unsigned int stage_a, unsigned int epoch) {                \
+        FusedShape sh;                                                                         \
+        sh.items = items;                                                                      \
+        sh.hidden = hidden;                                                                    \
+        sh.ffn = ffn;                                                                          \
+        sh.group = group;                                                                      \
+        sh.p_gu = p_gu;                                                                        \
+        sh.p_d = p_d;                                                                          \
+        sh.t_gu = FUSED_CONSUMER_WARPS * 32 * R / p_gu;                                        \
+        sh.t_d = FUSED_CONSUMER_WARPS * 32 * R / p_d;                                          \
+        sh.nt_gu = (2 * ffn + sh.t_gu - 1) / sh.t_gu;                                          \
+        sh.nt_d = (hidden + sh.t_d - 1) / sh.t_d;                                              \
+        fused_layer<STAGES, FUSED_CONSUMER_WARPS, R>(work, item_st, act_gu, gu, act_d, y,      \
+                                                     flags, sh, off_dw, off_gus, off_ds,       \
+                                                     stage_w, stage_s, stage_a, epoch);        \
+    }
+// Eighth pass: 60 slots of 2560x640 in ~50 µs vs ~57 for moe_dot_xp_r2j1n3b4 (BENCHMARKS.md
+// issue 7); launches of one wave run the one-wave partner instead.
+FUSED_ENTRY(moe_dot_fz_r2j1s3b1, 2, 1, 3, 1)

@@ -88,6 +88,22 @@ pub fn ragged(group: usize) -> Case {
     }
 }
 
+/// The persistent kernel's (eighth pass) uneven shapes: 2080x544 with groups of 32 (65 and 17
+/// scale groups per row, odd), 36 slots over 3 tokens naming 12 experts, so the launch takes
+/// several waves; its down tiles of 128 rows leave a last tile of 2080 - 16 x 128 = 32 rows.
+pub fn partial_tiles() -> Case {
+    let mut rng = Pcg64::seed_from_u64(8);
+    let sel: Vec<u32> = (0..36).map(|_| rng.gen_range(0..12)).collect();
+    Case {
+        name: "2080x544 partial tiles",
+        geom: ExpertGeometry::new(2080, 544, 32).unwrap(),
+        experts: 12,
+        tokens: 3,
+        slot_token: (0..36).map(|s| s / 12).collect(),
+        sel,
+    }
+}
+
 pub fn all() -> Vec<Case> {
     vec![
         small(),

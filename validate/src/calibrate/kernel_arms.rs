@@ -9,6 +9,7 @@ use super::{summary, time_events, CalibrateError, CalibrateOptions, Step, GIB, M
 use crate::device::DeviceInfo;
 use crate::stats::Summary;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+use kernels::launch::DOT_KERNELS;
 use kernels::{ExpertGeometry, Kernels, PerSlotKernel, Variant};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -347,6 +348,10 @@ pub(super) fn measure_kernels(
     // pre-pass, if it has one), at 60 distinct experts.
     if all_per_slot {
         for p in std::iter::once(default_per_slot).chain(others.iter().copied()) {
+            // A one-launch kernel has no phase to time alone.
+            if matches!(p, PerSlotKernel::Dot(i) if DOT_KERNELS[i].staging.single_launch()) {
+                continue;
+            }
             for phase in 0..2 {
                 arms.push(KernelArm {
                     tokens: 6,
