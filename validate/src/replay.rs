@@ -158,9 +158,11 @@ impl Pinned {
         unsafe { sys::cuMemHostAlloc(&mut p, len.max(1), 0) }
             .result()
             .during("cuMemHostAlloc (pinned staging buffer)")?;
-        // Bytes of int4 weights and small positive scales are irrelevant to timing; fill once.
+        // Every byte 0x3B: int4 weights 3 and 11, and each f32 scale 0x3B3B3B3B = 0.00286, a
+        // realistic group scale. (Scales that underflow, as 0x11 bytes gave (1.1e-28), or that
+        // are NaN slow the expert kernels by ~16%: BENCHMARKS.md issue 7, eighth pass.)
         // SAFETY: fresh allocation of len bytes.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, len) };
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0x3B, len) };
         Ok(Self { ptr: p as *mut u8 })
     }
 }
