@@ -18,14 +18,14 @@ fn shipped_profiles_load_and_convert_units() {
 
     let h200 = load("h200-linux").unwrap();
     // Measured by `sim calibrate`, read independently from
-    // validate/data/h200-linux-p6.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
-    // PerSlot (moe_dot_xp_r2j1n3b4)]: 60 x 2611200 B / 58.848001062870026 µs = 2662316.5 B/µs
-    // (2.66 TB/s, MB/s = B/µs), and vmm[fill 0.4%].set_access_us = 23.5974 µs per granule.
-    let bw = 60.0 * 2611200.0 / 58.848001062870026;
+    // validate/data/h200-linux-p8.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
+    // PerSlot (moe_dot_xp_r2j1n3b4)]: 60 x 2611200 B / 56.89600110054016 µs = 2753673.3 B/µs
+    // (2.75 TB/s, MB/s = B/µs), and vmm[fill 0.4%].set_access_us = 31.7862 µs per granule.
+    let bw = 60.0 * 2611200.0 / 56.89600110054016;
     assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - bw).abs() < 0.01);
     let set_access = h200.get(ConstantName::CuMemSetAccess).unwrap();
     assert!(
-        (set_access - 23.597386718750002).abs() < 1e-4,
+        (set_access - 31.78624609375).abs() < 1e-4,
         "{set_access}"
     );
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
