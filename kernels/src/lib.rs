@@ -9,7 +9,9 @@
 //! timing, calibration or replay (the `validate` crate).
 //! Every kernel uses the driver API and NVRTC only (no OS-specific calls); the programmatic
 //! dependent launches of the default dot kernel need compute capability 9.0 and are plain
-//! launches before it (where the kernels' waits compile to nothing).
+//! launches before it (where the kernels' waits compile to nothing); the persistent kernel
+//! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers) runs only from 9.0 and
+//! hands its launches to the default below it.
 //! The CUDA libraries are loaded dynamically, so this builds and its CPU tests run without a GPU;
 //! call [`gpu::check_cuda_libraries`] (or [`gpu::open_device`]) before any CUDA call.
 
