@@ -24,10 +24,7 @@ fn shipped_profiles_load_and_convert_units() {
     let bw = 60.0 * 2611200.0 / 56.89600110054016;
     assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - bw).abs() < 0.01);
     let set_access = h200.get(ConstantName::CuMemSetAccess).unwrap();
-    assert!(
-        (set_access - 31.78624609375).abs() < 1e-4,
-        "{set_access}"
-    );
+    assert!((set_access - 31.78624609375).abs() < 1e-4, "{set_access}");
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 
