@@ -276,6 +276,8 @@ impl Kernels {
         // dequantization (57 vs 146 µs for 60 slots naming 6 experts).
         // The dot kernels serve the per-slot variant when they compiled: 63.9 vs 96.5 µs for
         // 60 slots of 2560x640 on the H200 (BENCHMARKS.md issue 7, third pass).
+        // The persistent kernel's plan, when the launch runs it.
+        let mut fused: Option<FusedPlan> = None;
         let path = match (variant, tensor_core_group(geom.group)) {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,
@@ -290,10 +292,13 @@ impl Kernels {
                     );
                     // Eighth pass: the persistent kernel where it can run, else the sixth pass's
                     // default.
-                    let kernel = if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk
-                        && self.fused_plan_for(geom, kernel, expert_ptrs).is_none()
-                    {
-                        FUSED_FALLBACK_KERNEL
+                    let kernel = if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk {
+                        fused = self.fused_plan_for(geom, kernel, expert_ptrs);
+                        if fused.is_some() {
+                            kernel
+                        } else {
+                            FUSED_FALLBACK_KERNEL
+                        }
                     } else {
                         kernel
                     };
@@ -410,13 +415,10 @@ impl Kernels {
             }
             _ => None,
         };
-        let fused = match path {
-            KernelPath::PerSlotDot { kernel }
+        let fused = match (path, fused) {
+            (KernelPath::PerSlotDot { kernel }, Some(plan))
                 if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk =>
             {
-                let plan = self
-                    .fused_plan_for(geom, kernel, expert_ptrs)
-                    .ok_or_else(|| KernelError::Invalid("no fused plan".into()))?;
                 // Each item's (slot, token): per-slot items serve one slot each.
                 let item_st: Vec<u32> = list
                     .items
