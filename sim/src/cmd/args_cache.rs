@@ -305,7 +305,11 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
             c.page_ins.to_string(),
             "accesses to a non-resident unit",
         ),
-        ("page-ins/token", format!("{:.3}", c.page_ins_per_token), ""),
+        (
+            "page-ins/token",
+            format!("{:.3}", c.page_ins_per_token),
+            "page-ins / tokens",
+        ),
         (
             "miss rate",
             format!("{:.2} %", c.miss_rate * 100.0),
@@ -316,7 +320,11 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
             format!("{:.3} MiB", c.bytes_per_token / sim::MIB),
             "useful bytes paged in per token (H2D)",
         ),
-        ("evictions", c.evictions.to_string(), ""),
+        (
+            "evictions",
+            c.evictions.to_string(),
+            "resident units dropped to make room",
+        ),
         (
             "peak resident",
             format!("{:.1} MiB", c.peak_resident_mib),

@@ -169,7 +169,7 @@ pub fn timing_summary(r: &sim::runner::RunReport) -> String {
     let _ = writeln!(s, "  tokens/s    {:.1}", t.tokens_per_s);
     let _ = writeln!(
         s,
-        "  per step    compute {:.3} ms   h2d {:.3} ms   vmm {:.3} ms   faults {:.3} ms   stall {:.3} ms",
+        "  per step    compute {:.3} ms   h2d {:.3} ms   vmm {:.3} ms   faults {:.3} ms   stall {:.3} ms   (the parts overlap: they can add up to more than a step)",
         t.compute_ms_per_step,
         t.h2d_ms_per_step,
         t.vmm_ms_per_step,
