@@ -51,13 +51,21 @@ impl TraceInput {
     }
 }
 
-/// The error every command gives for a trace path that does not exist: it names the path and
-/// the two ways to make a trace file.
+/// The error every command gives for a trace path that does not exist (it names the path and
+/// the two ways to make a trace file) or that is a directory (it names the path and asks for a
+/// file in it).
 pub fn require_trace_file(p: &Path) -> Result<()> {
     if !p.exists() {
         bail!(
             "{}: no such file; give the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
             p.display()
+        );
+    }
+    if p.is_dir() {
+        bail!(
+            "{}: is a directory, not a trace file; give the path of one trace file in it (e.g. {})",
+            p.display(),
+            p.join("prose.bin").display()
         );
     }
     Ok(())

@@ -47,6 +47,32 @@ fn a_missing_trace_gets_the_same_message_from_run_stats_and_export() {
 }
 
 #[test]
+fn a_directory_given_as_trace_is_named_as_one_by_run_stats_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let want = format!("{d}: is a directory, not a trace file");
+    let out = dir.path().join("x.csv");
+    let errors = [
+        fails(&["run", "--trace", d]),
+        fails(&["trace", "stats", d]),
+        fails(&[
+            "trace",
+            "export",
+            "--format",
+            "csv",
+            d,
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+    ];
+    for e in &errors {
+        assert!(e.contains(&want), "{e}");
+        assert!(!e.contains("os error"), "{e}");
+    }
+    assert!(!out.exists());
+}
+
+#[test]
 fn e_n_above_the_expert_count_is_refused() {
     // granite-3.0-1b-a400m: 32 experts per MoE layer, so e32 is the largest packing.
     let e = fails(&["run", "--policy", "e33"]);
