@@ -632,6 +632,29 @@ mod tests {
     }
 
     #[test]
+    fn host_speed_probe_is_launch_time_per_group_by_hand() {
+        let step = |launch_us, groups| validate::HostBreakdown {
+            launch_us,
+            groups,
+            commit_us: 1e6, // VMM time stays out of the probe
+            ..Default::default()
+        };
+        // (100 + 50) µs over (4 + 1) groups = 30 µs per group
+        let rep = stats::Repetition {
+            host: vec![step(100.0, 4), step(50.0, 1)],
+            ..Default::default()
+        };
+        assert_eq!(rep.launch_us_per_group(), Some(30.0));
+        // a replay from before the host breakdown, or one without groups, has no probe
+        assert_eq!(stats::Repetition::default().launch_us_per_group(), None);
+        let empty = stats::Repetition {
+            host: vec![step(10.0, 0)],
+            ..Default::default()
+        };
+        assert_eq!(empty.launch_us_per_group(), None);
+    }
+
+    #[test]
     fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
         let meas = |steps: Vec<f64>| ReplayMeasurement {
             device: validate::DeviceInfo::default(),

@@ -67,6 +67,20 @@ pub(super) fn table(v: &Validation) -> String {
                 r.error_pct_p50_range[0],
                 r.error_pct_p50_range[1]
             );
+            // The host's speed per repetition: a slow host slows every driver call.
+            let probe: Option<Vec<String>> = r
+                .repetitions
+                .iter()
+                .map(|x| x.launch_us_per_group().map(|v| format!("{v:.1}")))
+                .collect();
+            if let Some(probe) = probe {
+                let _ = writeln!(
+                    s,
+                    "{:<14} host launches per group: {} µs (host-speed probe: no VMM calls in it)",
+                    "",
+                    probe.join(" / ")
+                );
+            }
         }
     }
     s
