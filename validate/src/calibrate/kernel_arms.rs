@@ -370,9 +370,10 @@ pub(super) fn measure_kernels(
     let mut out = Vec::new();
     for (g, experts, arms) in families {
         // Random nibbles and small positive scales, as real int4 experts have (the GPU tests'
-        // bank). Random bytes made a quarter of the scales NaN, infinite or denormal, which slows
-        // the kernels: the persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640
-        // (BENCHMARKS.md issue 7, eighth pass).
+        // bank). Random bytes made the scales floats of any magnitude (1e-38 to 3e38, a few NaN
+        // or infinite), whose products overflow or underflow, which slows the kernels: the
+        // persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640 (BENCHMARKS.md
+        // issue 7, eighth pass).
         let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
         let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
         let (base, _g) = bank.device_ptr(stream);
