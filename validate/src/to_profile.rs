@@ -199,6 +199,32 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     p
 }
 
+/// Line `y = intercept + slope x` minimizing the sum of squared relative residuals
+/// `((y - intercept - slope x) / y)^2`, so that a point of 100 µs weighs as much as one of
+/// 5000 µs; its `r2` is the ordinary one of that line on `points`. `None` with fewer than two
+/// distinct x or any `y <= 0`.
+fn relative_line(points: &[(f64, f64)]) -> Option<Line> {
+    if points.iter().any(|p| p.1 <= 0.0 || !p.1.is_finite()) {
+        return None;
+    }
+    // intercept / y + slope x / y = 1: a fit through the origin in two terms
+    let pts: Vec<(f64, f64, f64)> = points.iter().map(|p| (1.0 / p.1, p.0 / p.1, 1.0)).collect();
+    let t = TwoTerms::fit(&pts)?;
+    let n = points.len() as f64;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let ss_tot: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    let ss_res: f64 = points.iter().map(|p| (p.1 - t.a - t.b * p.0).powi(2)).sum();
+    Some(Line {
+        intercept: t.a,
+        slope: t.b,
+        r2: if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            1.0
+        },
+    })
+}
+
 /// `meas` labelled as a least-squares fit over the per-point medians of its arm.
 fn fit_stat(meas: Measurement) -> Measurement {
     Measurement {
@@ -373,6 +399,19 @@ fn add_replay_granularity_fits(
     if c.page_in.len() >= 2 {
         let sizes: Vec<u64> = c.page_in.iter().map(|q| q.granules).collect();
         let first = c.page_in.first().map(|q| q.commit_us.clone());
+        // the commits right after a same-size cycle's release (the replay's regime), when
+        // every point has them; older measurement sets keep the fit they were shipped with
+        let steady: Option<Vec<(f64, f64)>> = c
+            .page_in
+            .iter()
+            .map(|q| {
+                Some((
+                    q.granules as f64,
+                    q.steady_commit_us.as_ref()?.median + q.steady_h2d_enqueue_us.as_ref()?.median,
+                ))
+            })
+            .collect();
+        let steady_first = c.page_in.first().and_then(|q| q.steady_commit_us.clone());
         for (fixed, per, what, commit) in [
             (
                 N::VmmCommitFixed,
@@ -399,12 +438,34 @@ fn add_replay_granularity_fits(
                     (q.granules as f64, t)
                 })
                 .collect();
-            let Some(l) = Line::fit(&pts) else { continue };
+            let same_size = match &steady {
+                Some(sp) if commit => Some(sp),
+                _ => None,
+            };
+            let fitted = match same_size {
+                Some(sp) => relative_line(sp),
+                None => Line::fit(&pts),
+            };
+            let Some(l) = fitted else { continue };
             if l.slope <= 0.0 {
                 continue;
             }
-            let method = |term: &str| {
-                format!("{what}, per unit of g granules ({PAGE_IN_UNITS} units per size and repetition, g in {sizes:?}, sizes in rotating order, GPU idle); {term} of the fit of unit time against g (r2 {:.5})", l.r2)
+            let method = |term: &str| match same_size {
+                Some(_) => format!("{what}, per unit of g granules, in a cycle run right after a cycle of the same size was decommitted ({PAGE_IN_UNITS} units per cycle, two cycles per size and repetition, g in {sizes:?}, sizes in rotating order, GPU idle); {term} of the fit of unit time against g, least squares on relative residuals (each size priced within the same relative error: the per-unit times span 64x) (r2 {:.5})", l.r2),
+                None => format!("{what}, per unit of g granules ({PAGE_IN_UNITS} units per size and repetition, g in {sizes:?}, sizes in rotating order, GPU idle); {term} of the fit of unit time against g (r2 {:.5})", l.r2),
+            };
+            let stat = |meas: Measurement| match same_size {
+                Some(_) => Measurement {
+                    statistic: Some(
+                        "least-squares fit on relative residuals over per-point medians".into(),
+                    ),
+                    ..meas
+                },
+                None => fit_stat(meas),
+            };
+            let spread_of = match same_size {
+                Some(_) => steady_first.as_ref(),
+                None => first.as_ref(),
             };
             // a negative intercept is noise around no fixed cost: leave the fixed term out
             if l.intercept >= 0.0 {
@@ -413,7 +474,7 @@ fn add_replay_granularity_fits(
                     Constant::measured(
                         l.intercept,
                         "us",
-                        fit_stat(m(method("intercept (per unit)"), first.as_ref())),
+                        stat(m(method("intercept (per unit)"), spread_of)),
                     ),
                 );
             }
@@ -422,7 +483,7 @@ fn add_replay_granularity_fits(
                 Constant::measured(
                     l.slope,
                     "us",
-                    fit_stat(m(method("slope (per granule)"), first.as_ref())),
+                    stat(m(method("slope (per granule)"), spread_of)),
                 ),
             );
         }
@@ -432,11 +493,17 @@ fn add_replay_granularity_fits(
         .page_in
         .iter()
         .filter_map(|q| {
+            let recycled = q.steady_commit_us.as_ref().unwrap_or(&q.commit_us);
             q.fresh_commit_us
                 .as_ref()
-                .map(|f| (q.granules, f.median - q.commit_us.median))
+                .map(|f| (q.granules, f.median - recycled.median))
         })
         .collect();
+    let against = if c.page_in.iter().all(|q| q.steady_commit_us.is_some()) {
+        "the same right after a cycle of the same size was decommitted"
+    } else {
+        "the same with the units of the cycle just released"
+    };
     let granules: u64 = fresh.iter().map(|f| f.0).sum();
     if granules > 0 {
         let premium = fresh.iter().map(|f| f.1).sum::<f64>() / granules as f64;
@@ -452,7 +519,7 @@ fn add_replay_granularity_fits(
                 "us",
                 Measurement {
                     statistic: Some("granule-weighted mean over unit sizes of the difference of medians, clamped at 0".into()),
-                    ..m(format!("commit calls per unit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, one granule at a time, the previous unit's H2D copy in flight) with the footprint growing ({FRESH_UNITS} more units per repetition, all kept mapped) minus the same with the units of the cycle just released, per granule; {}", per_size.join(", ")), first.as_ref())
+                    ..m(format!("commit calls per unit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, one granule at a time, the previous unit's H2D copy in flight) with the footprint growing ({FRESH_UNITS} more units per repetition, all kept mapped) minus {against}, per granule; {}", per_size.join(", ")), first.as_ref())
                 },
             ),
         );
@@ -697,6 +764,8 @@ mod tests {
                 h2d_enqueue_us: one(enqueue),
                 decommit_us: one(decommit),
                 fresh_commit_us: fresh.map(one),
+                steady_commit_us: None,
+                steady_h2d_enqueue_us: None,
             };
         c.page_in = vec![
             pt(2, 90.0, 2.0, 60.0, Some(110.0)),
@@ -740,6 +809,57 @@ mod tests {
         assert!((g(N::OsEvictRunLatency) - 70.0).abs() < 1e-6);
         assert!((g(N::OsEvictBandwidth) - 16000.0).abs() < 1e-3);
         p.validate().unwrap();
+    }
+
+    #[test]
+    fn same_size_commits_fit_on_relative_residuals() {
+        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let mut c: Calibration = serde_json::from_str(text).unwrap();
+        let pt =
+            |g: u64, commit: f64, fresh: Option<f64>, steady: Option<(f64, f64)>| PageInPoint {
+                granules: g,
+                units: 8,
+                commit_us: one(commit),
+                h2d_enqueue_us: one(2.0),
+                decommit_us: one(30.0 * g as f64),
+                fresh_commit_us: fresh.map(one),
+                steady_commit_us: steady.map(|s| one(s.0)),
+                steady_h2d_enqueue_us: steady.map(|s| one(s.1)),
+            };
+        // after another size's release the 2-granule cycle is slow (110); right after its
+        // own size's release it is not (88 + 2 enqueue)
+        c.page_in = vec![
+            pt(2, 110.0, Some(90.0), Some((88.0, 2.0))),
+            pt(8, 330.0, Some(350.0), Some((346.0, 4.0))),
+            pt(32, 1400.0, None, Some((1432.0, 8.0))),
+        ];
+        let p = to_profile(&c, "t");
+        let g = |n: N| p.get(n).unwrap();
+        // weighted least squares on (2, 90), (8, 350), (32, 1440) with weights 1 / y^2
+        // (weighted means and moments, exact rationals, computed apart from this code):
+        // intercept 0.98448449, slope 44.35393205; unweighted the same points give -5 and
+        // 45.119, so a plain fit would drop the fixed term
+        assert!((g(N::VmmCommitFixed) - 0.984_484_494).abs() < 1e-6);
+        assert!((g(N::VmmCommit) - 44.353_932_051).abs() < 1e-6);
+        // the model prices a 2-granule page-in's commit calls at the same-size point's 89.7 µs,
+        // not at the 112 µs (110 + 2) of the cycle after another size's release
+        let m = |gr: f64| g(N::VmmCommitFixed) + gr * g(N::VmmCommit);
+        assert!((m(2.0) - 89.692_348_596).abs() < 1e-6);
+        // fresh against the same-size commits: (90 - 88) + (350 - 346) over 2 + 8 granules
+        assert!((g(N::VmmCommitFresh) - 0.6).abs() < 1e-9);
+        // decommits keep the plain fit: 30 µs per granule exactly, no fixed term
+        assert!((g(N::VmmDecommit) - 30.0).abs() < 1e-9);
+        p.validate().unwrap();
+
+        // one size without the same-size phase: the whole set keeps the plain fit
+        c.page_in[2].steady_commit_us = None;
+        let p = to_profile(&c, "t");
+        // (2, 112), (8, 332), (32, 1402): slope and intercept of the unweighted line
+        let pts = [(2.0, 112.0), (8.0, 332.0), (32.0, 1402.0)];
+        let (mx, my) = (14.0, 1846.0 / 3.0);
+        let sxx: f64 = pts.iter().map(|q: &(f64, f64)| (q.0 - mx).powi(2)).sum();
+        let sxy: f64 = pts.iter().map(|q| (q.0 - mx) * (q.1 - my)).sum();
+        assert!((p.get(N::VmmCommit).unwrap() - sxy / sxx).abs() < 1e-9);
     }
 
     #[test]

@@ -47,7 +47,8 @@ pub struct PageInPoint {
     /// Units per repetition.
     pub units: u32,
     /// cuMemCreate + cuMemMap + cuMemSetAccess of the unit's granules, one granule at a time,
-    /// µs per unit (host clock).
+    /// µs per unit (host clock), in the cycle that follows the release of the previous size's
+    /// cycle (the size order rotates with the repetition).
     pub commit_us: Summary,
     /// cuMemcpyHtoDAsync enqueue of the unit's bytes from pinned memory, µs per unit.
     pub h2d_enqueue_us: Summary,
@@ -58,6 +59,19 @@ pub struct PageInPoint {
     /// grows as in a cache warming up); `None` for sizes not in [`FRESH_GRANULES`].
     #[serde(default)]
     pub fresh_commit_us: Option<Summary>,
+    /// Commit calls per unit, µs, of a second cycle of the same size run right after the
+    /// cycle above was decommitted: the units released just before are [`PAGE_IN_UNITS`] of
+    /// the same size, as in the replay (a group's page-ins follow the decommits of the
+    /// previous group's or of its own evictions, units of one mechanism, so of one size). The
+    /// cycle above instead follows the release of the previous size's cycle, for 2 granules
+    /// the 128-granule one (1024 granules) in 6 of the 7 measured repetitions of a full
+    /// calibration (sizes rotate: 2 follows 128 unless it comes first). `None` in
+    /// measurement sets taken before this phase existed.
+    #[serde(default)]
+    pub steady_commit_us: Option<Summary>,
+    /// H2D enqueue per unit of that second cycle, µs; `None` as for `steady_commit_us`.
+    #[serde(default)]
+    pub steady_h2d_enqueue_us: Option<Summary>,
 }
 
 /// Seed of the page-in arm's unit placement (a design choice).
@@ -159,8 +173,10 @@ pub struct FaultLaunchPoint {
 /// repetition): [`PAGE_IN_UNITS`] units at distinct random slots (seeded) of a range of
 /// [`PAGE_IN_SLOTS`] units, committed one after another, each followed by the H2D enqueue of
 /// its bytes on a copy stream (so a copy is in flight during the next unit's calls, as in the
-/// replay); then, copies finished, every unit decommitted in the same order. Then the fresh
-/// phase: per size in [`FRESH_GRANULES`], every repetition commits [`FRESH_UNITS`] more units
+/// replay); then, copies finished, every unit decommitted in the same order; then at once a
+/// second cycle of the same size the same way (new random slots), timed apart: its commits
+/// follow the release of same-size units, as the replay's do (`steady_commit_us`), while the
+/// first cycle's follow the previous size's release. Then the fresh phase: per size in [`FRESH_GRANULES`], every repetition commits [`FRESH_UNITS`] more units
 /// the same way and keeps them (the footprint grows as in a cache warming up), the slots a
 /// seeded random order of a range just large enough; all released at the end. GPU idle.
 pub(crate) fn measure_page_in(
@@ -197,6 +213,8 @@ pub(crate) fn measure_page_in(
     };
     // [size] -> (commit, enqueue, decommit, fresh commit) samples
     let mut samples = vec![(Vec::new(), Vec::new(), Vec::new(), Vec::new()); sizes.len()];
+    // [size] -> (commit, enqueue) samples of the second, same-size cycle
+    let mut steady = vec![(Vec::new(), Vec::new()); sizes.len()];
     let mut handles = Vec::new();
     let result = (|| -> Result<(), CalibrateError> {
         for r in 0..=reps {
@@ -204,19 +222,29 @@ pub(crate) fn measure_page_in(
                 let si = (j + r as usize) % sizes.len();
                 let g = sizes[si];
                 let unit_bytes = g * granule as u64;
-                let units: Vec<u64> = index::sample(&mut rng, PAGE_IN_SLOTS, PAGE_IN_UNITS)
-                    .iter()
-                    .map(|slot| va.base + slot as u64 * unit_bytes)
-                    .collect();
+                let mut place = || -> Vec<u64> {
+                    index::sample(&mut rng, PAGE_IN_SLOTS, PAGE_IN_UNITS)
+                        .iter()
+                        .map(|slot| va.base + slot as u64 * unit_bytes)
+                        .collect()
+                };
+                let units = place();
                 let (c, e) = commit_units(&pg, &units, g, &mut handles)?;
                 copy.synchronize().during("page-in copies")?;
                 let d = decommit_all(&mut handles, granule)?;
+                // the same size again, right after its own release
+                let units = place();
+                let (c2, e2) = commit_units(&pg, &units, g, &mut handles)?;
+                copy.synchronize().during("page-in copies")?;
+                decommit_all(&mut handles, granule)?;
                 if r > 0 {
                     let n = PAGE_IN_UNITS as f64;
                     let s = &mut samples[si];
                     s.0.push(c / n);
                     s.1.push(e / n);
                     s.2.push(d / n);
+                    steady[si].0.push(c2 / n);
+                    steady[si].1.push(e2 / n);
                 }
             }
         }
@@ -259,12 +287,16 @@ pub(crate) fn measure_page_in(
             } else {
                 Some(summary(&s.3)?)
             },
+            steady_commit_us: Some(summary(&steady[si].0)?),
+            steady_h2d_enqueue_us: Some(summary(&steady[si].1)?),
         };
         log(&format!(
-            "page-in of {g} granules: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit; commit with nothing to reuse {}",
+            "page-in of {g} granules: commit {:.1}, H2D enqueue {:.1}, decommit {:.1} µs per unit; commit right after a cycle of its own size {} (enqueue {}); commit with nothing to reuse {}",
             p.commit_us.median,
             p.h2d_enqueue_us.median,
             p.decommit_us.median,
+            p.steady_commit_us.as_ref().map_or("-".into(), |f| format!("{:.1} µs", f.median)),
+            p.steady_h2d_enqueue_us.as_ref().map_or("-".into(), |f| format!("{:.1} µs", f.median)),
             p.fresh_commit_us.as_ref().map_or("-".into(), |f| format!("{:.1} µs", f.median))
         ));
         out.push(p);
