@@ -124,6 +124,23 @@ pub struct HostBreakdown {
     pub page_ins: u32,
     /// Units evicted by the step.
     pub evictions: u32,
+    /// Runs of VMM commits of the step: a group's page-ins, committed one after another.
+    #[serde(default)]
+    pub commit_runs: u32,
+    /// Those runs whose first cuMemCreate came after a cuMemRelease with no commit between
+    /// (this step's or, for its first run, the previous step's late decommits).
+    #[serde(default)]
+    pub commit_runs_after_release: u32,
+    /// Granules released (cuMemRelease) between the previous run of commits and each run,
+    /// summed over the step's runs: per run after a release, the release volume its commits
+    /// follow (the calibration's page-in arm shows 2-granule commits slower after 1024
+    /// released granules than after 16).
+    #[serde(default)]
+    pub released_before_runs_granules: u64,
+    /// Host time from the last cuMemRelease to each such run's first cuMemCreate, µs, summed
+    /// over the runs after a release.
+    #[serde(default)]
+    pub release_gap_us: f64,
 }
 
 impl HostBreakdown {
@@ -372,6 +389,12 @@ pub fn replay(
         bytes_copied: 0,
         commit_us: 0.0,
         h2d_enqueue_us: 0.0,
+        released_since_commit: 0,
+        last_release: None,
+        commit_runs: 0,
+        commit_runs_after_release: 0,
+        released_before_runs_granules: 0,
+        release_gap_us: 0.0,
     };
 
     // Preloaded units (static pins) are committed before timing, never page-ins.
@@ -450,8 +473,18 @@ pub fn replay(
             .filter(|&u| !st.resident[u as usize])
             .collect();
         let (c0, h0) = (st.commit_us, st.h2d_enqueue_us);
+        let runs0 = (
+            st.commit_runs,
+            st.commit_runs_after_release,
+            st.released_before_runs_granules,
+            st.release_gap_us,
+        );
         st.page_in(&fresh)?;
         let (c, h) = (st.commit_us - c0, st.h2d_enqueue_us - h0);
+        hb.commit_runs += st.commit_runs - runs0.0;
+        hb.commit_runs_after_release += st.commit_runs_after_release - runs0.1;
+        hb.released_before_runs_granules += st.released_before_runs_granules - runs0.2;
+        hb.release_gap_us += st.release_gap_us - runs0.3;
         hb.commit_us += c;
         hb.h2d_enqueue_us += h;
         hb.page_ins += g.page_ins.len() as u32;
@@ -585,6 +618,14 @@ struct Exec<'a> {
     /// Host time in commit calls and in H2D enqueues, µs (running sums).
     commit_us: f64,
     h2d_enqueue_us: f64,
+    /// Granules released since the last commit, and when the last was released.
+    released_since_commit: u64,
+    last_release: Option<Instant>,
+    /// Running sums of [`HostBreakdown`]'s commit-run fields.
+    commit_runs: u32,
+    commit_runs_after_release: u32,
+    released_before_runs_granules: u64,
+    release_gap_us: f64,
 }
 
 impl Exec<'_> {
@@ -594,6 +635,17 @@ impl Exec<'_> {
             return Ok(());
         };
         let src = self.staging_ptr.expect("VMM replays have a staging buffer");
+        if !units.is_empty() {
+            self.commit_runs += 1;
+            if self.released_since_commit > 0 {
+                self.commit_runs_after_release += 1;
+                self.released_before_runs_granules += self.released_since_commit;
+                if let Some(t) = self.last_release {
+                    self.release_gap_us += t.elapsed().as_secs_f64() * 1e6;
+                }
+            }
+            self.released_since_commit = 0;
+        }
         for &u in units {
             let info = &self.map.units[u as usize];
             let va = self.base + self.layout.unit_offset[u as usize];
@@ -632,8 +684,11 @@ impl Exec<'_> {
                 let bank = self.bank.as_mut().expect("VMM replays have a bank");
                 for &u in units {
                     let va = self.base + self.layout.unit_offset[u as usize];
-                    self.unmap_calls += bank.decommit(u as usize, va)?;
+                    let g = bank.decommit(u as usize, va)?;
+                    self.unmap_calls += g;
+                    self.released_since_commit += g;
                 }
+                self.last_release = Some(Instant::now());
                 Ok(())
             }
             ReplayPaging::Os => {
