@@ -6,7 +6,12 @@
 //! Per VMM unit of `g` granules and `b` useful bytes (times in µs):
 //! - commit = `vmm_commit_fixed` (if measured) + g x (`vmm_commit`, or `cu_mem_create` +
 //!   `cu_mem_map` + `cu_mem_set_access`); with a handle pool, g x (`cu_mem_map` +
-//!   `cu_mem_set_access`) (the pooled handle is reused: no create);
+//!   `cu_mem_set_access`) (the pooled handle is reused: no create). `sim calibrate` fits
+//!   the per-unit line through the page-in arm's cycles that follow the release of units of
+//!   the same size (a mechanism's page-ins follow its own evictions), on relative residuals,
+//!   when the measurement set has them; older sets keep their unweighted fit through the
+//!   cycles that follow another size's release, which price small units high (BENCHMARKS.md
+//!   issue 7, ninth pass);
 //! - copy = `h2d_latency` (if measured) + b / `h2d_bandwidth`;
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
@@ -425,6 +430,51 @@ mod tests {
         let unit = c["unit"].as_str().unwrap();
         assert!(unit == "us" || unit == "MB/s", "{name}: {unit}");
         c["value"].as_f64()
+    }
+
+    #[test]
+    fn commits_priced_from_the_same_size_cycles_when_calibrated() {
+        use validate::stats::Summary;
+        let text = include_str!("../../validate/data/h200-linux-p8.measurements.json");
+        let mut c: validate::Calibration = serde_json::from_str(text).unwrap();
+        let one = |v: f64| Summary::of(&[v]).unwrap();
+        // the stored set has no same-size cycles: commits keep the shipped fit
+        let shipped = validate::to_profile::to_profile(&c, "h200-linux");
+        let m = CostModel::new(&shipped, Paging::Vmm, CostOptions::default()).unwrap();
+        let want = h200_file("vmm_commit_fixed").unwrap() + 2.0 * h200_file("vmm_commit").unwrap();
+        assert!((m.commit_us(2) - want).abs() < 1e-9);
+        // same-size cycles (commit + enqueue) of (2, 90), (8, 350), (32, 1440) µs, the cycles
+        // after another size's release slower at 2 granules (110 + 2)
+        c.page_in.truncate(3);
+        for (q, (slow, same, enq)) in c.page_in.iter_mut().zip([
+            (110.0, 88.0, 2.0),
+            (330.0, 346.0, 4.0),
+            (1400.0, 1432.0, 8.0),
+        ]) {
+            q.commit_us = one(slow);
+            q.h2d_enqueue_us = one(2.0);
+            q.steady_commit_us = Some(one(same));
+            q.steady_h2d_enqueue_us = Some(one(enq));
+        }
+        assert_eq!(
+            c.page_in.iter().map(|q| q.granules).collect::<Vec<_>>(),
+            [2, 8, 32]
+        );
+        let p = validate::to_profile::to_profile(&c, "t");
+        let m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // the line on relative residuals through those three points (weighted moments with
+        // weights 1 / y^2, exact rationals, computed apart): 0.98448449 + 44.35393205 g
+        for (g, want) in [
+            (2u64, 89.692_348_596),
+            (8, 355.815_940_901),
+            (32, 1_420.310_310_120),
+        ] {
+            assert!(
+                (m.commit_us(g) - want).abs() < 1e-6,
+                "{g}: {}",
+                m.commit_us(g)
+            );
+        }
     }
 
     #[test]
