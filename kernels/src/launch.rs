@@ -356,15 +356,15 @@ const fn sixth(
 /// pass's default.
 pub const DOT_FALLBACK_KERNEL: usize = 0;
 
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_xp_r2j1n3b4`
-/// (sixth pass), which chooses per launch ([`DotKernel::for_launch`]): for launches of several
-/// waves its own code (activations quantized once by a pre-pass, unsigned nibbles, a ring of 3
-/// single-chunk batches, 4 resident blocks, programmatic launches), where the gate+up launch
-/// fits in one wave `moe_dot_up_r2b3` (in-block quantization, same arithmetic). Measured on the
-/// H200 (BENCHMARKS.md issue 7, sixth pass, one interleaved run): 60 slots of 2560x640 in
-/// 58.3 µs vs 63.6 for the fourth pass's `moe_dot_a_r2b3`, the Qwen3-30B-A3B batch-1 layer in
-/// 16.3 vs 17.2 µs, faster on every measured geometry.
-pub const DEFAULT_DOT_KERNEL: usize = 3;
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_fz_r2j1s3b1`
+/// (eighth pass, consumers reworked in the ninth), the layer in one persistent launch after its
+/// gate+up pre-pass. It chooses per launch as the sixth pass's `moe_dot_xp_r2j1n3b4` does
+/// ([`DotKernel::for_launch`]: launches whose gate+up fits in one wave run `moe_dot_up_r2b3`),
+/// and runs [`FUSED_FALLBACK_KERNEL`] where it cannot (below compute capability 9.0, or a
+/// geometry [`fused_plan`] refuses). Measured on the H200 through `sim calibrate --only kernels`
+/// (BENCHMARKS.md issue 7, ninth kernel pass, three runs): 60 slots of 2560x640 in 49.9-50.2 µs
+/// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43-45 µs.
+pub const DEFAULT_DOT_KERNEL: usize = 7;
 
 /// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where
 /// it cannot (compute capability below 9.0, no [`fused_plan`] for the geometry, or an expert

@@ -7,11 +7,12 @@
 //! pre-passes), the per-slot and union work lists ([`worklist`]), the launch geometry
 //! ([`launch`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
 //! timing, calibration or replay (the `validate` crate).
-//! Every kernel uses the driver API and NVRTC only (no OS-specific calls); the programmatic
-//! dependent launches of the default dot kernel need compute capability 9.0 and are plain
-//! launches before it (where the kernels' waits compile to nothing); the persistent kernel
-//! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers) runs only from 9.0 and
-//! hands its launches to the default below it.
+//! Every kernel uses the driver API and NVRTC only (no OS-specific calls). The default dot
+//! kernel, the persistent one-launch `moe_dot_fz_r2j1s3b1`
+//! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers), runs only from compute
+//! capability 9.0 (H100/H200); below it (an RTX 4060 is 8.9) its launches run
+//! [`launch::FUSED_FALLBACK_KERNEL`], whose programmatic dependent launches are plain launches
+//! there (the kernels' waits compile to nothing).
 //! The CUDA libraries are loaded dynamically, so this builds and its CPU tests run without a GPU;
 //! call [`gpu::check_cuda_libraries`] (or [`gpu::open_device`]) before any CUDA call.
 

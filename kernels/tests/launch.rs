@@ -240,7 +240,8 @@ fn dot_activation_rows_match_hand_computation() {
     assert!(DotStaging::PrequantPdl.programmatic() && !DotStaging::Prequant8.programmatic());
 }
 
-/// The per-launch choice of the default `moe_dot_xp_r2j1n3b4`: the Qwen3-30B-A3B batch-1 layer
+/// The per-launch choice of the default `moe_dot_fz_r2j1s3b1`, which decides as its fallback
+/// `moe_dot_xp_r2j1n3b4` (2 rows, 4 resident blocks): the Qwen3-30B-A3B batch-1 layer
 /// (8 slots, gate+up 1536 rows of 64 chunks) fits in one wave with at least 8 lanes per row on
 /// 132 multiprocessors (16 lanes: 32-row tiles, 8 x 48 = 384 blocks, within 528 = 4 resident
 /// blocks x 132; 32 lanes would need 768), so it runs its partner `moe_dot_up_r2b3`; 60 slots of
@@ -253,7 +254,7 @@ fn one_wave_partner_serves_the_small_launches() {
     let up = index("moe_dot_up_r2b3");
     let i = DEFAULT_DOT_KERNEL;
     let d = DOT_KERNELS[i];
-    assert_eq!(d.name, "moe_dot_xp_r2j1n3b4");
+    assert_eq!(d.name, "moe_dot_fz_r2j1s3b1");
     assert_eq!(d.one_wave_partner, Some("moe_dot_up_r2b3"));
     assert_eq!(lanes_per_row_one_wave(1536, 64, 8, 2, 132, 4), 16);
     assert_eq!(d.for_launch(i, 1536, 64, 8, 132), up);

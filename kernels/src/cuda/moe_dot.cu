@@ -696,13 +696,18 @@ LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 // tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be resident at
 // once: the host launches at most one block per multiprocessor, whose shared memory admits no
 // second). Warp roles:
-// - the producer warp: lane j looks up the item of one of the next 32 tiles (one memory
-//   latency per 32 tiles), lane 0 bulk-copies (cp.async.bulk, sm_90+) each tile's weight rows,
-//   their scales and its quantized activation row into one of STAGES shared-memory stages,
-//   completing the stage's `full` mbarrier;
+// - the producer warp: lane j looks up the item of one of the next FUSED_LOOKAHEAD tiles (one
+//   memory latency per lookahead, and for down tiles whether the item's activations are
+//   published), lane 0 writes the tile's descriptor (phase, first row, rows, slot) and
+//   bulk-copies (cp.async.bulk, sm_90+) its weight rows, their scales and its quantized
+//   activation row into one of STAGES shared-memory stages, completing the stage's `full`
+//   mbarrier;
 // - CW consumer warps: each thread computes R rows of the tile from shared memory with the
 //   sixth pass's integer arithmetic (same sums as dot6_tile: same tolerance, same CPU model),
-//   frees the stage (`empty` mbarrier) and stores its rows;
+//   frees the stage (`empty` mbarrier) and stores its rows. The lanes per row are a template
+//   argument (fused_consume, one instance per power of two): the ninth pass found the consumers
+//   spent half their time outside the dot loop on runtime divisions (tile decoding, row split)
+//   and the runtime-length shuffle reduction (ncu; 47.3 -> 36.9 µs for the consumers alone);
 // - the quantizing warp: for each item whose last gate+up tile this block takes, it waits until
 //   every gate+up row of the item carries this launch's epoch, quantizes silu(gate) * up into
 //   act_d and publishes flag[item] = epoch; the producer waits for that flag before copying a
@@ -797,6 +802,86 @@ __device__ __forceinline__ FusedTile fused_tile(const FusedShape& sh, unsigned i
     return f;
 }
 
+// Where a tile's rows go: gate+up rows (epoch-tagged) or down outputs, from the tile's first row.
+struct FusedOut {
+    unsigned long long* gu;  // null for a down tile
+    float* y;
+    unsigned int nrows;
+    unsigned long long tag;  // epoch << 32
+};
+
+// The consumer warps' work on one staged tile: CW warps, P lanes per row, R rows per thread (the
+// tile has CW * 32 * R / P rows); `C` 16-byte chunks per row, `gpr` scale groups per row.
+// Arrives on `empty` once this warp has read the stage, then reduces and stores its rows.
+template <int R, int P, int CW>
+__device__ __forceinline__ void fused_consume(const unsigned char* base, unsigned int stage_w,
+                                              unsigned int stage_s, unsigned int C,
+                                              unsigned int gpr, unsigned int gshift,
+                                              unsigned long long* empty, const FusedOut& out) {
+#if __CUDA_ARCH__ >= 900
+    constexpr unsigned int T = CW * 32 * R / P;
+    const uint4* sw = (const uint4*)base;
+    const float* ss = (const float*)(base + stage_w);
+    const uint4* qa = (const uint4*)(base + stage_w + stage_s);
+    const float* step = (const float*)(qa + 4 * C);
+    const int* sums = (const int*)(step + C);
+    const unsigned int pair = threadIdx.x / P, kl = threadIdx.x % P;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll 2
+    for (unsigned int c = kl; c < C; c += P) {
+        const float stp = step[c];
+        const int zero = -128 * sums[c];
+        const uint4 a[4] = {qa[c], qa[C + c], qa[2 * C + c], qa[3 * C + c]};
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const unsigned int lr = pair + r * (T / R);
+            const uint4 w = sw[lr * C + c];
+            const float sc = ss[lr * gpr + (c >> gshift)];
+            int hl = 0, hh = 0, ll = 0, lh = zero;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const unsigned int wv = word_of(w, i);
+                const unsigned int lo = wv & 0x0F0F0F0Fu;
+                const unsigned int hi = wv & 0xF0F0F0F0u;
+                hl = dp4a_us(lo, (int)a[i].x, hl);
+                ll = dp4a_us(lo, (int)a[i].y, ll);
+                hh = dp4a_us(hi, (int)a[i].z, hh);
+                lh = dp4a_us(hi, (int)a[i].w, lh);
+            }
+            const int dot = (hl * 16 + hh) * 256 + ll * 16 + lh;
+            acc[r] = fmaf(sc * stp, (float)dot, acc[r]);
+        }
+    }
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(empty);  // this warp is done with the stage
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (unsigned int off = P / 2; off > 0; off >>= 1)
+            acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (kl == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const unsigned int lr = pair + r * (T / R);
+            if (lr >= out.nrows) continue;
+            if (out.gu != nullptr) {
+                __stcg(out.gu + lr, out.tag | __float_as_uint(acc[r]));
+            } else {
+                out.y[lr] = acc[r];
+            }
+        }
+    }
+#endif
+}
+
+// Tiles whose items the producer warp looks up at once, one lane each (at most 32). With 8, the
+// lookups of a block's down tiles come late enough that their items' activations are mostly
+// published, so the lookup's acquire replaces lane 0's poll (ninth kernel pass: 49.9-50.2 vs
+// 50.7-51.6 µs with 32 at 60 slots of 2560x640, BENCHMARKS.md issue 7).
+#define FUSED_LOOKAHEAD 8
+
 // One layer (see the header above). `work`: the launch's work items (4 u32 each: expert
 // pointer low, high, unused here); `item_st`: each item's (slot, token); `act_gu`: the
 // pre-pass's quantized token rows; `gu`: slots x 2 ffn tagged gate+up rows; `act_d`: slots x
@@ -814,7 +899,7 @@ __device__ __forceinline__ void fused_layer(
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ unsigned long long full[STAGES], empty[STAGES];
-    __shared__ uint2 desc[STAGES];  // (tile, slot) of the tile in each stage
+    __shared__ uint4 desc[STAGES];  // (phase, first row, rows, slot) of each stage's tile
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int stage_bytes = stage_w + stage_s + stage_a;
     const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
@@ -869,11 +954,11 @@ __device__ __forceinline__ void fused_layer(
     if (warp == CW) {  // the producer warp
         bool waited = false;
         unsigned int it = 0;
-        for (unsigned int t0 = blockIdx.x; t0 < total; t0 += 32 * gridDim.x) {
+        for (unsigned int t0 = blockIdx.x; t0 < total; t0 += FUSED_LOOKAHEAD * gridDim.x) {
             const unsigned int tl = t0 + lane * gridDim.x;
-            unsigned int ml = 0, il = 0, sl = 0, rl = 0, nl = 0, tokl = 0;
+            unsigned int ml = 0, il = 0, sl = 0, rl = 0, nl = 0, tokl = 0, rdy = 0;
             unsigned long long bl = 0;
-            if (tl < total) {
+            if (lane < FUSED_LOOKAHEAD && tl < total) {
                 const FusedTile f = fused_tile(sh, tl);
                 const uint4 wi = __ldg((const uint4*)work + f.item);
                 const uint2 ist = __ldg(item_st + f.item);
@@ -884,8 +969,13 @@ __device__ __forceinline__ void fused_layer(
                 bl = (unsigned long long)wi.x | ((unsigned long long)wi.y << 32);
                 sl = ist.x;
                 tokl = ist.y;
+                // A down tile whose item's activations are already published (acquire; the
+                // __syncwarp below orders it before lane 0's copy): lane 0 need not poll.
+                if (ml == 1) rdy = load_acquire(flags + il) == epoch;
             }
-            const unsigned int n = min(32u, (total - t0 + gridDim.x - 1) / gridDim.x);
+            __syncwarp();
+            const unsigned int n =
+                min((unsigned int)FUSED_LOOKAHEAD, (total - t0 + gridDim.x - 1) / gridDim.x);
             for (unsigned int j = 0; j < n; ++j, ++it) {
                 const unsigned int st = it % STAGES;
                 const unsigned int mode = __shfl_sync(0xffffffffu, ml, j);
@@ -895,9 +985,10 @@ __device__ __forceinline__ void fused_layer(
                 const unsigned int nrows = __shfl_sync(0xffffffffu, nl, j);
                 const unsigned int tok = __shfl_sync(0xffffffffu, tokl, j);
                 const unsigned long long base = __shfl_sync(0xffffffffu, bl, j);
+                const unsigned int ready = __shfl_sync(0xffffffffu, rdy, j);
                 if (lane == 0) {
                     if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
-                    desc[st] = make_uint2(t0 + j * gridDim.x, s);
+                    desc[st] = make_uint4(mode, row0, nrows, s);
                     const unsigned int k = mode == 0 ? sh.hidden : sh.ffn;
                     const unsigned int gpr = k / sh.group;
                     const unsigned int wb = nrows * (k / 2), sb = nrows * gpr * 4;
@@ -919,8 +1010,9 @@ __device__ __forceinline__ void fused_layer(
                         bulk_copy(dst + stage_w + stage_s, act_gu + (size_t)tok * row_gu, ab,
                                   &full[st]);
                     } else {
-                        while (load_acquire(flags + item) != epoch) {
-                        }
+                        if (!ready)
+                            while (load_acquire(flags + item) != epoch) {
+                            }
                         // The flag's acquire orders act_d's generic-proxy writes before the
                         // bulk copy's async-proxy read.
                         asm volatile("fence.proxy.async;" ::: "memory");
@@ -934,80 +1026,43 @@ __device__ __forceinline__ void fused_layer(
         if (lane == 0) {  // tells the consumers there is no more tile
             const unsigned int st = it % STAGES;
             if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
-            desc[st] = make_uint2(0xFFFFFFFFu, 0u);
+            desc[st] = make_uint4(0xFFFFFFFFu, 0u, 0u, 0u);
             mbar_arrive(&full[st]);
         }
         return;
     }
 
     // The consumer warps: thread (pair, kl) takes rows pair + r T / R of the tile, and its
-    // 16-byte chunks kl, kl + P, ...
+    // 16-byte chunks kl, kl + P, ...; P is a template argument (fused_consume), so the row
+    // split, the loop and the warp reduction need no runtime division.
     const unsigned int gshift = __ffs(sh.group) - 6;  // log2(group / 32)
+    const unsigned int glog = __ffs(sh.group) - 1;    // log2(group)
     for (unsigned int it = 0;; ++it) {
         const unsigned int st = it % STAGES;
         mbar_wait(&full[st], (it / STAGES) & 1);
-        const uint2 d = desc[st];
+        const uint4 d = desc[st];
         if (d.x == 0xFFFFFFFFu) break;
-        const FusedTile f = fused_tile(sh, d.x);
-        const unsigned int s = d.y;
-        const unsigned int k = f.mode == 0 ? sh.hidden : sh.ffn;
-        const unsigned int C = k / 32;
-        const unsigned int P = f.mode == 0 ? sh.p_gu : sh.p_d;
-        const unsigned int T = f.mode == 0 ? sh.t_gu : sh.t_d;
-        const unsigned int gpr = k / sh.group;
+        const unsigned int k = d.x == 0 ? sh.hidden : sh.ffn;
+        const unsigned int P = d.x == 0 ? sh.p_gu : sh.p_d;
         const unsigned char* base = smem + st * stage_bytes;
-        const uint4* sw = (const uint4*)base;
-        const float* ss = (const float*)(base + stage_w);
-        const uint4* qa = (const uint4*)(base + stage_w + stage_s);
-        const float* step = (const float*)(qa + 4 * C);
-        const int* sums = (const int*)(step + C);
-        const unsigned int pair = threadIdx.x / P, kl = threadIdx.x % P;
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-#pragma unroll 2
-        for (unsigned int c = kl; c < C; c += P) {
-            const float stp = step[c];
-            const int zero = -128 * sums[c];
-            const uint4 a[4] = {qa[c], qa[C + c], qa[2 * C + c], qa[3 * C + c]};
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const unsigned int lr = pair + r * (T / R);
-                const uint4 w = sw[lr * C + c];
-                const float sc = ss[lr * gpr + (c >> gshift)];
-                int hl = 0, hh = 0, ll = 0, lh = zero;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const unsigned int wv = word_of(w, i);
-                    const unsigned int lo = wv & 0x0F0F0F0Fu;
-                    const unsigned int hi = wv & 0xF0F0F0F0u;
-                    hl = dp4a_us(lo, (int)a[i].x, hl);
-                    ll = dp4a_us(lo, (int)a[i].y, ll);
-                    hh = dp4a_us(hi, (int)a[i].z, hh);
-                    lh = dp4a_us(hi, (int)a[i].w, lh);
-                }
-                const int dot = (hl * 16 + hh) * 256 + ll * 16 + lh;
-                acc[r] = fmaf(sc * stp, (float)dot, acc[r]);
-            }
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with the stage
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            for (unsigned int off = P / 2; off > 0; off >>= 1)
-                acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-        if (kl == 0) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const unsigned int lr = pair + r * (T / R);
-                if (lr >= f.nrows) continue;
-                if (f.mode == 0) {
-                    __stcg(gu + (size_t)s * 2 * sh.ffn + f.row0 + lr,
-                           ((unsigned long long)epoch << 32) | __float_as_uint(acc[r]));
-                } else {
-                    y[(size_t)s * sh.hidden + f.row0 + lr] = acc[r];
-                }
-            }
+        FusedOut out;
+        out.gu = d.x == 0 ? gu + (size_t)d.w * 2 * sh.ffn + d.y : nullptr;
+        out.y = y + (size_t)d.w * sh.hidden + d.y;
+        out.nrows = d.z;
+        out.tag = (unsigned long long)epoch << 32;
+        switch (P) {
+#define FUSED_P(PP)                                                                            \
+    case PP:                                                                                   \
+        fused_consume<R, PP, CW>(base, stage_w, stage_s, k >> 5, k >> glog, gshift,     \
+                                       &empty[st], out);                                      \
+        break;
+            FUSED_P(1)
+            FUSED_P(2)
+            FUSED_P(4)
+            FUSED_P(8)
+            FUSED_P(16)
+            FUSED_P(32)
+#undef FUSED_P
         }
     }
 #endif
@@ -1017,7 +1072,7 @@ __device__ __forceinline__ void fused_layer(
 // shared memory), STAGES shared-memory stages, one resident block per multiprocessor; CW = 8
 // consumer warps, plus the producer and the quantizing warp: FUSED_THREADS in launch.rs.
 #define FUSED_CONSUMER_WARPS 8
-#define FUSED_ENTRY(NAME, R, J, STAGES, MIN_BLOCKS)                                              \
+#define FUSED_ENTRY(NAME, R, J, STAGES, MIN_BLOCKS)                                            \
     extern "C" __global__ void __launch_bounds__((FUSED_CONSUMER_WARPS + 2) * 32, MIN_BLOCKS)  \
         NAME(const unsigned int* work, const uint2* item_st, const uint4* act_gu,              \
              unsigned long long* gu, uint4* act_d, float* y, unsigned int* flags,             \
