@@ -18,13 +18,13 @@ fn shipped_profiles_load_and_convert_units() {
 
     let h200 = load("h200-linux").unwrap();
     // Measured by `sim calibrate`, read independently from
-    // validate/data/h200-linux-p8.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
-    // PerSlot (moe_dot_xp_r2j1n3b4)]: 60 x 2611200 B / 56.89600110054016 µs = 2753673.3 B/µs
-    // (2.75 TB/s, MB/s = B/µs), and vmm[fill 0.4%].set_access_us = 31.7862 µs per granule.
-    let bw = 60.0 * 2611200.0 / 56.89600110054016;
+    // validate/data/h200-linux-p9.measurements.json: kernels[2560x640, 60 slots, 60 distinct,
+    // PerSlot (moe_dot_fz_r2j1s3b1)]: 60 x 2611200 B / 48.64000156521797 µs = 3221052.5 B/µs
+    // (3.22 TB/s, MB/s = B/µs), and vmm[fill 0.4%].set_access_us = 24.4195 µs per granule.
+    let bw = 60.0 * 2611200.0 / 48.64000156521797;
     assert!((h200.get(ConstantName::DeviceReadBandwidth).unwrap() - bw).abs() < 0.01);
     let set_access = h200.get(ConstantName::CuMemSetAccess).unwrap();
-    assert!((set_access - 31.78624609375).abs() < 1e-4, "{set_access}");
+    assert!((set_access - 24.4194765625).abs() < 1e-4, "{set_access}");
     assert!(h200.os_paging.as_ref().unwrap().prefetch_hints);
 }
 
