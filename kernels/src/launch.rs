@@ -363,7 +363,7 @@ pub const DOT_FALLBACK_KERNEL: usize = 0;
 /// and runs [`FUSED_FALLBACK_KERNEL`] where it cannot (below compute capability 9.0, or a
 /// geometry [`fused_plan`] refuses). Measured on the H200 through `sim calibrate --only kernels`
 /// (BENCHMARKS.md issue 7, ninth kernel pass, three runs): 60 slots of 2560x640 in 49.9-50.2 µs
-/// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43-45 µs.
+/// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43.7-44.4 µs.
 pub const DEFAULT_DOT_KERNEL: usize = 7;
 
 /// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where
