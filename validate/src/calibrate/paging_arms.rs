@@ -176,8 +176,9 @@ pub struct FaultLaunchPoint {
 /// replay); then, copies finished, every unit decommitted in the same order; then at once a
 /// second cycle of the same size the same way (new random slots), timed apart: its commits
 /// follow the release of same-size units, as the replay's do (`steady_commit_us`), while the
-/// first cycle's follow the previous size's release. Then the fresh phase: per size in [`FRESH_GRANULES`], every repetition commits [`FRESH_UNITS`] more units
-/// the same way and keeps them (the footprint grows as in a cache warming up), the slots a
+/// first cycle's follow the previous size's release. Then the fresh phase: per size in
+/// [`FRESH_GRANULES`], every repetition commits [`FRESH_UNITS`] more units the same way and
+/// keeps them (the footprint grows as in a cache warming up), the slots a
 /// seeded random order of a range just large enough; all released at the end. GPU idle.
 pub(crate) fn measure_page_in(
     ctx: &Arc<CudaContext>,
