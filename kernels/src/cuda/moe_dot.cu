@@ -1095,6 +1095,7 @@ __device__ __forceinline__ void fused_layer(
                                                      flags, sh, off_dw, off_gus, off_ds,       \
                                                      stage_w, stage_s, stage_a, epoch);        \
     }
-// Eighth pass: 60 slots of 2560x640 in ~50 µs vs ~57 for moe_dot_xp_r2j1n3b4 (BENCHMARKS.md
-// issue 7); launches of one wave run the one-wave partner instead.
+// Eighth pass, the default since the ninth: 60 slots of 2560x640 in 48.6-50.2 µs vs 55.3-57.2
+// for moe_dot_xp_r2j1n3b4 (BENCHMARKS.md issue 7); launches of one wave run the one-wave
+// partner instead.
 FUSED_ENTRY(moe_dot_fz_r2j1s3b1, 2, 1, 3, 1)
