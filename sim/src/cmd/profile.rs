@@ -89,7 +89,7 @@ fn provenance_text(p: &Provenance) -> String {
                 m.date, m.gpu, m.driver, m.cuda, m.method
             );
             if let Some(r) = m.repetitions {
-                let _ = write!(s, "; {r} repetitions");
+                let _ = write!(s, "; {r} repetition{}", if r == 1 { "" } else { "s" });
             }
             if let Some(sp) = m.spread {
                 let _ = write!(s, "; spread {:.0}%", sp * 100.0);
