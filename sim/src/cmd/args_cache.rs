@@ -9,28 +9,30 @@ use sim::cache::RetentionConfig;
 use sim::cache::{Batching, Budget, CacheConfig, Schedule, Semantics, Split};
 
 /// Retention (cache regime) options. With no `--evict`/`--budget` the run is in the
-/// streaming regime. `sim sweep` accepts comma-separated lists for --evict, --budget,
-/// --batch and --split and runs every combination; `sim run` takes one value of each.
+/// streaming regime. `sim sweep` and `sim compare` accept comma-separated lists for --evict,
+/// --budget, --batch and --split and run every combination; `sim run` takes one value of each.
 #[derive(Args, Clone, Debug, Default)]
 pub struct CacheArgs {
     /// Retention policy: belady (offline MIN, the bound), lru, fifo, lfu (counts over the
     /// whole run, ties by LRU), random (seeded), static-pin (top-B units of the profile trace
     /// pinned, the rest streamed), pin-lru (always-on units pinned, LRU over the rest), arc,
-    /// s3fifo; `all` for every one (sweep). Comma-separated list in `sim sweep`.
+    /// s3fifo; `all` for every one. `sim sweep` and `sim compare` take a comma-separated list;
+    /// `sim run` takes one.
     #[arg(long, value_delimiter = ',', value_name = "POLICY")]
     pub evict: Vec<String>,
 
     /// VRAM budget for expert units: a percentage of the bank (`25%`, rounds to
     /// max(1, round-half-even(r x units))), a unit count (`192`) or bytes (`3GiB`, `512MiB`;
-    /// floor(bytes / largest unit's committed bytes) units). Comma-separated list in
-    /// `sim sweep` (default there: 10%,25%,50%,75%,90%).
+    /// floor(bytes / largest unit's committed bytes) units). `sim sweep` and `sim compare` take
+    /// a comma-separated list (`sim sweep`'s default: 10%,25%,50%,75%,90%).
     #[arg(long, value_delimiter = ',', value_name = "BUDGET", allow_hyphen_values = true,
           value_parser = |s: &str| Budget::parse(s))]
     pub budget: Vec<Budget>,
 
     /// How the budget is shared: global (one pool for all layers) or per-layer (each MoE
-    /// layer gets round(fraction x its units) slots). Comma-separated list in `sim sweep`
-    /// (default there: global,per-layer; in `sim run`: global).
+    /// layer gets round(fraction x its units) slots). `sim sweep` and `sim compare` take a
+    /// comma-separated list (defaults: global,per-layer in `sim sweep`, global in `sim run` and
+    /// `sim compare`).
     #[arg(long, value_delimiter = ',', value_name = "SPLIT",
           value_parser = PossibleValuesParser::new(["global", "per-layer"]).map(|s| parse_split(&s)))]
     pub split: Vec<Split>,
@@ -49,7 +51,7 @@ pub struct CacheArgs {
 
     /// Sequences decoded together (W): each layer accesses the union of their selections
     /// once per step. Requests are the trace's tokens interleaved round-robin across
-    /// sequences. Comma-separated list in `sim sweep`. Default 1.
+    /// sequences. `sim sweep` and `sim compare` take a comma-separated list. Default 1.
     #[arg(long, value_delimiter = ',', value_name = "W")]
     pub batch: Vec<usize>,
 
