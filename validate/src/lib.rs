@@ -2,7 +2,8 @@
 //! cudarc with dynamic loading.
 //!
 //! Owned here: the measurements ([`mod@calibrate`]), their statistics ([`stats`]), the
-//! conversion into a hardware profile ([`to_profile`]), the VMM call wrappers ([`vmm`]) and the
+//! conversion into a hardware profile ([`to_profile`]), the pooling of several calibrations'
+//! measurement sets ([`pool`]), the VMM call wrappers ([`vmm`]) and the
 //! real-GPU replay of a simulator plan ([`replay_plan`]: the plan as plain data and its layout;
 //! [`mod@replay`]: executing and timing it).
 //! Not here: the kernels themselves (`kernels`), the profile schema (`profile`) or the
@@ -11,6 +12,7 @@
 
 pub mod calibrate;
 pub mod device;
+pub mod pool;
 pub mod replay;
 pub mod replay_plan;
 pub mod stats;

@@ -190,6 +190,11 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             "cuMemPrefetchAsync to the device succeeded during calibration".into()
         }),
     });
+    if let Some(n) = c.pooled_from {
+        p.notes.push(format!(
+            "Pooled from {n} calibrations of this GPU (sim calibrate --from-measurements A,B,...): each measured median is the median of theirs, each spread that of all their repetitions."
+        ));
+    }
     p.notes.push(format!(
         "Streaming read by a plain kernel over {} B: {:.0} GB/s (median of {}). The full measurement set (VMM latencies at every fill level, H2D curves, fault strides, kernel sweeps) is in the calibration's measurements JSON.",
         c.stream_read_bytes,

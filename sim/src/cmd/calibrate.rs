@@ -34,9 +34,12 @@ pub struct CalibrateArgs {
     pub only: Option<CalibratePart>,
     /// Measure nothing: rebuild the profile from a stored measurement set (the
     /// `<stem>.measurements.json` an earlier calibration wrote), e.g. after the fits changed.
-    /// Needs no GPU; writes only --out.
-    #[arg(long, value_name = "FILE.json", conflicts_with_all = ["quick", "only"])]
-    pub from_measurements: Option<PathBuf>,
+    /// Needs no GPU; writes only --out. Several sets, comma-separated (calibrations of one GPU
+    /// with the same settings), are pooled: each measured median becomes the median of
+    /// theirs, so one calibration taken while the host ran slow does not set the profile; the
+    /// pooled set is written beside --out as `<stem>.measurements.json`.
+    #[arg(long, value_name = "FILE.json", value_delimiter = ',', conflicts_with_all = ["quick", "only"])]
+    pub from_measurements: Vec<PathBuf>,
 }
 
 /// A part of the calibration that `--only` runs alone.
@@ -68,22 +71,51 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         args.out.display(),
         dir.display()
     );
-    if let Some(from) = &args.from_measurements {
-        let text = std::fs::read_to_string(from)
-            .with_context(|| format!("reading --from-measurements {}", from.display()))?;
-        let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "--from-measurements {} is not a measurement set `sim calibrate` wrote",
-                from.display()
-            )
-        })?;
+    if !args.from_measurements.is_empty() {
+        let mut sets = Vec::with_capacity(args.from_measurements.len());
+        for from in &args.from_measurements {
+            let text = std::fs::read_to_string(from)
+                .with_context(|| format!("reading --from-measurements {}", from.display()))?;
+            let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "--from-measurements {} is not a measurement set `sim calibrate` wrote",
+                    from.display()
+                )
+            })?;
+            sets.push(cal);
+        }
+        let cal = validate::pool::pool(&sets).context("--from-measurements: cannot pool")?;
+        let from: Vec<String> = args
+            .from_measurements
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if sets.len() > 1 {
+            let mpath = measurements_path(&args.out);
+            let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            anyhow::ensure!(
+                !args.from_measurements.iter().any(|p| same(p)),
+                "--out {} would write the pooled set over the input {}: choose another --out",
+                args.out.display(),
+                mpath.display()
+            );
+            write_atomic(&mpath, serde_json::to_string_pretty(&cal)?.as_bytes())?;
+            eprintln!(
+                "calibrate: pooled {} measurement sets into {}",
+                sets.len(),
+                mpath.display()
+            );
+        }
         validate::to_profile::to_profile(&cal, &args.name)
             .save(&args.out)
             .with_context(|| format!("writing profile {}", args.out.display()))?;
         eprintln!(
             "calibrate: wrote {} from {}",
             args.out.display(),
-            from.display()
+            from.join(", ")
         );
         return Ok(());
     }
@@ -158,7 +190,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
-            from_measurements: Some(from),
+            from_measurements: vec![from],
         };
         run(args).unwrap();
         let p = profile::load(out.to_str().unwrap()).unwrap();
@@ -179,13 +211,70 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
-            from_measurements: Some(bad),
+            from_measurements: vec![bad],
         };
         let e = format!("{:#}", run(args).unwrap_err());
         assert!(
             e.contains("bad.json") && e.contains("measurement set"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn several_measurement_sets_pool_into_one_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../validate/data/");
+        let set = |name: &str| PathBuf::from(format!("{data}{name}.measurements.json"));
+        let args = |out: PathBuf, from: Vec<PathBuf>| CalibrateArgs {
+            out,
+            quick: false,
+            name: "pooled".into(),
+            device: 0,
+            seed: 1,
+            json: false,
+            only: None,
+            from_measurements: from,
+        };
+        let out = dir.path().join("p.json");
+        run(args(
+            out.clone(),
+            vec![set("h200-linux-p9"), set("h200-linux-p10")],
+        ))
+        .unwrap();
+        let p = profile::load(out.to_str().unwrap()).unwrap();
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("Pooled from 2 calibrations")));
+        // the pooled set written beside it rebuilds the same profile
+        let pooled = dir.path().join("p.measurements.json");
+        let again = dir.path().join("q.json");
+        run(args(again.clone(), vec![pooled])).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            std::fs::read_to_string(&again).unwrap()
+        );
+        // cuMemSetAccess at the first fill level: the mean of the two sets' medians, read
+        // from the files as JSON
+        let median = |name: &str| -> f64 {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(set(name)).unwrap()).unwrap();
+            v["vmm"][0]["set_access_us"]["median"].as_f64().unwrap()
+        };
+        let want = (median("h200-linux-p9") + median("h200-linux-p10")) / 2.0;
+        let got = p.get(profile::ConstantName::CuMemSetAccess).unwrap();
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        // sets that timed different kernels are refused, naming where they differ
+        let e = format!(
+            "{:#}",
+            run(args(
+                dir.path().join("r.json"),
+                vec![set("h200-linux-p9"), set("h200-linux-p8")]
+            ))
+            .unwrap_err()
+        );
+        assert!(e.contains("cannot pool") && e.contains("$.kernels["), "{e}");
+        assert!(!dir.path().join("r.json").exists());
     }
 
     #[test]
@@ -203,7 +292,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
-            from_measurements: None,
+            from_measurements: Vec::new(),
         };
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(

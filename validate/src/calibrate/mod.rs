@@ -197,8 +197,11 @@ pub struct Calibration {
     /// (empty where managed memory cannot fault, or when the arm failed).
     #[serde(default)]
     pub fault_evict: Vec<FaultEvictPoint>,
-    /// Wall time of the whole calibration, s.
+    /// Wall time of the whole calibration, s (pooled sets: the median of theirs).
     pub wall_s: f64,
+    /// How many calibrations this set pools ([`crate::pool::pool`]); absent for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooled_from: Option<u32>,
 }
 
 /// A calibration failure, naming the step.
@@ -372,6 +375,7 @@ pub fn calibrate(
         read_page_in,
         fault_evict,
         wall_s: t0.elapsed().as_secs_f64(),
+        pooled_from: None,
     })
 }
 

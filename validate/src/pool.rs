@@ -1,0 +1,283 @@
+//! Pooling the measurement sets of several calibrations of one GPU into one set, so that one
+//! calibration taken while the host ran slow does not set the profile.
+//!
+//! Why: the host's speed switches between fast and slow states within minutes, and the VMM
+//! calls slow down with it. Five calibrations of one H200 in one session fitted the per-granule
+//! commit at 40.5 to 49.6 µs (BENCHMARKS.md issue 7, tenth validation pass). A profile from the
+//! slow one priced 2 of 13 replays of another session within 10%, the others 8 to 12.
+//!
+//! How: the sets are walked together as JSON. Every measured summary (an object of exactly
+//! `median`, `min`, `max`, `spread`, `n`) becomes the median of the sets' medians, the least
+//! `min`, the largest `max` and the summed `n`, with the spread recomputed. Every other float
+//! (a measured value such as a bandwidth or a fill fraction) becomes the sets' median.
+//! Everything else (settings, sizes, counts, names) must be equal, because pooling different
+//! GPUs, drivers or calibration settings would mix unlike things; the exceptions are the
+//! calibration date (the latest is kept) and the free VRAM at the start (the least is kept).
+//! Not here: the calibration itself ([`crate::calibrate`]) or the profile ([`crate::to_profile`]).
+
+use crate::Calibration;
+use serde_json::{Map, Value};
+
+/// Why measurement sets could not be pooled.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// No set was given.
+    #[error("no measurement set to pool")]
+    Empty,
+    /// The sets differ where they must agree; `path` is the JSON path (e.g. `$.page_in[2]`).
+    #[error(
+        "the measurement sets differ at {path} ({first} vs {other}): pool only sets of one GPU \
+         and driver taken with the same calibration settings (--quick, --seed) by the same \
+         version of sim"
+    )]
+    Mismatch {
+        path: String,
+        first: String,
+        other: String,
+    },
+    /// The pooled set is not a measurement set (cannot happen for sets that decoded).
+    #[error("the pooled measurement set does not decode: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+/// Pools `sets` (see the module doc) into one measurement set whose `pooled_from` counts them.
+/// One set is returned as it is.
+///
+/// Errors: [`PoolError::Empty`] for no set, [`PoolError::Mismatch`] naming the first place
+/// where the sets differ in a setting or in shape.
+pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
+    match sets {
+        [] => Err(PoolError::Empty),
+        [one] => Ok(one.clone()),
+        _ => {
+            let values = sets
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<&Value> = values.iter().collect();
+            let mut pooled: Calibration = serde_json::from_value(pool_values(&refs, "$")?)?;
+            let total: u32 = sets.iter().map(|c| c.pooled_from.unwrap_or(1)).sum();
+            pooled.pooled_from = Some(total);
+            Ok(pooled)
+        }
+    }
+}
+
+/// Pools JSON values of one shape (see the module doc); `path` names `values` in errors.
+pub fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
+    let first = values[0];
+    let mismatch = |other: &Value| PoolError::Mismatch {
+        path: path.to_string(),
+        first: short(first),
+        other: short(other),
+    };
+    match first {
+        Value::Object(map) if is_summary(map) => {
+            let mut s = Vec::with_capacity(values.len());
+            for v in values {
+                match v.as_object().filter(|m| is_summary(m)) {
+                    Some(m) => s.push(m),
+                    None => return Err(mismatch(v)),
+                }
+            }
+            pooled_summary(&s).ok_or_else(|| mismatch(values[1]))
+        }
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for v in values {
+                let m = v.as_object().ok_or_else(|| mismatch(v))?;
+                if m.len() != map.len() || m.keys().any(|k| !map.contains_key(k)) {
+                    return Err(mismatch(v));
+                }
+            }
+            for key in map.keys() {
+                let field: Vec<&Value> = values.iter().map(|v| &v[key.as_str()]).collect();
+                let sub = format!("{path}.{key}");
+                let pooled = match key.as_str() {
+                    "date" if field.iter().all(|v| v.is_string()) => {
+                        (*field.iter().max_by_key(|v| v.as_str()).unwrap_or(&first)).clone()
+                    }
+                    "vram_free" if field.iter().all(|v| v.is_u64()) => {
+                        Value::from(field.iter().filter_map(|v| v.as_u64()).min().unwrap_or(0))
+                    }
+                    _ => pool_values(&field, &sub)?,
+                };
+                out.insert(key.clone(), pooled);
+            }
+            Ok(Value::Object(out))
+        }
+        Value::Array(items) => {
+            for v in values {
+                if v.as_array().map(Vec::len) != Some(items.len()) {
+                    return Err(mismatch(v));
+                }
+            }
+            (0..items.len())
+                .map(|i| {
+                    let field: Vec<&Value> = values.iter().map(|v| &v[i]).collect();
+                    pool_values(&field, &format!("{path}[{i}]"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array)
+        }
+        Value::Number(n) if n.is_f64() => {
+            let xs: Option<Vec<f64>> = values.iter().map(|v| v.as_f64()).collect();
+            match xs {
+                Some(xs) => Ok(Value::from(median(xs))),
+                None => Err(mismatch(
+                    values.iter().find(|v| !v.is_number()).unwrap_or(&first),
+                )),
+            }
+        }
+        _ => match values.iter().find(|v| **v != first) {
+            None => Ok(first.clone()),
+            Some(v) if first.is_f64() || v.is_f64() => {
+                // a float that serialized as an integer in one set (e.g. 0.0 -> 0): still a float
+                let xs: Option<Vec<f64>> = values.iter().map(|v| v.as_f64()).collect();
+                xs.map(|xs| Value::from(median(xs)))
+                    .ok_or_else(|| mismatch(v))
+            }
+            Some(v) => Err(mismatch(v)),
+        },
+    }
+}
+
+/// True for a [`crate::stats::Summary`] as JSON: exactly `median`, `min`, `max`, `spread`, `n`.
+fn is_summary(m: &Map<String, Value>) -> bool {
+    m.len() == 5
+        && ["median", "min", "max", "spread", "n"]
+            .iter()
+            .all(|k| m.contains_key(*k))
+}
+
+/// Median of medians, least min, largest max, summed n, spread = (max - min) / median (0 when
+/// the median is 0); `None` when a field is not a number.
+fn pooled_summary(s: &[&Map<String, Value>]) -> Option<Value> {
+    let field = |k: &str| -> Option<Vec<f64>> { s.iter().map(|m| m[k].as_f64()).collect() };
+    let med = median(field("median")?);
+    let min = field("min")?.into_iter().fold(f64::INFINITY, f64::min);
+    let max = field("max")?.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    let n: u64 = s.iter().map(|m| m["n"].as_u64()).sum::<Option<u64>>()?;
+    let spread = if med != 0.0 { (max - min) / med } else { 0.0 };
+    Some(serde_json::json!({"median": med, "min": min, "max": max, "spread": spread, "n": n}))
+}
+
+/// Median (mean of the two middle values for an even count), as [`crate::stats::Summary`]
+/// takes it.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let k = xs.len();
+    if k % 2 == 1 {
+        xs[k / 2]
+    } else {
+        (xs[k / 2 - 1] + xs[k / 2]) / 2.0
+    }
+}
+
+/// A value for an error message, cut to 60 characters.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pooled(vs: &[Value]) -> Result<Value, PoolError> {
+        let refs: Vec<&Value> = vs.iter().collect();
+        pool_values(&refs, "$")
+    }
+
+    #[test]
+    fn summaries_floats_and_settings_pool_by_their_rules() {
+        let a = json!({"x": {"median": 10.0, "min": 9.0, "max": 12.0, "spread": 0.3, "n": 7},
+                       "bw": 4000.0, "granules": 32, "gpu": "H200", "date": "2026-11-28",
+                       "vram_free": 100, "sizes": [2, 8]});
+        let b = json!({"x": {"median": 14.0, "min": 13.0, "max": 20.0, "spread": 0.5, "n": 7},
+                       "bw": 4400.0, "granules": 32, "gpu": "H200", "date": "2026-11-29",
+                       "vram_free": 90, "sizes": [2, 8]});
+        let c = json!({"x": {"median": 11.0, "min": 8.0, "max": 11.5, "spread": 0.3, "n": 3},
+                       "bw": 4100.0, "granules": 32, "gpu": "H200", "date": "2026-11-27",
+                       "vram_free": 95, "sizes": [2, 8]});
+        let p = pooled(&[a.clone(), b.clone(), c]).unwrap();
+        // medians 10, 14, 11 -> 11; min 8; max 20; n 17; spread (20 - 8) / 11
+        assert_eq!(p["x"]["median"], 11.0);
+        assert_eq!(p["x"]["min"], 8.0);
+        assert_eq!(p["x"]["max"], 20.0);
+        assert_eq!(p["x"]["n"], 17);
+        assert_eq!(p["x"]["spread"], 12.0 / 11.0);
+        assert_eq!(p["bw"], 4100.0);
+        assert_eq!(p["granules"], 32);
+        assert_eq!(p["date"], "2026-11-29");
+        assert_eq!(p["vram_free"], 90);
+        assert_eq!(p["sizes"], json!([2, 8]));
+        // two sets: the mean of the two middle values
+        let p2 = pooled(&[a, b]).unwrap();
+        assert_eq!(p2["x"]["median"], 12.0);
+        assert_eq!(p2["bw"], 4200.0);
+    }
+
+    #[test]
+    fn sets_that_differ_in_a_setting_or_shape_are_refused_with_the_path() {
+        let a = json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}]});
+        let gpu = json!({"device": {"gpu": "RTX 4060"}, "page_in": [{"granules": 2}]});
+        let e = pooled(&[a.clone(), gpu]).unwrap_err().to_string();
+        assert!(e.contains("$.device.gpu") && e.contains("RTX 4060"), "{e}");
+        let size = json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 8}]});
+        let e = pooled(&[a.clone(), size]).unwrap_err().to_string();
+        assert!(e.contains("$.page_in[0].granules"), "{e}");
+        let longer = json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}, {"granules": 8}]});
+        let e = pooled(&[a.clone(), longer]).unwrap_err().to_string();
+        assert!(e.contains("$.page_in "), "{e}");
+        let absent =
+            json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}], "x": null});
+        assert!(pooled(&[a, absent]).is_err());
+        let s = json!({"median": 1.0, "min": 1.0, "max": 1.0, "spread": 0.0, "n": 1});
+        let e = pooled(&[s, Value::Null]).unwrap_err().to_string();
+        assert!(e.contains("null"), "{e}");
+    }
+
+    #[test]
+    fn stored_sets_pool_into_a_set_that_builds_a_profile() {
+        let p9: Calibration =
+            serde_json::from_str(include_str!("../data/h200-linux-p9.measurements.json")).unwrap();
+        let p10: Calibration =
+            serde_json::from_str(include_str!("../data/h200-linux-p10.measurements.json")).unwrap();
+        // one set: unchanged
+        let one = pool(std::slice::from_ref(&p9)).unwrap();
+        assert_eq!(one.pooled_from, None);
+        assert_eq!(
+            serde_json::to_value(&one).unwrap(),
+            serde_json::to_value(&p9).unwrap()
+        );
+        let both = pool(&[p9.clone(), p10.clone()]).unwrap();
+        assert_eq!(both.pooled_from, Some(2));
+        // read independently from the two files: the mean of the two medians, n summed
+        let (a, b) = (
+            p9.page_in[0].steady_commit_us.as_ref().unwrap(),
+            p10.page_in[0].steady_commit_us.as_ref().unwrap(),
+        );
+        let q = both.page_in[0].steady_commit_us.as_ref().unwrap();
+        assert_eq!(q.median, (a.median + b.median) / 2.0);
+        assert_eq!(q.n, a.n + b.n);
+        assert_eq!(q.min, a.min.min(b.min));
+        assert_eq!(both.device.gpu, "NVIDIA H200");
+        let profile = crate::to_profile::to_profile(&both, "pooled");
+        assert!(profile.notes.iter().any(|n| n.contains("2 calibrations")));
+        // a set without the same-size page-in cycles (an older calibration) is refused
+        let mut old = p9.clone();
+        old.page_in[0].steady_commit_us = None;
+        let e = pool(&[p9.clone(), old]).unwrap_err().to_string();
+        assert!(e.contains("$.page_in[0].steady_commit_us"), "{e}");
+        // the previous session's set timed another default kernel
+        let p8: Calibration =
+            serde_json::from_str(include_str!("../data/h200-linux-p8.measurements.json")).unwrap();
+        let e = pool(&[p9, p8]).unwrap_err().to_string();
+        assert!(e.contains("$.kernels[") && e.contains("moe_dot_"), "{e}");
+    }
+}
