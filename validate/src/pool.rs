@@ -24,17 +24,31 @@ pub enum PoolError {
     /// No set was given.
     #[error("no measurement set to pool")]
     Empty,
-    /// The sets differ where they must agree; `path` is the JSON path (e.g. `$.page_in[2]`).
+    /// Set `set` (0-based) differs from the first where they must agree; `path` is the JSON
+    /// path (e.g. `$.page_in[2]`).
     #[error(
-        "the measurement sets differ at {path} ({first} vs {other}): pool only sets of one GPU \
+        "set {} differs from set 1 at {path} ({first} vs {other}): pool only sets of one GPU \
          and driver taken with the same calibration settings (--quick, --seed) by the same \
-         version of sim"
+         version of sim", set + 1
     )]
     Mismatch {
+        set: usize,
         path: String,
         first: String,
         other: String,
     },
+    /// Set `set` (0-based) is itself a pooled set.
+    #[error(
+        "set {} is itself pooled from {from} calibrations: pool the original calibrations' \
+         measurement sets instead", set + 1
+    )]
+    PooledInput { set: usize, from: u32 },
+    /// Set `set` (0-based) is identical to set `same`: one calibration given twice.
+    #[error(
+        "set {} is identical to set {}: the same calibration given twice would count twice",
+        set + 1, same + 1
+    )]
+    Duplicate { set: usize, same: usize },
     /// The pooled set is not a measurement set (cannot happen for sets that decoded).
     #[error("the pooled measurement set does not decode: {0}")]
     Decode(#[from] serde_json::Error),
@@ -50,10 +64,22 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
         [] => Err(PoolError::Empty),
         [one] => Ok(one.clone()),
         _ => {
+            if let Some((set, from)) = sets
+                .iter()
+                .enumerate()
+                .find_map(|(i, c)| c.pooled_from.map(|n| (i, n)))
+            {
+                return Err(PoolError::PooledInput { set, from });
+            }
             let values = sets
                 .iter()
                 .map(serde_json::to_value)
                 .collect::<Result<Vec<_>, _>>()?;
+            for (set, v) in values.iter().enumerate() {
+                if let Some(same) = values[..set].iter().position(|w| w == v) {
+                    return Err(PoolError::Duplicate { set, same });
+                }
+            }
             let refs: Vec<&Value> = values.iter().collect();
             let mut pooled: Calibration = serde_json::from_value(pool_values(&refs, "$")?)?;
             let total: u32 = sets.iter().map(|c| c.pooled_from.unwrap_or(1)).sum();
@@ -67,6 +93,10 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
 pub fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
     let first = values[0];
     let mismatch = |other: &Value| PoolError::Mismatch {
+        set: values
+            .iter()
+            .position(|v| std::ptr::eq(*v, other))
+            .unwrap_or(1),
         path: path.to_string(),
         first: short(first),
         other: short(other),
@@ -84,10 +114,23 @@ pub fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
         }
         Value::Object(map) => {
             let mut out = Map::new();
-            for v in values {
+            for (set, v) in values.iter().enumerate() {
                 let m = v.as_object().ok_or_else(|| mismatch(v))?;
-                if m.len() != map.len() || m.keys().any(|k| !map.contains_key(k)) {
-                    return Err(mismatch(v));
+                // a field one set has and the first lacks, or the reverse: name it
+                let missing = map.keys().find(|k| !m.contains_key(*k));
+                let extra = m.keys().find(|k| !map.contains_key(*k));
+                let named = match (missing, extra) {
+                    (Some(k), _) => Some((k, "present", "absent")),
+                    (None, Some(k)) => Some((k, "absent", "present")),
+                    (None, None) => None,
+                };
+                if let Some((key, first, other)) = named {
+                    return Err(PoolError::Mismatch {
+                        set,
+                        path: format!("{path}.{key}"),
+                        first: first.into(),
+                        other: other.into(),
+                    });
                 }
             }
             for key in map.keys() {
@@ -234,9 +277,14 @@ mod tests {
         let longer = json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}, {"granules": 8}]});
         let e = pooled(&[a.clone(), longer]).unwrap_err().to_string();
         assert!(e.contains("$.page_in "), "{e}");
-        let absent =
-            json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}], "x": null});
-        assert!(pooled(&[a, absent]).is_err());
+        let extra = json!({"device": {"gpu": "NVIDIA H200"}, "page_in": [{"granules": 2}], "x": 1});
+        let e = pooled(&[a.clone(), a.clone(), extra])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("set 3 differs from set 1 at $.x (absent vs present)"),
+            "{e}"
+        );
         let s = json!({"median": 1.0, "min": 1.0, "max": 1.0, "spread": 0.0, "n": 1});
         let e = pooled(&[s, Value::Null]).unwrap_err().to_string();
         assert!(e.contains("null"), "{e}");
@@ -267,13 +315,23 @@ mod tests {
         assert_eq!(q.n, a.n + b.n);
         assert_eq!(q.min, a.min.min(b.min));
         assert_eq!(both.device.gpu, "NVIDIA H200");
+        // a pooled set is not pooled again, and one calibration is not given twice
+        let e = pool(&[both.clone(), p10.clone()]).unwrap_err().to_string();
+        assert!(e.starts_with("set 1 is itself pooled from 2"), "{e}");
+        let e = pool(&[p10.clone(), p9.clone(), p10.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("set 3 is identical to set 1"), "{e}");
         let profile = crate::to_profile::to_profile(&both, "pooled");
         assert!(profile.notes.iter().any(|n| n.contains("2 calibrations")));
         // a set without the same-size page-in cycles (an older calibration) is refused
         let mut old = p9.clone();
         old.page_in[0].steady_commit_us = None;
         let e = pool(&[p9.clone(), old]).unwrap_err().to_string();
-        assert!(e.contains("$.page_in[0].steady_commit_us"), "{e}");
+        assert!(
+            e.starts_with("set 2 differs from set 1 at $.page_in[0].steady_commit_us"),
+            "{e}"
+        );
         // the previous session's set timed another default kernel
         let p8: Calibration =
             serde_json::from_str(include_str!("../data/h200-linux-p8.measurements.json")).unwrap();

@@ -14,10 +14,12 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     let mut p = Profile::new(
         name,
         &format!(
-            "{} measured by `sim calibrate`{} on {}",
+            "{} measured by `sim calibrate`{} on {}{}",
             d.gpu,
             if c.quick { " --quick" } else { "" },
-            d.date
+            d.date,
+            c.pooled_from
+                .map_or(String::new(), |n| format!(", pooled from {n} calibrations"))
         ),
         Device {
             gpu: d.gpu.clone(),

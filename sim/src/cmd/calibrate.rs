@@ -84,7 +84,15 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
             })?;
             sets.push(cal);
         }
-        let cal = validate::pool::pool(&sets).context("--from-measurements: cannot pool")?;
+        let numbered: Vec<String> = args
+            .from_measurements
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
+            .collect();
+        let cal = validate::pool::pool(&sets).with_context(|| {
+            format!("--from-measurements: cannot pool ({})", numbered.join(", "))
+        })?;
         let from: Vec<String> = args
             .from_measurements
             .iter()
@@ -273,7 +281,13 @@ mod tests {
             ))
             .unwrap_err()
         );
-        assert!(e.contains("cannot pool") && e.contains("$.kernels["), "{e}");
+        assert!(
+            e.contains("cannot pool (set 1 = ")
+                && e.contains("set 2 = ")
+                && e.contains("h200-linux-p8")
+                && e.contains("set 2 differs from set 1 at $.kernels["),
+            "{e}"
+        );
         assert!(!dir.path().join("r.json").exists());
     }
 
