@@ -57,8 +57,10 @@ pub enum PoolError {
 /// Pools `sets` (see the module doc) into one measurement set whose `pooled_from` counts them.
 /// One set is returned as it is.
 ///
-/// Errors: [`PoolError::Empty`] for no set, [`PoolError::Mismatch`] naming the first place
-/// where the sets differ in a setting or in shape.
+/// Errors: [`PoolError::Empty`] for no set; [`PoolError::PooledInput`] for a set that is
+/// itself pooled; [`PoolError::Duplicate`] for one calibration given twice;
+/// [`PoolError::Mismatch`] naming the first place where a set differs from the first in a
+/// setting or in shape.
 pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
     match sets {
         [] => Err(PoolError::Empty),
@@ -82,15 +84,14 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
             }
             let refs: Vec<&Value> = values.iter().collect();
             let mut pooled: Calibration = serde_json::from_value(pool_values(&refs, "$")?)?;
-            let total: u32 = sets.iter().map(|c| c.pooled_from.unwrap_or(1)).sum();
-            pooled.pooled_from = Some(total);
+            pooled.pooled_from = Some(u32::try_from(sets.len()).unwrap_or(u32::MAX));
             Ok(pooled)
         }
     }
 }
 
 /// Pools JSON values of one shape (see the module doc); `path` names `values` in errors.
-pub fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
+fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
     let first = values[0];
     let mismatch = |other: &Value| PoolError::Mismatch {
         set: values
