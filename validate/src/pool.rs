@@ -15,6 +15,7 @@
 //! calibration date (the latest is kept) and the free VRAM at the start (the least is kept).
 //! Not here: the calibration itself ([`crate::calibrate`]) or the profile ([`crate::to_profile`]).
 
+use crate::stats::Summary;
 use crate::Calibration;
 use serde_json::{Map, Value};
 
@@ -164,26 +165,21 @@ fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array)
         }
-        Value::Number(n) if n.is_f64() => {
-            let xs: Option<Vec<f64>> = values.iter().map(|v| v.as_f64()).collect();
-            match xs {
-                Some(xs) => Ok(Value::from(median(xs))),
-                None => Err(mismatch(
-                    values.iter().find(|v| !v.is_number()).unwrap_or(&first),
-                )),
-            }
-        }
+        Value::Number(n) if n.is_f64() => float_median(values)
+            .ok_or_else(|| mismatch(values.iter().find(|v| !v.is_number()).unwrap_or(&first))),
         _ => match values.iter().find(|v| **v != first) {
             None => Ok(first.clone()),
-            Some(v) if first.is_f64() || v.is_f64() => {
-                // a float that serialized as an integer in one set (e.g. 0.0 -> 0): still a float
-                let xs: Option<Vec<f64>> = values.iter().map(|v| v.as_f64()).collect();
-                xs.map(|xs| Value::from(median(xs)))
-                    .ok_or_else(|| mismatch(v))
-            }
+            // a float that serialized as an integer in the first set (e.g. 0.0 -> 0)
+            Some(v) if v.is_f64() => float_median(values).ok_or_else(|| mismatch(v)),
             Some(v) => Err(mismatch(v)),
         },
     }
+}
+
+/// The median of `values` as numbers (see [`Summary::of`]); `None` when one is not a number.
+fn float_median(values: &[&Value]) -> Option<Value> {
+    let xs: Option<Vec<f64>> = values.iter().map(|v| v.as_f64()).collect();
+    Summary::of(&xs?).map(|s| Value::from(s.median))
 }
 
 /// True for a [`crate::stats::Summary`] as JSON: exactly `median`, `min`, `max`, `spread`, `n`.
@@ -198,24 +194,12 @@ fn is_summary(m: &Map<String, Value>) -> bool {
 /// the median is 0); `None` when a field is not a number.
 fn pooled_summary(s: &[&Map<String, Value>]) -> Option<Value> {
     let field = |k: &str| -> Option<Vec<f64>> { s.iter().map(|m| m[k].as_f64()).collect() };
-    let med = median(field("median")?);
+    let med = Summary::of(&field("median")?)?.median;
     let min = field("min")?.into_iter().fold(f64::INFINITY, f64::min);
     let max = field("max")?.into_iter().fold(f64::NEG_INFINITY, f64::max);
     let n: u64 = s.iter().map(|m| m["n"].as_u64()).sum::<Option<u64>>()?;
     let spread = if med != 0.0 { (max - min) / med } else { 0.0 };
     Some(serde_json::json!({"median": med, "min": min, "max": max, "spread": spread, "n": n}))
-}
-
-/// Median (mean of the two middle values for an even count), as [`crate::stats::Summary`]
-/// takes it.
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let k = xs.len();
-    if k % 2 == 1 {
-        xs[k / 2]
-    } else {
-        (xs[k / 2 - 1] + xs[k / 2]) / 2.0
-    }
 }
 
 /// A value for an error message, cut to 60 characters.
