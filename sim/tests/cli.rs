@@ -364,6 +364,26 @@ fn validate_checks_arguments_before_the_gpu() {
     }
 }
 
+/// A stray comma in `--from-measurements` is named as such (not clap's generic "a value is
+/// required"), and nothing is written.
+#[test]
+fn pooling_list_with_a_stray_comma_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    let set = "validate/data/h200-linux-p9.measurements.json";
+    for list in [format!("{set},"), format!("{set},,{set}")] {
+        let e = fails(&[
+            "calibrate",
+            "--from-measurements",
+            &list,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(e.contains("stray comma"), "{e}");
+        assert!(!out.exists());
+    }
+}
+
 /// Small wording fixes: split names as the CLI spells them, a unit-count budget said once,
 /// generator parameters reported as bad arguments before any file is written, and a note
 /// when `sim compare --out` replaces an earlier report.

@@ -38,8 +38,24 @@ pub struct CalibrateArgs {
     /// with the same settings), are pooled: each measured median becomes the median of
     /// theirs, so one calibration taken while the host ran slow does not set the profile; the
     /// pooled set is written beside --out as `<stem>.measurements.json`.
-    #[arg(long, value_name = "FILE.json", value_delimiter = ',', conflicts_with_all = ["quick", "only"])]
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        value_delimiter = ',',
+        value_parser = measurement_path,
+        conflicts_with_all = ["quick", "only"]
+    )]
     pub from_measurements: Vec<PathBuf>,
+}
+
+/// One file of `--from-measurements`: an empty item (a doubled or trailing comma) is refused
+/// with a message that says so, instead of clap's generic "a value is required".
+fn measurement_path(item: &str) -> Result<PathBuf, String> {
+    if item.trim().is_empty() {
+        Err("an empty file name in the comma-separated list: remove the stray comma".into())
+    } else {
+        Ok(PathBuf::from(item))
+    }
 }
 
 /// A part of the calibration that `--only` runs alone.
