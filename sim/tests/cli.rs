@@ -364,6 +364,35 @@ fn validate_checks_arguments_before_the_gpu() {
     }
 }
 
+/// A unit budget the per-layer split cannot honour exactly says what the pools hold: granite's
+/// 24 MoE layers get at least one unit each (10 -> 24), and 100 units of 768 give each 32-unit
+/// layer round(4.17) = 4 (96); a count the pools match is said once.
+#[test]
+fn per_layer_pools_that_differ_from_a_unit_budget_are_named() {
+    let line = |b: &str| {
+        let o = sim(&[
+            "run",
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+            "--budget",
+            b,
+            "--split",
+            "per-layer",
+        ]);
+        assert!(o.status.success());
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.lines()
+            .find(|l| l.starts_with("cache regime"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(line("10").contains("budget 10 units, pools hold 24 units (per-layer split)"));
+    assert!(line("100").contains("budget 100 units, pools hold 96 units (per-layer split)"));
+    assert!(line("96").contains("budget 96 units (per-layer split)"));
+}
+
 /// A stray comma in `--from-measurements` is named as such (not clap's generic "a value is
 /// required"), and nothing is written.
 #[test]

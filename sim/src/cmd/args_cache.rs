@@ -286,9 +286,11 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
         s,
         "\ncache regime: evict {}  budget {} ({} split)  semantics {}  batch {}",
         i.evict,
-        // a budget given as a unit count is its own resolution: say it once
+        // a budget given as a unit count is its own resolution: say it once, unless the
+        // per-layer split's pools (at least one unit each, shares rounded) sum to another count
         match i.budget {
-            Budget::Units(_) => i.budget.to_string(),
+            Budget::Units(n) if n == c.budget_units => i.budget.to_string(),
+            Budget::Units(_) => format!("{}, pools hold {} units", i.budget, c.budget_units),
             _ => format!("{} = {} units", i.budget, c.budget_units),
         },
         i.split.name(),
