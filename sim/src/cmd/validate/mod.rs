@@ -363,6 +363,17 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         for (r, m) in stored.rows.iter().zip(measured.iter_mut()) {
             *m = repetitions_of(r);
         }
+        // --repeat (default 1) cannot change what the file holds: say so when it differs.
+        let held = measured.first().map_or(0, Vec::len);
+        if args.repeat > 1 && args.repeat as usize != held {
+            eprintln!(
+                "validate: note: --repeat {} is ignored with --measured: {} holds {held} \
+                 repetition{} per policy",
+                args.repeat,
+                path.display(),
+                if held == 1 { "" } else { "s" }
+            );
+        }
     }
     let replays = if earlier.is_some() {
         0
