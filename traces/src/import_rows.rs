@@ -107,7 +107,9 @@ fn parse_phase(p: Option<&str>) -> Result<Phase, String> {
     }
 }
 
-fn split_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
+/// The entries of one list cell (`s`, space- or `;`-separated) as `T`; `what` names the
+/// column and `range` the values `T` holds, for the out-of-range message.
+fn split_list<T: std::str::FromStr>(s: &str, what: &str, range: &str) -> Result<Vec<T>, String> {
     s.split([' ', ';'])
         .filter(|x| !x.is_empty())
         .map(|x| {
@@ -116,7 +118,7 @@ fn split_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, Strin
                 // negative) is out of range, not malformed
                 let digits = x.strip_prefix('-').unwrap_or(x);
                 if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                    format!("{what} entry {x:?} is out of range for this field")
+                    format!("{what} entry {x:?} is out of range: {range}")
                 } else {
                     format!("{what} entry {x:?} is not a valid number")
                 }
@@ -171,7 +173,7 @@ pub fn parse_csv(
         };
         let weights = match rec.weights.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(w) => Some(split_list::<f32>(w, "weights").map_err(err)?),
+            Some(w) => Some(split_list::<f32>(w, "weights", "an f32").map_err(err)?),
         };
         rows.push(Row {
             line,
@@ -179,7 +181,8 @@ pub fn parse_csv(
             phase: parse_phase(rec.phase.as_deref()).map_err(err)?,
             token: rec.token,
             layer: rec.layer,
-            experts: split_list::<u16>(&rec.experts, "experts").map_err(err)?,
+            experts: split_list::<u16>(&rec.experts, "experts", "expert ids run from 0 to 65535")
+                .map_err(err)?,
             weights,
         });
     }
@@ -304,6 +307,24 @@ fn build(
             )
         })?,
     };
+    // With --num-experts given, an id at or above it is named with its line here (the trace's
+    // own check later knows only sequence, token and layer).
+    if opts.num_experts.is_some() {
+        if let Some((line, id)) = rows.iter().find_map(|r| {
+            r.experts
+                .iter()
+                .find(|&&x| x >= experts)
+                .map(|&x| (r.line, x))
+        }) {
+            return Err(at(
+                line,
+                format!(
+                    "expert id {id} >= {experts} experts (--num-experts): ids run from 0 to {}",
+                    experts.saturating_sub(1)
+                ),
+            ));
+        }
+    }
     let layers: Vec<LayerSpec> = top_k
         .iter()
         .map(|k| match k {

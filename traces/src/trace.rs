@@ -12,6 +12,16 @@ pub enum Phase {
     Decode,
 }
 
+impl std::fmt::Display for Phase {
+    /// `prefill` or `decode`, as the importers and `--phase` spell it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        })
+    }
+}
+
 /// Which phases a command looks at (`--phase decode|prefill|all`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,25 +258,24 @@ impl Trace {
         }
         let stride = ks.ids_per_token();
         for (s, data) in self.sequences.iter().enumerate() {
+            let seq = format!("sequence {s} ({:?})", self.header.sequences[s].name);
             for &phase in PhaseSel::All.phases() {
                 let block = data.block(phase);
                 let n = self.tokens(s, phase);
                 if block.ids.len() != n * stride {
                     return Err(format!(
-                        "sequence {s} {phase:?}: {} ids, expected {n} tokens x {stride}",
+                        "{seq} {phase}: {} ids, expected {n} tokens x {stride}",
                         block.ids.len()
                     ));
                 }
                 if let Some(w) = &block.weights {
                     if w.len() != block.ids.len() {
-                        return Err(format!(
-                            "sequence {s} {phase:?}: weights and ids differ in length"
-                        ));
+                        return Err(format!("{seq} {phase}: weights and ids differ in length"));
                     }
                 }
                 if self.header.has_weights != block.weights.is_some() {
                     return Err(format!(
-                        "sequence {s} {phase:?}: weights presence disagrees with header"
+                        "{seq} {phase}: weights presence disagrees with header"
                     ));
                 }
                 for t in 0..n {
@@ -275,13 +284,13 @@ impl Trace {
                         for (i, &e) in sel.iter().enumerate() {
                             if e >= ks.experts[m] {
                                 return Err(format!(
-                                    "sequence {s} {phase:?} token {t} layer {}: expert id {e} >= {} experts",
+                                    "{seq} {phase} token {t} layer {}: expert id {e} >= {} experts",
                                     ks.moe_layers[m], ks.experts[m]
                                 ));
                             }
                             if sel[..i].contains(&e) {
                                 return Err(format!(
-                                    "sequence {s} {phase:?} token {t} layer {}: expert id {e} repeated",
+                                    "{seq} {phase} token {t} layer {}: expert id {e} repeated",
                                     ks.moe_layers[m]
                                 ));
                             }

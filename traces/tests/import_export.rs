@@ -265,7 +265,10 @@ fn row_import_errors_name_the_line_and_problem() {
     let e = csv_err(&format!("{h}a,decode,0,0,1 x\n"));
     assert!(e.contains("\"x\" is not a valid number"), "{e}");
     let e = csv_err(&format!("{h}a,decode,0,0,1 70000\n"));
-    assert!(e.contains("\"70000\" is out of range"), "{e}");
+    assert!(
+        e.contains("\"70000\" is out of range: expert ids run from 0 to 65535"),
+        "{e}"
+    );
     let e = csv_err(&format!("{h}a,decode,0,0,2 2\n"));
     assert!(e.contains("repeated"), "{e}");
     let e = csv_err("sequence,token,layer\na,0,0\n");
@@ -279,6 +282,18 @@ fn row_import_errors_name_the_line_and_problem() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("expert id 7 >= 4 experts"), "{e}");
+    // with the row's line and the valid ids (the id is on the second data row, line 3)
+    let e = parse_csv(
+        format!("{h}a,decode,0,0,1 2\na,decode,1,0,3 7\n").as_bytes(),
+        "bad.csv",
+        &row_opts(Some(4)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("line 3") && e.contains("ids run from 0 to 3"),
+        "{e}"
+    );
     let e = parse_jsonl("{\"sequence\": \"a\", \"token\": 0, \"layer\": 0, \"experts\": [1], \"weights\": [0.5]}\n{\"sequence\": \"a\", \"token\": 1, \"layer\": 0, \"experts\": [2]}\n".as_bytes(), "bad.jsonl", &row_opts(None)).unwrap_err();
     assert!(
         e.to_string().contains("line 2") && e.to_string().contains("every row or on none"),
