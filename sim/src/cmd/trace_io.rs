@@ -51,8 +51,9 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    /// csv/jsonl only: experts per layer, when the largest id seen + 1 would understate it.
-    #[arg(long)]
+    /// csv/jsonl only: experts per layer, when the largest id seen + 1 would understate it
+    /// (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub num_experts: Option<u16>,
 }
 
