@@ -173,7 +173,7 @@ pub fn parse_csv(
         };
         let weights = match rec.weights.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(w) => Some(split_list::<f32>(w, "weights", "an f32").map_err(err)?),
+            Some(w) => Some(split_list::<f32>(w, "weights", "a 32-bit float").map_err(err)?),
         };
         rows.push(Row {
             line,

@@ -258,24 +258,29 @@ impl Trace {
         }
         let stride = ks.ids_per_token();
         for (s, data) in self.sequences.iter().enumerate() {
-            let seq = format!("sequence {s} ({:?})", self.header.sequences[s].name);
+            let seq = || format!("sequence {s} ({:?})", self.header.sequences[s].name);
             for &phase in PhaseSel::All.phases() {
                 let block = data.block(phase);
                 let n = self.tokens(s, phase);
                 if block.ids.len() != n * stride {
                     return Err(format!(
-                        "{seq} {phase}: {} ids, expected {n} tokens x {stride}",
+                        "{} {phase}: {} ids, expected {n} tokens x {stride}",
+                        seq(),
                         block.ids.len()
                     ));
                 }
                 if let Some(w) = &block.weights {
                     if w.len() != block.ids.len() {
-                        return Err(format!("{seq} {phase}: weights and ids differ in length"));
+                        return Err(format!(
+                            "{} {phase}: weights and ids differ in length",
+                            seq()
+                        ));
                     }
                 }
                 if self.header.has_weights != block.weights.is_some() {
                     return Err(format!(
-                        "{seq} {phase}: weights presence disagrees with header"
+                        "{} {phase}: weights presence disagrees with header",
+                        seq()
                     ));
                 }
                 for t in 0..n {
@@ -284,13 +289,16 @@ impl Trace {
                         for (i, &e) in sel.iter().enumerate() {
                             if e >= ks.experts[m] {
                                 return Err(format!(
-                                    "{seq} {phase} token {t} layer {}: expert id {e} >= {} experts",
-                                    ks.moe_layers[m], ks.experts[m]
+                                    "{} {phase} token {t} layer {}: expert id {e} >= {} experts",
+                                    seq(),
+                                    ks.moe_layers[m],
+                                    ks.experts[m]
                                 ));
                             }
                             if sel[..i].contains(&e) {
                                 return Err(format!(
-                                    "{seq} {phase} token {t} layer {}: expert id {e} repeated",
+                                    "{} {phase} token {t} layer {}: expert id {e} repeated",
+                                    seq(),
                                     ks.moe_layers[m]
                                 ));
                             }
