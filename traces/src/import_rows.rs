@@ -152,6 +152,13 @@ pub fn parse_csv(
         }
     };
     let headers = rdr.headers().map_err(csv_err)?.clone();
+    let id_range = match opts.num_experts {
+        Some(n) => format!(
+            "expert ids run from 0 to {} (--num-experts)",
+            n.saturating_sub(1)
+        ),
+        None => "expert ids run from 0 to 65535".to_string(),
+    };
     let mut names = Names::default();
     let mut rows = Vec::new();
     for rec in rdr.records() {
@@ -181,8 +188,7 @@ pub fn parse_csv(
             phase: parse_phase(rec.phase.as_deref()).map_err(err)?,
             token: rec.token,
             layer: rec.layer,
-            experts: split_list::<u16>(&rec.experts, "experts", "expert ids run from 0 to 65535")
-                .map_err(err)?,
+            experts: split_list::<u16>(&rec.experts, "experts", &id_range).map_err(err)?,
             weights,
         });
     }

@@ -294,6 +294,18 @@ fn row_import_errors_name_the_line_and_problem() {
         e.contains("line 3") && e.contains("ids run from 0 to 3"),
         "{e}"
     );
+    // a negative id names the same range
+    let e = parse_csv(
+        format!("{h}a,decode,0,0,1 -1\n").as_bytes(),
+        "bad.csv",
+        &row_opts(Some(4)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("\"-1\" is out of range: expert ids run from 0 to 3 (--num-experts)"),
+        "{e}"
+    );
     let e = parse_jsonl("{\"sequence\": \"a\", \"token\": 0, \"layer\": 0, \"experts\": [1], \"weights\": [0.5]}\n{\"sequence\": \"a\", \"token\": 1, \"layer\": 0, \"experts\": [2]}\n".as_bytes(), "bad.jsonl", &row_opts(None)).unwrap_err();
     assert!(
         e.to_string().contains("line 2") && e.to_string().contains("every row or on none"),
