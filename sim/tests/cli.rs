@@ -393,6 +393,42 @@ fn per_layer_pools_that_differ_from_a_unit_budget_are_named() {
     assert!(line("96").contains("budget 96 units (per-layer split)"));
 }
 
+/// `--repeat` cannot change a stored replay: with `--measured` it is named as ignored, with the
+/// repetitions the file holds (the stored Qwen3 streaming replay holds 3), and the result is
+/// the same as without it.
+#[test]
+fn repeat_with_measured_is_named_as_ignored() {
+    let base = [
+        "validate",
+        "--trace",
+        "validate/data/validation/qwen3-30b-a3b.trace",
+        "--dtype",
+        "int4",
+        "--steps",
+        "12",
+        "--policy",
+        "e1,e4,region:256,os4k",
+        "--hw",
+        "h200-linux",
+        "--measured",
+        "validate/data/h200-linux-p9-validation/qs.json",
+    ];
+    let plain = sim(&base);
+    assert!(plain.status.success());
+    let mut with_repeat = base.to_vec();
+    with_repeat.extend(["--repeat", "5"]);
+    let o = sim(&with_repeat);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--repeat 5 is ignored with --measured")
+            && err.contains("holds 3 repetitions per policy"),
+        "{err}"
+    );
+    assert_eq!(o.stdout, plain.stdout);
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains("ignored"));
+}
+
 /// A stray comma in `--from-measurements` is named as such (not clap's generic "a value is
 /// required"), and nothing is written.
 #[test]
