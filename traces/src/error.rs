@@ -19,11 +19,11 @@ pub struct TokenPos {
 
 impl fmt::Display for TokenPos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let phase = match self.phase {
-            Phase::Prefill => "prefill",
-            Phase::Decode => "decode",
-        };
-        write!(f, "sequence {} {phase} token {}", self.sequence, self.token)
+        write!(
+            f,
+            "sequence {} {} token {}",
+            self.sequence, self.phase, self.token
+        )
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::error::TraceError;
 use crate::reader::TraceReader;
-use crate::trace::{Phase, PhaseSel, Trace};
+use crate::trace::{PhaseSel, Trace};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -50,13 +50,6 @@ fn write_atomically_file<T>(
     Ok(value)
 }
 
-fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Prefill => "prefill",
-        Phase::Decode => "decode",
-    }
-}
-
 fn join<T: ToString>(xs: &[T]) -> String {
     xs.iter().map(T::to_string).collect::<Vec<_>>().join(" ")
 }
@@ -93,7 +86,7 @@ pub fn export_csv<R: Read>(
         for (m, &layer) in moe_layers.iter().enumerate() {
             let mut rec = vec![
                 names[tok.pos.sequence].clone(),
-                phase_name(tok.pos.phase).to_string(),
+                tok.pos.phase.to_string(),
                 tok.pos.token.to_string(),
                 layer.to_string(),
                 join(tok.selection(m)),

@@ -393,16 +393,11 @@ fn build(
             Phase::Prefill => &mut info.prefill_tokens,
             Phase::Decode => &mut info.decode_tokens,
         };
-        let phase_name = if phase == Phase::Prefill {
-            "prefill"
-        } else {
-            "decode"
-        };
         if token != *count {
             return Err(at(
                 first.line,
                 format!(
-                    "sequence {:?} {phase_name}: token {token} present but token {} missing",
+                    "sequence {:?} {phase}: token {token} present but token {} missing",
                     names[s], *count
                 ),
             ));
@@ -419,7 +414,7 @@ fn build(
                 return Err(at(
                     first.line,
                     format!(
-                        "sequence {:?} {phase_name} token {token}: layer {} missing",
+                        "sequence {:?} {phase} token {token}: layer {} missing",
                         names[s], ks.moe_layers[m]
                     ),
                 ));
@@ -427,7 +422,7 @@ fn build(
             if moe_index[r.layer] != m {
                 return Err(at(
                     r.line,
-                    format!("sequence {:?} {phase_name} token {token}: layer {} given twice (or layer {} missing)", names[s], r.layer, ks.moe_layers[m]),
+                    format!("sequence {:?} {phase} token {token}: layer {} given twice (or layer {} missing)", names[s], r.layer, ks.moe_layers[m]),
                 ));
             }
             block.ids.extend_from_slice(&r.experts);
@@ -442,7 +437,7 @@ fn build(
             return Err(at(
                 r.line,
                 format!(
-                    "sequence {:?} {phase_name} token {token}: layer {} given twice",
+                    "sequence {:?} {phase} token {token}: layer {} given twice",
                     names[s], r.layer
                 ),
             ));

@@ -12,13 +12,19 @@ pub enum Phase {
     Decode,
 }
 
-impl std::fmt::Display for Phase {
-    /// `prefill` or `decode`, as the importers and `--phase` spell it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Phase {
+    /// `prefill` or `decode`, as the importers, the CSV exporter and `--phase` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Phase::Prefill => "prefill",
             Phase::Decode => "decode",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
