@@ -730,9 +730,10 @@ impl Kernels {
         )
     }
 
-    /// Enqueues a [`DotStaging::PersistentBulk`] layer: the gate+up activation pre-pass (a
-    /// plain launch), then the persistent kernel `func` as a programmatic dependent launch
-    /// with the next epoch.
+    /// Enqueues a [`DotStaging::PersistentBulk`] layer: the gate+up activation pre-pass, then
+    /// the persistent kernel `func` with the next epoch, both programmatic dependent launches
+    /// (the persistent kernel lets dependents launch at its start, so layers enqueued back to
+    /// back overlap one's tail with the next one's first weight copies).
     #[allow(clippy::too_many_arguments)]
     fn launch_fused(
         &self,
@@ -752,17 +753,26 @@ impl Kernels {
             ));
         };
         let tokens = x.len() / g.hidden;
-        let (hidden, mode) = (g.hidden as u32, 0i32);
-        let pcfg = LaunchConfig {
-            grid_dim: (tokens as u32, 1, 1),
-            block_dim: (BLOCK_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = stream.launch_builder(&self.dot_prep[*limbs - 1]);
-        b.arg(x).arg(&hidden).arg(&mode).arg(&mut scratch[0]);
-        // SAFETY: matches moe_dot_prep2; `x` holds `tokens` rows of hidden values and
-        // scratch[0] `tokens` rows of dot_activation_bytes(hidden) bytes.
-        unsafe { b.launch(pcfg) }?;
+        let prep_args = [
+            x.device_ptr(stream).0,
+            g.hidden as u64,
+            0, // mode 0: token rows
+            scratch[0].device_ptr(stream).0,
+        ];
+        // SAFETY: matches moe_dot_prep1/2 (input, k, mode, out); `x` holds `tokens` rows of
+        // hidden values and scratch[0] `tokens` rows of dot_activation_bytes(hidden) bytes.
+        // Programmatic: the pre-pass waits for the grid before it (griddepcontrol.wait), so
+        // after a previous layer's persistent grid it launches while that grid drains.
+        unsafe {
+            launch_programmatic(
+                stream,
+                &self.dot_prep[*limbs - 1],
+                (tokens as u32, 1),
+                BLOCK_THREADS,
+                0,
+                &prep_args,
+            )?;
+        }
         fused.epoch = fused.epoch.wrapping_add(1).max(1);
         let p = fused.plan;
         let args = [

@@ -125,3 +125,65 @@ fn partial_tiles_match_reference() {
 fn f32_kernels_on_groups_of_64_match_reference() {
     check(cases::ragged(64));
 }
+
+/// Layers enqueued back to back with no synchronisation between them, as a decoder and the
+/// calibration's layer chain enqueue them: the default kernel's programmatic launches let a
+/// layer's pre-pass and grid start while the previous layer drains, and each must still wait
+/// for it. Three layers with their own experts (the partial-tiles case, experts rotated per
+/// layer), then the first again on its own buffers (next epoch); every output against the
+/// reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn layers_back_to_back_match_reference() {
+    let ctx = open_device(0).expect("device");
+    let k = Kernels::load(&ctx).expect("compile");
+    assert_eq!(k.dot_error(), None, "the dot kernels did not load");
+    let stream = ctx.default_stream();
+    let case = cases::partial_tiles();
+    let g = case.geom;
+    let (bank, x) = case.data();
+    let dbank = stream.clone_htod(&bank).unwrap();
+    let base = dbank.device_ptr(&stream).0;
+    let layer_sel = |layer: u32| -> Vec<u32> {
+        let n = case.experts as u32;
+        case.sel.iter().map(|&e| (e + 5 * layer) % n).collect()
+    };
+    let mut layers = Vec::new();
+    for layer in 0..3 {
+        let sel = layer_sel(layer);
+        let ptrs: Vec<u64> = sel
+            .iter()
+            .map(|&e| base + e as u64 * g.expert_stride() as u64)
+            .collect();
+        let l = k
+            .prepare_moe(&stream, g, Variant::PerSlot, &ptrs, &case.slot_token, &x)
+            .unwrap();
+        layers.push((sel, l));
+    }
+    stream.synchronize().unwrap();
+    for i in [0, 1, 2, 0] {
+        k.launch_moe(&stream, &mut layers[i].1).unwrap();
+    }
+    for (layer, (sel, l)) in layers.iter().enumerate() {
+        let want = moe_slots(&g, &bank, &x, &case.slot_token, sel);
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let got = stream.clone_dtoh(&l.y).unwrap();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!(
+            "back to back, layer {layer} ({}): largest error {worst:.2e} of the largest output {scale:.3e}",
+            l.kernel_name()
+        );
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= tolerance(scale),
+                "layer {layer} ({}) slot {} row {}: {a} vs {b}",
+                l.kernel_name(),
+                i / g.hidden,
+                i % g.hidden
+            );
+        }
+    }
+}

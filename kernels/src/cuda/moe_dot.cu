@@ -900,6 +900,12 @@ __device__ __forceinline__ void fused_layer(
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ unsigned long long full[STAGES], empty[STAGES];
     __shared__ uint4 desc[STAGES];  // (phase, first row, rows, slot) of each stage's tile
+    // The next layer's pre-pass (a programmatic launch that waits for this grid before it
+    // reads anything) may launch now, and then the next persistent grid, whose blocks start
+    // their first weight copies on each multiprocessor this grid's block leaves: layers
+    // enqueued back to back overlap one's tail with the next one's ramp (eleventh kernel
+    // pass: 47.6-47.7 vs 49.3-49.7 µs per layer of 60 slots of 2560x640, BENCHMARKS.md).
+    allow_dependents();
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int stage_bytes = stage_w + stage_s + stage_a;
     const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
