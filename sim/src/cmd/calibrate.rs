@@ -28,8 +28,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure only one part. `kernels`: the streaming-read reference and the expert kernels,
-    /// every per-slot kernel that compiles (a few seconds); writes those measurements (JSON,
-    /// not a hardware profile) to --out.
+    /// every per-slot kernel that compiles, and the default kernel's layers alone and back to
+    /// back (a few seconds); writes those measurements (JSON, not a hardware profile) to --out.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
     /// Measure nothing: rebuild the profile from a stored measurement set (the

@@ -3,7 +3,8 @@
 //! and the distinct-expert sweep of the per-slot and union variants), alone or as part of the
 //! full calibration ([`super::calibrate`]). Alone (`sim calibrate --only kernels`) it also times
 //! every per-slot kernel (the load-only diagnostic twins included), each one's gate+up and down
-//! launch apart, and streaming reads of exactly one 60-slot launch's bytes ([`WindowRead`]).
+//! launch apart, streaming reads of exactly one 60-slot launch's bytes ([`WindowRead`]), and
+//! the default kernel's layers timed alone and back to back ([`LayerChain`]).
 
 use super::{summary, time_events, CalibrateError, CalibrateOptions, Step, GIB, MIB};
 use crate::device::DeviceInfo;
@@ -74,6 +75,10 @@ pub struct KernelCalibration {
     /// (including the load-only twins, `kernels::launch::DotKernel::load_only`, whose arms
     /// time an access pattern, not an FFN; no profile reads them).
     pub kernels: Vec<KernelPoint>,
+    /// The default kernel's layers timed alone and enqueued back to back (absent in older
+    /// files, and where the kernels did not load).
+    #[serde(default)]
+    pub layer_chain: Option<LayerChain>,
     /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
     pub dot_error: Option<String>,
     /// Wall time, s.
@@ -106,7 +111,23 @@ pub fn calibrate_kernels(
         measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
     let window_reads = measure_window_reads(&ctx, &stream, &k, &device, reps, log)?;
     let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, true, log)?;
+    let layer_chain = measure_layer_chain(&ctx, &stream, &k, reps, opts.seed, log)?;
+    if let Some(c) = &layer_chain {
+        log(&format!(
+            "layer chain: {} layers of {} slots {}x{} ({}): {:.1} µs per layer alone, {:.1} µs \
+             back to back ({:.0}% of the streaming read)",
+            c.layers,
+            c.slots,
+            c.hidden,
+            c.ffn,
+            c.kernel,
+            c.alone_us.median,
+            c.chained_us.median,
+            100.0 * c.chained_bytes_per_us / stream_read_bytes_per_us.median
+        ));
+    }
     Ok(KernelCalibration {
+        layer_chain,
         window_reads,
         device,
         quick: opts.quick,
@@ -229,6 +250,107 @@ fn measure_window_reads(
         out.push(w);
     }
     Ok(out)
+}
+
+/// Layers of 60 distinct experts of 2560x640 (group 128), 6 tokens, timed one at a time and
+/// back to back ([`measure_layer_chain`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LayerChain {
+    /// Layers per chain, each with its own experts.
+    pub layers: usize,
+    /// Model hidden size.
+    pub hidden: usize,
+    /// Expert FFN width.
+    pub ffn: usize,
+    /// Routed slots per layer (all distinct experts).
+    pub slots: usize,
+    /// The CUDA function that ran the expert FFN.
+    pub kernel: String,
+    /// Time per layer, each layer timed alone (as the kernel arms time it), µs.
+    pub alone_us: Summary,
+    /// Time per layer of the layers enqueued back to back (chain time / layers), µs.
+    pub chained_us: Summary,
+    /// Weight bytes per layer / median chained time per layer, bytes per µs (= MB/s).
+    pub chained_bytes_per_us: f64,
+}
+
+/// Layers per chain in [`measure_layer_chain`]: 8 x 156.7 MB, 25 times the 50 MB L2 (a design
+/// choice; long enough that one layer's ramp and the last one's tail weigh little).
+const CHAIN_LAYERS: usize = 8;
+
+/// How a decode loop sees the expert kernel: [`CHAIN_LAYERS`] layers of 60 distinct experts
+/// each (2560x640, 6 tokens), every layer its own experts, timed alone (one layer behind a
+/// busy-wait, as the kernel arms) and enqueued back to back (the chain behind one busy-wait,
+/// CUDA events around it). Back to back, a layer's pre-pass and persistent grid may launch
+/// while the previous layer drains (programmatic launches; each waits for the previous grid
+/// before reading its activations), which is what a decoder's consecutive MoE layers allow.
+/// The same layers run in both arms, alone first; fresh experts every repetition. Absent
+/// (`Ok(None)`) when the default per-slot kernel is not a one-launch kernel.
+fn measure_layer_chain(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    seed: u64,
+    log: &mut dyn FnMut(&str),
+) -> Result<Option<LayerChain>, CalibrateError> {
+    let kernel = k.per_slot_kernel();
+    if !matches!(kernel, PerSlotKernel::Dot(i) if DOT_KERNELS[i].staging.single_launch()) {
+        log("layer chain: skipped (the default kernel is not a one-launch kernel)");
+        return Ok(None);
+    }
+    let g =
+        ExpertGeometry::new(2560, 640, 128).map_err(|e| CalibrateError::Other(e.to_string()))?;
+    let (tokens, slots) = (6usize, 60usize);
+    let experts = CHAIN_LAYERS * slots + slots;
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
+    let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
+    drop(bank_host);
+    let (base, _g) = bank.device_ptr(stream);
+    let slot_token: Vec<u32> = (0..slots).map(|s| (s * tokens / slots) as u32).collect();
+    let x = vec![0.01f32; tokens * g.hidden];
+    let (mut alone, mut chained) = (Vec::new(), Vec::new());
+    for r in 0..=reps {
+        let mut ids: Vec<usize> = (0..experts).collect();
+        ids.shuffle(&mut rng);
+        let mut launches = Vec::with_capacity(CHAIN_LAYERS);
+        for layer in ids.chunks_exact(slots).take(CHAIN_LAYERS) {
+            let ptrs: Vec<u64> = layer
+                .iter()
+                .map(|&e| base + (e * g.expert_stride()) as u64)
+                .collect();
+            launches.push(k.prepare_moe(stream, g, Variant::PerSlot, &ptrs, &slot_token, &x)?);
+        }
+        stream.synchronize().during("prepare")?;
+        let mut one = 0.0;
+        for l in launches.iter_mut() {
+            k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+            one += time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
+        }
+        k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+        let all = time_events(ctx, stream, &mut || {
+            for l in launches.iter_mut() {
+                k.launch_moe(stream, l)?;
+            }
+            Ok(())
+        })?;
+        if r > 0 {
+            alone.push(one / CHAIN_LAYERS as f64);
+            chained.push(all / CHAIN_LAYERS as f64);
+        }
+    }
+    let chained_us = summary(&chained)?;
+    Ok(Some(LayerChain {
+        layers: CHAIN_LAYERS,
+        hidden: g.hidden,
+        ffn: g.ffn,
+        slots,
+        kernel: kernel.name().to_owned(),
+        alone_us: summary(&alone)?,
+        chained_bytes_per_us: (slots * g.expert_bytes()) as f64 / chained_us.median,
+        chained_us,
+    }))
 }
 
 /// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue
