@@ -98,6 +98,13 @@ fn profile_commands_and_errors() {
     assert!(ok && out.contains("rtx4060-laptop-wddm") && out.contains("h200-linux"));
     let (ok, out, _) = sim(&["profile", "show", "rtx4060-laptop-wddm"]);
     assert!(ok && out.contains("onnx-genai") && out.contains("prefetch hints: no"));
+    // Text rounds for reading (cu_mem_create is 8.763296875 µs in the shipped H200 profile);
+    // --json keeps every digit.
+    let (ok, out, _) = sim(&["profile", "show", "h200-linux"]);
+    assert!(ok && out.contains("8.76 us    [8.49-9.48]"), "{out}");
+    assert!(!out.contains("8.763296875"), "{out}");
+    let (ok, out, _) = sim(&["profile", "show", "h200-linux", "--json"]);
+    assert!(ok && out.contains("8.763296875"), "{out}");
     let (ok, _, err) = sim(&["run", "--hw", "gtx-9000"]);
     assert!(
         !ok && err.contains("unknown hardware profile 'gtx-9000'"),

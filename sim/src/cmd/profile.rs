@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use profile::{ConstantName, Provenance};
+use reports::metrics::fmt;
 use sim::engine::churn;
 use std::fmt::Write;
 
@@ -137,25 +138,33 @@ fn show(a: ShowArgs) -> Result<()> {
             o.note
         );
     }
-    let _ = writeln!(s, "\nconstants (absent = not measured):");
+    let _ = writeln!(
+        s,
+        "\nconstants (absent = not measured; rounded to 3-4 significant digits, --json has every digit):"
+    );
+    let width = ConstantName::ALL
+        .iter()
+        .map(|n| n.as_str().len())
+        .max()
+        .unwrap_or(0);
     for &n in ConstantName::ALL {
         match p.constant(n) {
             Some(c) => {
                 let range = match (c.min, c.max) {
-                    (Some(lo), Some(hi)) => format!(" [{lo}-{hi}]"),
+                    (Some(lo), Some(hi)) => format!(" [{}-{}]", fmt(lo), fmt(hi)),
                     _ => String::new(),
                 };
                 let _ = writeln!(
                     s,
-                    "  {:<24} {:>10} {:<5}{range}\n      {}",
+                    "  {:<width$} {:>10} {:<5}{range}\n      {}",
                     n.as_str(),
-                    c.value,
+                    fmt(c.value),
                     c.unit,
                     provenance_text(&c.provenance)
                 );
             }
             None => {
-                let _ = writeln!(s, "  {:<24} {:>10}", n.as_str(), "absent");
+                let _ = writeln!(s, "  {:<width$} {:>10}", n.as_str(), "absent");
             }
         }
     }
