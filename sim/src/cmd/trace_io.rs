@@ -229,10 +229,11 @@ fn check_file_stem(key: &str) -> anyhow::Result<()> {
 fn write(path: &Path, trace: &traces::Trace) -> anyhow::Result<()> {
     traces::write_file(path, trace)?;
     let tokens = trace.total_tokens(traces::PhaseSel::All);
+    let n = trace.sequences.len();
     eprintln!(
-        "wrote {} ({} sequences, {tokens} tokens)",
+        "wrote {} ({n} sequence{}, {tokens} tokens)",
         path.display(),
-        trace.sequences.len()
+        if n == 1 { "" } else { "s" }
     );
     Ok(())
 }
