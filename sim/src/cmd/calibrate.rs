@@ -27,9 +27,10 @@ pub struct CalibrateArgs {
     /// Print the full measurement set as JSON on stdout (progress still goes to stderr).
     #[arg(long)]
     pub json: bool,
-    /// Measure only one part. `kernels`: the streaming-read reference and the expert kernels,
-    /// every per-slot kernel that compiles, and the default kernel's layers alone and back to
-    /// back (a few seconds); writes those measurements (JSON, not a hardware profile) to --out.
+    /// Measure only one part. `kernels`: only the expert kernels (about 11 s on an H200): the
+    /// streaming-read reference, every kernel variant that compiles, and the default kernel on
+    /// 8 layers timed one at a time and back to back as a decoder enqueues them; writes those
+    /// measurements (JSON, not a hardware profile) to --out.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
     /// Measure nothing: rebuild the profile from a stored measurement set (the
