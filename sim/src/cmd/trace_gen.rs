@@ -161,11 +161,12 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "wrote {}: {} ({} MoE layers), {} sequence(s) x {} decode tokens, seed {}",
+            "wrote {}: {} ({} MoE layers), {} sequence{} x {} decode tokens, seed {}",
             out.display(),
             model.name,
             moe,
             params.sequences,
+            if params.sequences == 1 { "" } else { "s" },
             params.tokens,
             params.seed
         );
