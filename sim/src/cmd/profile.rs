@@ -140,7 +140,7 @@ fn show(a: ShowArgs) -> Result<()> {
     }
     let _ = writeln!(
         s,
-        "\nconstants (absent = not measured; rounded to 3-4 significant digits, --json has every digit):"
+        "\nconstants (absent = not measured; fractions rounded for reading, --json has every digit):"
     );
     let width = ConstantName::ALL
         .iter()
@@ -154,12 +154,16 @@ fn show(a: ShowArgs) -> Result<()> {
                     (Some(lo), Some(hi)) => format!(" [{}-{}]", fmt(lo), fmt(hi)),
                     _ => String::new(),
                 };
-                let _ = writeln!(
-                    s,
-                    "  {:<width$} {:>10} {:<5}{range}\n      {}",
+                let line = format!(
+                    "  {:<width$} {:>10} {:<5}{range}",
                     n.as_str(),
                     fmt(c.value),
-                    c.unit,
+                    c.unit
+                );
+                let _ = writeln!(
+                    s,
+                    "{}\n      {}",
+                    line.trim_end(),
                     provenance_text(&c.provenance)
                 );
             }
