@@ -171,7 +171,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     {
         let s = &k.time_us;
         let bw = |t: f64| (k.distinct as u64 * k.expert_bytes) as f64 / t;
-        p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of the gate+up and down launches, CUDA events", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes), Some(s))).with_range(bw(s.max), bw(s.min)));
+        p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of {}", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes, layer_launches(&k.kernel)), Some(s))).with_range(bw(s.max), bw(s.min)));
     }
     if let Some(f) = c.managed.faults.iter().find(|f| f.stride == 4096) {
         let s = &f.bytes_per_us;
@@ -210,6 +210,17 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
 /// `((y - intercept - slope x) / y)^2`, so that a point of 100 µs weighs as much as one of
 /// 5000 µs; its `r2` is the ordinary one of that line on `points`. `None` with fewer than two
 /// distinct x or any `y <= 0`.
+/// What a kernel arm timed, for a constant's provenance: one layer's launches (the activation
+/// pre-pass included, if the kernel has one) between CUDA events, naming the CUDA function
+/// unless the measurement set predates recording it (`kernel` empty).
+fn layer_launches(kernel: &str) -> String {
+    if kernel.is_empty() {
+        "one layer's launches (CUDA events)".to_string()
+    } else {
+        format!("one layer's launches of {kernel} (CUDA events)")
+    }
+}
+
 fn relative_line(points: &[(f64, f64)]) -> Option<Line> {
     if points.iter().any(|p| p.1 <= 0.0 || !p.1.is_finite()) {
         return None;
@@ -350,10 +361,18 @@ fn add_model_fits(
             .with_range(s.min, s.max),
         );
     }
-    let pts: Vec<(f64, f64)> = c
-        .kernels
-        .iter()
-        .filter(|k| k.variant == "PerSlot" && k.distinct == k.slots)
+    let distinct_arms = || {
+        c.kernels
+            .iter()
+            .filter(|k| k.variant == "PerSlot" && k.distinct == k.slots)
+    };
+    // The kernel the fit's arms ran, when they all name the same one.
+    let kernel = distinct_arms()
+        .map(|k| k.kernel.as_str())
+        .reduce(|a, b| if a == b { a } else { "" })
+        .unwrap_or("")
+        .to_string();
+    let pts: Vec<(f64, f64)> = distinct_arms()
         .map(|k| {
             (
                 (k.distinct as u64 * k.expert_bytes) as f64,
@@ -370,7 +389,7 @@ fn add_model_fits(
                     .find(|k| k.variant == "PerSlot")
                     .map(|k| k.time_us.clone());
                 let method = |term: &str| {
-                    format!("int4 expert FFN kernels (kernels crate), per-slot variant, every arm whose slots name distinct experts ({} points, {}..{} B of weights per launch), gate+up and down launch time (CUDA events) against distinct expert bytes; {term} of the fit (r2 {:.5})", pts.len(), pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.0).fold(0.0, f64::max), f.r2)
+                    format!("int4 expert FFN kernels (kernels crate), per-slot variant, every arm whose slots name distinct experts ({} points, {}..{} B of weights per launch), time of {} against distinct expert bytes; {term} of the fit (r2 {:.5})", pts.len(), pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.0).fold(0.0, f64::max), layer_launches(&kernel), f.r2)
                 };
                 p.set(
                     N::ExpertKernelFixed,

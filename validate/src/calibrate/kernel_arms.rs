@@ -44,8 +44,10 @@ pub struct KernelPoint {
     /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
     #[serde(default)]
     pub kernel: String,
-    /// Time of the layer's two launches (gate+up, down) on the GPU, µs: CUDA events around the
-    /// launches enqueued behind a busy-wait kernel, so host launch latency is not included.
+    /// Time of the layer's launches on the GPU, µs (the activation pre-pass, if the kernel has
+    /// one, then gate+up and down, or the one persistent launch of `moe_dot_fz_*`): CUDA events
+    /// around the launches enqueued behind a busy-wait kernel, so host launch latency is not
+    /// included.
     pub time_us: Summary,
     /// distinct experts x expert bytes (of the phase, for a phase-only arm) / median time,
     /// bytes per µs.
