@@ -98,6 +98,9 @@ fn profile_commands_and_errors() {
     assert!(ok && out.contains("rtx4060-laptop-wddm") && out.contains("h200-linux"));
     let (ok, out, _) = sim(&["profile", "show", "rtx4060-laptop-wddm"]);
     assert!(ok && out.contains("onnx-genai") && out.contains("prefetch hints: no"));
+    // A whole-number range end keeps the value's decimals (h2d_bandwidth 5.6 GB/s, 5.2-6.0).
+    assert!(out.contains("5.60 GB/s  [5.20-6.00]"), "{out}");
+    assert!(out.contains("7959 MiB   [7100-7959]"), "{out}");
     // Text rounds for reading (cu_mem_create is 8.763296875 µs in the shipped H200 profile);
     // --json keeps every digit.
     let (ok, out, _) = sim(&["profile", "show", "h200-linux"]);

@@ -151,7 +151,9 @@ fn show(a: ShowArgs) -> Result<()> {
         match p.constant(n) {
             Some(c) => {
                 let range = match (c.min, c.max) {
-                    (Some(lo), Some(hi)) => format!(" [{}-{}]", fmt(lo), fmt(hi)),
+                    (Some(lo), Some(hi)) => {
+                        format!(" [{}-{}]", fmt_like(lo, c.value), fmt_like(hi, c.value))
+                    }
                     _ => String::new(),
                 };
                 let line = format!(
@@ -217,4 +219,17 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
     }
     println!("(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)");
     Ok(())
+}
+
+/// A range end as [`fmt`] writes it, but with the value's decimals when `fmt` would drop them
+/// for a whole number (`[5.20-6.00]` beside 5.60, not `[5.20-6]`).
+fn fmt_like(x: f64, value: f64) -> String {
+    let text = fmt(x);
+    let shown = fmt(value);
+    match shown.split_once('.') {
+        Some((_, decimals)) if !text.contains(['.', 'e']) && !decimals.contains('e') => {
+            format!("{x:.*}", decimals.len())
+        }
+        _ => text,
+    }
 }
