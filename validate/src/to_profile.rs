@@ -206,10 +206,6 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     p
 }
 
-/// Line `y = intercept + slope x` minimizing the sum of squared relative residuals
-/// `((y - intercept - slope x) / y)^2`, so that a point of 100 µs weighs as much as one of
-/// 5000 µs; its `r2` is the ordinary one of that line on `points`. `None` with fewer than two
-/// distinct x or any `y <= 0`.
 /// What a kernel arm timed, for a constant's provenance: one layer's launches (the activation
 /// pre-pass included, if the kernel has one) between CUDA events, naming the CUDA function
 /// unless the measurement set predates recording it (`kernel` empty).
@@ -221,6 +217,10 @@ fn layer_launches(kernel: &str) -> String {
     }
 }
 
+/// Line `y = intercept + slope x` minimizing the sum of squared relative residuals
+/// `((y - intercept - slope x) / y)^2`, so that a point of 100 µs weighs as much as one of
+/// 5000 µs; its `r2` is the ordinary one of that line on `points`. `None` with fewer than two
+/// distinct x or any `y <= 0`.
 fn relative_line(points: &[(f64, f64)]) -> Option<Line> {
     if points.iter().any(|p| p.1 <= 0.0 || !p.1.is_finite()) {
         return None;
