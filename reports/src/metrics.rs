@@ -135,6 +135,16 @@ pub const LATENCY_QUANTILES: &[(&str, f64)] = &[
     ("timing.step_ms_max", 1.0),
 ];
 
+/// A count with its noun, singular for 1: `count(1, "unit")` is `1 unit`, `count(3, "unit")`
+/// `3 units` (the plural adds an `s`: pass nouns whose plural does).
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Display text of a value: integers as integers, otherwise 3 to 4 significant digits.
 pub fn fmt(x: f64) -> String {
     if !x.is_finite() {
@@ -179,6 +189,13 @@ pub fn best(vals: &[Option<f64>], better: Better) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "unit"), "1 unit");
+        assert_eq!(count(0, "unit"), "0 units");
+        assert_eq!(count(192, "unit"), "192 units");
+    }
 
     #[test]
     fn formats() {

@@ -581,3 +581,65 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
         "{out}"
     );
 }
+
+/// A stored replay whose step times cannot be a measurement is refused, naming the policy and
+/// repetition, and writes nothing: a negative time, fewer times than the row's 12 steps, and
+/// one row with fewer repetitions than the others (edits of the thirteenth validation pass's
+/// granite LRU replay).
+#[test]
+fn validate_refuses_damaged_step_data() {
+    let src = root().join("validate/data/h200-linux-p14-validation/paired/gl.json");
+    let good: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("v.txt");
+    type Edit = fn(&mut Value);
+    let cases: [(Edit, &str); 3] = [
+        (
+            |rows| rows[0]["repetitions"][1]["step_us"][3] = (-5.0).into(),
+            "--policy e1 repetition 2 holds a step time of -5 µs",
+        ),
+        (
+            |rows| {
+                let times = rows[1]["repetitions"][0]["step_us"].as_array_mut().unwrap();
+                times.truncate(5);
+            },
+            "--policy e4:hot repetition 1 holds 5 step times for its 12 steps",
+        ),
+        (
+            |rows| rows[2]["repetitions"].as_array_mut().unwrap().truncate(1),
+            "--policy e1 holds 3 repetitions, --policy region:256 1 repetition",
+        ),
+    ];
+    for (i, (edit, want)) in cases.iter().enumerate() {
+        let mut v = good.clone();
+        edit(&mut v["validation"]["rows"]);
+        let file = dir.path().join(format!("bad{i}.json"));
+        std::fs::write(&file, v.to_string()).unwrap();
+        let e = fails(&[
+            "validate",
+            "--trace",
+            PROSE,
+            "--expert-mib",
+            "16",
+            "--steps",
+            "12",
+            "--policy",
+            "e1,e4,region:256",
+            "--evict",
+            "lru",
+            "--budget",
+            "50%",
+            "--hw",
+            "h200-linux",
+            "--measured",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            e.contains(want) && e.contains("damaged or was edited"),
+            "{e}"
+        );
+        assert!(!out.exists());
+    }
+}

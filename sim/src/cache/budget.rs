@@ -145,7 +145,7 @@ impl std::fmt::Display for Budget {
                     write!(f, "{}.{:0scale$}%", num / p, num % p)
                 }
             }
-            Budget::Units(n) => write!(f, "{n} units"),
+            Budget::Units(n) => f.write_str(&reports::metrics::count(n, "unit")),
             Budget::Bytes(b) => write!(f, "{b} B"),
         }
     }

@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use policies::PolicyKind;
+use reports::metrics::count;
 use sim::cache::RetentionConfig;
 use sim::cache::{Batching, Budget, CacheConfig, Schedule, Semantics, Split};
 
@@ -290,8 +291,9 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
         // per-layer split's pools (at least one unit each, shares rounded) sum to another count
         match i.budget {
             Budget::Units(n) if n == c.budget_units => i.budget.to_string(),
-            Budget::Units(_) => format!("{}, pools hold {} units", i.budget, c.budget_units),
-            _ => format!("{} = {} units", i.budget, c.budget_units),
+            Budget::Units(_) =>
+                format!("{}, pools hold {}", i.budget, count(c.budget_units, "unit")),
+            _ => format!("{} = {}", i.budget, count(c.budget_units, "unit")),
         },
         i.split.name(),
         i.semantics.name(),

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use profile::{ConstantName, Provenance};
-use reports::metrics::fmt;
+use reports::metrics::{count, fmt};
 use sim::engine::churn;
 use std::fmt::Write;
 
@@ -90,7 +90,7 @@ fn provenance_text(p: &Provenance) -> String {
                 m.date, m.gpu, m.driver, m.cuda, m.method
             );
             if let Some(r) = m.repetitions {
-                let _ = write!(s, "; {r} repetition{}", if r == 1 { "" } else { "s" });
+                let _ = write!(s, "; {}", count(u64::from(r), "repetition"));
             }
             if let Some(sp) = m.spread {
                 let _ = write!(s, "; spread {:.0}%", sp * 100.0);

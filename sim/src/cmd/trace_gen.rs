@@ -161,12 +161,11 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "wrote {}: {} ({} MoE layers), {} sequence{} x {} decode tokens, seed {}",
+            "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
             out.display(),
             model.name,
             moe,
-            params.sequences,
-            if params.sequences == 1 { "" } else { "s" },
+            reports::metrics::count(params.sequences, "sequence"),
             params.tokens,
             params.seed
         );

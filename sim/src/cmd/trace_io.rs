@@ -229,11 +229,10 @@ fn check_file_stem(key: &str) -> anyhow::Result<()> {
 fn write(path: &Path, trace: &traces::Trace) -> anyhow::Result<()> {
     traces::write_file(path, trace)?;
     let tokens = trace.total_tokens(traces::PhaseSel::All);
-    let n = trace.sequences.len();
     eprintln!(
-        "wrote {} ({n} sequence{}, {tokens} tokens)",
+        "wrote {} ({}, {tokens} tokens)",
         path.display(),
-        if n == 1 { "" } else { "s" }
+        reports::metrics::count(trace.sequences.len() as u64, "sequence")
     );
     Ok(())
 }

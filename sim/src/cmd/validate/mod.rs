@@ -367,11 +367,10 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         let held = measured.first().map_or(0, Vec::len);
         if args.repeat > 1 && args.repeat as usize != held {
             eprintln!(
-                "validate: note: --repeat {} is ignored with --measured: {} holds {held} \
-                 repetition{} per policy",
+                "validate: note: --repeat {} is ignored with --measured: {} holds {} per policy",
                 args.repeat,
                 path.display(),
-                if held == 1 { "" } else { "s" }
+                reports::metrics::count(held as u64, "repetition")
             );
         }
     }
@@ -446,6 +445,7 @@ fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Validation)> {
             path.display()
         )
     })?;
+    check_step_data(path, &block)?;
     Ok((path.to_path_buf(), block))
 }
 

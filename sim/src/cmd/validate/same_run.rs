@@ -149,6 +149,48 @@ pub struct RunEcho<'a> {
     pub rows: Vec<(String, usize, u64)>,
 }
 
+/// Refuse a stored replay whose step times cannot be a measurement (a damaged or edited file):
+/// every repetition of every row must hold one time per step of the row, each finite and above
+/// 0 µs, and every row the same number of repetitions (`sim validate` replays each policy
+/// `--repeat` times).
+pub fn check_step_data(path: &std::path::Path, stored: &Validation) -> Result<()> {
+    let f = path.display();
+    let fix = "the file is damaged or was edited: write it again with `sim validate --json --out`";
+    let mut first: Option<(&str, usize)> = None;
+    for r in &stored.rows {
+        let reps: Vec<&[f64]> = if r.repetitions.is_empty() {
+            vec![&r.replay.step_us]
+        } else {
+            r.repetitions.iter().map(|x| x.step_us.as_slice()).collect()
+        };
+        for (i, times) in reps.iter().enumerate() {
+            if r.steps == 0 || times.len() != r.steps {
+                bail!(
+                    "--measured {f}: --policy {} repetition {} holds {} step times for its {} steps; {fix}",
+                    r.policy, i + 1, times.len(), r.steps
+                );
+            }
+            if let Some(t) = times.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
+                bail!(
+                    "--measured {f}: --policy {} repetition {} holds a step time of {t} µs (a step takes a positive, finite time); {fix}",
+                    r.policy, i + 1
+                );
+            }
+        }
+        match first {
+            None => first = Some((&r.policy, reps.len())),
+            Some((policy, n)) if n != reps.len() => bail!(
+                "--measured {f}: --policy {policy} holds {}, --policy {} {}; {fix}",
+                reports::metrics::count(n as u64, "repetition"),
+                r.policy,
+                reports::metrics::count(reps.len() as u64, "repetition")
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Refuse to re-price `stored` (the validation block of `path`) for a run that differs from
 /// it: another trace or model, expert size, retention, policy list or order, steps, or (the
 /// backstop for settings older files do not record, such as --batch) other page-ins. Each

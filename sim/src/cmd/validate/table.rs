@@ -94,9 +94,8 @@ pub(super) fn table(v: &Validation) -> String {
         .count();
     let _ = writeln!(
         s,
-        "median step-time error within {GOAL_PCT}%: {within} of {} {}",
-        v.rows.len(),
-        if v.rows.len() == 1 { "row" } else { "rows" }
+        "median step-time error within {GOAL_PCT}%: {within} of {}",
+        reports::metrics::count(v.rows.len() as u64, "row")
     );
     // A row's own repetitions bound what one replay can tell: when they disagree by more than
     // the goal, so may the next replay (BENCHMARKS.md, issue 7, thirteenth validation pass).
