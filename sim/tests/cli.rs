@@ -548,10 +548,10 @@ fn run_header_says_profile_trace() {
 /// disagree by more than that. The stored granite LRU replay of the thirteenth validation pass
 /// under the shipped profile: p50 errors -4.4, -8.7 and -11.8% (2 of 3 within 10%); e4:hot's
 /// repetitions 448.163 / 350.690 / 342.447 ms spread (448.163 - 342.447) / 350.690 = 30.1%,
-/// the widest of the three.
+/// the widest of the three. Priced by another GPU's profile, a note says so.
 #[test]
 fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
-    let o = sim(&[
+    let args = [
         "validate",
         "--trace",
         "traces/data/granite/prose.bin",
@@ -569,7 +569,8 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
         "h200-linux",
         "--measured",
         "validate/data/h200-linux-p14-validation/paired/gl.json",
-    ]);
+    ];
+    let o = sim(&args);
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -579,6 +580,18 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
     assert!(
         out.contains("note: the repetitions of e4:hot spread by 30.1%"),
         "{out}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("two GPUs"));
+    // The same H200 replay priced by the RTX 4060 profile: a note says the GPUs differ.
+    let mut args = args.to_vec();
+    let hw = args.iter().position(|a| *a == "h200-linux").unwrap();
+    args[hw] = "rtx4060-laptop-wddm";
+    let o = sim(&args);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the replay ran on NVIDIA H200, profile rtx4060-laptop-wddm describes NVIDIA GeForce RTX 4060 Laptop GPU 8 GB: the errors compare two GPUs"),
+        "{err}"
     );
 }
 

@@ -29,8 +29,8 @@ pub enum PoolError {
     /// path (e.g. `$.page_in[2]`).
     #[error(
         "set {} differs from set 1 at {path} ({first} vs {other}): pool only sets of one GPU \
-         and driver taken with the same calibration settings (--quick, --seed) by the same \
-         version of sim", set + 1
+         and driver taken with the same calibration settings (--quick, --seed), whose arms \
+         measured the same points", set + 1
     )]
     Mismatch {
         set: usize,

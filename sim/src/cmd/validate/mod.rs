@@ -403,6 +403,16 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             measured[i].push((position as u32, meas));
         }
     }
+    // A profile of another GPU prices this replay: its errors then compare two GPUs.
+    if let Some((_, m)) = measured.iter().flatten().next() {
+        if !hw.device.gpu.starts_with(&m.device.gpu) {
+            eprintln!(
+                "validate: note: the replay ran on {}, profile {} describes {}: the errors \
+                 compare two GPUs, not the model with its GPU",
+                m.device.gpu, hw.name, hw.device.gpu
+            );
+        }
+    }
     for (pp, reps) in prepared.into_iter().zip(measured) {
         v.rows.push(row(
             pp.spec,

@@ -111,8 +111,8 @@ pub(super) fn table(v: &Validation) -> String {
         let _ = writeln!(
             s,
             "note: the repetitions of {} spread by {:.1}% (their p50s' max - min over the median), \
-             more than the {GOAL_PCT}% goal: the host's speed moved during the replay, so errors of \
-             that size are noise here; replay at a quieter time or with a larger --repeat",
+             more than the {GOAL_PCT}% goal: one replay here cannot tell errors of that size from \
+             run-to-run variation; replay at a quieter time or with a larger --repeat",
             r.policy, r.measured_p50_spread_pct
         );
     }
