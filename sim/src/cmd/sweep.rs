@@ -30,6 +30,7 @@ pub enum Format {
 
 /// Arguments of `sim sweep`.
 #[derive(Args)]
+#[command(mut_arg("budget", |a| a.visible_alias("budgets")))]
 pub struct SweepArgs {
     #[command(flatten)]
     pub input: InputArgs,
