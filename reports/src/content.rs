@@ -1034,7 +1034,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                                 ))
                             })
                             .collect();
-                        pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+                        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                         if p == "belady" {
                             Series::new("belady (lower bound)", pts).dashed()
                         } else {

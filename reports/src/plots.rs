@@ -137,6 +137,19 @@ fn legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Refuses an axis plotters cannot draw: a bound or the span not finite (values near
+/// f64::MAX). Plotters' tick search never ends on such an axis.
+fn plottable(title: &str, axis: &str, lo: f64, hi: f64) -> anyhow::Result<()> {
+    if lo.is_finite() && hi.is_finite() && (hi - lo).is_finite() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "drawing the chart {title:?}: its {axis} axis would span {lo:e} to {hi:e}, beyond \
+             what can be drawn; the results hold values out of any real range"
+        ))
+    }
+}
+
 fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart: {e}")
 }
@@ -166,6 +179,8 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
         };
         let (x0, x1) = pad(x0, x1, false);
         let (y0, y1) = pad(y0, y1, spec.y_from_zero);
+        plottable(spec.title, "x", x0, x1)?;
+        plottable(spec.title, "y", y0, y1)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(spec.title, ("sans-serif", 20))
             .margin(12)
@@ -271,6 +286,7 @@ pub fn stacked_bars(
             })
             .fold(0.0, f64::max);
         let top = if top > 0.0 { top * 1.08 } else { 1.0 };
+        plottable(title, "value", 0.0, top)?;
         let label_w = 40 + 7 * categories.iter().map(|c| c.len()).max().unwrap_or(0) as u32;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))

@@ -213,6 +213,14 @@ impl Results {
                 self.format
             ));
         }
+        if let Some(s) = self.shard {
+            if s.count == 0 || s.index >= s.count {
+                return Err(format!(
+                    "shard {}/{} is not a slice of the grid (expected i/n with 0 <= i < n)",
+                    s.index, s.count
+                ));
+            }
+        }
         let mut prev = None;
         for r in &self.runs {
             if r.run >= self.total_runs {
@@ -274,7 +282,8 @@ impl Results {
                 ))
             }
         };
-        let mut seen = vec![false; count];
+        // Indices seen, not a vector of `count` flags: a damaged file's count can be huge.
+        let mut seen = std::collections::BTreeSet::new();
         for p in &parts {
             if !p.header_eq(first) {
                 return Err(ResultsError::Merge(
@@ -290,14 +299,15 @@ impl Results {
                     s.index, s.count
                 )));
             }
-            if std::mem::replace(&mut seen[s.index], true) {
+            if !seen.insert(s.index) {
                 return Err(ResultsError::Merge(format!(
                     "shard {}/{count} is given twice",
                     s.index
                 )));
             }
         }
-        if let Some(missing) = seen.iter().position(|s| !s) {
+        // At most parts.len() + 1 indices are tried: `seen` holds one per part.
+        if let Some(missing) = (0..count).find(|i| !seen.contains(i)) {
             return Err(ResultsError::Merge(format!(
                 "shard {missing}/{count} is missing; merge needs all {count} slices"
             )));

@@ -517,3 +517,66 @@ fn unreadable_results_say_the_cause_once() {
     assert_eq!(text.matches("(os error").count(), 1, "{text}");
     assert_eq!(text.matches(path.to_str().unwrap()).count(), 1, "{text}");
 }
+
+/// A results.json whose shard is not a slice of the grid is refused on load, and merging shards
+/// whose count is huge reports the missing slice instead of allocating a flag per slice.
+#[test]
+fn damaged_shard_marks_are_errors() {
+    use reports::results::{Results, Shard};
+    let text = |shard: &str| {
+        format!(
+            r#"{{"format":"{}","grid":{{}},"traces":[],"profile":"p","total_runs":2,"shard":{shard},"runs":[]}}"#,
+            reports::results::FORMAT
+        )
+    };
+    for (shard, want) in [
+        (r#"{"index":0,"count":0}"#, "shard 0/0 is not a slice"),
+        (r#"{"index":5,"count":2}"#, "shard 5/2 is not a slice"),
+    ] {
+        let e = Results::from_json(&text(shard), "r.json").unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+    }
+    let part = Results::from_json(
+        &text(r#"{"index":0,"count":18446744073709551615}"#),
+        "r.json",
+    )
+    .unwrap();
+    let e = Results::merge(vec![part]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("shard 1/18446744073709551615 is missing"),
+        "{e}"
+    );
+    assert!(Shard::parse("0/0").is_err());
+}
+
+/// Values near f64::MAX make an axis span infinite, where plotters' tick search never ends: the
+/// chart is refused with an error naming it instead (values of 1e300 still draw).
+#[test]
+fn charts_refuse_axes_beyond_drawing() {
+    use reports::plots::{line_chart, stacked_bars, LineChart, Scale, Series};
+    let spec = LineChart {
+        title: "t",
+        x_label: "x",
+        y_label: "y",
+        x_scale: Scale::Linear,
+        y_from_zero: true,
+    };
+    let line =
+        |lo: f64, hi: f64| line_chart(&spec, &[Series::new("s", vec![(1.0, lo), (2.0, hi)])]);
+    let e = line(-1.7e308, 1.7e308).unwrap_err().to_string();
+    assert!(e.contains("chart \"t\": its y axis would span"), "{e}");
+    assert!(line(-1e300, 1e300).is_ok());
+    let e = stacked_bars(
+        "b",
+        "ms",
+        &["c".into()],
+        &[
+            ("a".into(), 0, vec![1.7e308]),
+            ("b".into(), 0, vec![1.7e308]),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("chart \"b\": its value axis would span"), "{e}");
+}
