@@ -113,4 +113,52 @@ fn bad_input_fails_with_a_message_and_writes_nothing() {
     assert!(!out.exists());
     // Only the two inputs remain: no temporary files were left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+
+    // Counts no trace can hold are refused before anything is allocated or written: a
+    // dense-layer count whose sum with --layers overflows, and an onnx-genai num_layers.
+    let g = dir.path().join("g.bin");
+    let o = sim(&[
+        "trace",
+        "gen",
+        "--layers",
+        "1",
+        "--experts",
+        "2",
+        "--top-k",
+        "1",
+        "--dense-layers",
+        "18446744073709551615",
+        "--tokens",
+        "1",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exceed the 65536 layers a trace may have"),
+        "{err}"
+    );
+    assert!(!g.exists());
+    let onnx = dir.path().join("o.json");
+    std::fs::write(
+        &onnx,
+        r#"{"model":"m","num_layers":4611686018427387904,"num_experts":8,"top_k":2,"prompts":{"a":{"prompt_len":0,"prefill":[],"decode":[]}}}"#,
+    )
+    .unwrap();
+    let o = sim(&[
+        "trace",
+        "import",
+        "--format",
+        "onnx-genai-json",
+        onnx.to_str().unwrap(),
+        "--out",
+        dir.path().join("i").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("num_layers: 4611686018427387904 layers exceed the 65536"),
+        "{err}"
+    );
 }

@@ -31,6 +31,11 @@ pub const CHECKSUM_LEN: u64 = 4;
 /// length field can make the reader allocate. (A design limit of this format, not a measurement.)
 pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 
+/// Most layers a trace's model may have (65,536). Far above any MoE model (DeepSeek-V3 has 61
+/// layers); it bounds the per-layer tables that a reader, an importer or the generator
+/// allocates from a count it was given. (A design limit of this format, not a measurement.)
+pub const MAX_LAYERS: usize = 1 << 16;
+
 /// Bytes of one stored expert id (u16 little-endian).
 pub const ID_BYTES: usize = 2;
 /// Bytes of one stored router weight (f32 little-endian).
@@ -67,14 +72,42 @@ pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceErr
     Ok(header)
 }
 
-/// Check the model geometry: every layer is dense (0 experts, top-k 0) or has
-/// 1 <= top-k <= experts (experts <= 65,535 by the u16 type), at least one layer is MoE, and
-/// the expert instances of all layers fit the u32 key numbering.
+/// Check the model geometry: at most [`MAX_LAYERS`] layers (so the expert instances of all
+/// layers fit the u32 key numbering), every layer dense (0 experts, top-k 0) or with
+/// 1 <= top-k <= experts (experts <= 65,535 by the u16 type), at least one layer MoE, and a
+/// hidden and expert FFN size, where given, above 0 with 3 x hidden x FFN within u64.
 pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError> {
     let err = |detail: String| TraceError::Geometry {
         file: file.to_string(),
         detail,
     };
+    for (what, v) in [
+        ("hidden size", model.hidden_size),
+        ("expert FFN size", model.expert_ffn),
+    ] {
+        if v == Some(0) {
+            return Err(err(format!("the {what} is 0")));
+        }
+    }
+    if let (Some(h), Some(f)) = (model.hidden_size, model.expert_ffn) {
+        if 3u64
+            .checked_mul(u64::from(h))
+            .and_then(|x| x.checked_mul(u64::from(f)))
+            .is_none()
+        {
+            return Err(err(format!(
+                "hidden size {h} x expert FFN size {f}: an expert's 3 x hidden x FFN parameters overflow 64 bits"
+            )));
+        }
+    }
+    // Keys are numbered with u32 (KeySpace): at most MAX_LAYERS x 65,535 experts =
+    // 4,294,901,760 < 2^32 instances, so the layer bound also keeps the keys in range.
+    if model.layers.len() > MAX_LAYERS {
+        return Err(err(format!(
+            "{} layers exceed the {MAX_LAYERS} this format allows",
+            model.layers.len()
+        )));
+    }
     for (i, l) in model.layers.iter().enumerate() {
         if l.experts == 0 && l.top_k != 0 {
             return Err(err(format!(
@@ -94,14 +127,6 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
                 l.top_k, l.experts
             )));
         }
-    }
-    // Keys are numbered with u32 (KeySpace); a corrupt header must not overflow them.
-    let keys: u64 = model.layers.iter().map(|l| l.experts as u64).sum();
-    if keys > u32::MAX as u64 {
-        return Err(err(format!(
-            "{keys} expert instances over {} layers exceed the 4,294,967,295 keys this format numbers",
-            model.layers.len()
-        )));
     }
     if !model.layers.iter().any(|l| l.is_moe()) {
         return Err(err(format!(

@@ -110,6 +110,16 @@ pub fn parse_onnx_genai_json(
     if doc.prompts.is_empty() {
         return Err(err("prompts".into(), "no prompts".into()));
     }
+    if doc.num_layers > crate::format::MAX_LAYERS {
+        return Err(err(
+            "num_layers".into(),
+            format!(
+                "{} layers exceed the {} a trace may have",
+                doc.num_layers,
+                crate::format::MAX_LAYERS
+            ),
+        ));
+    }
     let mut model = ModelSpec::uniform(
         opts.model_name.as_deref().unwrap_or(&doc.model),
         doc.num_layers,

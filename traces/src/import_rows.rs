@@ -264,6 +264,16 @@ fn build(
         });
     }
     // Geometry: top-k per named layer, from the first row naming it.
+    if let Some(r) = rows.iter().find(|r| r.layer >= crate::format::MAX_LAYERS) {
+        return Err(at(
+            r.line,
+            format!(
+                "layer {} is beyond the {} layers a trace may have",
+                r.layer,
+                crate::format::MAX_LAYERS
+            ),
+        ));
+    }
     let num_layers = rows.iter().map(|r| r.layer).max().unwrap_or(0) + 1;
     let mut top_k: Vec<Option<(u16, u64)>> = vec![None; num_layers];
     let mut max_id = 0u16;

@@ -424,6 +424,28 @@ fn invalid_geometry() {
             "top-k 0",
         ),
     ];
+    // Bounds on what a header may claim: layer count, sizes, 3 x hidden x FFN within u64.
+    type Edit = fn(&mut Header);
+    let huge: [(Edit, &str); 3] = [
+        (
+            |h| h.model.layers = vec![h.model.layers[1].clone(); 65_537],
+            "65537 layers exceed the 65536 this format allows",
+        ),
+        (|h| h.model.hidden_size = Some(0), "the hidden size is 0"),
+        (
+            |h| {
+                h.model.hidden_size = Some(u32::MAX);
+                h.model.expert_ffn = Some(u32::MAX);
+            },
+            "overflow 64 bits",
+        ),
+    ];
+    for (edit, msg) in huge {
+        let mut h = header(false);
+        edit(&mut h);
+        let e = read(&assemble(&encode_header(&h).unwrap(), &[])).unwrap_err();
+        assert!(e.to_string().contains(msg), "{e}");
+    }
     for (layer, msg) in cases {
         let mut h = header(false);
         h.model.layers[1] = layer;
@@ -440,7 +462,8 @@ fn invalid_geometry() {
     }];
     let e = read(&assemble(&encode_header(&h).unwrap(), &[])).unwrap_err();
     assert!(e.to_string().contains("none with routed experts"), "{e}");
-    // 65,538 layers of 65,535 experts overflow the u32 key numbering.
+    // 65,538 layers of 65,535 experts would overflow the u32 key numbering; the layer bound
+    // refuses them first.
     let mut h = header(false);
     h.model.layers = vec![
         LayerSpec {
@@ -452,7 +475,7 @@ fn invalid_geometry() {
     ];
     let e = read(&assemble(&encode_header(&h).unwrap(), &[])).unwrap_err();
     assert!(
-        e.to_string().contains("exceed the 4,294,967,295 keys"),
+        e.to_string().contains("65538 layers exceed the 65536"),
         "{e}"
     );
 }

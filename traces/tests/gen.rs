@@ -175,6 +175,10 @@ fn bad_parameters_are_named() {
     assert!(err(params(1.0, 1.5, 0.0, 1, 1, 0)).contains("--locality"));
     assert!(err(params(1.0, 0.1, -0.1, 1, 1, 0)).contains("--cross-layer"));
     assert!(err(params(1.0, 0.1, 0.0, 0, 1, 0)).contains("--sequences"));
+    // 64 MiB of header at 11 bytes or more per `synthetic-{i}` entry: 67108864 / 11 = 6100805
+    let e = err(params(1.0, 0.1, 0.0, u64::MAX, 1, 0));
+    assert!(e.contains("give at most 6100805"), "{e}");
+    assert!(!err(params(1.0, 0.1, 0.0, 6_100_806, 1, 0)).is_empty());
     let three = GenParams {
         skew: vec![1.0, 1.0, 1.0],
         ..params(1.0, 0.1, 0.0, 1, 1, 0)

@@ -269,6 +269,11 @@ fn row_import_errors_name_the_line_and_problem() {
         e.contains("\"70000\" is out of range: expert ids run from 0 to 65535"),
         "{e}"
     );
+    let e = csv_err(&format!("{h}a,decode,0,18446744073709551615,1 2\n"));
+    assert!(
+        e.contains("line 2: layer 18446744073709551615 is beyond the 65536 layers"),
+        "{e}"
+    );
     let e = csv_err(&format!("{h}a,decode,0,0,2 2\n"));
     assert!(e.contains("repeated"), "{e}");
     let e = csv_err("sequence,token,layer\na,0,0\n");

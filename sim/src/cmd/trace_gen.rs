@@ -107,7 +107,18 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         if experts == 0 || top_k == 0 || top_k > experts || layers == 0 {
             bail!("custom geometry needs --layers >= 1, --experts >= 1 and 1 <= --top-k <= --experts (got {layers}, {experts}, {top_k})");
         }
-        let mut m = ModelSpec::uniform(&a.model_name, a.dense_layers + layers, experts, top_k);
+        let total = a
+            .dense_layers
+            .checked_add(layers)
+            .filter(|&n| n <= traces::format::MAX_LAYERS)
+            .with_context(|| {
+                format!(
+                    "--layers {layers} and --dense-layers {} exceed the {} layers a trace may have",
+                    a.dense_layers,
+                    traces::format::MAX_LAYERS
+                )
+            })?;
+        let mut m = ModelSpec::uniform(&a.model_name, total, experts, top_k);
         for l in &mut m.layers[..a.dense_layers] {
             *l = LayerSpec {
                 experts: 0,

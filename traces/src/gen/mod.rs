@@ -135,6 +135,20 @@ impl GenParams {
                 "--sequences and --tokens must both be at least 1".into(),
             ));
         }
+        // The header lists every sequence with its name, `synthetic-{i}` (at least 11 bytes),
+        // so more sequences than this can never fit the format's header cap.
+        let most = crate::format::MAX_HEADER_BYTES / 11;
+        if self.sequences > most {
+            return Err(GenError::Param(format!(
+                "--sequences {} cannot fit the trace header ({} bytes at most, at least 11 per \
+                 sequence): give at most {most}, or longer sequences (--tokens)",
+                self.sequences,
+                crate::format::MAX_HEADER_BYTES
+            )));
+        }
+        // The model's geometry as a trace file must hold it (layer count, u32 key numbering).
+        crate::format::validate_geometry(model, "the generated trace")
+            .map_err(|e| GenError::Param(e.to_string()))?;
         Ok(())
     }
 
