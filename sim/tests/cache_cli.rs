@@ -175,6 +175,33 @@ fn target_search_reports_the_search_kind() {
 }
 
 #[test]
+fn batch_and_queue_beyond_the_requests_run() {
+    // A batch and queue of u32::MAX on a 3-sequence trace: each batch holds what is waiting
+    // (nothing is sized by the flag's value), so the run completes.
+    let (ok, out, err) = sim(&[
+        "run",
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "50%",
+        "--batch",
+        "4294967295",
+        "--queue",
+        "4294967295",
+        "--schedule",
+        "route-aware",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["cache"]["page_ins"].as_u64().unwrap() > 0, "{out}");
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let cases: &[(&[&str], &str)] = &[
         (

@@ -109,7 +109,8 @@ pub fn form_batches(
             .take(w)
             .map(|&i| (i, units_of_request(&requests[i])))
             .collect();
-        let mut picked = Vec::with_capacity(batch);
+        // At most w requests are picked (w <= waiting requests); `batch` itself is a flag value.
+        let mut picked = Vec::with_capacity(batch.min(w));
         // The oldest always goes first; then the least growth, ties to the earliest arrival
         // (candidates are in arrival order and `min_by_key` keeps the first minimum).
         let mut next = 0usize;
