@@ -549,12 +549,13 @@ fn run_header_says_profile_trace() {
 /// under the shipped profile: p50 errors -4.4, -8.7 and -11.8% (2 of 3 within 10%); e4:hot's
 /// repetitions 448.163 / 350.690 / 342.447 ms spread (448.163 - 342.447) / 350.690 = 30.1%,
 /// the widest of the three. Priced by another GPU's profile, a note says so.
-#[test]
-fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
-    let args = [
+/// `sim validate` re-pricing the thirteenth validation pass's granite LRU replay (or `measured`,
+/// an edit of it) under profile `hw`, then `extra` flags.
+fn granite_lru_validate<'a>(hw: &'a str, measured: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "validate",
         "--trace",
-        "traces/data/granite/prose.bin",
+        PROSE,
         "--expert-mib",
         "16",
         "--steps",
@@ -566,11 +567,19 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
         "--budget",
         "50%",
         "--hw",
-        "h200-linux",
+        hw,
         "--measured",
-        "validate/data/h200-linux-p14-validation/paired/gl.json",
+        measured,
     ];
-    let o = sim(&args);
+    args.extend_from_slice(extra);
+    args
+}
+
+const GRANITE_LRU_P14: &str = "validate/data/h200-linux-p14-validation/paired/gl.json";
+
+#[test]
+fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
+    let o = sim(&granite_lru_validate("h200-linux", GRANITE_LRU_P14, &[]));
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -583,10 +592,11 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
     );
     assert!(!String::from_utf8_lossy(&o.stderr).contains("two GPUs"));
     // The same H200 replay priced by the RTX 4060 profile: a note says the GPUs differ.
-    let mut args = args.to_vec();
-    let hw = args.iter().position(|a| *a == "h200-linux").unwrap();
-    args[hw] = "rtx4060-laptop-wddm";
-    let o = sim(&args);
+    let o = sim(&granite_lru_validate(
+        "rtx4060-laptop-wddm",
+        GRANITE_LRU_P14,
+        &[],
+    ));
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -601,7 +611,7 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
 /// granite LRU replay).
 #[test]
 fn validate_refuses_damaged_step_data() {
-    let src = root().join("validate/data/h200-linux-p14-validation/paired/gl.json");
+    let src = root().join(GRANITE_LRU_P14);
     let good: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("v.txt");
@@ -628,27 +638,11 @@ fn validate_refuses_damaged_step_data() {
         edit(&mut v["validation"]["rows"]);
         let file = dir.path().join(format!("bad{i}.json"));
         std::fs::write(&file, v.to_string()).unwrap();
-        let e = fails(&[
-            "validate",
-            "--trace",
-            PROSE,
-            "--expert-mib",
-            "16",
-            "--steps",
-            "12",
-            "--policy",
-            "e1,e4,region:256",
-            "--evict",
-            "lru",
-            "--budget",
-            "50%",
-            "--hw",
+        let e = fails(&granite_lru_validate(
             "h200-linux",
-            "--measured",
             file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+            &["--out", out.to_str().unwrap()],
+        ));
         assert!(
             e.contains(want) && e.contains("damaged or was edited"),
             "{e}"
