@@ -247,12 +247,28 @@ impl Results {
                 }
             }
         }
-        if self.shard.is_none() && self.runs.len() != self.total_runs {
-            return Err(format!(
-                "{} runs present, the grid has {}",
-                self.runs.len(),
-                self.total_runs
-            ));
+        // Every run of the slice is present (the runs are ascending and members, so the count
+        // decides): runs r < total_runs with r mod n = i for shard i/n, all of them unsharded.
+        let expected = match self.shard {
+            Some(s) if s.index >= self.total_runs => 0,
+            Some(s) => (self.total_runs - s.index - 1) / s.count + 1,
+            None => self.total_runs,
+        };
+        if self.runs.len() != expected {
+            return Err(match self.shard {
+                Some(s) => format!(
+                    "{} runs present, shard {}/{} of the {}-run grid has {expected}",
+                    self.runs.len(),
+                    s.index,
+                    s.count,
+                    self.total_runs
+                ),
+                None => format!(
+                    "{} runs present, the grid has {}",
+                    self.runs.len(),
+                    self.total_runs
+                ),
+            });
         }
         Ok(())
     }

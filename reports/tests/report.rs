@@ -518,26 +518,34 @@ fn unreadable_results_say_the_cause_once() {
     assert_eq!(text.matches(path.to_str().unwrap()).count(), 1, "{text}");
 }
 
-/// A results.json whose shard is not a slice of the grid is refused on load, and merging shards
-/// whose count is huge reports the missing slice instead of allocating a flag per slice.
+/// A results.json whose shard is not a slice of the grid, or lacks runs of its slice, is refused
+/// on load; merging shards whose count is huge reports the missing slice instead of allocating
+/// a flag per slice.
 #[test]
 fn damaged_shard_marks_are_errors() {
     use reports::results::{Results, Shard};
-    let text = |shard: &str| {
+    let text = |total: usize, shard: &str| {
         format!(
-            r#"{{"format":"{}","grid":{{}},"traces":[],"profile":"p","total_runs":2,"shard":{shard},"runs":[]}}"#,
+            r#"{{"format":"{}","grid":{{}},"traces":[],"profile":"p","total_runs":{total},"shard":{shard},"runs":[]}}"#,
             reports::results::FORMAT
         )
     };
     for (shard, want) in [
         (r#"{"index":0,"count":0}"#, "shard 0/0 is not a slice"),
         (r#"{"index":5,"count":2}"#, "shard 5/2 is not a slice"),
+        // runs 0 and 1 belong to slice 0/1 of a 2-run grid; none is present
+        (
+            r#"{"index":0,"count":1}"#,
+            "0 runs present, shard 0/1 of the 2-run grid has 2",
+        ),
     ] {
-        let e = Results::from_json(&text(shard), "r.json").unwrap_err();
+        let e = Results::from_json(&text(2, shard), "r.json").unwrap_err();
         assert!(e.to_string().contains(want), "{e}");
     }
+    // slice 0 of 2^64 - 1 over an empty grid holds no run, so it loads; merging it alone
+    // names the first missing slice
     let part = Results::from_json(
-        &text(r#"{"index":0,"count":18446744073709551615}"#),
+        &text(0, r#"{"index":0,"count":18446744073709551615}"#),
         "r.json",
     )
     .unwrap();
