@@ -157,7 +157,8 @@ pub fn parse_csv(
             "expert ids run from 0 to {} (--num-experts)",
             n.saturating_sub(1)
         ),
-        None => "expert ids run from 0 to 65535".to_string(),
+        // 65535 itself would need 65,536 experts, one more than a u16 count holds.
+        None => "expert ids run from 0 to 65534".to_string(),
     };
     let mut names = Names::default();
     let mut rows = Vec::new();
@@ -318,7 +319,9 @@ fn build(
         Some(e) => e,
         None => max_id.checked_add(1).ok_or_else(|| {
             at(
-                0,
+                rows.iter()
+                    .find(|r| r.experts.contains(&u16::MAX))
+                    .map_or(0, |r| r.line),
                 "expert id 65535 needs 65,536 experts, more than the format's u16 ids allow".into(),
             )
         })?,

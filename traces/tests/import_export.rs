@@ -266,7 +266,12 @@ fn row_import_errors_name_the_line_and_problem() {
     assert!(e.contains("\"x\" is not a valid number"), "{e}");
     let e = csv_err(&format!("{h}a,decode,0,0,1 70000\n"));
     assert!(
-        e.contains("\"70000\" is out of range: expert ids run from 0 to 65535"),
+        e.contains("\"70000\" is out of range: expert ids run from 0 to 65534"),
+        "{e}"
+    );
+    let e = csv_err(&format!("{h}a,decode,0,0,1 2\na,decode,1,0,1 65535\n"));
+    assert!(
+        e.contains("line 3: expert id 65535 needs 65,536 experts"),
         "{e}"
     );
     let e = csv_err(&format!("{h}a,decode,0,18446744073709551615,1 2\n"));
