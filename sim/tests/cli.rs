@@ -606,9 +606,9 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
 }
 
 /// A stored replay whose step times cannot be a measurement is refused, naming the policy and
-/// repetition, and writes nothing: a negative time, fewer times than the row's 12 steps, and
-/// one row with fewer repetitions than the others (edits of the thirteenth validation pass's
-/// granite LRU replay).
+/// repetition, and writes nothing: no row at all, a negative time, fewer times than the row's
+/// 12 steps, and one row with fewer repetitions than the others (edits of the thirteenth
+/// validation pass's granite LRU replay).
 #[test]
 fn validate_refuses_damaged_step_data() {
     let src = root().join(GRANITE_LRU_P14);
@@ -616,7 +616,11 @@ fn validate_refuses_damaged_step_data() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("v.txt");
     type Edit = fn(&mut Value);
-    let cases: [(Edit, &str); 3] = [
+    let cases: [(Edit, &str); 4] = [
+        (
+            |rows| rows.as_array_mut().unwrap().clear(),
+            "holds no policy rows",
+        ),
         (
             |rows| rows[0]["repetitions"][1]["step_us"][3] = (-5.0).into(),
             "--policy e1 repetition 2 holds a step time of -5 µs",

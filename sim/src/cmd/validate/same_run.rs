@@ -156,6 +156,9 @@ pub struct RunEcho<'a> {
 pub fn check_step_data(path: &std::path::Path, stored: &Validation) -> Result<()> {
     let f = path.display();
     let fix = "the file is damaged or was edited: write it again with `sim validate --json --out`";
+    if stored.rows.is_empty() {
+        bail!("--measured {f} holds no policy rows; {fix}");
+    }
     let mut first: Option<(&str, usize)> = None;
     for r in &stored.rows {
         let reps: Vec<&[f64]> = if r.repetitions.is_empty() {
