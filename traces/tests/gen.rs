@@ -130,6 +130,19 @@ fn extreme_skew_still_samples_without_replacement() {
 }
 
 #[test]
+fn top_k_equal_to_the_expert_count_selects_every_expert() {
+    // Every token's selection is then a permutation of the 300 experts: the rejection loop
+    // misses ever more often as the selection fills, and the exact fallback draws the rest.
+    let model = ModelSpec::uniform("m", 2, 300, 300);
+    let t = generate_trace(&model, &params(1.0, 0.0, 0.5, 2, 5, 4)).unwrap();
+    t.check().unwrap();
+    let ids = &t.sequences[0].decode.ids;
+    let mut first: Vec<u16> = ids[..300].to_vec();
+    first.sort_unstable();
+    assert_eq!(first, (0..300).collect::<Vec<u16>>());
+}
+
+#[test]
 fn fit_recovers_skew_and_locality() {
     let model = ModelSpec::uniform("m", 3, 32, 4);
     let truth = GenParams {

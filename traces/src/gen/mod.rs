@@ -15,8 +15,9 @@
 //!    layer's popularity law intact while making consecutive layers co-select;
 //! 3. every slot still empty (or whose successor was already chosen) is a fresh Zipf draw
 //!    **without replacement**: ranks are drawn from an alias table and redrawn while they hit
-//!    an expert already in the selection; after 64 misses (very high skew) the draw falls back
-//!    to an exact weighted draw over the remaining experts, so the law is exact either way.
+//!    an expert already in the selection; after 64 misses in one selection (very high skew, or
+//!    top-k near the expert count) the rest of that selection is drawn exactly from the
+//!    remaining weights (a Fenwick tree, O(log E) per draw), so the law is exact either way.
 //!
 //! All randomness comes from one `rand_pcg::Pcg64` seeded with `seed`, consumed in a fixed
 //! order, so the same model, parameters and seed give a bit-identical trace. Large traces
@@ -26,16 +27,18 @@
 //! The fitting of skew and locality to a real trace lives in [`fit`].
 
 pub mod fit;
+mod remaining;
 
 use crate::error::TraceError;
 use crate::model::{Header, ModelSpec, Provenance, SequenceInfo};
 use crate::trace::{KeySpace, SequenceData, TokenBlock, Trace};
 use crate::writer::TraceWriter;
-use rand::distributions::{Distribution, WeightedIndex};
+use rand::distributions::Distribution;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_distr::WeightedAliasIndex;
 use rand_pcg::Pcg64;
+use remaining::RemainingWeights;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -194,6 +197,9 @@ struct LayerGen {
     prev: Vec<u16>,
     /// Experts in the selection being built (cleared after each selection).
     chosen: Vec<bool>,
+    /// The exact fallback's weights still in play for the selection being built, once
+    /// rejection sampling has missed MAX_REJECTIONS times in it (dropped after the selection).
+    exact: Option<RemainingWeights>,
 }
 
 impl LayerGen {
@@ -224,7 +230,7 @@ impl LayerGen {
                     let e = self.perm[r];
                     if !self.chosen[e as usize] {
                         out[n] = e;
-                        self.chosen[e as usize] = true;
+                        self.choose(e);
                         n += 1;
                         continue;
                     }
@@ -232,33 +238,52 @@ impl LayerGen {
             }
             let e = self.fresh(rng);
             out[n] = e;
-            self.chosen[e as usize] = true;
+            self.choose(e);
             n += 1;
         }
         for &e in &out[..self.k] {
             self.chosen[e as usize] = false;
         }
+        self.exact = None;
         self.prev.clear();
         self.prev.extend_from_slice(&out[..self.k]);
     }
 
-    /// One Zipf draw among the experts not yet chosen.
-    fn fresh(&self, rng: &mut Pcg64) -> u16 {
-        for _ in 0..MAX_REJECTIONS {
-            let e = self.perm[self.alias.sample(rng)];
-            if !self.chosen[e as usize] {
-                return e;
-            }
+    /// Marks `e` chosen in the selection being built (and out of the exact fallback's play).
+    fn choose(&mut self, e: u16) {
+        self.chosen[e as usize] = true;
+        if let Some(x) = &mut self.exact {
+            x.remove(self.rank_of[e as usize] as usize);
         }
-        let w: Vec<f64> = self
-            .weights
-            .iter()
-            .zip(&self.perm)
-            .map(|(&w, &e)| if self.chosen[e as usize] { 0.0 } else { w })
-            .collect();
-        // Fewer than k <= E experts are chosen, so some weight is positive.
-        let r = WeightedIndex::new(&w).expect("an unchosen expert remains");
-        self.perm[r.sample(rng)]
+    }
+
+    /// One Zipf draw among the experts not yet chosen: rejection sampling from the alias table,
+    /// and once that has missed MAX_REJECTIONS times in this selection, exact draws from the
+    /// remaining weights for the rest of it (O(log E) each, so top-k near E stays fast).
+    fn fresh(&mut self, rng: &mut Pcg64) -> u16 {
+        if self.exact.is_none() {
+            for _ in 0..MAX_REJECTIONS {
+                let e = self.perm[self.alias.sample(rng)];
+                if !self.chosen[e as usize] {
+                    return e;
+                }
+            }
+            let (perm, chosen) = (&self.perm, &self.chosen);
+            self.exact = Some(RemainingWeights::new(&self.weights, |r| {
+                chosen[perm[r] as usize]
+            }));
+        }
+        let exact = self.exact.as_ref().expect("set just above");
+        match exact.sample(rng) {
+            Some(r) => self.perm[r],
+            // Weights underflowed to 0 (skew <= MAX_SKEW keeps them positive, so this is a
+            // guard): the most popular expert not yet chosen.
+            None => *self
+                .perm
+                .iter()
+                .find(|&&e| !self.chosen[e as usize])
+                .expect("fewer than k <= E experts are chosen"),
+        }
     }
 }
 
@@ -302,6 +327,7 @@ impl Generator {
                 locality: locality[i],
                 prev: Vec::new(),
                 chosen: vec![false; experts],
+                exact: None,
             });
         }
         Ok(Generator {
