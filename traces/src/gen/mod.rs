@@ -268,12 +268,11 @@ impl LayerGen {
                     return e;
                 }
             }
-            let (perm, chosen) = (&self.perm, &self.chosen);
-            self.exact = Some(RemainingWeights::new(&self.weights, |r| {
-                chosen[perm[r] as usize]
-            }));
         }
-        let exact = self.exact.as_ref().expect("set just above");
+        let (perm, chosen, weights) = (&self.perm, &self.chosen, &self.weights);
+        let exact = self
+            .exact
+            .get_or_insert_with(|| RemainingWeights::new(weights, |r| chosen[perm[r] as usize]));
         match exact.sample(rng) {
             Some(r) => self.perm[r],
             // Weights underflowed to 0 (skew <= MAX_SKEW keeps them positive, so this is a
