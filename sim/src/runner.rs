@@ -5,6 +5,8 @@
 //! fields to [`RunConfig`] and optional blocks to [`RunReport`]; a block that is `None` is left
 //! out of the JSON. The streaming block is computed for every run (it needs no budget).
 
+use crate::cache::{PreparedRetention, RetentionConfig};
+use crate::engine::build::record;
 use crate::streaming::{streaming_metrics, StreamingMetrics};
 use anyhow::{bail, Context, Result};
 use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
@@ -238,6 +240,9 @@ pub struct RunReport {
     /// Batch admission under `--admission-cap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission: Option<crate::engine::Admission>,
+    /// Lines for the user about what the run wrote or left out (not part of the result).
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Parse a spec, naming the flag it came from in the error.
@@ -265,46 +270,55 @@ pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
     Ok((map, sizes))
 }
 
-/// Run one configuration on a workload.
+/// Run one configuration on a workload: units, streaming metrics, then (with a retention
+/// config) one retention simulation that gives the cache report and, when the run is timed,
+/// the plans the engine prices. Only an admission cap replans: it tries smaller batches.
 pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
     let (map, sizes) = build_units(cfg, w)?;
     let trace = &w.trace.trace;
+    let profile = w.profile.as_ref().map(|p| &p.trace);
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
-    let retention = cfg
-        .retention
+    let record_plans = cfg
+        .timing
         .as_ref()
-        .map(|rc| {
-            crate::cache::run_retention(
-                trace,
-                w.profile.as_ref().map(|p| &p.trace),
-                &map,
-                cfg.phase,
-                rc,
-            )
-        })
-        .transpose()?;
+        .is_some_and(|t| t.admission_cap.is_none());
+    let mut recorded = None;
+    let retention = match &cfg.retention {
+        Some(rc) => {
+            let prepared = PreparedRetention::new(trace, profile, &map, cfg.phase, rc)?;
+            let out = if record_plans {
+                let run = Some((&prepared.workload, &prepared.cache));
+                let (plans, out) = record(trace, cfg.phase, &map, rc.batching, run)?;
+                recorded = Some(plans);
+                out.expect("a retention run records its cache outcome")
+            } else {
+                prepared.workload.run(&map, &prepared.cache)?
+            };
+            // the resolved budget (a --target-tokens-per-s search changes it) prices the timing
+            let resolved = RetentionConfig {
+                cache: prepared.cache.clone(),
+                ..rc.clone()
+            };
+            Some((prepared.outcome(rc, out), resolved))
+        }
+        None => None,
+    };
     let timing = cfg
         .timing
         .as_ref()
         .map(|tc| {
-            // the retention driver's resolved budget (a --target-tokens-per-s search changes it)
-            let rc = cfg.retention.as_ref().map(|rc| {
-                let mut rc = rc.clone();
-                if let Some(r) = &retention {
-                    rc.cache.budget = r.inputs.budget.clone();
-                }
-                rc
-            });
             crate::engine::run_timing(
                 tc,
                 trace,
-                w.profile.as_ref().map(|p| &p.trace),
+                profile,
                 &map,
                 cfg.phase,
-                rc.as_ref(),
+                retention.as_ref().map(|(_, rc)| rc),
+                recorded,
             )
         })
         .transpose()?;
+    let retention = retention.map(|(r, _)| r);
     Ok(RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
@@ -325,6 +339,7 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
         schedule: retention.as_ref().and_then(|r| r.schedule.clone()),
         target: retention.and_then(|r| r.target),
+        notes: timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default(),
         timing: timing.as_ref().map(|t| t.timing.clone()),
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         admission: timing.and_then(|t| t.admission),

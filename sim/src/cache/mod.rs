@@ -326,6 +326,69 @@ pub struct RetentionOutcome {
     pub target: Option<TargetReport>,
 }
 
+/// A retention run prepared but not yet stepped: the workload (access stream, next uses,
+/// profile statistics) and the configuration with its budget resolved (the smallest budget
+/// reaching the target with `--target-tokens-per-s`, else the budget as given).
+#[derive(Clone, Debug)]
+pub struct PreparedRetention {
+    pub workload: Workload,
+    pub cache: CacheConfig,
+    pub target: Option<TargetReport>,
+}
+
+impl PreparedRetention {
+    /// Build the workload of `trace` (phases `phases`) over `map`'s units and resolve the
+    /// budget; the pinning policies rank units by `profile` (or the trace itself when `None`).
+    pub fn new(
+        trace: &Trace,
+        profile: Option<&Trace>,
+        map: &UnitMap,
+        phases: PhaseSel,
+        rc: &RetentionConfig,
+    ) -> Result<PreparedRetention, CacheError> {
+        let workload = Workload::build(trace, map, phases, rc.batching, profile)?;
+        let mut cache = rc.cache.clone();
+        let target = match rc.target {
+            Some((tps, gbps)) => {
+                let t = target::smallest_budget(&workload, map, &cache, tps, gbps)?;
+                let units = t.budget_units.unwrap_or(map.num_units() as u64);
+                cache.budget = Budget::Units(units);
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(PreparedRetention {
+            workload,
+            cache,
+            target,
+        })
+    }
+
+    /// The report blocks of the run `rc` asked for, given the outcome of stepping the whole
+    /// stream under [`PreparedRetention::cache`].
+    pub fn outcome(self, rc: &RetentionConfig, out: CacheOutcome) -> RetentionOutcome {
+        let cfg = self.cache;
+        RetentionOutcome {
+            inputs: RetentionInputs {
+                evict: cfg.policy,
+                budget: cfg.budget.clone(),
+                split: cfg.split,
+                semantics: cfg.semantics,
+                batch: rc.batching.batch,
+                queue: rc.batching.queue,
+                schedule: rc.batching.schedule,
+                dram: cfg.dram.clone(),
+                seed: cfg.seed,
+                target_search: self.target.as_ref().map(|t| t.search.clone()),
+            },
+            cache: out.cache,
+            tiers: out.tiers,
+            schedule: self.workload.schedule,
+            target: self.target,
+        }
+    }
+}
+
 /// Run one retention configuration of `trace` (phases `phases`) over `map`'s units; the
 /// pinning policies rank units by `profile` (or the trace itself when `None`).
 pub fn run_retention(
@@ -335,34 +398,7 @@ pub fn run_retention(
     phases: PhaseSel,
     rc: &RetentionConfig,
 ) -> Result<RetentionOutcome, CacheError> {
-    let w = Workload::build(trace, map, phases, rc.batching, profile)?;
-    let mut cfg = rc.cache.clone();
-    let target = match rc.target {
-        Some((tps, gbps)) => {
-            let t = target::smallest_budget(&w, map, &cfg, tps, gbps)?;
-            let units = t.budget_units.unwrap_or(map.num_units() as u64);
-            cfg.budget = Budget::Units(units);
-            Some(t)
-        }
-        None => None,
-    };
-    let out = w.run(map, &cfg)?;
-    Ok(RetentionOutcome {
-        inputs: RetentionInputs {
-            evict: cfg.policy,
-            budget: cfg.budget.clone(),
-            split: cfg.split,
-            semantics: cfg.semantics,
-            batch: rc.batching.batch,
-            queue: rc.batching.queue,
-            schedule: rc.batching.schedule,
-            dram: cfg.dram.clone(),
-            seed: cfg.seed,
-            target_search: target.as_ref().map(|t| t.search.clone()),
-        },
-        cache: out.cache,
-        tiers: out.tiers,
-        schedule: w.schedule.clone(),
-        target,
-    })
+    let prepared = PreparedRetention::new(trace, profile, map, phases, rc)?;
+    let out = prepared.workload.run(map, &prepared.cache)?;
+    Ok(prepared.outcome(rc, out))
 }

@@ -6,6 +6,7 @@ use clap::Args;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::model_profile::{ComputeMode, ComputeOverrides};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Timing (discrete-event engine) options. With no `--hw` no timing is simulated.
 #[derive(Args, Clone, Debug, Default)]
@@ -129,7 +130,6 @@ impl TimingArgs {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
         Ok(Some(TimingConfig {
-            hw: hw.clone(),
             compute: self.compute,
             overrides: ComputeOverrides {
                 nonexpert_us: self.nonexpert_us,
@@ -145,6 +145,7 @@ impl TimingArgs {
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
             seed,
+            ..TimingConfig::new(hw.clone(), Arc::new(profile::load(hw)?))
         }))
     }
 }

@@ -309,6 +309,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
                 let cfg = config(&args, p, &timing);
                 let report = runner::run(&cfg, &workloads[&(p.trace, p.profile)])
                     .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
+                super::run::print_notes(&report);
                 let result = match serde_json::to_value(&report)? {
                     Value::Object(m) => m,
                     _ => bail!("run {i}: the run library did not return a JSON object"),

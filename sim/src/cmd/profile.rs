@@ -4,8 +4,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use profile::{ConstantName, Provenance};
 use reports::metrics::{count, fmt};
-use sim::engine::churn;
+use sim::engine::{churn, TimingConfig};
 use std::fmt::Write;
+use std::sync::Arc;
 
 #[derive(Subcommand)]
 pub enum ProfileCommand {
@@ -190,7 +191,8 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
     } else {
         sim::cache::Semantics::Access
     };
-    let rows = churn::check_churn(&a.hw, a.seed, !a.overlap, semantics)?;
+    let hw = TimingConfig::new(a.hw.clone(), Arc::new(profile::load(&a.hw)?));
+    let rows = churn::check_churn(&hw, a.seed, !a.overlap, semantics)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());

@@ -46,6 +46,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         timing: args.timing.for_run(args.cache.seed)?,
     };
     let report = runner::run(&cfg, &workload)?;
+    print_notes(&report);
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -144,6 +145,13 @@ fn summary(r: &RunReport) -> String {
 pub fn write_rows<'a>(s: &mut String, rows: impl IntoIterator<Item = (&'a str, String, &'a str)>) {
     for (k, v, note) in rows {
         let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
+    }
+}
+
+/// Print a run's notes (files written, what was left out) to stderr, one line each.
+pub fn print_notes(r: &RunReport) {
+    for note in &r.notes {
+        eprintln!("{note}");
     }
 }
 

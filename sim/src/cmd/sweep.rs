@@ -154,6 +154,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let mut reports = Vec::with_capacity(configs.len());
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
         let mut r = r.with_context(|| format!("sweep row `{}`", cfg.policy))?;
+        super::run::print_notes(&r);
         // With --admission-cap every configuration also runs without it: say so in its row.
         if args.timing.admission_cap.is_some() && r.timing.is_some() && r.admission.is_none() {
             let batch = cfg.retention.as_ref().map_or(1, |x| x.batching.batch);

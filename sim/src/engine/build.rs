@@ -3,10 +3,10 @@
 //! streaming regime pages every accessed unit in and drops it after the group.
 
 use super::plan::Plans;
-use crate::cache::{self, schedule, Batching, CacheConfig};
+use crate::cache::{self, schedule, Batching, CacheConfig, CacheOutcome, CacheSim};
 use anyhow::Result;
 use policies::UnitMap;
-use traces::{Phase, PhaseSel, Trace};
+use traces::{KeySpace, Phase, PhaseSel, Trace};
 
 /// Plans for `trace` (tokens of `phases`) under `map`, batched per `batching`; with `cache`
 /// the retention driver decides residency, without it the streaming regime applies.
@@ -19,15 +19,29 @@ pub fn plans(
     profile: Option<&Trace>,
     cache_cfg: Option<&CacheConfig>,
 ) -> Result<Plans> {
+    let workload = cache_cfg
+        .map(|_| cache::Workload::build(trace, map, phases, batching, profile))
+        .transpose()?;
+    let retention = workload.as_ref().zip(cache_cfg);
+    Ok(record(trace, phases, map, batching, retention)?.0)
+}
+
+/// [`plans`] on a prepared cache workload (built with the same `batching`), also returning
+/// the cache regime's outcome of the run: one retention simulation gives both the cache
+/// report and the plans the engine prices. Without `retention`: streaming, and no outcome.
+pub fn record(
+    trace: &Trace,
+    phases: PhaseSel,
+    map: &UnitMap,
+    batching: Batching,
+    retention: Option<(&cache::Workload, &CacheConfig)>,
+) -> Result<(Plans, Option<CacheOutcome>)> {
     let ks = trace.keyspace();
     let (batches, _) = schedule::batches_of(trace, &ks, map, phases, batching)?;
-    let m = ks.num_moe_layers();
-    let mut plans = Plans::new(m);
-    let workload;
-    let mut sim = match cache_cfg {
-        Some(cfg) => {
-            workload = cache::Workload::build(trace, map, phases, batching, profile)?;
-            let (sim, _) = workload.simulator(map, cfg)?;
+    let mut plans = Plans::new(ks.num_moe_layers());
+    let mut sim = match retention {
+        Some((w, cfg)) => {
+            let (sim, _) = w.simulator(map, cfg)?;
             plans.preloaded = (0..map.num_units() as u32)
                 .filter(|&u| sim.is_resident(u))
                 .collect();
@@ -35,75 +49,130 @@ pub fn plans(
         }
         None => None,
     };
-    let mut seen_key = vec![false; ks.num_keys()];
-    let mut seen_unit = vec![false; map.num_units()];
-    // per-group buffers, reused so the loop allocates nothing once they have grown
-    let (mut keys, mut units) = (Vec::new(), Vec::new());
-    let (mut page_ins, mut evicted) = (Vec::new(), Vec::new());
+    let mut group = GroupBuf::new(ks.num_keys(), map.num_units());
     for batch in &batches {
-        let kv: u64 = batch
-            .iter()
-            .map(|r| {
-                let prompt = match r.phase {
-                    Phase::Decode => trace.header.sequences[r.sequence as usize].prefill_tokens,
-                    Phase::Prefill => 0,
-                };
-                prompt + r.token as u64 + 1
-            })
-            .sum();
-        plans.begin_step(batch.len() as u32, kv);
-        for layer in 0..m {
-            keys.clear();
-            units.clear();
-            for r in batch {
-                let sel =
-                    trace.selection(&ks, r.sequence as usize, r.phase, r.token as usize, layer);
-                for &e in sel {
-                    let k = ks.key(layer, e);
-                    if !seen_key[k as usize] {
-                        seen_key[k as usize] = true;
-                        keys.push(k);
-                    }
-                    for u in map.units_of(k) {
-                        if !seen_unit[u as usize] {
-                            seen_unit[u as usize] = true;
-                            units.push(u);
-                        }
-                    }
-                }
-            }
-            for &k in &keys {
-                seen_key[k as usize] = false;
-            }
-            for &u in &units {
-                seen_unit[u as usize] = false;
-            }
+        plans.begin_step(batch.len() as u32, kv_tokens(trace, batch));
+        for layer in 0..ks.num_moe_layers() {
+            group.gather(trace, &ks, map, batch, layer);
             match &mut sim {
-                Some(sim) => {
-                    let out = sim.group(&units);
-                    evicted.clear();
-                    evicted.extend_from_slice(&out.evicted);
-                    page_ins.clear();
-                    page_ins.extend_from_slice(&out.page_ins);
-                    // streamed (bypassed) page-ins leave VRAM after the group; units the
-                    // policy already evicted (a budget below one group) are not listed twice
-                    let policy_evicted = evicted.len();
-                    for &u in &evicted {
-                        seen_unit[u as usize] = true;
-                    }
-                    for &u in &page_ins {
-                        if !sim.is_resident(u) && !seen_unit[u as usize] {
-                            evicted.push(u);
-                        }
-                    }
-                    for &u in &evicted[..policy_evicted] {
-                        seen_unit[u as usize] = false;
-                    }
-                    plans.push_group(layer, &keys, &units, &page_ins, &evicted);
+                Some(sim) => group.decide(sim, &mut plans, layer),
+                None => {
+                    plans.push_group(layer, &group.keys, &group.units, &group.units, &group.units)
                 }
-                None => plans.push_group(layer, &keys, &units, &units, &units),
             }
         }
     }
-    Ok(plans)
+    let outcome = sim.zip(retention).map(|(mut sim, (w, _))| {
+        sim.add_tokens(w.stream.tokens);
+        CacheOutcome {
+            cache: sim.report(),
+            tiers: sim.tiers(),
+        }
+    });
+    Ok((plans, outcome))
+}
+
+/// Tokens of KV cache the batch's sequences hold together at this step: prompt tokens (for a
+/// decode request) plus the tokens decoded so far, this one included.
+fn kv_tokens(trace: &Trace, batch: &[cache::Request]) -> u64 {
+    batch
+        .iter()
+        .map(|r| {
+            let prompt = match r.phase {
+                Phase::Decode => trace.header.sequences[r.sequence as usize].prefill_tokens,
+                Phase::Prefill => 0,
+            };
+            prompt + r.token as u64 + 1
+        })
+        .sum()
+}
+
+/// One group's buffers, reused so the loop allocates nothing once they have grown.
+struct GroupBuf {
+    keys: Vec<u32>,
+    units: Vec<u32>,
+    page_ins: Vec<u32>,
+    evicted: Vec<u32>,
+    /// Marks for deduplication; all false between groups.
+    seen_key: Vec<bool>,
+    seen_unit: Vec<bool>,
+}
+
+impl GroupBuf {
+    fn new(keys: usize, units: usize) -> Self {
+        GroupBuf {
+            keys: Vec::new(),
+            units: Vec::new(),
+            page_ins: Vec::new(),
+            evicted: Vec::new(),
+            seen_key: vec![false; keys],
+            seen_unit: vec![false; units],
+        }
+    }
+
+    /// The distinct keys the batch selected in MoE layer `layer`, and the distinct units
+    /// holding them, in selection order (request, then router order, then a key's units).
+    fn gather(
+        &mut self,
+        trace: &Trace,
+        ks: &KeySpace,
+        map: &UnitMap,
+        batch: &[cache::Request],
+        layer: usize,
+    ) {
+        self.keys.clear();
+        self.units.clear();
+        for r in batch {
+            let sel = trace.selection(ks, r.sequence as usize, r.phase, r.token as usize, layer);
+            for &e in sel {
+                let k = ks.key(layer, e);
+                if !self.seen_key[k as usize] {
+                    self.seen_key[k as usize] = true;
+                    self.keys.push(k);
+                }
+                for u in map.units_of(k) {
+                    if !self.seen_unit[u as usize] {
+                        self.seen_unit[u as usize] = true;
+                        self.units.push(u);
+                    }
+                }
+            }
+        }
+        for &k in &self.keys {
+            self.seen_key[k as usize] = false;
+        }
+        for &u in &self.units {
+            self.seen_unit[u as usize] = false;
+        }
+    }
+
+    /// Step the retention driver over the gathered group and record its decisions. Streamed
+    /// (bypassed) page-ins leave VRAM after the group; units the policy already evicted (a
+    /// budget below one group) are not listed twice.
+    fn decide(&mut self, sim: &mut CacheSim<'_>, plans: &mut Plans, layer: usize) {
+        let out = sim.group(&self.units);
+        self.evicted.clear();
+        self.evicted.extend_from_slice(&out.evicted);
+        self.page_ins.clear();
+        self.page_ins.extend_from_slice(&out.page_ins);
+        let policy_evicted = self.evicted.len();
+        for &u in &self.evicted {
+            self.seen_unit[u as usize] = true;
+        }
+        for &u in &self.page_ins {
+            if !sim.is_resident(u) && !self.seen_unit[u as usize] {
+                self.evicted.push(u);
+            }
+        }
+        for &u in &self.evicted[..policy_evicted] {
+            self.seen_unit[u as usize] = false;
+        }
+        plans.push_group(
+            layer,
+            &self.keys,
+            &self.units,
+            &self.page_ins,
+            &self.evicted,
+        );
+    }
 }

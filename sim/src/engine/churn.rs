@@ -91,13 +91,14 @@ pub struct ChurnRow {
     pub wall_ms_measured: f64,
 }
 
-/// Replay every row of [`MEASURED`] on profile `hw`; `serial_loader` as in the harness
+/// Replay every row of [`MEASURED`] on the profile of `hw` (its other options are replaced:
+/// no compute, no non-expert memory or KV cache); `serial_loader` as in the harness
 /// (one thread: map, copy, unmap in turn). The harness's page-in counts match access
 /// semantics (eviction after every access, no protection of the current step's experts):
 /// with group semantics uniform routing pages in about 6 experts per step (8 x (1 - 8/32)),
 /// 1,202 in 200 steps, not 1,345.
 pub fn check_churn(
-    hw: &str,
+    hw: &TimingConfig,
     seed: u64,
     serial_loader: bool,
     semantics: Semantics,
@@ -127,7 +128,6 @@ pub fn check_churn(
                 target: None,
             }),
             timing: Some(TimingConfig {
-                hw: hw.to_string(),
                 compute: ComputeMode::None,
                 overrides: ComputeOverrides {
                     nonexpert_mib: Some(0.0),
@@ -136,7 +136,7 @@ pub fn check_churn(
                 },
                 serial_loader,
                 seed,
-                ..Default::default()
+                ..hw.clone()
             }),
             ..RunConfig::default()
         };

@@ -1,8 +1,10 @@
-//! One timed run: resolve the profile, the cost and compute models, record the plans the
-//! retention driver (or streaming) decides, apply the admission cap and replay.
+//! One timed run: build the cost and compute models from a loaded hardware profile, price the
+//! plans the retention driver (or streaming) recorded, or record them per admitted batch size
+//! under an admission cap, and replay.
 
 use super::batch::{admit, Admission};
 use super::build::plans;
+use super::plan::Plans;
 use super::predict::PredictorKind;
 use super::replay::{replay, EngineOptions};
 use super::report::{TimingDetail, TimingReport};
@@ -13,16 +15,20 @@ use anyhow::{Context, Result};
 use policies::UnitMap;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use traces::{PhaseSel, Trace};
 
 /// Spans kept for `--timeline` (about 100 MB of JSON at most).
 pub const TIMELINE_MAX_SPANS: usize = 1_000_000;
 
-/// The timing options of a run (`--hw` and the flags of `TimingArgs`).
+/// The timing options of a run: the hardware profile and the engine's options.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TimingConfig {
-    /// Shipped profile name or profile JSON path.
+    /// The profile as the user named it: a shipped profile's name or a profile JSON path.
     pub hw: String,
+    /// The loaded profile `hw` names; shared by every run of a grid.
+    #[serde(skip)]
+    pub profile: Arc<profile::Profile>,
     pub compute: ComputeMode,
     #[serde(skip)]
     pub overrides: ComputeOverrides,
@@ -39,10 +45,14 @@ pub struct TimingConfig {
     pub seed: u64,
 }
 
-impl Default for TimingConfig {
-    fn default() -> Self {
+impl TimingConfig {
+    /// The engine's defaults on `profile` (named `hw` by the user): geometry compute, no
+    /// handle pool, eager unmap, parallel loader, no predictor (window 1), no admission cap,
+    /// no timeline, seed 0.
+    pub fn new(hw: impl Into<String>, profile: Arc<profile::Profile>) -> Self {
         TimingConfig {
-            hw: "rtx4060-laptop-wddm".into(),
+            hw: hw.into(),
+            profile,
             compute: ComputeMode::Geometry,
             overrides: ComputeOverrides::default(),
             handle_pool: false,
@@ -62,12 +72,16 @@ impl Default for TimingConfig {
 pub struct TimingOutcome {
     pub timing: TimingReport,
     pub detail: TimingDetail,
-    /// Sequences asked for and admitted (all of them without `--admission-cap`).
+    /// Sequences asked for and admitted (all of them without an admission cap).
     pub admission: Option<Admission>,
+    /// What the run wrote and what it left out, for the user (one line each).
+    pub notes: Vec<String>,
 }
 
 /// Time the replay of `trace` under `map`: retention per `retention` (streaming when None),
-/// batch size from its batching, costs from the profile `cfg.hw`.
+/// batch size from its batching, costs from `cfg.profile`. `recorded`: the plans the retention
+/// run already recorded for this batch (priced as they are); without them (streaming, or an
+/// admission cap, which replans per admitted batch size) the plans are recorded here.
 pub fn run_timing(
     cfg: &TimingConfig,
     trace: &Trace,
@@ -75,11 +89,12 @@ pub fn run_timing(
     map: &UnitMap,
     phases: PhaseSel,
     retention: Option<&RetentionConfig>,
+    recorded: Option<Plans>,
 ) -> Result<TimingOutcome> {
-    let hw = profile::load(&cfg.hw)?;
+    let hw = &*cfg.profile;
     let paging = Paging::of_spec(&map.spec);
     let cost = CostModel::new(
-        &hw,
+        hw,
         paging,
         CostOptions {
             handle_pool: cfg.handle_pool,
@@ -90,7 +105,7 @@ pub fn run_timing(
         cfg.compute,
         &trace.header.model,
         map.expert_bytes,
-        &hw,
+        hw,
         &cfg.overrides,
     )?;
     let ks = trace.keyspace();
@@ -121,31 +136,34 @@ pub fn run_timing(
             cache_cfg,
         )
     };
-    let (admission, r) = match cfg.admission_cap {
-        Some(cap) => {
+    let (admission, r) = match (cfg.admission_cap, recorded) {
+        (Some(cap), _) => {
             let (a, r) = admit(batching.batch, cap, map, &ks, &cost, &compute, opts, build)?;
             (Some(a), r)
         }
-        None => (
+        (None, Some(p)) => (None, replay(&p, map, &ks, &cost, &compute, opts)?),
+        (None, None) => (
             None,
             replay(&build(batching.batch)?, map, &ks, &cost, &compute, opts)?,
         ),
     };
+    let mut notes = Vec::new();
     if let (Some(path), Some(t)) = (&cfg.timeline, &r.timeline) {
         t.write(path)
             .with_context(|| format!("--timeline {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        notes.push(format!("wrote {}", path.display()));
         if t.dropped > 0 {
-            eprintln!(
+            notes.push(format!(
                 "note: --timeline kept the first {} spans and dropped {}",
                 t.spans.len(),
                 t.dropped
-            );
+            ));
         }
     }
     Ok(TimingOutcome {
         timing: r.timing,
         detail: r.detail,
         admission,
+        notes,
     })
 }
