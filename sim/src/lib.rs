@@ -9,6 +9,7 @@ pub mod model_profile;
 pub mod output;
 pub mod runner;
 pub mod streaming;
+pub mod validation;
 
 /// Bytes in one MiB (2^20, the unit of every `*_mib` report field), as `f64` for byte-to-MiB
 /// conversions; the same value as [`policies::mechanisms::MIB`].

@@ -1,11 +1,9 @@
 //! `sim validate`: replay a trace for real on the local GPU and compare with the simulator.
 //!
-//! Per mechanism: the retention driver's plans (page-ins and evictions of every (step, layer)
-//! group) are recorded once; the discrete-event engine prices them (the prediction) and the
-//! `validate` crate executes the same plans on the GPU (the measurement: VMM commits and pinned
-//! H2D copies, or managed memory with demand faults, and the int4 expert kernels), timing each
-//! decode step with CUDA events. Both see the same steps, so the step-time distributions compare
-//! one to one. `--repeat N` replays every policy N times (interleaved, order rotated) and
+//! Per mechanism the library (`sim::validation`) records the plans and prices them (the
+//! prediction); the `validate` crate executes the same plans on the GPU (the measurement: VMM
+//! commits and pinned H2D copies, or managed memory with demand faults, and the int4 expert
+//! kernels), timing each decode step with CUDA events. `--repeat N` replays every policy N times (interleaved, order rotated) and
 //! takes the error against the median of the repetitions' p50s; `--breakdown` sets the replay's
 //! host time per phase beside the engine's split of the same steps; `--measured FILE` re-prices
 //! a stored replay without a GPU.
@@ -17,19 +15,17 @@ use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use policies::PolicyKind;
-use sim::cache::{Batching, Budget, Schedule, Semantics, Split};
-use sim::cost::{CostModel, CostOptions, Paging};
-use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind, StepParts};
-use sim::model_profile::ComputeModel;
-use sim::runner::{build_units, parse_policy, RunConfig};
+use sim::cache::{Budget, RetentionConfig, Schedule, Semantics, Split};
+use sim::cost::Paging;
+use sim::engine::{PredictorKind, TimingConfig};
+use sim::runner::parse_policy;
+use sim::validation::*;
 use std::path::PathBuf;
-use validate::{ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPaging, ReplayPlan};
+use validate::{ReplayMeasurement, ReplayOptions};
 
 mod same_run;
-mod stats;
 mod table;
 pub use same_run::*;
-pub use stats::*;
 use table::*;
 
 /// Arguments of `sim validate`. The shared timing flags the replay cannot follow (it runs the
@@ -205,6 +201,77 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
+    let (tc, retention) = checked_config(&args)?;
+    let w = args.input.workload()?;
+    let model = &w.trace.trace.header.model;
+    let Some(hidden) = model.hidden_size else {
+        bail!("the trace header of '{}' records no hidden size: the replay's expert kernels need it (re-import the trace with the model geometry)", model.name);
+    };
+    let hw = &*tc.profile;
+    policies::mechanisms::Sizes::resolve(model, &args.input.sizes())?;
+    let earlier = match &args.measured {
+        Some(path) => Some(read_measured(path)?),
+        None => {
+            // Only now, with every argument checked, look for the GPU: a bad argument is
+            // reported as such on any machine.
+            kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
+            None
+        }
+    };
+    // Price every policy first (deterministic, no GPU), then replay them.
+    let setup = PredictionSetup {
+        workload: &w,
+        phase: args.input.phase,
+        sizes: args.input.sizes(),
+        retention: retention.as_ref(),
+        timing: &tc,
+        steps: args.steps,
+        seed: tc.seed,
+        hidden: hidden as u64,
+    };
+    let predictions: Vec<Prediction> = args
+        .policy
+        .iter()
+        .map(|spec| predict(spec, &setup))
+        .collect::<Result<_>>()?;
+    let mut v = header(
+        &w.trace.label,
+        &model.name,
+        &hw.name,
+        &predictions,
+        retention.as_ref(),
+    );
+    let measured = match &earlier {
+        Some((path, stored)) => stored_measurements(&args, path, stored, &v, &predictions)?,
+        None => replay_on_gpu(&args, &w.trace.label, &predictions)?,
+    };
+    // A profile of another GPU prices this replay: its errors then compare two GPUs.
+    if let Some((_, m)) = measured.iter().flatten().next() {
+        if !hw.device.gpu.starts_with(&m.device.gpu) {
+            eprintln!(
+                "validate: note: the replay ran on {}, profile {} describes {}: the errors \
+                 compare two GPUs, not the model with its GPU",
+                m.device.gpu, hw.name, hw.device.gpu
+            );
+        }
+    }
+    for (pp, reps) in predictions.into_iter().zip(measured) {
+        let row = ValidationRow::new(pp.spec, pp.steps, pp.page_ins, pp.step_us, pp.parts, reps)?;
+        v.rows.push(row);
+    }
+    let text = if args.json {
+        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
+    } else if args.breakdown {
+        table(&v) + "\n" + &breakdown_table(&v)
+    } else {
+        table(&v)
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// The timing and retention configurations of a validation, after refusing every flag the
+/// real replay cannot follow (checked on the flags themselves, before any file is read).
+fn checked_config(args: &ValidateArgs) -> Result<(TimingConfig, Option<RetentionConfig>)> {
     if args.steps == Some(0) {
         bail!("--steps 0: --steps must be >= 1 (the decode steps to replay; leave it out for every step)");
     }
@@ -212,8 +279,6 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         parse_policy(spec, "--policy")?;
     }
     let cache_args = args.cache.to_cache_args()?;
-    let seed = cache_args.seed;
-    // Checked on the flags themselves, before the profile: these are refused with or without --hw.
     let t = &args.timing;
     if t.predictor != PredictorKind::None
         || t.handle_pool
@@ -227,210 +292,106 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     {
         bail!("`sim validate` replays the default engine (no --predictor, --window, --handle-pool, --deferred-unmap, --serial-loader, --admission-cap, --timeline, --nonexpert-us or --expert-us): the real replay runs those paths as the engine's defaults do; leave these flags out");
     }
-    if args.timing.kv_bytes_per_token.is_some() {
+    if t.kv_bytes_per_token.is_some() {
         bail!("`sim validate` does not take --kv-bytes-per-token: the replay runs no attention and reads no KV cache, so neither side prices one; leave it out");
     }
-    let Some(tc) = args.timing.for_run(seed)? else {
+    let Some(tc) = t.for_run(cache_args.seed)? else {
         bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
     };
-    let retention = cache_args.for_run()?;
-    let w = args.input.workload()?;
-    let trace = &w.trace.trace;
-    let model = &trace.header.model;
-    let Some(hidden) = model.hidden_size else {
-        bail!("the trace header of '{}' records no hidden size: the replay's expert kernels need it (re-import the trace with the model geometry)", model.name);
-    };
-    let hw = profile::load(&tc.hw)?;
-    policies::mechanisms::Sizes::resolve(model, &args.input.sizes())?;
-    let earlier = match &args.measured {
-        Some(path) => Some(read_measured(path)?),
-        None => {
-            // Only now, with every argument checked, look for the GPU: a bad argument is
-            // reported as such on any machine.
-            kernels::check_cuda_libraries().context("`sim validate` replays on the local GPU")?;
-            None
-        }
-    };
-    let ks = trace.keyspace();
-    // Price every policy first (deterministic, no GPU), then replay them.
-    struct Prepared {
-        spec: String,
-        map: policies::UnitMap,
-        rp: ReplayPlan,
-        peak: u64,
-        steps: usize,
-        page_ins: u64,
-        predicted_step_us: Vec<f64>,
-        predicted_parts: Vec<StepParts>,
-    }
-    let mut prepared: Vec<Prepared> = Vec::new();
-    let mut expert_bytes = 0;
-    let mut vmm_granule_bytes = None;
-    for spec in &args.policy {
-        let cfg = RunConfig {
-            policy: spec.clone(),
-            phase: args.input.phase,
-            sizes: args.input.sizes(),
-            retention: retention.clone(),
-            timing: None,
-        };
-        let (map, _) = build_units(&cfg, &w)?;
-        expert_bytes = map.expert_bytes;
-        let batching = retention
-            .as_ref()
-            .map(|r| r.batching)
-            .unwrap_or(Batching::default());
-        let p = plans(
-            trace,
-            args.input.phase,
-            &map,
-            batching,
-            w.profile.as_ref().map(|t| &t.trace),
-            retention.as_ref().map(|r| &r.cache),
-        )?;
-        let paging = Paging::of_spec(&map.spec);
-        if paging == Paging::Vmm {
-            vmm_granule_bytes = Some(map.granule_bytes);
-        }
-        let cost = CostModel::new(&hw, paging, CostOptions::default())?;
-        let mut compute =
-            ComputeModel::new(tc.compute, model, map.expert_bytes, &hw, &tc.overrides)?;
-        // the replay runs no attention kernel and so reads no KV cache: price none either
-        compute.kv_us_per_token = 0.0;
-        let pred = replay(
-            &p,
-            &map,
-            &ks,
-            &cost,
-            &compute,
-            EngineOptions {
-                seed,
-                ..EngineOptions::default()
-            },
-        )?;
-        let steps = args.steps.unwrap_or(p.steps.len()).min(p.steps.len());
-        if steps == 0 {
-            bail!(
-                "the trace has no {} steps to replay",
-                args.input.phase.as_str()
-            );
-        }
-        let moe_layers = p.moe_layers.max(1);
-        let nonexpert_bytes_per_layer = if compute.nonexpert_us > 0.0 {
-            (compute.nonexpert_bytes / moe_layers as f64) as u64
-        } else {
-            0
-        };
-        let rp = replay_plan(&p, steps, paging, hidden as u64, nonexpert_bytes_per_layer);
-        let page_ins = rp.groups.iter().map(|g| g.page_ins.len() as u64).sum();
-        let peak = (pred.peak_mapped_bytes - compute.nonexpert_bytes).max(0.0) as u64;
-        prepared.push(Prepared {
-            spec: map.spec.clone(),
-            map,
-            rp,
-            peak,
-            steps,
-            page_ins,
-            predicted_step_us: pred.step_us[..steps].to_vec(),
-            predicted_parts: pred.step_parts[..steps].to_vec(),
-        });
-    }
-    let n = prepared.len();
-    let retention_settings = retention.as_ref().map(RetentionSettings::of);
-    let mut v = Validation {
-        trace: w.trace.label.clone(),
-        model: model.name.clone(),
-        hw: hw.name.clone(),
-        expert_bytes,
-        vmm_granule_bytes,
-        retention: retention_echo(retention.as_ref()),
-        retention_text: retention_settings
+    Ok((tc, cache_args.for_run()?))
+}
+
+/// The `validation` block's header (no rows yet) for `predictions` on profile `hw`.
+fn header(
+    trace: &str,
+    model: &str,
+    hw: &str,
+    predictions: &[Prediction],
+    retention: Option<&RetentionConfig>,
+) -> Validation {
+    let settings = retention.map(RetentionSettings::of);
+    Validation {
+        trace: trace.to_string(),
+        model: model.to_string(),
+        hw: hw.to_string(),
+        expert_bytes: predictions.last().map_or(0, |p| p.map.expert_bytes),
+        vmm_granule_bytes: predictions
+            .iter()
+            .rfind(|p| p.paging == Paging::Vmm)
+            .map(|p| p.map.granule_bytes),
+        retention: retention_echo(retention),
+        retention_text: settings
             .as_ref()
             .map_or("streaming".into(), RetentionSettings::text),
-        retention_settings,
+        retention_settings: settings,
         rows: Vec::new(),
-    };
-    let mut measured: Vec<Vec<(u32, ReplayMeasurement)>> = vec![Vec::new(); n];
-    if let Some((path, stored)) = &earlier {
-        let now = RunEcho {
-            header: &v,
-            rows: prepared
-                .iter()
-                .map(|pp| (pp.spec.clone(), pp.steps, pp.page_ins))
-                .collect(),
-        };
-        check_same_run(path, stored, &now)?;
-        for (r, m) in stored.rows.iter().zip(measured.iter_mut()) {
-            *m = repetitions_of(r);
-        }
-        // --repeat (default 1) cannot change what the file holds: say so when it differs.
-        let held = measured.first().map_or(0, Vec::len);
-        if args.repeat > 1 && args.repeat as usize != held {
-            eprintln!(
-                "validate: note: --repeat {} is ignored with --measured: {} holds {} per policy",
-                args.repeat,
-                path.display(),
-                reports::metrics::count(held as u64, "repetition")
-            );
-        }
     }
-    let replays = if earlier.is_some() {
-        0
-    } else {
-        args.repeat as usize
+}
+
+/// The repetitions a `--measured` file holds per policy, after checking it was recorded
+/// with this run's settings.
+fn stored_measurements(
+    args: &ValidateArgs,
+    path: &std::path::Path,
+    stored: &Validation,
+    header: &Validation,
+    predictions: &[Prediction],
+) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
+    let now = RunEcho {
+        header,
+        rows: predictions
+            .iter()
+            .map(|pp| (pp.spec.clone(), pp.steps, pp.page_ins))
+            .collect(),
     };
-    for r in 0..replays {
+    check_same_run(path, stored, &now)?;
+    let mut measured = vec![Vec::new(); predictions.len()];
+    for (r, m) in stored.rows.iter().zip(measured.iter_mut()) {
+        *m = r.stored_repetitions();
+    }
+    // --repeat (default 1) cannot change what the file holds: say so when it differs.
+    let held = measured.first().map_or(0, Vec::len);
+    if args.repeat > 1 && args.repeat as usize != held {
+        eprintln!(
+            "validate: note: --repeat {} is ignored with --measured: {} holds {} per policy",
+            args.repeat,
+            path.display(),
+            reports::metrics::count(held as u64, "repetition")
+        );
+    }
+    Ok(measured)
+}
+
+/// Replay every prediction's plan on the GPU `--repeat` times, the policies interleaved and
+/// their order rotated per repetition; per policy its `(position, measurement)`s.
+fn replay_on_gpu(
+    args: &ValidateArgs,
+    trace: &str,
+    predictions: &[Prediction],
+) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
+    let n = predictions.len();
+    let mut measured = vec![Vec::new(); n];
+    for r in 0..args.repeat as usize {
         for (position, i) in rotation(r, n).enumerate() {
-            let pp = &prepared[i];
+            let pp = &predictions[i];
             eprintln!(
                 "validate: {} on {}: {} steps, {} page-ins, replaying on the GPU (repetition {} of {})",
                 pp.spec,
-                w.trace.label,
+                trace,
                 pp.steps,
                 pp.page_ins,
                 r + 1,
                 args.repeat
             );
-            let meas = validate::replay(
-                &pp.rp,
-                &pp.map,
-                pp.peak,
-                ReplayOptions {
-                    device: args.device,
-                },
-            )
-            .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))?;
+            let options = ReplayOptions {
+                device: args.device,
+            };
+            let meas = validate::replay(&pp.plan, &pp.map, pp.peak_bytes, options)
+                .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))?;
             measured[i].push((position as u32, meas));
         }
     }
-    // A profile of another GPU prices this replay: its errors then compare two GPUs.
-    if let Some((_, m)) = measured.iter().flatten().next() {
-        if !hw.device.gpu.starts_with(&m.device.gpu) {
-            eprintln!(
-                "validate: note: the replay ran on {}, profile {} describes {}: the errors \
-                 compare two GPUs, not the model with its GPU",
-                m.device.gpu, hw.name, hw.device.gpu
-            );
-        }
-    }
-    for (pp, reps) in prepared.into_iter().zip(measured) {
-        v.rows.push(row(
-            pp.spec,
-            pp.steps,
-            pp.page_ins,
-            pp.predicted_step_us,
-            pp.predicted_parts,
-            reps,
-        )?);
-    }
-    let text = if args.json {
-        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
-    } else if args.breakdown {
-        table(&v) + "\n" + &breakdown_table(&v)
-    } else {
-        table(&v)
-    };
-    emit(args.out.as_deref(), &text)
+    Ok(measured)
 }
 
 /// The `validation` block in `path`, with the path.
@@ -459,110 +420,6 @@ fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Validation)> {
     Ok((path.to_path_buf(), block))
 }
 
-/// The repetitions `(position, measurement)` a stored row holds (one, the `replay`, for
-/// files written before `--repeat`).
-fn repetitions_of(r: &ValidationRow) -> Vec<(u32, ReplayMeasurement)> {
-    if r.repetitions.is_empty() {
-        return vec![(0, r.replay.clone())];
-    }
-    r.repetitions
-        .iter()
-        .map(|x| {
-            (
-                x.position,
-                ReplayMeasurement {
-                    step_us: x.step_us.clone(),
-                    host: x.host.clone(),
-                    ..r.replay.clone()
-                },
-            )
-        })
-        .collect()
-}
-
-/// A policy's row from its prediction and its repetitions `(position, measurement)`.
-fn row(
-    policy: String,
-    steps: usize,
-    page_ins: u64,
-    predicted_step_us: Vec<f64>,
-    predicted_parts: Vec<StepParts>,
-    reps: Vec<(u32, ReplayMeasurement)>,
-) -> Result<ValidationRow> {
-    let repetitions: Vec<Repetition> = reps
-        .iter()
-        .map(|(position, m)| Repetition {
-            position: *position,
-            measured: StepStats::of(&m.step_us),
-            step_us: m.step_us.clone(),
-            host: m.host.clone(),
-        })
-        .collect();
-    let stats: Vec<StepStats> = repetitions.iter().map(|r| r.measured).collect();
-    let Some((measured, p50s)) = combine(&stats) else {
-        bail!("no finite measurement of --policy {policy}: the replay returned no step times");
-    };
-    let predicted = StepStats::of(&predicted_step_us);
-    let Some((_, first)) = reps.into_iter().next() else {
-        bail!("--policy {policy} was not replayed");
-    };
-    Ok(ValidationRow {
-        policy,
-        steps,
-        page_ins,
-        error_pct_p50: error_pct(predicted.p50_ms, measured.p50_ms),
-        error_pct_p99: error_pct(predicted.p99_ms, measured.p99_ms),
-        error_pct_mean: error_pct(predicted.mean_ms, measured.mean_ms),
-        measured,
-        predicted,
-        replay: first,
-        repeat: repetitions.len() as u32,
-        measured_p50_min_ms: p50s.min,
-        measured_p50_max_ms: p50s.max,
-        measured_p50_spread_pct: 100.0 * p50s.spread,
-        error_pct_p50_range: [
-            error_pct(predicted.p50_ms, p50s.max),
-            error_pct(predicted.p50_ms, p50s.min),
-        ],
-        repetitions,
-        predicted_step_us,
-        predicted_parts,
-    })
-}
-
-/// The plain-data plan of the first `steps` steps of `p` for the GPU replay.
-pub fn replay_plan(
-    p: &Plans,
-    steps: usize,
-    paging: Paging,
-    hidden: u64,
-    nonexpert_bytes_per_layer: u64,
-) -> ReplayPlan {
-    ReplayPlan {
-        paging: match paging {
-            Paging::Vmm => ReplayPaging::Vmm,
-            Paging::Os => ReplayPaging::Os,
-        },
-        groups: p
-            .groups
-            .iter()
-            .take_while(|g| (g.step as usize) < steps)
-            .map(|g| ReplayGroup {
-                step: g.step,
-                moe_layer: g.moe_layer,
-                keys: p.keys(g).to_vec(),
-                page_ins: p.page_ins(g).to_vec(),
-                evicted: p.evicted(g).to_vec(),
-            })
-            .collect(),
-        preloaded: p.preloaded.clone(),
-        steps,
-        moe_layers: p.moe_layers,
-        hidden: hidden as usize,
-        nonexpert_bytes_per_layer,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,124 +446,6 @@ mod tests {
             err.contains("needs an NVIDIA GPU") && err.contains("driver"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn step_stats_by_hand() {
-        // 1..=100 µs: nearest-rank p50 = 50, p99 = 99, mean 50.5
-        let us: Vec<f64> = (1..=100).rev().map(f64::from).collect();
-        let s = StepStats::of(&us);
-        assert_eq!((s.p50_ms, s.p99_ms), (0.050, 0.099));
-        assert!((s.mean_ms - 0.0505).abs() < 1e-12);
-        // three samples: p50 = rank 2, p99 = rank 3
-        let s = StepStats::of(&[3000.0, 1000.0, 2000.0]);
-        assert_eq!((s.p50_ms, s.p99_ms, s.mean_ms), (2.0, 3.0, 2.0));
-        assert_eq!(error_pct(1.1, 1.0).round(), 10.0);
-    }
-
-    #[test]
-    fn repetitions_rotate_the_policy_order() {
-        let order = |r| rotation(r, 3).collect::<Vec<_>>();
-        assert_eq!(order(0), vec![0, 1, 2]);
-        assert_eq!(order(1), vec![1, 2, 0]);
-        assert_eq!(order(2), vec![2, 0, 1]);
-        assert_eq!(order(3), vec![0, 1, 2]);
-        // every policy takes every position once over n repetitions
-        for i in 0..4 {
-            let mut pos: Vec<usize> = (0..4)
-                .map(|r| rotation(r, 4).position(|p| p == i).unwrap())
-                .collect();
-            pos.sort();
-            assert_eq!(pos, vec![0, 1, 2, 3]);
-        }
-    }
-
-    #[test]
-    fn repetitions_combine_into_medians_by_hand() {
-        let st = |p50, p99, mean| StepStats {
-            p50_ms: p50,
-            p99_ms: p99,
-            mean_ms: mean,
-        };
-        // p50s 30, 10, 20 -> median 20, min 10, max 30, spread (30-10)/20 = 100%
-        let (m, p50) = combine(&[
-            st(30.0, 40.0, 31.0),
-            st(10.0, 12.0, 11.0),
-            st(20.0, 50.0, 21.0),
-        ])
-        .unwrap();
-        assert_eq!(m, st(20.0, 40.0, 21.0));
-        assert_eq!((p50.min, p50.max, p50.spread, p50.n), (10.0, 30.0, 1.0, 3));
-        // an even count takes the mean of the two middle values: p50s 10, 12, 14, 100 -> 13
-        let (m, _) = combine(&[
-            st(100.0, 1.0, 1.0),
-            st(12.0, 1.0, 1.0),
-            st(10.0, 1.0, 1.0),
-            st(14.0, 1.0, 1.0),
-        ])
-        .unwrap();
-        assert_eq!(m.p50_ms, 13.0);
-        // one repetition is the replay itself
-        let (m, p50) = combine(&[st(5.0, 6.0, 7.0)]).unwrap();
-        assert_eq!((m, p50.spread), (st(5.0, 6.0, 7.0), 0.0));
-        assert!(combine(&[]).is_none());
-    }
-
-    #[test]
-    fn host_speed_probe_is_launch_time_per_group_by_hand() {
-        let step = |launch_us, groups| validate::HostBreakdown {
-            launch_us,
-            groups,
-            commit_us: 1e6, // VMM time stays out of the probe
-            ..Default::default()
-        };
-        // (100 + 50) µs over (4 + 1) groups = 30 µs per group
-        let rep = stats::Repetition {
-            host: vec![step(100.0, 4), step(50.0, 1)],
-            ..Default::default()
-        };
-        assert_eq!(rep.launch_us_per_group(), Some(30.0));
-        // a replay from before the host breakdown, or one without groups, has no probe
-        assert_eq!(stats::Repetition::default().launch_us_per_group(), None);
-        let empty = stats::Repetition {
-            host: vec![step(10.0, 0)],
-            ..Default::default()
-        };
-        assert_eq!(empty.launch_us_per_group(), None);
-    }
-
-    #[test]
-    fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
-        let meas = |steps: Vec<f64>| ReplayMeasurement {
-            device: validate::DeviceInfo::default(),
-            step_us: steps,
-            kernel_hidden: 0,
-            kernel_ffn: 0,
-            kernel_expert_bytes: 0,
-            map_calls: 0,
-            unmap_calls: 0,
-            os_evict_calls: 0,
-            bytes_copied: 0,
-            wall_s: 0.0,
-            host: Vec::new(),
-        };
-        // repetition p50s (nearest rank of 3 steps = the middle one): 1.0, 1.2, 0.8 ms
-        let reps = vec![
-            (0, meas(vec![900.0, 1000.0, 1100.0])),
-            (1, meas(vec![1200.0, 1300.0, 1100.0])),
-            (2, meas(vec![800.0, 700.0, 900.0])),
-        ];
-        let r = row("e1".into(), 3, 9, vec![1100.0; 3], Vec::new(), reps).unwrap();
-        assert_eq!(r.measured.p50_ms, 1.0);
-        assert!((r.error_pct_p50 - 10.0).abs() < 1e-9);
-        assert_eq!((r.measured_p50_min_ms, r.measured_p50_max_ms), (0.8, 1.2));
-        assert!((r.measured_p50_spread_pct - 40.0).abs() < 1e-9);
-        // against the slowest (1.2 ms): -8.33%; the fastest (0.8 ms): +37.5%
-        assert!((r.error_pct_p50_range[0] - (1.1 / 1.2 - 1.0) * 100.0).abs() < 1e-9);
-        assert!((r.error_pct_p50_range[1] - 37.5).abs() < 1e-9);
-        assert_eq!(r.repeat, 3);
-        assert_eq!(r.repetitions[1].position, 1);
-        assert_eq!(r.replay.step_us, vec![900.0, 1000.0, 1100.0]);
     }
 
     #[test]
@@ -1124,26 +863,5 @@ mod tests {
         for own in ["--evict", "--budget", "--batch", "--split", "--measured"] {
             assert!(help.contains(own), "{own}");
         }
-    }
-
-    #[test]
-    fn replay_plan_keeps_the_first_steps_in_order() {
-        let mut p = Plans::new(2);
-        for step in 0..3u32 {
-            p.begin_step(1, 1);
-            for layer in 0..2 {
-                let u = step * 10 + layer as u32;
-                p.push_group(layer, &[u], &[u], &[u], &[u]);
-            }
-        }
-        let rp = replay_plan(&p, 2, Paging::Vmm, 1024, 7);
-        assert_eq!(rp.groups.len(), 4);
-        assert_eq!(
-            rp.groups.iter().map(|g| g.keys[0]).collect::<Vec<_>>(),
-            vec![0, 1, 10, 11]
-        );
-        assert_eq!((rp.steps, rp.moe_layers, rp.hidden), (2, 2, 1024));
-        assert_eq!(rp.paging, ReplayPaging::Vmm);
-        assert_eq!(rp.nonexpert_bytes_per_layer, 7);
     }
 }

@@ -1,8 +1,8 @@
 //! The text tables of `sim validate`: measured vs predicted per policy, and the host-time
 //! breakdown of the real replay beside the engine's split.
 
-use super::stats::Validation;
 use sim::engine::StepParts;
+use sim::validation::Validation;
 use std::fmt::Write;
 use validate::HostBreakdown;
 

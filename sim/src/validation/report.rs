@@ -1,9 +1,9 @@
 //! The `validation` block of `sim validate`'s output: per-step statistics, repetitions, rows,
 //! and how repetitions combine (median of their p50s, spread).
 
-use super::same_run::RetentionSettings;
+use super::RetentionSettings;
+use crate::engine::StepParts;
 use serde::{Deserialize, Serialize};
-use sim::engine::StepParts;
 use validate::stats::Summary;
 use validate::{HostBreakdown, ReplayMeasurement};
 
@@ -41,7 +41,7 @@ impl StepStats {
 }
 
 /// (predicted - measured) / measured, in percent.
-pub(super) fn error_pct(pred: f64, meas: f64) -> f64 {
+pub fn error_pct(pred: f64, meas: f64) -> f64 {
     100.0 * (pred - meas) / meas
 }
 
@@ -110,7 +110,7 @@ pub struct ValidationRow {
     pub predicted_parts: Vec<StepParts>,
 }
 
-pub(super) fn one() -> u32 {
+fn one() -> u32 {
     1
 }
 
@@ -158,4 +158,81 @@ pub struct Validation {
     #[serde(default)]
     pub retention_settings: Option<RetentionSettings>,
     pub rows: Vec<ValidationRow>,
+}
+
+impl ValidationRow {
+    /// A policy's row from its prediction (`predicted_step_us` and `predicted_parts`, one per
+    /// replayed step) and its repetitions `(position, measurement)`, the first kept in full.
+    /// Errors: no repetition, or none with a finite step time.
+    pub fn new(
+        policy: String,
+        steps: usize,
+        page_ins: u64,
+        predicted_step_us: Vec<f64>,
+        predicted_parts: Vec<StepParts>,
+        reps: Vec<(u32, ReplayMeasurement)>,
+    ) -> anyhow::Result<ValidationRow> {
+        let repetitions: Vec<Repetition> = reps
+            .iter()
+            .map(|(position, m)| Repetition {
+                position: *position,
+                measured: StepStats::of(&m.step_us),
+                step_us: m.step_us.clone(),
+                host: m.host.clone(),
+            })
+            .collect();
+        let stats: Vec<StepStats> = repetitions.iter().map(|r| r.measured).collect();
+        let Some((measured, p50s)) = combine(&stats) else {
+            anyhow::bail!(
+                "no finite measurement of --policy {policy}: the replay returned no step times"
+            );
+        };
+        let predicted = StepStats::of(&predicted_step_us);
+        let Some((_, first)) = reps.into_iter().next() else {
+            anyhow::bail!("--policy {policy} was not replayed");
+        };
+        Ok(ValidationRow {
+            policy,
+            steps,
+            page_ins,
+            error_pct_p50: error_pct(predicted.p50_ms, measured.p50_ms),
+            error_pct_p99: error_pct(predicted.p99_ms, measured.p99_ms),
+            error_pct_mean: error_pct(predicted.mean_ms, measured.mean_ms),
+            measured,
+            predicted,
+            replay: first,
+            repeat: repetitions.len() as u32,
+            measured_p50_min_ms: p50s.min,
+            measured_p50_max_ms: p50s.max,
+            measured_p50_spread_pct: 100.0 * p50s.spread,
+            error_pct_p50_range: [
+                error_pct(predicted.p50_ms, p50s.max),
+                error_pct(predicted.p50_ms, p50s.min),
+            ],
+            repetitions,
+            predicted_step_us,
+            predicted_parts,
+        })
+    }
+
+    /// The repetitions `(position, measurement)` a stored row holds (one, the `replay`, for
+    /// files written before repetitions were recorded).
+    pub fn stored_repetitions(&self) -> Vec<(u32, ReplayMeasurement)> {
+        if self.repetitions.is_empty() {
+            return vec![(0, self.replay.clone())];
+        }
+        self.repetitions
+            .iter()
+            .map(|x| {
+                (
+                    x.position,
+                    ReplayMeasurement {
+                        step_us: x.step_us.clone(),
+                        host: x.host.clone(),
+                        ..self.replay.clone()
+                    },
+                )
+            })
+            .collect()
+    }
 }

@@ -1,0 +1,22 @@
+//! The prediction side of validation: what `sim validate` holds a real GPU replay against.
+//!
+//! Per mechanism, the retention driver's plans (page-ins and evictions of every (step, layer)
+//! group) are recorded once ([`predict`]); the discrete-event engine prices them (the
+//! prediction) and the same plans, as a plain-data [`validate::ReplayPlan`], are what the
+//! `validate` crate executes on the GPU (the measurement). Both see the same steps, so the
+//! step-time distributions compare one to one ([`ValidationRow::new`]).
+//!
+//! Owned here: the prediction, the `validation` block's types ([`Validation`]) and how
+//! repetitions combine. Not here: the GPU replay (`validate`), reading and checking a stored
+//! `--measured` file and the text tables (the `sim` binary).
+
+mod predict;
+mod report;
+mod settings;
+
+pub use predict::{predict, replay_plan, Prediction, PredictionSetup};
+pub use report::*;
+pub use settings::{retention_echo, RetentionSettings};
+
+#[cfg(test)]
+mod tests;
