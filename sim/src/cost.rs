@@ -435,15 +435,15 @@ mod tests {
     #[test]
     fn commits_priced_from_the_same_size_cycles_when_calibrated() {
         use validate::stats::Summary;
-        let text = include_str!("../../validate/data/h200-linux-p8.measurements.json");
+        let text = include_str!("../../validate/tests/fixtures/h200-linux-p8.measurements.json");
         let mut c: validate::Calibration = serde_json::from_str(text).unwrap();
         let one = |v: f64| Summary::of(&[v]).unwrap();
         // the ninth validation pass's set has no same-size cycles: commits keep the fit of the
-        // profile it was shipped as (validate/data/h200-linux-p8.json, read as JSON)
+        // profile it was shipped as (sim/tests/fixtures/h200-linux-p8.json, read as JSON)
         let old = validate::to_profile::to_profile(&c, "h200-linux");
         let m = CostModel::new(&old, Paging::Vmm, CostOptions::default()).unwrap();
         let p8: serde_json::Value =
-            serde_json::from_str(include_str!("../../validate/data/h200-linux-p8.json")).unwrap();
+            serde_json::from_str(include_str!("../tests/fixtures/h200-linux-p8.json")).unwrap();
         let p8 = |name: &str| p8["constants"][name]["value"].as_f64().unwrap();
         let want = p8("vmm_commit_fixed") + 2.0 * p8("vmm_commit");
         assert!((m.commit_us(2) - want).abs() < 1e-9);

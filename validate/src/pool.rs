@@ -279,8 +279,10 @@ mod tests {
     fn stored_sets_pool_into_a_set_that_builds_a_profile() {
         let p9: Calibration =
             serde_json::from_str(include_str!("../data/h200-linux-p9.measurements.json")).unwrap();
-        let p10: Calibration =
-            serde_json::from_str(include_str!("../data/h200-linux-p10.measurements.json")).unwrap();
+        let p10: Calibration = serde_json::from_str(include_str!(
+            "../tests/fixtures/h200-linux-p10.measurements.json"
+        ))
+        .unwrap();
         // one set: unchanged
         let one = pool(std::slice::from_ref(&p9)).unwrap();
         assert_eq!(one.pooled_from, None);
@@ -318,8 +320,10 @@ mod tests {
             "{e}"
         );
         // the previous session's set timed another default kernel
-        let p8: Calibration =
-            serde_json::from_str(include_str!("../data/h200-linux-p8.measurements.json")).unwrap();
+        let p8: Calibration = serde_json::from_str(include_str!(
+            "../tests/fixtures/h200-linux-p8.measurements.json"
+        ))
+        .unwrap();
         let e = pool(&[p9, p8]).unwrap_err().to_string();
         assert!(e.contains("$.kernels[") && e.contains("moe_dot_"), "{e}");
     }

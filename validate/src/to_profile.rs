@@ -780,7 +780,7 @@ mod tests {
     #[test]
     fn replay_granularity_fits_by_hand() {
         // a real measurement set (fifth pass, diagnosis call) with hand-made arm points
-        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
         let pt =
             |g: u64, commit: f64, enqueue: f64, decommit: f64, fresh: Option<f64>| PageInPoint {
@@ -839,7 +839,7 @@ mod tests {
 
     #[test]
     fn same_size_commits_fit_on_relative_residuals() {
-        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
         let pt =
             |g: u64, commit: f64, fresh: Option<f64>, steady: Option<(f64, f64)>| PageInPoint {
@@ -891,7 +891,7 @@ mod tests {
     #[test]
     fn interference_fits_by_hand() {
         use crate::calibrate::{FaultEvictPoint, ReadPageInPoint};
-        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
         let rp = |g: u64, live: u64, mode: ReadMode, commit: f64, enq: f64, decommit: f64| {
             ReadPageInPoint {
@@ -964,7 +964,7 @@ mod tests {
 
     #[test]
     fn without_the_arms_the_constants_stay_out() {
-        let text = include_str!("../data/h200-linux-p5-diag/cal.measurements.json");
+        let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
         c.page_in.clear();
         c.fault_launches.clear();

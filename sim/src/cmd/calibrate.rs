@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn several_measurement_sets_pool_into_one_profile() {
         let dir = tempfile::tempdir().unwrap();
-        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../validate/data/");
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../validate/");
         let set = |name: &str| PathBuf::from(format!("{data}{name}.measurements.json"));
         let args = |out: PathBuf, from: Vec<PathBuf>| CalibrateArgs {
             out,
@@ -273,7 +273,10 @@ mod tests {
         let out = dir.path().join("p.json");
         run(args(
             out.clone(),
-            vec![set("h200-linux-p9"), set("h200-linux-p10")],
+            vec![
+                set("data/h200-linux-p9"),
+                set("tests/fixtures/h200-linux-p10"),
+            ],
         ))
         .unwrap();
         let p = profile::load(out.to_str().unwrap()).unwrap();
@@ -296,7 +299,7 @@ mod tests {
                 serde_json::from_str(&std::fs::read_to_string(set(name)).unwrap()).unwrap();
             v["vmm"][0]["set_access_us"]["median"].as_f64().unwrap()
         };
-        let want = (median("h200-linux-p9") + median("h200-linux-p10")) / 2.0;
+        let want = (median("data/h200-linux-p9") + median("tests/fixtures/h200-linux-p10")) / 2.0;
         let got = p.get(profile::ConstantName::CuMemSetAccess).unwrap();
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
         // sets that timed different kernels are refused, naming where they differ
@@ -304,7 +307,10 @@ mod tests {
             "{:#}",
             run(args(
                 dir.path().join("r.json"),
-                vec![set("h200-linux-p9"), set("h200-linux-p8")]
+                vec![
+                    set("data/h200-linux-p9"),
+                    set("tests/fixtures/h200-linux-p8")
+                ]
             ))
             .unwrap_err()
         );

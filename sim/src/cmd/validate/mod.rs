@@ -450,8 +450,8 @@ mod tests {
 
     #[test]
     fn validation_json_of_earlier_passes_still_reads() {
-        // written before --repeat existed (BENCHMARKS.md issue 7, final pass)
-        let text = include_str!("../../../../validate/data/validation/final/qwen-lru50.json");
+        // written before --repeat existed (docs/history/validation.md, final pass)
+        let text = include_str!("../../../tests/fixtures/validation/final/qwen-lru50.json");
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
         let rows: Vec<ValidationRow> =
             serde_json::from_value(v["validation"]["rows"].clone()).unwrap();
@@ -464,7 +464,7 @@ mod tests {
     fn measured_re_prices_a_stored_replay_without_a_gpu() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
         let trace = format!("{root}/validate/data/validation/qwen3-30b-a3b.trace");
-        let stored = format!("{root}/validate/data/h200-linux-p5-validation/ql.json");
+        let stored = format!("{root}/sim/tests/fixtures/h200-linux-p5-validation/ql.json");
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("v.json");
         let args = |policy: &str, steps: &str, out: &std::path::Path| {
@@ -555,11 +555,11 @@ mod tests {
         );
     }
 
-    /// `sim validate` with the flags of the sixth pass's granite replays (BENCHMARKS.md,
-    /// "Validation, sixth pass"), re-priced against `file` with `extra` flags on top.
+    /// `sim validate` with the flags of the sixth pass's granite replays
+    /// (docs/history/validation.md), re-priced against `file` with `extra` flags on top.
     fn granite_p6(file: &str, policies: &str, extra: &[&str]) -> Result<()> {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let stored = format!("{root}/validate/data/h200-linux-p6-validation/{file}");
+        let stored = format!("{root}/sim/tests/fixtures/h200-linux-p6-validation/{file}");
         let trace = format!("{root}/traces/data/granite/prose.bin");
         let mut argv = vec![
             "validate",
@@ -635,8 +635,8 @@ mod tests {
             e.contains("experts of 16 MiB (16777216 bytes), this run's are 8 MiB (8388608 bytes): pass --expert-mib 16"),
             "{e}"
         );
-        // batch 4: gl.json records no batch; its page-ins (827 for e1, BENCHMARKS.md sixth
-        // pass) are the backstop: W = 4 sequences page in the union of four selections
+        // batch 4: gl.json records no batch; its page-ins (827 for e1, BENCHMARKS.md at commit
+        // 225ec1c) are the backstop: W = 4 sequences page in the union of four selections
         let e = err(
             "gl.json",
             "e1,e4:hot,region:256",
