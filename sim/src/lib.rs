@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod cost;
 pub mod engine;
+pub mod grid;
 pub mod model_profile;
 pub mod output;
 pub mod runner;

@@ -8,6 +8,7 @@ use policies::PolicyKind;
 use reports::metrics::count;
 use sim::cache::RetentionConfig;
 use sim::cache::{Batching, Budget, CacheConfig, Schedule, Semantics, Split};
+use sim::grid::RetentionAxes;
 
 /// Retention (cache regime) options. With no `--evict`/`--budget` the run is in the
 /// streaming regime. `sim sweep` and `sim compare` accept comma-separated lists for --evict,
@@ -261,16 +262,15 @@ impl CacheArgs {
         } else {
             self.batch.clone()
         };
-        let mut out = Vec::new();
-        for &p in &policies {
-            for b in &budgets {
-                for &s in &splits {
-                    for &w in &batches {
-                        out.push(self.retention(p, b.clone(), s, w));
-                    }
-                }
-            }
-        }
+        let axes = RetentionAxes {
+            policies,
+            budgets,
+            splits,
+            batches,
+        };
+        // the template's policy, budget, split and batch are replaced by every combination
+        let template = self.retention(PolicyKind::Belady, Budget::Units(1), Split::Global, 1);
+        let out = axes.configs(&template);
         Ok(Some(out))
     }
 }

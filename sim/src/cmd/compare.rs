@@ -7,15 +7,16 @@ use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use policies::mechanisms::{ProfileStats, SizeOptions};
+use policies::mechanisms::SizeOptions;
 use rayon::prelude::*;
-use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo};
+use reports::{Results, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
 use sim::cache::{RetentionConfig, Split};
 use sim::engine::TimingConfig;
+use sim::grid::{self, CompareAxes, ComparePoint};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::PathBuf;
-use traces::{DType, PhaseSel, Trace};
+use traces::{DType, PhaseSel};
 
 /// Arguments of `sim compare`.
 #[derive(Args)]
@@ -101,70 +102,6 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
     Shard::parse(s)
 }
 
-/// One point of the grid: indices into the loaded traces plus the coordinates.
-#[derive(Clone, Debug)]
-struct Point {
-    trace: usize,
-    profile: usize,
-    coords: RunCoords,
-    retention: Option<RetentionConfig>,
-}
-
-/// Enumerate the grid in its fixed order: per evaluated trace, the streaming run of every
-/// mechanism, then per mechanism its retention runs (batch > budget > split > policy); then
-/// the cross-trace runs (profile-ordered mechanisms, and the pinning policies).
-fn grid(
-    args: &CompareArgs,
-    names: &[String],
-    retention: &[RetentionConfig],
-    batch_given: bool,
-) -> Result<Vec<Point>> {
-    let mut pts = Vec::new();
-    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>| Point {
-        trace: t,
-        profile: p,
-        coords: RunCoords {
-            trace: names[t].clone(),
-            profile_trace: names[p].clone(),
-            mechanism: mech.to_string(),
-            evict: r.map(|r| r.cache.policy.name().to_string()),
-            budget: r.map(|r| r.cache.budget.to_string()),
-            split: r.map(|r| r.cache.split.name().to_string()),
-            batch: r.filter(|_| batch_given).map(|r| r.batching.batch as u32),
-        },
-        retention: r.cloned(),
-    };
-    for t in 0..names.len() {
-        for m in &args.policies {
-            pts.push(point(t, t, m, None));
-        }
-        for m in &args.policies {
-            for r in retention {
-                pts.push(point(t, t, m, Some(r)));
-            }
-        }
-    }
-    if names.len() > 1 && !args.no_cross_trace {
-        for t in 0..names.len() {
-            for p in (0..names.len()).filter(|&p| p != t) {
-                for m in &args.policies {
-                    if runner::parse_policy(m, "--policies")?.needs_profile() {
-                        pts.push(point(t, p, m, None));
-                    }
-                }
-                for m in &args.policies {
-                    for r in retention {
-                        if matches!(r.cache.policy.name(), "static-pin" | "pin-lru") {
-                            pts.push(point(t, p, m, Some(r)));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(pts)
-}
-
 /// The retention grid, ordered batch > budget > split > policy (Belady first), so a
 /// mechanism's runs at one budget sit together.
 fn retention_grid(args: &CompareArgs) -> Result<Vec<RetentionConfig>> {
@@ -187,48 +124,10 @@ fn retention_grid(args: &CompareArgs) -> Result<Vec<RetentionConfig>> {
     Ok(grid)
 }
 
-/// What the report says about one trace, computed from the loaded trace.
-fn trace_info(name: &str, file: &str, trace: &Trace, phase: PhaseSel) -> TraceInfo {
-    // selection counts per key: the same pass the hot/coact chunk orders use, split by layer
-    let per_key = ProfileStats::new(trace, phase, false).counts;
-    let counts: Vec<Vec<u64>> = trace
-        .keyspace()
-        .offsets
-        .windows(2)
-        .map(|w| per_key[w[0] as usize..w[1] as usize].to_vec())
-        .collect();
-    let tokens = trace.total_tokens(phase) as u64;
-    let accesses = counts.iter().flatten().sum();
-    // statistics are context for the reader: a failure leaves them out of the report, but
-    // says so instead of dropping them silently
-    let stats = match traces::stats::trace_stats(trace, phase)
-        .map_err(|e| e.to_string())
-        .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string()))
-    {
-        Ok(v) => Some(v),
-        Err(e) => {
-            eprintln!("warning: no statistics for trace `{file}` in the report: {e}");
-            None
-        }
-    };
-    TraceInfo {
-        name: name.to_string(),
-        file: file.to_string(),
-        model: trace.header.model.clone(),
-        provenance: trace.header.provenance.clone(),
-        sequences: trace.header.sequences.clone(),
-        phase: phase.as_str().to_string(),
-        tokens,
-        accesses,
-        expert_counts: counts,
-        stats,
-    }
-}
-
 /// The run library's configuration of one grid point.
 // `..Default::default()` so that fields the run library adds later keep this compiling.
 #[allow(clippy::needless_update)]
-fn config(args: &CompareArgs, p: &Point, timing: &Option<TimingConfig>) -> RunConfig {
+fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -> RunConfig {
     RunConfig {
         policy: p.coords.mechanism.clone(),
         phase: args.phase,
@@ -268,14 +167,19 @@ pub fn run(args: CompareArgs) -> Result<()> {
     }
     let timing = args.timing.for_run(args.cache.seed)?;
     let profile = match &timing {
-        Some(t) => Some(serde_json::to_value(
-            profile::load(&t.hw).with_context(|| format!("--hw {}", t.hw))?,
-        )?),
+        Some(t) => Some(serde_json::to_value(&*t.profile)?),
         None => None,
     };
-    let points = grid(&args, &names, &retention, !args.cache.batch.is_empty())?;
+    let points = grid::compare_grid(&CompareAxes {
+        traces: &names,
+        mechanisms: &args.policies,
+        retention: &retention,
+        batch_given: !args.cache.batch.is_empty(),
+        cross_trace: !args.no_cross_trace,
+    })
+    .map_err(|e| super::sweep::grid_error(e, "--policies"))?;
     let total = points.len();
-    let mine: Vec<(usize, &Point)> = points
+    let mine: Vec<(usize, &ComparePoint)> = points
         .iter()
         .enumerate()
         .filter(|(i, _)| !matches!(args.shard, Some(s) if !s.holds(*i)))
@@ -337,11 +241,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
     bar.finish_and_clear();
     let runs = done.into_iter().collect::<Result<Vec<_>>>()?;
 
-    let traces: Vec<TraceInfo> = inputs
-        .iter()
-        .zip(&names)
-        .map(|(ti, n)| trace_info(n, &ti.label, &ti.trace, phase))
-        .collect();
+    let mut traces: Vec<TraceInfo> = Vec::with_capacity(inputs.len());
+    for (ti, n) in inputs.iter().zip(&names) {
+        let (info, note) = grid::trace_info(n, &ti.label, &ti.trace, phase);
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
+        traces.push(info);
+    }
     let distinct = |v: Vec<String>| {
         let mut out: Vec<String> = Vec::new();
         for x in v {
@@ -396,38 +303,4 @@ pub fn run(args: CompareArgs) -> Result<()> {
         args.out.display()
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The counts of `trace_info` against a naive walk over every selection.
-    #[test]
-    fn trace_info_counts_every_selection_once() {
-        let trace = traces::read_bytes(runner::EMBEDDED_PROSE, "prose").unwrap();
-        let ks = trace.keyspace();
-        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
-            let mut naive: Vec<Vec<u64>> =
-                ks.experts.iter().map(|&e| vec![0; e as usize]).collect();
-            let mut tokens = 0u64;
-            for s in 0..trace.sequences.len() {
-                for &ph in phase.phases() {
-                    for t in 0..trace.tokens(s, ph) {
-                        tokens += 1;
-                        for (m, c) in naive.iter_mut().enumerate() {
-                            for &e in trace.selection(&ks, s, ph, t, m) {
-                                c[e as usize] += 1;
-                            }
-                        }
-                    }
-                }
-            }
-            let info = trace_info("prose", "prose.bin", &trace, phase);
-            assert!(tokens > 0, "{phase:?}");
-            assert_eq!(info.tokens, tokens, "{phase:?}");
-            assert_eq!(info.expert_counts, naive, "{phase:?}");
-            assert_eq!(info.accesses, naive.iter().flatten().sum::<u64>());
-        }
-    }
 }

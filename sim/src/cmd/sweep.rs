@@ -1,18 +1,19 @@
 //! `sim sweep`: many mechanisms on one trace, one row each, run in parallel.
 //!
-//! The grid is built by [`grid`]: one [`RunConfig`] per mechanism spec today. Retention lists
-//! (`--evict`, `--budget`, `--batch`) multiply it by mapping each config of the current grid to
-//! several, keeping the order nested (spec outermost), so rows stay deterministic.
+//! The grid comes from `sim::grid`: one [`RunConfig`] per mechanism spec, times the retention
+//! lists (`--evict`, `--budget`, `--split`, `--batch`), nested with the spec outermost, so rows
+//! stay deterministic.
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
 use super::run::granule_text;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
 use sim::engine::Admission;
-use sim::runner::{self, parse_policy, RunConfig, RunReport};
+use sim::grid::{self, GridError};
+use sim::runner::{self, RunConfig, RunReport};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -64,92 +65,66 @@ pub struct SweepArgs {
     pub timing: TimingArgs,
 }
 
-/// Chunk sizes of the default trade curve.
-const DEFAULT_E: [u32; 8] = [1, 2, 3, 4, 6, 8, 16, 32];
-
 /// The mechanism specs asked for, canonical and without repeats (`e1:index` and `e1:hot` are
 /// both `e1`; the first occurrence keeps its place).
 pub fn specs(args: &SweepArgs) -> Result<Vec<String>> {
-    let raw: Vec<(String, &str)> = if !args.policies.is_empty() {
-        args.policies
-            .iter()
-            .map(|p| (p.clone(), "--policies"))
-            .collect()
+    let (raw, flag) = if !args.policies.is_empty() {
+        (args.policies.clone(), "--policies")
     } else {
-        let es = if args.e.is_empty() {
-            DEFAULT_E.to_vec()
-        } else {
-            args.e.clone()
-        };
-        let orders: Vec<String> = if args.orders.is_empty() {
-            vec!["index".into(), "hot".into(), "coact".into()]
-        } else {
-            args.orders.clone()
-        };
-        for o in &orders {
-            if ChunkOrder::parse(o.trim()).is_none() {
+        let mut orders = Vec::new();
+        for o in &args.orders {
+            let Some(order) = ChunkOrder::parse(o.trim()) else {
                 bail!("bad --orders value `{o}`; accepted: index, hot, coact");
-            }
+            };
+            orders.push(order);
         }
-        let mut v = Vec::new();
-        for n in es {
-            if n == 0 {
-                bail!("bad --e value 0; N must be at least 1 (e1 is one expert per commit)");
-            }
-            for o in &orders {
-                v.push((format!("e{n}:{}", o.trim()), "--e/--orders"));
-            }
+        if orders.is_empty() {
+            orders = grid::DEFAULT_CHUNK_ORDERS.to_vec();
         }
-        v
+        let sizes = if args.e.is_empty() {
+            &grid::DEFAULT_CHUNK_SIZES[..]
+        } else {
+            &args.e[..]
+        };
+        (
+            grid::chunk_specs(sizes, &orders).map_err(|e| grid_error(e, "--e"))?,
+            "--e/--orders",
+        )
     };
-    let mut out: Vec<String> = Vec::new();
-    for (spec, flag) in raw {
-        let canonical = parse_policy(&spec, flag)?.spec();
-        if !out.contains(&canonical) {
-            out.push(canonical);
+    grid::canonical_specs(&raw).map_err(|e| grid_error(e, flag))
+}
+
+/// A grid error in the words of the flag that gave the axis.
+pub fn grid_error(e: GridError, flag: &str) -> anyhow::Error {
+    match e {
+        GridError::ZeroChunk => {
+            anyhow!("bad {flag} value 0; N must be at least 1 (e1 is one expert per commit)")
         }
+        GridError::Spec { source, .. } => {
+            anyhow::Error::new(source).context(format!("bad {flag} value"))
+        }
+        GridError::NoSpecs => anyhow!("{flag} is empty; give at least one spec, e.g. {flag} e1,e2"),
     }
-    if out.is_empty() {
-        bail!("--policies is empty; give at least one spec, e.g. --policies e1,e2");
-    }
-    Ok(out)
 }
 
 /// The run configurations of the sweep, in output order.
-pub fn grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
+pub fn run_grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
     let base = RunConfig {
         phase: args.input.phase,
         sizes: args.input.sizes(),
         ..RunConfig::default()
     };
-    // Retention lists multiply each spec (nested spec > evict > budget > split > batch). With
-    // retention and no mechanism given, the grid is over e1 (one expert per unit) only.
+    // With retention and no mechanism given, the grid is over e1 (one expert per unit) only.
     let retention = args.cache.for_sweep()?;
     let specs = match &retention {
         Some(_) if args.policies.is_empty() && args.e.is_empty() => vec!["e1".to_string()],
         _ => specs(args)?,
     };
-    Ok(specs
-        .into_iter()
-        .flat_map(|policy| match &retention {
-            None => vec![RunConfig {
-                policy,
-                ..base.clone()
-            }],
-            Some(rs) => rs
-                .iter()
-                .map(|r| RunConfig {
-                    policy: policy.clone(),
-                    retention: Some(r.clone()),
-                    ..base.clone()
-                })
-                .collect(),
-        })
-        .collect())
+    Ok(grid::sweep_grid(&base, specs, retention.as_deref()))
 }
 
 pub fn run(args: SweepArgs) -> Result<()> {
-    let configs = super::args_timing::with_timing(grid(&args)?, &args.timing, args.cache.seed)?;
+    let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
     let workload = args.input.workload()?;
     let mut reports = Vec::with_capacity(configs.len());
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {

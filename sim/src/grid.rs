@@ -1,0 +1,409 @@
+//! The run grids of `sim sweep` and `sim compare`: which [`RunConfig`]s a comparison runs and
+//! in which fixed order, so rows and report entries are deterministic whatever the thread
+//! count.
+//!
+//! Owned here: the packing axis (chunk sizes x chunk orders), the retention axes (policy x
+//! budget x split x batch), the sweep's nesting (mechanism outermost) and the comparison's
+//! points (streaming, retention and cross-trace runs) with what the report says about each
+//! trace. Not here: the flags that give the axes and the output formats (the `sim` binary).
+
+use crate::cache::{Budget, RetentionConfig, Split};
+use crate::runner::RunConfig;
+use policies::mechanisms::{self, ChunkOrder, ProfileStats, SpecError};
+use reports::{RunCoords, TraceInfo};
+use traces::{PhaseSel, Trace};
+
+/// Chunk sizes of the default packing trade curve (`e1` ... `e32`).
+pub const DEFAULT_CHUNK_SIZES: [u32; 8] = [1, 2, 3, 4, 6, 8, 16, 32];
+
+/// Chunk orders of the default packing trade curve.
+pub const DEFAULT_CHUNK_ORDERS: [ChunkOrder; 3] =
+    [ChunkOrder::Index, ChunkOrder::Hot, ChunkOrder::Coact];
+
+/// Why a grid axis was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GridError {
+    /// A chunk size of 0 on the packing axis.
+    #[error("chunk size 0; N must be at least 1 (e1 is one expert per commit)")]
+    ZeroChunk,
+    /// A mechanism spec that does not parse.
+    #[error("bad mechanism spec `{spec}`")]
+    Spec {
+        spec: String,
+        #[source]
+        source: SpecError,
+    },
+    /// No mechanism at all.
+    #[error("no mechanism spec given")]
+    NoSpecs,
+}
+
+/// The packing axis: `eN:ORDER` for every chunk size, orders innermost.
+pub fn chunk_specs(sizes: &[u32], orders: &[ChunkOrder]) -> Result<Vec<String>, GridError> {
+    let mut specs = Vec::with_capacity(sizes.len() * orders.len());
+    for &n in sizes {
+        if n == 0 {
+            return Err(GridError::ZeroChunk);
+        }
+        for o in orders {
+            specs.push(format!("e{n}:{}", o.as_str()));
+        }
+    }
+    Ok(specs)
+}
+
+/// Mechanism specs canonical and without repeats (`e1:index` and `e1:hot` are both `e1`; the
+/// first occurrence keeps its place). Errors: a spec that does not parse, or none at all.
+pub fn canonical_specs<S: AsRef<str>>(specs: &[S]) -> Result<Vec<String>, GridError> {
+    let mut out: Vec<String> = Vec::new();
+    for spec in specs {
+        let spec = spec.as_ref();
+        let canonical = mechanisms::parse(spec)
+            .map_err(|source| GridError::Spec {
+                spec: spec.to_string(),
+                source,
+            })?
+            .spec();
+        if !out.contains(&canonical) {
+            out.push(canonical);
+        }
+    }
+    if out.is_empty() {
+        return Err(GridError::NoSpecs);
+    }
+    Ok(out)
+}
+
+/// The retention axes of a grid; every list holds at least one value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetentionAxes {
+    pub policies: Vec<policies::PolicyKind>,
+    pub budgets: Vec<Budget>,
+    pub splits: Vec<Split>,
+    pub batches: Vec<usize>,
+}
+
+impl RetentionAxes {
+    /// Every combination, nested policy > budget > split > batch, each `template` with that
+    /// policy, budget, split and batch size (its other settings shared).
+    pub fn configs(&self, template: &RetentionConfig) -> Vec<RetentionConfig> {
+        let mut out = Vec::new();
+        for &policy in &self.policies {
+            for budget in &self.budgets {
+                for &split in &self.splits {
+                    for &batch in &self.batches {
+                        let mut r = template.clone();
+                        r.cache.policy = policy;
+                        r.cache.budget = budget.clone();
+                        r.cache.split = split;
+                        r.batching.batch = batch;
+                        out.push(r);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The sweep: every spec of `specs` (outermost), times every retention config when
+/// `retention` is given, each from `base` (phase, sizes, no timing).
+pub fn sweep_grid(
+    base: &RunConfig,
+    specs: Vec<String>,
+    retention: Option<&[RetentionConfig]>,
+) -> Vec<RunConfig> {
+    specs
+        .into_iter()
+        .flat_map(|policy| match retention {
+            None => vec![RunConfig {
+                policy,
+                ..base.clone()
+            }],
+            Some(rs) => rs
+                .iter()
+                .map(|r| RunConfig {
+                    policy: policy.clone(),
+                    retention: Some(r.clone()),
+                    ..base.clone()
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// One point of a comparison: indices into its traces, the report's coordinates, and the
+/// retention config (`None`: streaming).
+#[derive(Clone, Debug)]
+pub struct ComparePoint {
+    pub trace: usize,
+    pub profile: usize,
+    pub coords: RunCoords,
+    pub retention: Option<RetentionConfig>,
+}
+
+/// The comparison's axes.
+pub struct CompareAxes<'a> {
+    /// Trace names (file stems), in the order given.
+    pub traces: &'a [String],
+    /// Mechanism specs as given.
+    pub mechanisms: &'a [String],
+    /// The retention grid, in its report order.
+    pub retention: &'a [RetentionConfig],
+    /// Whether the batch size is an axis (the coordinates then name it).
+    pub batch_given: bool,
+    /// Whether to add the cross-trace stability runs (with more than one trace).
+    pub cross_trace: bool,
+}
+
+/// The comparison grid in its fixed order: per evaluated trace, the streaming run of every
+/// mechanism, then per mechanism its retention runs; then the cross-trace runs (mechanisms
+/// that order units by a profile trace, and the policies that pin by one), packed or pinned
+/// on every other trace. Errors: a mechanism spec that does not parse.
+pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
+    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>| ComparePoint {
+        trace: t,
+        profile: p,
+        coords: RunCoords {
+            trace: a.traces[t].clone(),
+            profile_trace: a.traces[p].clone(),
+            mechanism: mech.to_string(),
+            evict: r.map(|r| r.cache.policy.name().to_string()),
+            budget: r.map(|r| r.cache.budget.to_string()),
+            split: r.map(|r| r.cache.split.name().to_string()),
+            batch: r.filter(|_| a.batch_given).map(|r| r.batching.batch as u32),
+        },
+        retention: r.cloned(),
+    };
+    let mut pts = Vec::new();
+    for t in 0..a.traces.len() {
+        pts.extend(a.mechanisms.iter().map(|m| point(t, t, m, None)));
+        for m in a.mechanisms {
+            pts.extend(a.retention.iter().map(|r| point(t, t, m, Some(r))));
+        }
+    }
+    if a.traces.len() < 2 || !a.cross_trace {
+        return Ok(pts);
+    }
+    let mut profiled = Vec::with_capacity(a.mechanisms.len());
+    for m in a.mechanisms {
+        let mech = mechanisms::parse(m).map_err(|source| GridError::Spec {
+            spec: m.clone(),
+            source,
+        })?;
+        profiled.push(mech.needs_profile());
+    }
+    let pinning: Vec<&RetentionConfig> = a
+        .retention
+        .iter()
+        .filter(|r| r.cache.policy.needs_profile())
+        .collect();
+    for t in 0..a.traces.len() {
+        for p in (0..a.traces.len()).filter(|&p| p != t) {
+            for (m, _) in a.mechanisms.iter().zip(&profiled).filter(|(_, &n)| n) {
+                pts.push(point(t, p, m, None));
+            }
+            for m in a.mechanisms {
+                pts.extend(pinning.iter().map(|r| point(t, p, m, Some(r))));
+            }
+        }
+    }
+    Ok(pts)
+}
+
+/// What the report says about one trace, computed from the loaded trace, and a note when its
+/// statistics could not be computed (they are context for the reader: the report leaves them
+/// out, and the note says so instead of dropping them silently).
+pub fn trace_info(
+    name: &str,
+    file: &str,
+    trace: &Trace,
+    phase: PhaseSel,
+) -> (TraceInfo, Option<String>) {
+    // selection counts per key: the same pass the hot/coact chunk orders use, split by layer
+    let per_key = ProfileStats::new(trace, phase, false).counts;
+    let counts: Vec<Vec<u64>> = trace
+        .keyspace()
+        .offsets
+        .windows(2)
+        .map(|w| per_key[w[0] as usize..w[1] as usize].to_vec())
+        .collect();
+    let accesses = counts.iter().flatten().sum();
+    let stats = traces::stats::trace_stats(trace, phase)
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string()));
+    let note = stats
+        .as_ref()
+        .err()
+        .map(|e| format!("warning: no statistics for trace `{file}` in the report: {e}"));
+    let info = TraceInfo {
+        name: name.to_string(),
+        file: file.to_string(),
+        model: trace.header.model.clone(),
+        provenance: trace.header.provenance.clone(),
+        sequences: trace.header.sequences.clone(),
+        phase: phase.as_str().to_string(),
+        tokens: trace.total_tokens(phase) as u64,
+        accesses,
+        expert_counts: counts,
+        stats: stats.ok(),
+    };
+    (info, note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{Batching, CacheConfig, Schedule, Semantics};
+    use policies::PolicyKind;
+
+    /// The counts of `trace_info` against a naive walk over every selection.
+    #[test]
+    fn trace_info_counts_every_selection_once() {
+        let trace = traces::read_bytes(crate::runner::EMBEDDED_PROSE, "prose").unwrap();
+        let ks = trace.keyspace();
+        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
+            let mut naive: Vec<Vec<u64>> =
+                ks.experts.iter().map(|&e| vec![0; e as usize]).collect();
+            let mut tokens = 0u64;
+            for s in 0..trace.sequences.len() {
+                for &ph in phase.phases() {
+                    for t in 0..trace.tokens(s, ph) {
+                        tokens += 1;
+                        for (m, c) in naive.iter_mut().enumerate() {
+                            for &e in trace.selection(&ks, s, ph, t, m) {
+                                c[e as usize] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            let (info, _) = trace_info("prose", "prose.bin", &trace, phase);
+            assert!(tokens > 0, "{phase:?}");
+            assert_eq!(info.tokens, tokens, "{phase:?}");
+            assert_eq!(info.expert_counts, naive, "{phase:?}");
+            assert_eq!(info.accesses, naive.iter().flatten().sum::<u64>());
+        }
+    }
+
+    fn retention(policy: PolicyKind, pct: u128) -> RetentionConfig {
+        RetentionConfig {
+            cache: CacheConfig {
+                policy,
+                budget: Budget::Fraction { num: pct, den: 100 },
+                split: Split::Global,
+                semantics: Semantics::Group,
+                dram: None,
+                seed: 0,
+            },
+            batching: Batching {
+                batch: 1,
+                queue: None,
+                schedule: Schedule::Fifo,
+            },
+            target: None,
+        }
+    }
+
+    #[test]
+    fn packing_axis_is_sizes_times_orders_canonical_and_deduplicated() {
+        let specs = chunk_specs(&[1, 4], &[ChunkOrder::Index, ChunkOrder::Hot]).unwrap();
+        assert_eq!(specs, ["e1:index", "e1:hot", "e4:index", "e4:hot"]);
+        // e1 has one order only: e1:index and e1:hot are both `e1`
+        assert_eq!(
+            canonical_specs(&specs).unwrap(),
+            ["e1", "e4:index", "e4:hot"]
+        );
+        assert!(matches!(
+            chunk_specs(&[2, 0], &[ChunkOrder::Hot]),
+            Err(GridError::ZeroChunk)
+        ));
+        assert!(matches!(
+            canonical_specs::<&str>(&[]),
+            Err(GridError::NoSpecs)
+        ));
+        assert!(matches!(
+            canonical_specs(&["e2:sideways"]),
+            Err(GridError::Spec { .. })
+        ));
+    }
+
+    #[test]
+    fn retention_axes_nest_policy_budget_split_batch() {
+        let axes = RetentionAxes {
+            policies: vec![PolicyKind::Belady, PolicyKind::Lru],
+            budgets: vec![Budget::Units(4), Budget::Units(8)],
+            splits: vec![Split::Global],
+            batches: vec![1, 2],
+        };
+        let got: Vec<(PolicyKind, String, usize)> = axes
+            .configs(&retention(PolicyKind::Fifo, 50))
+            .iter()
+            .map(|r| (r.cache.policy, r.cache.budget.to_string(), r.batching.batch))
+            .collect();
+        let b = |n: u64| Budget::Units(n).to_string();
+        use PolicyKind::{Belady, Lru};
+        assert_eq!(
+            got,
+            [
+                (Belady, b(4), 1),
+                (Belady, b(4), 2),
+                (Belady, b(8), 1),
+                (Belady, b(8), 2),
+                (Lru, b(4), 1),
+                (Lru, b(4), 2),
+                (Lru, b(8), 1),
+                (Lru, b(8), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn compare_grid_adds_cross_trace_runs_for_profile_users_only() {
+        let traces = ["a".to_string(), "b".to_string()];
+        let mechanisms = ["e1".to_string(), "e2:hot".to_string()];
+        let retention = [
+            retention(PolicyKind::Lru, 25),
+            retention(PolicyKind::StaticPin, 25),
+        ];
+        let axes = CompareAxes {
+            traces: &traces,
+            mechanisms: &mechanisms,
+            retention: &retention,
+            batch_given: false,
+            cross_trace: true,
+        };
+        let label = |p: &ComparePoint| {
+            format!(
+                "{}<{} {} {}",
+                p.coords.trace,
+                p.coords.profile_trace,
+                p.coords.mechanism,
+                p.coords.evict.as_deref().unwrap_or("-")
+            )
+        };
+        let got: Vec<String> = compare_grid(&axes).unwrap().iter().map(label).collect();
+        // per trace: 2 streaming runs, then 2 x 2 retention runs; then per (trace, other
+        // trace): e2:hot (orders by a profile) streaming, and static-pin for both mechanisms
+        let mut want = Vec::new();
+        for t in ["a", "b"] {
+            want.push(format!("{t}<{t} e1 -"));
+            want.push(format!("{t}<{t} e2:hot -"));
+            for m in ["e1", "e2:hot"] {
+                want.push(format!("{t}<{t} {m} lru"));
+                want.push(format!("{t}<{t} {m} static-pin"));
+            }
+        }
+        for (t, p) in [("a", "b"), ("b", "a")] {
+            want.push(format!("{t}<{p} e2:hot -"));
+            want.push(format!("{t}<{p} e1 static-pin"));
+            want.push(format!("{t}<{p} e2:hot static-pin"));
+        }
+        assert_eq!(got, want);
+        let one = CompareAxes {
+            cross_trace: false,
+            ..axes
+        };
+        assert_eq!(compare_grid(&one).unwrap().len(), 12);
+    }
+}
