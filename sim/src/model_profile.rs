@@ -24,7 +24,7 @@ use profile::{ConstantName as C, Profile};
 use traces::ModelSpec;
 
 /// How compute is modelled (`--compute`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ComputeMode {
     /// From the model geometry and the profile's device read bandwidth.
@@ -32,6 +32,22 @@ pub enum ComputeMode {
     Geometry,
     /// No compute at all: only paging (to compare with paging-only measurements).
     None,
+}
+
+impl ComputeMode {
+    /// Every mode with its name (as serialized) and a one-line summary, for help texts.
+    pub const ALL: [(ComputeMode, &'static str, &'static str); 2] = [
+        (
+            ComputeMode::Geometry,
+            "geometry",
+            "From the model geometry and the profile's device read bandwidth",
+        ),
+        (
+            ComputeMode::None,
+            "none",
+            "No compute at all: only paging (to compare with paging-only measurements)",
+        ),
+    ];
 }
 
 /// User overrides of the geometry-derived figures.

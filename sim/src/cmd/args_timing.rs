@@ -19,7 +19,8 @@ pub struct TimingArgs {
     /// Compute model: `geometry` (non-expert and expert FFN weights read once per step at the
     /// profile's device read bandwidth) or `none` (paging only, to compare with paging
     /// benchmarks).
-    #[arg(long, value_enum, default_value = "geometry", help_heading = "Timing")]
+    #[arg(long, default_value = "geometry", help_heading = "Timing",
+          value_parser = compute_parser())]
     pub compute: ComputeMode,
 
     /// Override: non-expert compute per MoE layer per step, in µs (KV read excluded).
@@ -92,6 +93,18 @@ pub struct TimingArgs {
     /// Write a Chrome trace-event JSON of the resources (open in ui.perfetto.dev).
     #[arg(long, value_name = "FILE", help_heading = "Timing")]
     pub timeline: Option<PathBuf>,
+}
+
+/// `--compute` values from [`ComputeMode::ALL`], each with its summary in `--help`.
+fn compute_parser() -> impl clap::builder::TypedValueParser<Value = ComputeMode> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let values = ComputeMode::ALL.map(|(_, name, help)| PossibleValue::new(name).help(help));
+    PossibleValuesParser::new(values).map(|s| {
+        ComputeMode::ALL
+            .into_iter()
+            .find(|(_, name, _)| *name == s)
+            .map_or(ComputeMode::Geometry, |(mode, _, _)| mode)
+    })
 }
 
 impl TimingArgs {
