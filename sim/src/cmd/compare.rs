@@ -15,6 +15,7 @@ use sim::cache::{RetentionConfig, Split};
 use sim::engine::TimingConfig;
 use sim::grid::{self, CompareAxes, ComparePoint};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use traces::{DType, PhaseSel};
 
@@ -143,21 +144,7 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let phase = args.phase;
-    // Load every trace once; names are the file stems and must be distinct.
-    let mut inputs = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for path in &args.traces {
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .with_context(|| format!("--trace {}: not a file name", path.display()))?;
-        if names.contains(&name) {
-            bail!("--trace {}: another trace is also named `{name}`; the report names traces by file stem, so give each a distinct file name", path.display());
-        }
-        inputs.push(TraceInput::load(Some(path)).context("--trace")?);
-        names.push(name);
-    }
+    let (inputs, names) = load_traces(&args.traces)?;
     for m in &args.policies {
         runner::parse_policy(m, "--policies")?;
     }
@@ -184,21 +171,74 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .enumerate()
         .filter(|(i, _)| !matches!(args.shard, Some(s) if !s.holds(*i)))
         .collect();
+    let workloads = workloads_of(&inputs, &mine)?;
+    let runs = run_points(&args, &mine, &workloads, &timing)?;
+    let mut traces: Vec<TraceInfo> = Vec::with_capacity(inputs.len());
+    for (ti, n) in inputs.iter().zip(&names) {
+        let (info, note) = grid::trace_info(n, &ti.label, &ti.trace, args.phase);
+        if let Some(note) = note {
+            eprintln!("{note}");
+        }
+        traces.push(info);
+    }
+    let results = Results {
+        format: reports::FORMAT.to_string(),
+        grid: grid_json(&args, &names, &retention, &timing)?,
+        traces,
+        profile,
+        total_runs: total,
+        shard: args.shard,
+        runs,
+    };
+    write(&results, &args.out, total)
+}
 
-    // One workload per (evaluated, profile) pair the slice needs.
-    let mut pairs: Vec<(usize, usize)> = mine.iter().map(|(_, p)| (p.trace, p.profile)).collect();
+/// Every trace loaded once, and its name (the file stem; names must be distinct).
+fn load_traces(paths: &[PathBuf]) -> Result<(Vec<TraceInput>, Vec<String>)> {
+    let mut inputs = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for path in paths {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .with_context(|| format!("--trace {}: not a file name", path.display()))?;
+        if names.contains(&name) {
+            bail!("--trace {}: another trace is also named `{name}`; the report names traces by file stem, so give each a distinct file name", path.display());
+        }
+        inputs.push(TraceInput::load(Some(path)).context("--trace")?);
+        names.push(name);
+    }
+    Ok((inputs, names))
+}
+
+/// One workload per (evaluated, profile) trace pair the points need.
+fn workloads_of(
+    inputs: &[TraceInput],
+    points: &[(usize, &ComparePoint)],
+) -> Result<BTreeMap<(usize, usize), Workload>> {
+    let mut pairs: Vec<(usize, usize)> = points.iter().map(|(_, p)| (p.trace, p.profile)).collect();
     pairs.sort_unstable();
     pairs.dedup();
-    let mut workloads = std::collections::BTreeMap::new();
+    let mut workloads = BTreeMap::new();
     for (t, p) in pairs {
         let profile = (p != t).then(|| inputs[p].clone());
         workloads.insert((t, p), Workload::new(inputs[t].clone(), profile)?);
     }
+    Ok(workloads)
+}
 
+/// Run every point in parallel (on `--threads` workers when given) behind a progress bar;
+/// entries in point order.
+fn run_points(
+    args: &CompareArgs,
+    points: &[(usize, &ComparePoint)],
+    workloads: &BTreeMap<(usize, usize), Workload>,
+    timing: &Option<TimingConfig>,
+) -> Result<Vec<RunEntry>> {
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(mine.len() as u64).with_style(
+        ProgressBar::new(points.len() as u64).with_style(
             ProgressStyle::with_template(
                 "{prefix} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta}",
             )
@@ -208,25 +248,12 @@ pub fn run(args: CompareArgs) -> Result<()> {
     };
     bar.set_prefix("sim compare");
     let work = || -> Vec<Result<RunEntry>> {
-        mine.par_iter()
+        points
+            .par_iter()
             .map(|&(i, p)| {
-                let cfg = config(&args, p, &timing);
-                let report = runner::run(&cfg, &workloads[&(p.trace, p.profile)])
-                    .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
-                super::run::print_notes(&report);
-                let result = match serde_json::to_value(&report)? {
-                    Value::Object(m) => m,
-                    _ => bail!("run {i}: the run library did not return a JSON object"),
-                };
-                if result.contains_key("run") || result.contains_key("grid") {
-                    bail!("run {i}: the run object uses the key `run` or `grid`, which results.json reserves");
-                }
+                let entry = run_point(args, i, p, &workloads[&(p.trace, p.profile)], timing);
                 bar.inc(1);
-                Ok(RunEntry {
-                    run: i,
-                    grid: p.coords.clone(),
-                    result,
-                })
+                entry
             })
             .collect()
     };
@@ -239,16 +266,42 @@ pub fn run(args: CompareArgs) -> Result<()> {
         None => work(),
     };
     bar.finish_and_clear();
-    let runs = done.into_iter().collect::<Result<Vec<_>>>()?;
+    done.into_iter().collect()
+}
 
-    let mut traces: Vec<TraceInfo> = Vec::with_capacity(inputs.len());
-    for (ti, n) in inputs.iter().zip(&names) {
-        let (info, note) = grid::trace_info(n, &ti.label, &ti.trace, phase);
-        if let Some(note) = note {
-            eprintln!("{note}");
-        }
-        traces.push(info);
+/// Run point `i` and make its results.json entry.
+fn run_point(
+    args: &CompareArgs,
+    i: usize,
+    p: &ComparePoint,
+    workload: &Workload,
+    timing: &Option<TimingConfig>,
+) -> Result<RunEntry> {
+    let cfg = config(args, p, timing);
+    let report = runner::run(&cfg, workload)
+        .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
+    super::run::print_notes(&report);
+    let result = match serde_json::to_value(&report)? {
+        Value::Object(m) => m,
+        _ => bail!("run {i}: the run library did not return a JSON object"),
+    };
+    if result.contains_key("run") || result.contains_key("grid") {
+        bail!("run {i}: the run object uses the key `run` or `grid`, which results.json reserves");
     }
+    Ok(RunEntry {
+        run: i,
+        grid: p.coords.clone(),
+        result,
+    })
+}
+
+/// The `grid` block of results.json: the axes as given and the shared settings.
+fn grid_json(
+    args: &CompareArgs,
+    names: &[String],
+    retention: &[RetentionConfig],
+    timing: &Option<TimingConfig>,
+) -> Result<Value> {
     let distinct = |v: Vec<String>| {
         let mut out: Vec<String> = Vec::new();
         for x in v {
@@ -259,7 +312,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         out
     };
     let c = &args.cache;
-    let grid = json!({
+    Ok(json!({
         "traces": names,
         "mechanisms": args.policies,
         "evict": distinct(retention.iter().map(|r| r.cache.policy.name().to_string()).collect()),
@@ -278,29 +331,24 @@ pub fn run(args: CompareArgs) -> Result<()> {
         "cross_trace": names.len() > 1 && !args.no_cross_trace,
         "timing": timing.as_ref().map(serde_json::to_value).transpose()?,
         "admission_cap": args.timing.admission_cap,
-    });
-    let results = Results {
-        format: reports::FORMAT.to_string(),
-        grid,
-        traces,
-        profile,
-        total_runs: total,
-        shard: args.shard,
-        runs,
-    };
-    // write_report replaces an earlier report in place (regeneration relies on it): say so
-    let replacing = args.out.join(reports::output::RESULTS_JSON).is_file();
-    reports::write_report(&results, &args.out)?;
+    }))
+}
+
+/// Write the report directory (replacing an earlier report in place, which regeneration
+/// relies on: say so) and say what was written.
+fn write(results: &Results, out: &std::path::Path, total: usize) -> Result<()> {
+    let replacing = out.join(reports::output::RESULTS_JSON).is_file();
+    reports::write_report(results, out)?;
     if replacing {
         eprintln!(
             "replaced the earlier report in {} (choose another --out to keep both)",
-            args.out.display()
+            out.display()
         );
     }
     eprintln!(
         "wrote {} of {total} runs to {} (report.md, report.html, results.json, results.csv, plots/)",
         results.runs.len(),
-        args.out.display()
+        out.display()
     );
     Ok(())
 }
