@@ -10,6 +10,7 @@ use crate::doc::{Block, Cell, Doc};
 use crate::metrics::{self, best, fmt, Better, Metric};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunCoords, RunEntry, TraceInfo};
+use policies::MechanismSpec;
 use serde_json::Value;
 
 /// Title of every report.
@@ -136,14 +137,12 @@ fn figure(
     Ok(())
 }
 
-/// Parse `eN` or `eN:order` into (N, order); plain `eN` is `hot` (issue 3).
+/// Experts per chunk and chunk order of an `eN` mechanism (plain `eN` is `hot`); `None` for
+/// the other families.
 fn chunk_spec(spec: &str) -> Option<(u32, String)> {
-    let rest = spec.strip_prefix('e')?;
-    let (n, order) = match rest.split_once(':') {
-        Some((n, o)) => (n, o.to_string()),
-        None => (rest, "hot".to_string()),
-    };
-    Some((n.parse().ok()?, order))
+    let spec = MechanismSpec::parse(spec).ok()?;
+    let p = spec.packing()?;
+    Some((p.n, p.order.as_str().to_string()))
 }
 
 /// Budget given as a percentage (`25%`), as a number.

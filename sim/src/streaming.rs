@@ -354,6 +354,7 @@ mod tests {
         };
         let map = UnitMap {
             spec: "packed-pages".into(),
+            paging: policies::Paging::Vmm,
             expert_bytes: 3,
             granule_bytes: 4,
             key_first: vec![0, 0],

@@ -1,6 +1,8 @@
-//! Parsing of mechanism specs (`--policy e2`, `--policies e1,e4:coact,region:64,os4k`).
+//! Parsing of mechanism specs (`--policy e2`, `--policies e1,e4:coact,region:64,os4k`) into
+//! the parsed spec type [`MechanismSpec`].
 
-use super::{ChunkOrder, Mechanism, OsPages, Packing, Region};
+use super::{BuildContext, BuildError, ChunkOrder, Mechanism, OsPages, Packing, Paging, Region};
+use crate::units::UnitMap;
 
 /// The accepted spec forms, for error messages and `--help`.
 pub const ACCEPTED_FORMS: &str = "eN or eN:ORDER with N >= 1 and ORDER one of index, hot, coact \
@@ -28,12 +30,97 @@ pub enum SpecError {
 /// of a region far from u64 overflow.
 pub const MAX_REGION_MIB: u64 = 1 << 20;
 
-/// Parse one spec into its mechanism. Whitespace around the spec is ignored; the spec is
-/// case-sensitive (all forms are lower case).
+/// A parsed mechanism spec: which family, with its parameters. What callers ask about a spec
+/// (its paging kind, its chunk size and order, its canonical text) is answered from this
+/// value, never from the spelling of the spec string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MechanismSpec {
+    /// `eN`, `eN:ORDER`: N experts of one layer per VMM chunk.
+    Packing(Packing),
+    /// `region:R`, `region:R:ORDER`: R MiB regions, experts packed layer-major.
+    Region(Region),
+    /// `os4k`, `os64k`, `os2m`: OS pages.
+    OsPages(OsPages),
+}
+
+impl MechanismSpec {
+    /// Parse one spec. Whitespace around the spec is ignored; the spec is case-sensitive (all
+    /// forms are lower case).
+    pub fn parse(spec: &str) -> Result<MechanismSpec, SpecError> {
+        parse_spec(spec.trim())
+    }
+
+    /// The mechanism itself.
+    pub fn mechanism(&self) -> &dyn Mechanism {
+        match self {
+            MechanismSpec::Packing(m) => m,
+            MechanismSpec::Region(m) => m,
+            MechanismSpec::OsPages(m) => m,
+        }
+    }
+
+    /// The mechanism, boxed.
+    pub fn into_mechanism(self) -> Box<dyn Mechanism> {
+        match self {
+            MechanismSpec::Packing(m) => Box::new(m),
+            MechanismSpec::Region(m) => Box::new(m),
+            MechanismSpec::OsPages(m) => Box::new(m),
+        }
+    }
+
+    /// The `eN` parameters (experts per chunk and chunk order); `None` for other families.
+    pub fn packing(&self) -> Option<&Packing> {
+        match self {
+            MechanismSpec::Packing(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl Mechanism for MechanismSpec {
+    fn spec(&self) -> String {
+        self.mechanism().spec()
+    }
+
+    fn paging(&self) -> Paging {
+        self.mechanism().paging()
+    }
+
+    fn needs_coactivation(&self) -> bool {
+        self.mechanism().needs_coactivation()
+    }
+
+    fn needs_profile(&self) -> bool {
+        self.mechanism().needs_profile()
+    }
+
+    fn build(&self, ctx: &BuildContext) -> Result<UnitMap, BuildError> {
+        self.mechanism().build(ctx)
+    }
+}
+
+impl std::str::FromStr for MechanismSpec {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        MechanismSpec::parse(s)
+    }
+}
+
+/// The canonical spec (`e2:hot` for the input `e2`).
+impl std::fmt::Display for MechanismSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.spec())
+    }
+}
+
+/// Parse one spec into its mechanism (see [`MechanismSpec::parse`]).
 pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
-    let s = spec.trim();
+    MechanismSpec::parse(spec).map(MechanismSpec::into_mechanism)
+}
+
+fn parse_spec(s: &str) -> Result<MechanismSpec, SpecError> {
     if let Some(&(_, page_bytes)) = OsPages::SIZES.iter().find(|(n, _)| *n == s) {
-        return Ok(Box::new(OsPages { page_bytes }));
+        return Ok(MechanismSpec::OsPages(OsPages { page_bytes }));
     }
     let mut parts = s.split(':');
     let head = parts.next().unwrap_or_default();
@@ -58,7 +145,7 @@ pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
                 SpecError::Unknown(s.into())
             });
         }
-        return Ok(Box::new(Region { mib, order }));
+        return Ok(MechanismSpec::Region(Region { mib, order }));
     }
     if let Some(digits) = head.strip_prefix('e') {
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -70,7 +157,7 @@ pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
             if parts.next().is_some() {
                 return Err(SpecError::Unknown(s.into()));
             }
-            return Ok(Box::new(Packing { n, order }));
+            return Ok(MechanismSpec::Packing(Packing { n, order }));
         }
     }
     Err(SpecError::Unknown(s.into()))
@@ -113,7 +200,35 @@ mod tests {
             ("os2m", "os2m"),
         ] {
             assert_eq!(parse(input).unwrap().spec(), canonical, "{input}");
+            assert_eq!(
+                MechanismSpec::parse(input).unwrap().to_string(),
+                canonical,
+                "{input}"
+            );
         }
+    }
+
+    #[test]
+    fn the_parsed_spec_reports_its_paging_kind() {
+        for (spec, paging) in [
+            ("e1", Paging::Vmm),
+            ("e4:coact", Paging::Vmm),
+            ("region:64:hot", Paging::Vmm),
+            ("os4k", Paging::Os),
+            ("os64k", Paging::Os),
+            ("os2m", Paging::Os),
+        ] {
+            assert_eq!(parse(spec).unwrap().paging(), paging, "{spec}");
+        }
+        let e4: MechanismSpec = "e4:index".parse().unwrap();
+        assert_eq!(
+            e4.packing(),
+            Some(&Packing {
+                n: 4,
+                order: ChunkOrder::Index
+            })
+        );
+        assert_eq!(MechanismSpec::parse("region:64").unwrap().packing(), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use sim::engine::{build::plans, replay, EngineOptions, Plans, PredictorKind, Ste
 use sim::model_profile::ComputeModel;
 use sim::runner::{build_units, parse_policy, RunConfig};
 use std::path::PathBuf;
-use validate::{ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPaging, ReplayPlan};
+use validate::{ReplayGroup, ReplayMeasurement, ReplayOptions, ReplayPlan};
 
 mod same_run;
 mod stats;
@@ -288,7 +288,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             w.profile.as_ref().map(|t| &t.trace),
             retention.as_ref().map(|r| &r.cache),
         )?;
-        let paging = Paging::of_spec(&map.spec);
+        let paging = map.paging;
         if paging == Paging::Vmm {
             vmm_granule_bytes = Some(map.granule_bytes);
         }
@@ -539,10 +539,7 @@ pub fn replay_plan(
     nonexpert_bytes_per_layer: u64,
 ) -> ReplayPlan {
     ReplayPlan {
-        paging: match paging {
-            Paging::Vmm => ReplayPaging::Vmm,
-            Paging::Os => ReplayPaging::Os,
-        },
+        paging,
         groups: p
             .groups
             .iter()
@@ -1143,7 +1140,7 @@ mod tests {
             vec![0, 1, 10, 11]
         );
         assert_eq!((rp.steps, rp.moe_layers, rp.hidden), (2, 2, 1024));
-        assert_eq!(rp.paging, ReplayPaging::Vmm);
+        assert_eq!(rp.paging, Paging::Vmm);
         assert_eq!(rp.nonexpert_bytes_per_layer, 7);
     }
 }
