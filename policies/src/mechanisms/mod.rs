@@ -4,6 +4,9 @@
 //! (expert and granule bytes) and, for orders that need one, a [`ProfileStats`] of a profile
 //! trace, it builds a [`UnitMap`]. Each family lives in its own file:
 //!
+//! Every spec form, with its summary and constructor, is in the registry
+//! [`MECHANISM_FORMS`]; the families:
+//!
 //! | spec | family | file |
 //! |---|---|---|
 //! | `e1`, `eN`, `eN:index`, `eN:hot`, `eN:coact` | N experts of one layer per VMM chunk | [`packing`] |
@@ -14,12 +17,14 @@
 //! spec parsing is in [`spec`], which yields the parsed spec type [`MechanismSpec`]; expert and
 //! granule sizes are resolved in [`sizes`]. Every mechanism states its [`Paging`] kind (VMM
 //! granules or OS pages), which the cost model, the real replay and the reports use.
-//! A new mechanism implements [`Mechanism`] in one file and adds its form to [`spec::parse`].
+//! A new mechanism implements [`Mechanism`] in one file and adds its forms to
+//! [`MECHANISM_FORMS`] (and, for a new family, its syntax to [`spec::parse`]).
 
 pub mod order;
 pub mod os_pages;
 pub mod packing;
 pub mod region;
+pub mod registry;
 pub mod sizes;
 pub mod spec;
 
@@ -27,6 +32,7 @@ pub use order::{ChunkOrder, ProfileStats};
 pub use os_pages::OsPages;
 pub use packing::Packing;
 pub use region::Region;
+pub use registry::{forms_help, MechanismForm, MECHANISM_FORMS};
 pub use sizes::{SizeError, SizeOptions, Sizes, DEFAULT_GRANULE_BYTES, MIB};
 pub use spec::{parse, MechanismSpec, SpecError, ACCEPTED_FORMS};
 

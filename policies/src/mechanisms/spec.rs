@@ -1,10 +1,12 @@
 //! Parsing of mechanism specs (`--policy e2`, `--policies e1,e4:coact,region:64,os4k`) into
 //! the parsed spec type [`MechanismSpec`].
 
-use super::{BuildContext, BuildError, ChunkOrder, Mechanism, OsPages, Packing, Paging, Region};
+use super::registry::{form, MECHANISM_FORMS};
+use super::{BuildContext, BuildError, Mechanism, OsPages, Packing, Paging, Region};
 use crate::units::UnitMap;
 
-/// The accepted spec forms, for error messages and `--help`.
+/// The accepted spec forms, for error messages: a summary of [`MECHANISM_FORMS`] (a test
+/// checks that it names every form).
 pub const ACCEPTED_FORMS: &str = "eN or eN:ORDER with N >= 1 and ORDER one of index, hot, coact \
 (plain eN means eN:hot; e1 is one expert per commit), region:R or region:R:ORDER with R >= 1 \
 MiB and ORDER one of index, hot (plain region:R means index), os4k, os64k, os2m";
@@ -118,70 +120,59 @@ pub fn parse(spec: &str) -> Result<Box<dyn Mechanism>, SpecError> {
     MechanismSpec::parse(spec).map(MechanismSpec::into_mechanism)
 }
 
+/// Split `s` into its family (`eN`, `region:R`), parameter and order suffix, check the
+/// parameter, then look the form up in [`MECHANISM_FORMS`]; forms without a parameter are
+/// matched whole.
 fn parse_spec(s: &str) -> Result<MechanismSpec, SpecError> {
-    if let Some(&(_, page_bytes)) = OsPages::SIZES.iter().find(|(n, _)| *n == s) {
-        return Ok(MechanismSpec::OsPages(OsPages { page_bytes }));
+    if let Some(f) = MECHANISM_FORMS
+        .iter()
+        .find(|f| !f.has_param() && f.names().any(|n| n == s))
+    {
+        return Ok((f.construct)(0));
     }
     let mut parts = s.split(':');
     let head = parts.next().unwrap_or_default();
-    if head == "region" {
-        let size = parts
+    let (family, param, accepted) = if head == "region" {
+        let mib: u64 = parts
             .next()
-            .ok_or_else(|| SpecError::RegionSize(s.into()))?;
-        let mib: u64 = size
-            .parse()
-            .ok()
+            .and_then(|r| r.parse().ok())
             .filter(|&r| (1..=MAX_REGION_MIB).contains(&r))
             .ok_or_else(|| SpecError::RegionSize(s.into()))?;
-        let order = order(s, parts.next(), ChunkOrder::Index, "index, hot")?;
-        if order == ChunkOrder::Coact || parts.next().is_some() {
-            return Err(if order == ChunkOrder::Coact {
-                SpecError::Order {
+        ("region:R", mib, "index, hot")
+    } else {
+        let digits = head
+            .strip_prefix('e')
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| SpecError::Unknown(s.into()))?;
+        let n: u32 = digits.parse().map_err(|_| SpecError::Unknown(s.into()))?;
+        if n == 0 {
+            return Err(SpecError::ZeroN(s.into()));
+        }
+        ("eN", u64::from(n), "index, hot, coact")
+    };
+    let form = match parts.next() {
+        None => form(family),
+        Some(order) => {
+            Some(
+                form(&format!("{family}:{order}")).ok_or_else(|| SpecError::Order {
                     spec: s.into(),
-                    order: "coact".into(),
-                    accepted: "index, hot",
-                }
-            } else {
-                SpecError::Unknown(s.into())
-            });
-        }
-        return Ok(MechanismSpec::Region(Region { mib, order }));
-    }
-    if let Some(digits) = head.strip_prefix('e') {
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            let n: u32 = digits.parse().map_err(|_| SpecError::Unknown(s.into()))?;
-            if n == 0 {
-                return Err(SpecError::ZeroN(s.into()));
-            }
-            let order = order(s, parts.next(), ChunkOrder::Hot, "index, hot, coact")?;
-            if parts.next().is_some() {
-                return Err(SpecError::Unknown(s.into()));
-            }
-            return Ok(MechanismSpec::Packing(Packing { n, order }));
+                    order: order.into(),
+                    accepted,
+                })?,
+            )
         }
     }
-    Err(SpecError::Unknown(s.into()))
-}
-
-fn order(
-    spec: &str,
-    suffix: Option<&str>,
-    default: ChunkOrder,
-    accepted: &'static str,
-) -> Result<ChunkOrder, SpecError> {
-    match suffix {
-        None => Ok(default),
-        Some(o) => ChunkOrder::parse(o).ok_or_else(|| SpecError::Order {
-            spec: spec.into(),
-            order: o.into(),
-            accepted,
-        }),
+    .ok_or_else(|| SpecError::Unknown(s.into()))?;
+    if parts.next().is_some() {
+        return Err(SpecError::Unknown(s.into()));
     }
+    Ok((form.construct)(param))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mechanisms::ChunkOrder;
 
     #[test]
     fn canonical_specs() {
