@@ -10,6 +10,6 @@ pub mod mechanisms;
 pub mod retention;
 pub mod units;
 
-pub use mechanisms::{Mechanism, Sizes};
+pub use mechanisms::{Mechanism, MechanismSpec, Paging, Sizes};
 pub use retention::{EvictionPolicy, PolicyKind};
 pub use units::{UnitInfo, UnitMap};

@@ -1,5 +1,6 @@
 //! The result of a mechanism: every expert instance (key) mapped to commit units.
 
+use crate::mechanisms::Paging;
 use serde::{Deserialize, Serialize};
 
 /// One commit unit: what a mechanism commits and maps as one piece.
@@ -25,6 +26,8 @@ pub struct UnitInfo {
 pub struct UnitMap {
     /// The resolved mechanism spec, e.g. `e2:hot`.
     pub spec: String,
+    /// How the units are committed (VMM granules or OS pages), as the mechanism states it.
+    pub paging: Paging,
     /// Bytes of one expert.
     pub expert_bytes: u64,
     /// Commit granularity in bytes (VMM granule, or OS page size for `os*`).
@@ -53,6 +56,7 @@ impl UnitMap {
     /// A map in which every key lies in exactly one unit, `key_first[k]` (e* and region:*).
     pub fn one_unit_per_key(
         spec: String,
+        paging: Paging,
         expert_bytes: u64,
         granule_bytes: u64,
         key_first: Vec<u32>,
@@ -60,6 +64,7 @@ impl UnitMap {
     ) -> UnitMap {
         UnitMap {
             spec,
+            paging,
             expert_bytes,
             granule_bytes,
             key_count: vec![1; key_first.len()],

@@ -10,6 +10,8 @@ use crate::doc::{Block, Cell, Doc};
 use crate::metrics::{self, best, fmt, Better, Metric};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunCoords, RunEntry, TraceInfo};
+use crate::run::TimingReport;
+use policies::MechanismSpec;
 use serde_json::Value;
 
 /// Title of every report.
@@ -64,6 +66,21 @@ fn by_metric(a: &RunEntry, b: &RunEntry, path: &str) -> std::cmp::Ordering {
         .unwrap_or(std::cmp::Ordering::Equal)
 }
 
+/// Orders two values as [`by_metric`] orders runs (unordered values compare equal).
+fn cmp_f64(a: f64, b: f64) -> std::cmp::Ordering {
+    a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal)
+}
+
+/// `streaming.resident_mib_per_layer_step`.
+fn resident_mib(r: &RunEntry) -> Option<f64> {
+    Some(r.streaming()?.resident_mib_per_layer_step)
+}
+
+/// `cache.bytes_per_token`.
+fn bytes_per_token(r: &RunEntry) -> Option<f64> {
+    Some(r.cache()?.bytes_per_token)
+}
+
 fn is_belady(r: &RunEntry) -> bool {
     r.grid.evict.as_deref() == Some("belady")
 }
@@ -71,7 +88,7 @@ fn is_belady(r: &RunEntry) -> bool {
 /// Expert MiB derived from a streaming block and the trace's key count.
 fn expert_mib(r: &RunEntry, t: &TraceInfo) -> Option<f64> {
     let k = t.num_keys();
-    (k > 0).then_some(r.metric("streaming.useful_mib_total")? / k as f64)
+    (k > 0).then_some(r.streaming()?.useful_mib_total / k as f64)
 }
 
 /// Cells of one metric column for `runs`, with the best marked.
@@ -136,14 +153,12 @@ fn figure(
     Ok(())
 }
 
-/// Parse `eN` or `eN:order` into (N, order); plain `eN` is `hot` (issue 3).
+/// Experts per chunk and chunk order of an `eN` mechanism (plain `eN` is `hot`); `None` for
+/// the other families.
 fn chunk_spec(spec: &str) -> Option<(u32, String)> {
-    let rest = spec.strip_prefix('e')?;
-    let (n, order) = match rest.split_once(':') {
-        Some((n, o)) => (n, o.to_string()),
-        None => (rest, "hot".to_string()),
-    };
-    Some((n.parse().ok()?, order))
+    let spec = MechanismSpec::parse(spec).ok()?;
+    let p = spec.packing()?;
+    Some((p.n, p.order.as_str().to_string()))
 }
 
 /// Budget given as a percentage (`25%`), as a number.
@@ -368,22 +383,14 @@ fn findings(doc: &mut Doc, res: &Results) {
     doc.h(3, "In words");
     let mut items = Vec::new();
     for t in &res.traces {
-        let stream: Vec<&RunEntry> = own(res, &t.name)
-            .filter(|r| {
-                r.grid.evict.is_none()
-                    && r.metric("streaming.resident_mib_per_layer_step").is_some()
-            })
+        let stream: Vec<(&RunEntry, f64)> = own(res, &t.name)
+            .filter(|r| r.grid.evict.is_none())
+            .filter_map(|r| Some((r, resident_mib(r)?)))
             .collect();
-        if let Some(b) = stream
-            .iter()
-            .min_by(|a, b| by_metric(a, b, "streaming.resident_mib_per_layer_step"))
-        {
-            let res_mib = b.metric("streaming.resident_mib_per_layer_step").unwrap();
+        let least = stream.iter().min_by(|a, b| cmp_f64(a.1, b.1));
+        let most = stream.iter().max_by(|a, b| cmp_f64(a.1, b.1));
+        if let (Some(&(b, res_mib)), Some(&(worst, worst_mib))) = (least, most) {
             let ideal = expert_mib(b, t).zip(t.mean_top_k()).map(|(e, k)| e * k);
-            let worst = stream
-                .iter()
-                .max_by(|a, b| by_metric(a, b, "streaming.resident_mib_per_layer_step"))
-                .unwrap();
             items.push(format!(
                 "`{}`: least memory held is `{}` at {} MiB per layer step{} (most: `{}` at {} MiB).",
                 t.name,
@@ -393,27 +400,27 @@ fn findings(doc: &mut Doc, res: &Results) {
                     .map(|i| format!(", {}x the ideal of {} MiB (top-k x expert size)", fmt(res_mib / i), fmt(i)))
                     .unwrap_or_default(),
                 worst.grid.mechanism,
-                fmt(worst.metric("streaming.resident_mib_per_layer_step").unwrap()),
+                fmt(worst_mib),
             ));
         }
-        let cache: Vec<&RunEntry> = own(res, &t.name)
-            .filter(|r| r.grid.evict.is_some() && r.metric(metrics::BYTES_PER_TOKEN.path).is_some())
+        let cache: Vec<(&RunEntry, f64)> = own(res, &t.name)
+            .filter(|r| r.grid.evict.is_some())
+            .filter_map(|r| Some((r, bytes_per_token(r)?)))
             .collect();
-        for budget in distinct(cache.iter().map(|r| r.grid.budget.clone())) {
-            for batch in distinct(cache.iter().map(|r| r.grid.batch)) {
-                let at: Vec<&&RunEntry> = cache
+        for budget in distinct(cache.iter().map(|r| r.0.grid.budget.clone())) {
+            for batch in distinct(cache.iter().map(|r| r.0.grid.batch)) {
+                let Some(&(b, bpt)) = cache
                     .iter()
-                    .filter(|r| r.grid.budget == budget && r.grid.batch == batch && !is_belady(r))
-                    .collect();
-                let Some(b) = at
-                    .iter()
-                    .min_by(|a, b| by_metric(a, b, metrics::BYTES_PER_TOKEN.path))
+                    .filter(|(r, _)| {
+                        r.grid.budget == budget && r.grid.batch == batch && !is_belady(r)
+                    })
+                    .min_by(|a, b| cmp_f64(a.1, b.1))
                 else {
                     continue;
                 };
-                let v = b.metric(metrics::BYTES_PER_TOKEN.path).unwrap() * metrics::MIB;
+                let v = bpt * metrics::MIB;
                 let bound = belady_of(res, b)
-                    .and_then(|x| x.metric(metrics::BYTES_PER_TOKEN.path))
+                    .and_then(bytes_per_token)
                     .map(|x| x * metrics::MIB);
                 items.push(format!(
                     "`{}`, budget {}{}: fewest bytes moved by `{}` with {} MiB per token{}.",
@@ -434,30 +441,23 @@ fn findings(doc: &mut Doc, res: &Results) {
                 ));
             }
         }
-        let timed: Vec<&RunEntry> = own(res, &t.name)
-            .filter(|r| r.metric("timing.tokens_per_s").is_some())
+        let timed: Vec<(&RunEntry, TimingReport)> = own(res, &t.name)
+            .filter_map(|r| Some((r, r.timing()?)))
             .collect();
-        for batch in distinct(timed.iter().map(|r| r.grid.batch)) {
-            let at: Vec<&&RunEntry> = timed
+        for batch in distinct(timed.iter().map(|r| r.0.grid.batch)) {
+            if let Some((b, tm)) = timed
                 .iter()
-                .filter(|r| r.grid.batch == batch && !is_belady(r))
-                .collect();
-            if let Some(b) = at
-                .iter()
-                .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
+                .filter(|(r, _)| r.grid.batch == batch && !is_belady(r))
+                .max_by(|a, b| cmp_f64(a.1.tokens_per_s, b.1.tokens_per_s))
             {
                 items.push(format!(
                     "`{}`{}: fastest is `{}` at {} tokens/s (step p50 {} ms, p99 {} ms) on `{}`.",
                     t.name,
                     batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
                     run_label(b),
-                    fmt(b.metric("timing.tokens_per_s").unwrap()),
-                    b.metric("timing.step_ms_p50")
-                        .map(fmt)
-                        .unwrap_or("–".into()),
-                    b.metric("timing.step_ms_p99")
-                        .map(fmt)
-                        .unwrap_or("–".into()),
+                    fmt(tm.tokens_per_s),
+                    fmt(tm.step_ms_p50),
+                    fmt(tm.step_ms_p99),
                     profile_name(res).unwrap_or_default()
                 ));
             }

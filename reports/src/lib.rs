@@ -14,6 +14,8 @@ pub mod metrics;
 pub mod output;
 pub mod plots;
 pub mod results;
+pub mod run;
 
 pub use output::write_report;
 pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
+pub use run::{CacheReport, StepParts, StreamingMetrics, TimingDetail, TimingReport};

@@ -1,6 +1,8 @@
 //! The `results.json` document: the inputs of a comparison (traces, profile, grid) and every
 //! run's full `sim run --json` object, plus sharding and merging.
 
+use crate::run::{CacheReport, StreamingMetrics, TimingDetail, TimingReport};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use traces::{ModelSpec, Provenance, SequenceInfo};
@@ -172,6 +174,50 @@ impl RunEntry {
     pub fn has(&self, block: &str) -> bool {
         self.result.get(block).is_some_and(|v| !v.is_null())
     }
+
+    /// The block `name` as its type; `None` when absent. [`Results::check`] refuses result
+    /// files whose typed blocks do not parse, so on a checked file `None` means absent.
+    fn block<T: DeserializeOwned>(&self, name: &str) -> Option<T> {
+        self.typed_block(name).ok().flatten()
+    }
+
+    fn typed_block<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, String> {
+        match self.result.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => T::deserialize(v)
+                .map(Some)
+                .map_err(|e| format!("run {}: block `{name}`: {e}", self.run)),
+        }
+    }
+
+    /// The `streaming` block.
+    pub fn streaming(&self) -> Option<StreamingMetrics> {
+        self.block("streaming")
+    }
+
+    /// The `cache` block (retention runs).
+    pub fn cache(&self) -> Option<CacheReport> {
+        self.block("cache")
+    }
+
+    /// The `timing` block (runs on a hardware profile).
+    pub fn timing(&self) -> Option<TimingReport> {
+        self.block("timing")
+    }
+
+    /// The `timing_detail` block (runs on a hardware profile).
+    pub fn timing_detail(&self) -> Option<TimingDetail> {
+        self.block("timing_detail")
+    }
+
+    /// Error when a typed block is present but does not parse as its type.
+    fn check_blocks(&self) -> Result<(), String> {
+        self.typed_block::<StreamingMetrics>("streaming")?;
+        self.typed_block::<CacheReport>("cache")?;
+        self.typed_block::<TimingReport>("timing")?;
+        self.typed_block::<TimingDetail>("timing_detail")?;
+        Ok(())
+    }
 }
 
 impl Results {
@@ -241,6 +287,7 @@ impl Results {
                     ));
                 }
             }
+            r.check_blocks()?;
             for t in [&r.grid.trace, &r.grid.profile_trace] {
                 if !self.traces.iter().any(|ti| &ti.name == t) {
                     return Err(format!("run {} names unknown trace {t:?}", r.run));

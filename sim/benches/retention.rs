@@ -105,6 +105,7 @@ fn generated(accesses: usize, units: usize) -> (UnitMap, Workload) {
     }
     let map = UnitMap {
         spec: "e1".into(),
+        paging: policies::Paging::Vmm,
         expert_bytes: 1 << 20,
         granule_bytes: 2 << 20,
         key_first: (0..units as u32).collect(),

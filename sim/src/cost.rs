@@ -70,25 +70,9 @@ pub struct ReadLive {
     pub units: f64,
 }
 
-/// How a mechanism's units are committed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Paging {
-    /// VMM commits (`e*`, `region:*`): map calls then an H2D copy.
-    Vmm,
-    /// OS paging (`os*`): managed memory faulted or prefetched in.
-    Os,
-}
-
-impl Paging {
-    /// `os*` specs page through the OS; everything else commits VMM units.
-    pub fn of_spec(spec: &str) -> Paging {
-        if spec.starts_with("os") {
-            Paging::Os
-        } else {
-            Paging::Vmm
-        }
-    }
-}
+/// How a mechanism's units are committed (VMM granules or OS pages): the parsed mechanism
+/// states it ([`policies::Mechanism::paging`]) and the unit map carries it.
+pub use policies::Paging;
 
 /// What the run asks of the cost model (which constants become required).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -17,34 +17,10 @@
 
 use crate::MIB;
 use policies::UnitMap;
-use serde::Serialize;
 use traces::{KeySpace, PhaseSel, Trace};
 
-/// Streaming-regime metrics of one mechanism on one trace. The JSON keys are part of the
-/// interface (`sim run --json`'s `streaming` block); MiB = 2^20 bytes.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StreamingMetrics {
-    /// Committed bytes of hot units, MiB per MoE layer per step.
-    pub resident_mib_per_layer_step: f64,
-    /// Useful bytes of hot units (what an H2D copy moves), MiB per MoE layer per step.
-    pub transfer_mib_per_layer_step: f64,
-    /// Distinct experts inside hot units, per MoE layer per step.
-    pub resident_experts_per_layer_step: f64,
-    /// Hot units, per MoE layer per step.
-    pub hot_units_per_layer_step: f64,
-    /// Committed bytes / useful bytes over all units (>= 1).
-    pub waste_factor: f64,
-    /// Resident experts / selected experts, a ratio (>= 1; 1.0 = 100%).
-    pub selectivity: f64,
-    /// Units hot in every step.
-    pub always_on_units: u64,
-    /// Units / MoE layers (fractional when regions span layers).
-    pub units_per_layer: f64,
-    /// Committed bytes of all units, MiB.
-    pub committed_mib_total: f64,
-    /// Useful bytes of all units (the whole expert bank), MiB.
-    pub useful_mib_total: f64,
-}
+/// Streaming-regime metrics (the `streaming` block); defined beside the other report blocks.
+pub use reports::run::StreamingMetrics;
 
 /// Why the streaming pass could not produce metrics.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -354,6 +330,7 @@ mod tests {
         };
         let map = UnitMap {
             spec: "packed-pages".into(),
+            paging: policies::Paging::Vmm,
             expert_bytes: 3,
             granule_bytes: 4,
             key_first: vec![0, 0],

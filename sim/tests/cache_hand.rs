@@ -15,6 +15,7 @@ const MIB: u64 = 1 << 20;
 fn unit_map(n: usize) -> UnitMap {
     UnitMap {
         spec: "e1".into(),
+        paging: policies::Paging::Vmm,
         expert_bytes: MIB,
         granule_bytes: MIB,
         key_first: (0..n as u32).collect(),

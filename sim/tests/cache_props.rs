@@ -20,6 +20,7 @@ fn e1(layers: usize, experts: usize) -> UnitMap {
     let n = layers * experts;
     UnitMap {
         spec: "e1".into(),
+        paging: policies::Paging::Vmm,
         expert_bytes: 1 << 20,
         granule_bytes: 2 << 20,
         key_first: (0..n as u32).collect(),

@@ -24,4 +24,4 @@ pub use calibrate::{
 };
 pub use device::DeviceInfo;
 pub use replay::{replay, HostBreakdown, ReplayError, ReplayMeasurement, ReplayOptions};
-pub use replay_plan::{ReplayGroup, ReplayPaging, ReplayPlan};
+pub use replay_plan::{ReplayGroup, ReplayPlan};

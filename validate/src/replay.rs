@@ -28,11 +28,11 @@
 //! to allocate. Portable: driver API calls only, no OS-specific paths.
 
 use crate::device::DeviceInfo;
-use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayPaging, ReplayPlan};
+use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayPlan};
 use crate::vmm;
 use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream, DriverError};
 use kernels::{ExpertGeometry, KernelError, Kernels, MoeLaunch, Variant};
-use policies::UnitMap;
+use policies::{Paging, UnitMap};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -279,7 +279,7 @@ pub fn replay(
             device.gpu
         )));
     }
-    if plan.paging == ReplayPaging::Os && layout.total_bytes > free / 2 {
+    if plan.paging == Paging::Os && layout.total_bytes > free / 2 {
         return Err(ReplayError::Invalid(format!(
             "OS paging replays the whole bank as managed memory ({:.1} GiB), more than half of the {:.1} GiB free (managed memory past free VRAM can hang the GPU): lower --expert-mib",
             layout.total_bytes as f64 / (1u64 << 30) as f64,
@@ -296,7 +296,7 @@ pub fn replay(
     let mut bank: Option<VmmBank> = None;
     let mut managed: Option<Managed> = None;
     let base = match plan.paging {
-        ReplayPaging::Vmm => {
+        Paging::Vmm => {
             let granule = map.granule_bytes;
             let res =
                 vmm::Reservation::new(layout.total_bytes.max(granule) as usize, granule as usize)
@@ -310,7 +310,7 @@ pub fn replay(
             });
             b
         }
-        ReplayPaging::Os => {
+        Paging::Os => {
             let mut p = 0;
             // SAFETY: valid out-pointer; freed by `Managed`.
             unsafe {
@@ -332,8 +332,8 @@ pub fn replay(
     };
     let max_useful = map.units.iter().map(|u| u.useful_bytes).max().unwrap_or(0);
     let staging = match plan.paging {
-        ReplayPaging::Vmm => Some(Pinned::new(max_useful as usize)?),
-        ReplayPaging::Os => None,
+        Paging::Vmm => Some(Pinned::new(max_useful as usize)?),
+        Paging::Os => None,
     };
 
     // Non-expert weights: one buffer per MoE layer (distinct bytes, as a real model's layers).
@@ -402,7 +402,7 @@ pub fn replay(
     for &u in &plan.preloaded {
         st.resident[u as usize] = true;
     }
-    if plan.paging == ReplayPaging::Os && !plan.preloaded.is_empty() {
+    if plan.paging == Paging::Os && !plan.preloaded.is_empty() {
         st.prefetch_os(&plan.preloaded, true, &compute)?;
     }
     // Warm-up outside the timed loop: module load and first launches of both kernels.
@@ -493,7 +493,7 @@ pub fn replay(
         for &u in &g.page_ins {
             st.resident[u as usize] = true;
         }
-        if plan.paging == ReplayPaging::Vmm && !fresh.is_empty() {
+        if plan.paging == Paging::Vmm && !fresh.is_empty() {
             copies_done.record(&copy).during("event record")?;
             compute.wait(&copies_done).during("stream wait")?;
         }
@@ -523,13 +523,13 @@ pub fn replay(
             // VMM: the host waits for the kernels, then decommits; OS pages: the side stream
             // waits for them (no host wait)
             let after = match plan.paging {
-                ReplayPaging::Vmm => {
+                Paging::Vmm => {
                     experts_done
                         .synchronize()
                         .during("wait for the group's kernels")?;
                     None
                 }
-                ReplayPaging::Os => Some(&experts_done),
+                Paging::Os => Some(&experts_done),
             };
             hb.late_wait_us += lap(&mut clock);
             st.evict(&late, after)?;
@@ -677,7 +677,7 @@ impl Exec<'_> {
             return Ok(());
         }
         match self.plan.paging {
-            ReplayPaging::Vmm => {
+            Paging::Vmm => {
                 if let Some(e) = after {
                     e.synchronize().during("wait for the group's kernels")?;
                 }
@@ -691,7 +691,7 @@ impl Exec<'_> {
                 self.last_release = Some(Instant::now());
                 Ok(())
             }
-            ReplayPaging::Os => {
+            Paging::Os => {
                 if let Some(e) = after {
                     self.side.wait(e).during("stream wait")?;
                 }

@@ -6,19 +6,7 @@
 //! coalescing of page lists into address ranges. Tested on CI without a GPU.
 
 use kernels::ExpertGeometry;
-use policies::UnitMap;
-
-/// How units are committed on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplayPaging {
-    /// `e*`, `region:*`: cuMemCreate + cuMemMap + cuMemSetAccess per granule, then an H2D copy
-    /// of the unit's useful bytes from pinned host memory; eviction = cuMemUnmap + cuMemRelease
-    /// per granule.
-    Vmm,
-    /// `os*`: one managed allocation; the expert kernels fault pages in on demand; eviction =
-    /// cuMemPrefetchAsync of the evicted pages back to host memory (on a side stream).
-    Os,
-}
+use policies::{Paging, UnitMap};
 
 /// One (step, MoE layer) group of the replay. `keys`: the distinct selected expert keys
 /// (`traces::KeySpace` numbering; one kernel slot each); `page_ins`: units not resident at the
@@ -41,8 +29,12 @@ pub struct ReplayGroup {
 /// Everything the replay executes, in order (groups step-major, MoE layers in order).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayPlan {
-    /// How units are committed and paged in.
-    pub paging: ReplayPaging,
+    /// How units are committed and paged in. VMM units: cuMemCreate + cuMemMap +
+    /// cuMemSetAccess per granule, then an H2D copy of the unit's useful bytes from pinned host
+    /// memory; eviction = cuMemUnmap + cuMemRelease per granule. OS pages: one managed
+    /// allocation the expert kernels fault in on demand; eviction = cuMemPrefetchAsync of the
+    /// evicted pages back to host memory (on a side stream).
+    pub paging: Paging,
     /// Every group, step-major, MoE layers in order.
     pub groups: Vec<ReplayGroup>,
     /// Units resident before the first step (static pins): committed before timing starts.
@@ -182,6 +174,7 @@ mod tests {
         let mib = 1u64 << 20;
         let map = UnitMap {
             spec: "e2:index".into(),
+            paging: Paging::Vmm,
             expert_bytes: 3 * mib,
             granule_bytes: 2 * mib,
             key_first: vec![0, 0, 1, 1],
@@ -195,6 +188,7 @@ mod tests {
         // os pages of 4 KiB, expert of 10000 B: 3 pages per key, key k at page 3k
         let map = UnitMap {
             spec: "os4k".into(),
+            paging: Paging::Os,
             expert_bytes: 10_000,
             granule_bytes: 4096,
             key_first: vec![0, 3],
@@ -210,6 +204,7 @@ mod tests {
     fn key_offsets_align_down_to_256() {
         let map = UnitMap {
             spec: "e2:index".into(),
+            paging: Paging::Vmm,
             expert_bytes: 1000,
             granule_bytes: 4096,
             key_first: vec![0, 0],

@@ -4,6 +4,9 @@
 //! (expert and granule bytes) and, for orders that need one, a [`ProfileStats`] of a profile
 //! trace, it builds a [`UnitMap`]. Each family lives in its own file:
 //!
+//! Every spec form, with its summary and constructor, is in the registry
+//! [`MECHANISM_FORMS`]; the families:
+//!
 //! | spec | family | file |
 //! |---|---|---|
 //! | `e1`, `eN`, `eN:index`, `eN:hot`, `eN:coact` | N experts of one layer per VMM chunk | [`packing`] |
@@ -11,13 +14,17 @@
 //! | `os4k`, `os64k`, `os2m` | OS pages, each page its own unit | [`os_pages`] |
 //!
 //! The order in which a layer's experts are chunked (`index`, `hot`, `coact`) is in [`order`];
-//! spec parsing is in [`spec`]; expert and granule sizes are resolved in [`sizes`].
-//! A new mechanism implements [`Mechanism`] in one file and adds its form to [`spec::parse`].
+//! spec parsing is in [`spec`], which yields the parsed spec type [`MechanismSpec`]; expert and
+//! granule sizes are resolved in [`sizes`]. Every mechanism states its [`Paging`] kind (VMM
+//! granules or OS pages), which the cost model, the real replay and the reports use.
+//! A new mechanism implements [`Mechanism`] in one file and adds its forms to
+//! [`MECHANISM_FORMS`] (and, for a new family, its syntax to [`spec::parse`]).
 
 pub mod order;
 pub mod os_pages;
 pub mod packing;
 pub mod region;
+pub mod registry;
 pub mod sizes;
 pub mod spec;
 
@@ -25,11 +32,29 @@ pub use order::{ChunkOrder, ProfileStats};
 pub use os_pages::OsPages;
 pub use packing::Packing;
 pub use region::Region;
+pub use registry::{forms_help, MechanismForm, MECHANISM_FORMS};
 pub use sizes::{SizeError, SizeOptions, Sizes, DEFAULT_GRANULE_BYTES, MIB};
-pub use spec::{parse, SpecError, ACCEPTED_FORMS};
+pub use spec::{parse, MechanismSpec, SpecError, ACCEPTED_FORMS};
 
 use crate::units::UnitMap;
+use serde::{Deserialize, Serialize};
 use traces::KeySpace;
+
+/// How a mechanism's units become resident on the GPU. The two kinds are priced with
+/// different constants (map calls and a copy, or page faults) and replayed on a real GPU with
+/// different driver calls, so the mechanism states its kind instead of callers guessing it
+/// from the spec's spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Paging {
+    /// VMM units (`e*`, `region:*`): each granule created, mapped and given access
+    /// (cuMemCreate, cuMemMap, cuMemSetAccess), then an H2D copy of the unit's useful bytes;
+    /// evicted by unmapping and releasing the granules.
+    Vmm,
+    /// OS pages (`os*`): one managed allocation whose pages the expert kernels fault in on
+    /// demand (or that a hint prefetches); evicted by migrating the pages back to host memory.
+    Os,
+}
 
 /// Everything a mechanism needs to lay out units.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +107,9 @@ pub enum BuildError {
 pub trait Mechanism: Send + Sync + std::fmt::Debug {
     /// The canonical spec, e.g. `e2:hot` for the input `e2`.
     fn spec(&self) -> String;
+
+    /// How the mechanism's units are committed: VMM granules or OS pages.
+    fn paging(&self) -> Paging;
 
     /// True when [`BuildContext::profile`] must carry co-activation counts.
     fn needs_coactivation(&self) -> bool {

@@ -6,7 +6,7 @@
 //! pages in address order. The map materialises one unit per page, so its size grows as
 //! expert bytes / page size x experts (768 x 768 units for granite in bf16 with 4 KiB pages).
 
-use super::{BuildContext, BuildError, Mechanism};
+use super::{BuildContext, BuildError, Mechanism, Paging};
 use crate::units::{UnitInfo, UnitMap};
 
 /// OS pages of `page_bytes`.
@@ -30,6 +30,10 @@ impl Mechanism for OsPages {
             .iter()
             .find(|(_, b)| *b == self.page_bytes)
             .map_or_else(|| format!("os:{}", self.page_bytes), |(n, _)| n.to_string())
+    }
+
+    fn paging(&self) -> Paging {
+        Paging::Os
     }
 
     fn build(&self, ctx: &BuildContext) -> Result<UnitMap, BuildError> {
@@ -56,6 +60,7 @@ impl Mechanism for OsPages {
         }
         Ok(UnitMap {
             spec: self.spec(),
+            paging: self.paging(),
             expert_bytes: eb,
             granule_bytes: page,
             key_count: vec![pages as u32; nkeys],

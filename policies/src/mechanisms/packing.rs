@@ -6,7 +6,7 @@
 //! its experts' bytes; committed bytes are those rounded up to whole granules.
 //! Units are numbered layer by layer, chunks in order inside a layer.
 
-use super::{check_profile, round_up, BuildContext, BuildError, ChunkOrder, Mechanism};
+use super::{check_profile, round_up, BuildContext, BuildError, ChunkOrder, Mechanism, Paging};
 use crate::units::{UnitInfo, UnitMap};
 
 /// N experts of one layer per chunk, in a chunk order.
@@ -26,6 +26,10 @@ impl Mechanism for Packing {
         } else {
             format!("e{}:{}", self.n, self.order.as_str())
         }
+    }
+
+    fn paging(&self) -> Paging {
+        Paging::Vmm
     }
 
     fn needs_profile(&self) -> bool {
@@ -82,6 +86,7 @@ impl Mechanism for Packing {
         }
         Ok(UnitMap::one_unit_per_key(
             self.spec(),
+            self.paging(),
             eb,
             ctx.sizes.granule_bytes,
             key_first,

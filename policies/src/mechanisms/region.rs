@@ -7,7 +7,7 @@
 //! Committed bytes are, as docs/DESIGN.md defines them for every VMM unit, the useful bytes rounded
 //! up to whole granules (not R: a region's unused tail is never mapped).
 
-use super::{check_profile, round_up, BuildContext, BuildError, ChunkOrder, Mechanism};
+use super::{check_profile, round_up, BuildContext, BuildError, ChunkOrder, Mechanism, Paging};
 use crate::mechanisms::sizes::MIB;
 use crate::units::{UnitInfo, UnitMap};
 
@@ -27,6 +27,10 @@ impl Mechanism for Region {
             ChunkOrder::Index => format!("region:{}", self.mib),
             o => format!("region:{}:{}", self.mib, o.as_str()),
         }
+    }
+
+    fn paging(&self) -> Paging {
+        Paging::Vmm
     }
 
     fn needs_profile(&self) -> bool {
@@ -77,6 +81,7 @@ impl Mechanism for Region {
         }
         Ok(UnitMap::one_unit_per_key(
             self.spec(),
+            self.paging(),
             eb,
             ctx.sizes.granule_bytes,
             key_first,

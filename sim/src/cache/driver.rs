@@ -49,30 +49,8 @@ impl Split {
     }
 }
 
-/// The `cache` block of a run report (exact JSON keys).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CacheReport {
-    /// Tokens (requests) decoded.
-    pub tokens: u64,
-    /// Unit accesses (each unit at most once per group).
-    pub accesses: u64,
-    /// Accesses to a non-resident unit, first touches included; static pins excluded.
-    pub page_ins: u64,
-    /// page_ins / tokens.
-    pub page_ins_per_token: f64,
-    /// page_ins / accesses.
-    pub miss_rate: f64,
-    /// Useful bytes of every paged-in unit, summed, / tokens (bytes). Units of unequal
-    /// useful bytes (regions, the last OS page of an expert) contribute their actual bytes.
-    pub bytes_per_token: f64,
-    /// Units evicted from VRAM (streamed units of static pin are not evictions).
-    pub evictions: u64,
-    /// The budget in units (summed over pools for the per-layer split).
-    pub budget_units: u64,
-    /// Largest committed bytes resident, measured after each group (group semantics) or
-    /// each access (access semantics) completes, pins included, in MiB (2^20 bytes).
-    pub peak_resident_mib: f64,
-}
+/// The `cache` block of a run report; defined beside the other report blocks.
+pub use reports::run::CacheReport;
 
 /// One pool: a policy instance, its budget and its units (local ids `0..globals.len()`).
 struct Pool<P: ?Sized> {

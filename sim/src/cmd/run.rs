@@ -15,10 +15,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    /// Residency mechanism: eN[:index|hot|coact] (N experts of one layer per VMM chunk; plain
-    /// eN = eN:hot; e1 = one expert per commit), region:R[:index|hot] (R MiB regions, experts
-    /// packed layer-major), os4k, os64k, os2m (OS pages).
-    #[arg(long, default_value = "e2", value_name = "SPEC")]
+    #[arg(long, default_value = "e2", value_name = "SPEC",
+          help = format!("Residency mechanism, one of: {}", policies::mechanisms::forms_help()))]
     pub policy: String,
 
     /// Print one JSON object (inputs echo and metric blocks) instead of the summary.

@@ -9,7 +9,7 @@ use super::predict::PredictorKind;
 use super::replay::{replay, EngineOptions};
 use super::report::{TimingDetail, TimingReport};
 use crate::cache::{Batching, RetentionConfig};
-use crate::cost::{CostModel, CostOptions, Paging};
+use crate::cost::{CostModel, CostOptions};
 use crate::model_profile::{ComputeMode, ComputeModel, ComputeOverrides};
 use anyhow::{Context, Result};
 use policies::UnitMap;
@@ -92,10 +92,9 @@ pub fn run_timing(
     recorded: Option<Plans>,
 ) -> Result<TimingOutcome> {
     let hw = &*cfg.profile;
-    let paging = Paging::of_spec(&map.spec);
     let cost = CostModel::new(
         hw,
-        paging,
+        map.paging,
         CostOptions {
             handle_pool: cfg.handle_pool,
             prefetch: cfg.predictor != PredictorKind::None,

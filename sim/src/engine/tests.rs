@@ -38,6 +38,7 @@ fn unit_map(layers: usize, per_layer: usize, bytes: u64, granule: u64) -> UnitMa
     let n = layers * per_layer;
     UnitMap {
         spec: "e1".into(),
+        paging: Paging::Vmm,
         expert_bytes: bytes,
         granule_bytes: granule,
         key_first: (0..n as u32).collect(),
@@ -186,6 +187,7 @@ fn fault_bound_os4k_step() {
     let pages = 256usize;
     let map = UnitMap {
         spec: "os4k".into(),
+        paging: Paging::Os,
         expert_bytes: MIB,
         granule_bytes: 4096,
         key_first: vec![0],
@@ -677,6 +679,7 @@ fn dense_faults_router_sync_and_kernel_fixed_part_by_hand() {
     assert_eq!(cost.host_sync_us, 7.0);
     let mut map = unit_map(1, 16, MIB, MIB);
     map.spec = "os1m".into();
+    map.paging = Paging::Os;
     map.key_first = vec![0, 4, 8, 12];
     map.key_count = vec![4; 4];
     let mut plans = Plans::new(1);
@@ -788,6 +791,7 @@ fn os_evictions_hold_the_fault_handler_per_run_after_the_experts() {
     let cost = CostModel::new(&p, Paging::Os, CostOptions::default()).unwrap();
     let mut map = unit_map(1, 16, MIB, MIB);
     map.spec = "os1m".into();
+    map.paging = Paging::Os;
     map.key_first = vec![0, 4, 8, 12];
     map.key_count = vec![4; 4];
     let units: Vec<u32> = (0..4).chain(8..12).collect();
@@ -921,6 +925,7 @@ fn os_evictions_overlapping_faults_hold_the_handler_per_run_and_per_byte() {
         .set(C::OsEvictOverlapBandwidth, a(1.0, "GB/s"));
     let mut map = unit_map(1, 16, MIB, MIB);
     map.spec = "os1m".into();
+    map.paging = Paging::Os;
     map.key_first = vec![0, 4, 8, 12];
     map.key_count = vec![4; 4];
     let units: Vec<u32> = (0..4).chain(8..12).collect();

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use policies::mechanisms::SizeOptions;
 use policies::UnitMap;
 use traces::PhaseSel;
-use validate::{ReplayGroup, ReplayPaging, ReplayPlan};
+use validate::{ReplayGroup, ReplayPlan};
 
 /// Everything a prediction needs besides the mechanism spec.
 pub struct PredictionSetup<'a> {
@@ -72,7 +72,7 @@ pub fn predict(spec: &str, s: &PredictionSetup) -> Result<Prediction> {
         s.retention.map(|r| &r.cache),
     )?;
     let hw = &*s.timing.profile;
-    let paging = Paging::of_spec(&map.spec);
+    let paging = map.paging;
     let cost = CostModel::new(hw, paging, CostOptions::default())?;
     let model = &trace.header.model;
     let mut compute = ComputeModel::new(
@@ -123,10 +123,7 @@ pub fn replay_plan(
     nonexpert_bytes_per_layer: u64,
 ) -> ReplayPlan {
     ReplayPlan {
-        paging: match paging {
-            Paging::Vmm => ReplayPaging::Vmm,
-            Paging::Os => ReplayPaging::Os,
-        },
+        paging,
         groups: p
             .groups
             .iter()

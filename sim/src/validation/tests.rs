@@ -1,7 +1,7 @@
 use super::*;
 use crate::cost::Paging;
 use crate::engine::Plans;
-use validate::{ReplayMeasurement, ReplayPaging};
+use validate::ReplayMeasurement;
 
 #[test]
 fn step_stats_by_hand() {
@@ -138,6 +138,6 @@ fn replay_plan_keeps_the_first_steps_in_order() {
         vec![0, 1, 10, 11]
     );
     assert_eq!((rp.steps, rp.moe_layers, rp.hidden), (2, 2, 1024));
-    assert_eq!(rp.paging, ReplayPaging::Vmm);
+    assert_eq!(rp.paging, Paging::Vmm);
     assert_eq!(rp.nonexpert_bytes_per_layer, 7);
 }
