@@ -63,6 +63,11 @@ fn registry(kind: &str) -> BTreeSet<String> {
             .iter()
             .map(|e| e.name)
             .collect(),
+        "predictor" => sim::engine::predict::PREDICTORS
+            .iter()
+            .map(|e| e.name)
+            .collect(),
+        "import-format" => traces::IMPORT_FORMATS.iter().map(|f| f.name).collect(),
         other => panic!("unknown registry kind `{other}` in a `{START}` marker"),
     };
     names.into_iter().map(String::from).collect()
@@ -98,6 +103,13 @@ fn readme_names_the_registered_policies() {
 #[test]
 fn retention_md_names_the_registered_policies() {
     check("policies/RETENTION.md", &["retention"]);
+}
+
+#[test]
+fn every_kind_has_a_registry() {
+    for kind in ["retention", "predictor", "import-format"] {
+        assert!(!registry(kind).is_empty(), "{kind}");
+    }
 }
 
 #[test]
