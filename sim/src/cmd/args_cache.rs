@@ -100,9 +100,8 @@ fn evict_help() -> String {
     )
 }
 
-/// The registered policies as a help list: `belady (offline MIN, the bound), lru, ...;
-/// `all` for every one` (naming the policies `all` leaves out, if any).
-pub fn policy_values() -> String {
+/// The registered policies as a help list: `belady (offline MIN, the bound), lru, ...`.
+pub fn policy_names() -> String {
     let names: Vec<String> = POLICIES
         .iter()
         .map(|e| match e.help_note {
@@ -110,17 +109,23 @@ pub fn policy_values() -> String {
             None => e.name.to_string(),
         })
         .collect();
+    names.join(", ")
+}
+
+/// [`policy_names`] and what `all` runs: `...; `all` for every one` (naming the policies
+/// `all` leaves out, if any).
+pub fn policy_values() -> String {
     let outside: Vec<&str> = POLICIES
         .iter()
         .filter(|e| !e.in_all)
         .map(|e| e.name)
         .collect();
     if outside.is_empty() {
-        format!("{}; `all` for every one", names.join(", "))
+        format!("{}; `all` for every one", policy_names())
     } else {
         format!(
             "{}; `all` for every one but {}",
-            names.join(", "),
+            policy_names(),
             outside.join(", ")
         )
     }
