@@ -1,10 +1,10 @@
 //! Retention benchmarks (issue 4).
 //!
 //! - `grid`: the whole policy grid on the bundled granite traces: 3 prompts x budgets
-//!   10, 25, 50, 75, 90% x {belady, lru, fifo, lfu, random, static-pin, pin-lru} x
-//!   {global, per-layer} = 210 runs, e1 units, decode phase, group semantics; each prompt's
-//!   stream, next uses and profile are built once, the 70 runs per prompt go through
-//!   `run_grid` (rayon). Target: under 50 ms wall.
+//!   10, 25, 50, 75, 90% x every registered policy (`PolicyKind::ALL`) x {global, per-layer},
+//!   e1 units, decode phase, group semantics; each prompt's stream, next uses and profile are
+//!   built once, the runs of a prompt go through `run_grid` (rayon). The benchmark's name
+//!   counts the policies (`grid/granite-3x5x10x2` with 10). Target: under 50 ms wall.
 //! - `throughput/{lru,belady}`: one policy on a generated 100 M-access stream (4,096 units,
 //!   groups of 8 distinct units drawn with a cubic skew towards low ids, PCG64 seed 42),
 //!   budget 25%, one thread. Target: above 50 M accesses/s.
@@ -22,16 +22,6 @@ use sim::runner::{build_units, RunConfig, TraceInput};
 use std::path::Path;
 use std::time::Duration;
 use traces::PhaseSel;
-
-const GRID_POLICIES: [PolicyKind; 7] = [
-    PolicyKind::Belady,
-    PolicyKind::Lru,
-    PolicyKind::Fifo,
-    PolicyKind::Lfu,
-    PolicyKind::Random,
-    PolicyKind::StaticPin,
-    PolicyKind::PinLru,
-];
 
 fn grid(c: &mut Criterion) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/data/granite");
@@ -52,7 +42,7 @@ fn grid(c: &mut Criterion) {
         })
         .collect();
     let mut cfgs = Vec::new();
-    for policy in GRID_POLICIES {
+    for policy in PolicyKind::ALL {
         for pct in [10u128, 25, 50, 75, 90] {
             for split in [Split::Global, Split::PerLayer] {
                 cfgs.push(CacheConfig {
@@ -66,7 +56,8 @@ fn grid(c: &mut Criterion) {
             }
         }
     }
-    c.bench_function("grid/granite-3x5x7x2", |b| {
+    let name = format!("grid/granite-3x5x{}x2", PolicyKind::ALL.len());
+    c.bench_function(&name, |b| {
         b.iter(|| {
             let mut page_ins = 0u64;
             for (trace, map) in &prompts {

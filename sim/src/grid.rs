@@ -342,18 +342,18 @@ mod tests {
             .map(|r| (r.cache.policy, r.cache.budget.to_string(), r.batching.batch))
             .collect();
         let b = |n: u64| Budget::Units(n).to_string();
-        use PolicyKind::{Belady, Lru};
+        let (belady, lru) = (PolicyKind::Belady, PolicyKind::Lru);
         assert_eq!(
             got,
             [
-                (Belady, b(4), 1),
-                (Belady, b(4), 2),
-                (Belady, b(8), 1),
-                (Belady, b(8), 2),
-                (Lru, b(4), 1),
-                (Lru, b(4), 2),
-                (Lru, b(8), 1),
-                (Lru, b(8), 2),
+                (belady, b(4), 1),
+                (belady, b(4), 2),
+                (belady, b(8), 1),
+                (belady, b(8), 2),
+                (lru, b(4), 1),
+                (lru, b(4), 2),
+                (lru, b(8), 1),
+                (lru, b(8), 2),
             ]
         );
     }

@@ -131,17 +131,6 @@ fn naive(kind: PolicyKind, cap: usize, s: &AccessStream, sem: Semantics) -> u64 
     page_ins
 }
 
-const ONLINE: [PolicyKind; 8] = [
-    PolicyKind::Lru,
-    PolicyKind::Fifo,
-    PolicyKind::Lfu,
-    PolicyKind::Random,
-    PolicyKind::Arc,
-    PolicyKind::S3Fifo,
-    PolicyKind::Belady,
-    PolicyKind::PinLru,
-];
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
@@ -168,7 +157,8 @@ proptest! {
         let batching = Batching { batch, queue: None, schedule: Schedule::Fifo };
         let w = Workload::build(&t, &map, PhaseSel::Decode, batching, None).unwrap();
         let bound = w.run(&map, &cfg(PolicyKind::Belady, units, split, sem)).unwrap().cache.page_ins;
-        for kind in ONLINE {
+        // Every registered policy, from the registry.
+        for kind in PolicyKind::ALL {
             let c = cfg(kind, units, split, sem);
             // Step through the stream and check the budget after every group (group
             // semantics) or every access (access semantics: one access per call, which is
@@ -195,8 +185,8 @@ proptest! {
             prop_assert_eq!(&stepped, &whole);
             prop_assert!(whole.page_ins <= whole.accesses);
             // Pins are resident for free (not page-ins), so the bound is over the policies
-            // that start empty.
-            if kind != PolicyKind::PinLru {
+            // that start empty: those that need no profile.
+            if !kind.needs_profile() {
                 prop_assert!(bound <= whole.page_ins, "belady {} > {} {}", bound, kind, whole.page_ins);
             }
         }

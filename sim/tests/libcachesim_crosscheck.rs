@@ -1,13 +1,14 @@
-//! Cross-check of `--semantics access` against libCacheSim's definitions of LRU, FIFO, LFU
-//! and Belady (1a1a11a/libCacheSim: cache/eviction/{LRU,FIFO,LFU,Belady}.c, cache_get_base,
+//! Cross-check of `--semantics access` against libCacheSim's definitions of LRU, FIFO, LFU,
+//! Belady and SIEVE (1a1a11a/libCacheSim: cache/eviction/{LRU,FIFO,LFU,Belady,Sieve}.c,
+//! cache_get_base,
 //! traceReader/customizedReader/oracle/oracleGeneralBin.h), on the bundled granite prose trace
 //! exported with the project's `oracleGeneral` exporter and read back here by an independent
 //! reader of the 24-byte records (u32 time, u64 obj id, u32 size, i64 next access vtime).
 //!
 //! libCacheSim's `get` evicts *before* inserting a missed object (so the new object is never
 //! the victim) and its LFU starts a re-inserted object at frequency 1. Our access semantics
-//! inserts, then evicts (MIN may drop the new unit at once; LFU may too) and LFU counts survive
-//! eviction. The reference below implements libCacheSim's rules with those two choices as
+//! inserts, then evicts (MIN may drop the new unit at once; LFU and SIEVE may too) and LFU
+//! counts survive eviction. The reference below implements libCacheSim's rules with those two choices as
 //! switches, and the test shows that the switches account for every difference; see
 //! `policies/RETENTION.md`.
 
@@ -108,6 +109,51 @@ fn reference(
     misses
 }
 
+/// SIEVE as the NSDI 2024 paper defines it, over unit-size objects and `cap` objects: a FIFO
+/// queue (new objects at the head), a visited bit set by a hit, and a hand that walks from the
+/// tail towards the head (wrapping), clearing bits, and evicts the first unvisited object,
+/// then rests on the next object towards the head. `evict_before_insert`: libCacheSim's (and
+/// the paper's) order; false: ours.
+fn reference_sieve(cap: usize, reqs: &[Req], evict_before_insert: bool) -> u64 {
+    let objects = reqs
+        .iter()
+        .map(|r| r.obj)
+        .max()
+        .map_or(0, |m| m as usize + 1);
+    let mut visited = vec![false; objects];
+    // queue[0] is the tail (oldest), the last element the head.
+    let mut queue: Vec<u64> = Vec::new();
+    let mut hand: Option<u64> = None;
+    let evict = |queue: &mut Vec<u64>, visited: &mut Vec<bool>, hand: &mut Option<u64>| {
+        let mut i = hand.map_or(0, |h| queue.iter().position(|&o| o == h).unwrap());
+        while visited[queue[i] as usize] {
+            visited[queue[i] as usize] = false;
+            i = if i + 1 < queue.len() { i + 1 } else { 0 };
+        }
+        queue.remove(i);
+        *hand = queue.get(i).copied();
+    };
+    let mut misses = 0u64;
+    for r in reqs {
+        if queue.contains(&r.obj) {
+            visited[r.obj as usize] = true;
+            continue;
+        }
+        misses += 1;
+        if evict_before_insert {
+            while queue.len() + 1 > cap {
+                evict(&mut queue, &mut visited, &mut hand);
+            }
+        }
+        queue.push(r.obj);
+        visited[r.obj as usize] = false;
+        while queue.len() > cap {
+            evict(&mut queue, &mut visited, &mut hand);
+        }
+    }
+    misses
+}
+
 #[test]
 fn access_semantics_agrees_with_libcachesim_definitions() {
     let prose = concat!(
@@ -157,12 +203,14 @@ fn access_semantics_agrees_with_libcachesim_definitions() {
             ours(PolicyKind::Lfu),
             ours(PolicyKind::Belady),
         );
+        let sieve = ours(PolicyKind::parse("sieve").unwrap());
         eprintln!(
-            "budget {units}: lru {lru} (libCacheSim {}), fifo {fifo} ({}), lfu {lfu} ({}), belady {min} ({})",
+            "budget {units}: lru {lru} (libCacheSim {}), fifo {fifo} ({}), lfu {lfu} ({}), belady {min} ({}), sieve {sieve} ({})",
             lcs(PolicyKind::Lru),
             lcs(PolicyKind::Fifo),
             lcs(PolicyKind::Lfu),
-            lcs(PolicyKind::Belady)
+            lcs(PolicyKind::Belady),
+            reference_sieve(cap, &reqs, true)
         );
         // LRU and FIFO never pick the object just inserted, so the order of insert and
         // evict does not matter: identical.
@@ -174,6 +222,9 @@ fn access_semantics_agrees_with_libcachesim_definitions() {
         assert_eq!(min, reference(PolicyKind::Belady, cap, &reqs, false, true));
         // LFU: with both switches flipped to our definition, the reference matches exactly.
         assert_eq!(lfu, reference(PolicyKind::Lfu, cap, &reqs, false, false));
+        // SIEVE: with our insert-then-evict order the reference matches exactly; libCacheSim's
+        // order differs only where the hand would reach the newcomer (see the hand example).
+        assert_eq!(sieve, reference_sieve(cap, &reqs, false));
     }
 }
 
@@ -202,4 +253,17 @@ fn hand_example_of_each_difference() {
     let s = stream(&[0, 0, 0, 1, 2, 1, 2, 1, 2, 0]);
     assert_eq!(reference(PolicyKind::Lfu, 2, &s, true, true), 7);
     assert_eq!(reference(PolicyKind::Lfu, 2, &s, false, false), 8);
+    // SIEVE on A B A B C D C with 2 slots; A and B are visited when C arrives. libCacheSim
+    // evicts first: the hand clears A and B, wraps to the tail and evicts A; C goes in; D
+    // evicts B (its bit cleared); C hits: 4 misses. Ours admits C first, so the hand clears A
+    // and B and meets C at the head: C goes; D evicts A; C misses again: 5.
+    let s = stream(&[0, 1, 0, 1, 2, 3, 2]);
+    assert_eq!(reference_sieve(2, &s, true), 4);
+    assert_eq!(reference_sieve(2, &s, false), 5);
+    // SIEVE is not libCacheSim's LFU (their misses coincide on the prose trace): on A B A C D
+    // A the hand clears A while evicting B for C, so D evicts A and A misses again (5); LFU
+    // keeps A (count 2) and evicts C for D (4).
+    let s = stream(&[0, 1, 0, 2, 3, 0]);
+    assert_eq!(reference_sieve(2, &s, true), 5);
+    assert_eq!(reference(PolicyKind::Lfu, 2, &s, true, true), 4);
 }

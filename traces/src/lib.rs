@@ -1,7 +1,8 @@
 //! MoE router traces: which experts each MoE layer's router selected for each token.
 //!
 //! This crate owns the trace data model ([`Header`], [`Trace`]), the versioned binary format
-//! (see `FORMAT.md`), the streaming reader and the atomic writer, importers and exporters,
+//! (see `FORMAT.md`), the streaming reader and the atomic writer, importers (listed in the
+//! [`import_formats`] registry) and exporters,
 //! the synthetic generator and trace statistics. It knows nothing about GPUs, paging mechanisms
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
@@ -10,6 +11,7 @@ pub mod export;
 pub mod file_mode;
 pub mod format;
 pub mod gen;
+pub mod import_formats;
 pub mod import_onnx;
 pub mod import_rows;
 pub mod model;
@@ -23,6 +25,9 @@ pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 
 pub use error::{TokenPos, TraceError};
+pub use import_formats::{
+    import_format, FileKind, ImportFormat, ImportOutput, Imported, IMPORT_FORMATS,
+};
 pub use import_onnx::{import_onnx_genai_json, ImportOptions, OnnxGenaiImport};
 pub use import_rows::{import_csv, import_jsonl, RowImportOptions};
 pub use reader::{read_bytes, read_file, read_header, TokenRef, TraceReader};

@@ -1,7 +1,22 @@
 //! Adaptive Replacement Cache.
 
 use super::list::DList;
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `arc`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arc",
+    aliases: &[],
+    debug_name: "Arc",
+    summary: "Adaptive Replacement Cache (Megiddo & Modha, FAST 2003)",
+    help_note: None,
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: false,
+    in_all: true,
+    build: |s| Ok(Box::new(Arc::new(s.units, s.capacity))),
+};
 
 /// ARC (Megiddo & Modha, "ARC: A Self-Tuning, Low Overhead Replacement Cache", FAST 2003).
 /// Resident units are split between T1 (seen once recently) and T2 (seen at least twice);

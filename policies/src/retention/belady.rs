@@ -1,7 +1,22 @@
 //! Belady's MIN: the offline optimum.
 
+use super::registry::PolicyEntry;
 use super::timeline::Timeline;
 use super::{Admission, At, EvictionPolicy, Protect, NEVER};
+
+/// The registry entry of `belady`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "belady",
+    aliases: &["min"],
+    debug_name: "Belady",
+    summary: "Offline MIN: evict the unit whose next use is farthest",
+    help_note: Some("offline MIN, the bound"),
+    needs_profile: false,
+    offline: true,
+    monotone_in_budget: true,
+    in_all: true,
+    build: |s| Ok(Box::new(Belady::new(s.units))),
+};
 
 /// MIN (Belady 1966): the victim is the resident unit whose next use is farthest in the
 /// future; units never used again go first. Next uses are precomputed by the caller and

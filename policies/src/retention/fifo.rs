@@ -1,7 +1,22 @@
 //! First in, first out.
 
 use super::list::DList;
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `fifo`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "fifo",
+    aliases: &[],
+    debug_name: "Fifo",
+    summary: "First in, first out (hits do not reorder)",
+    help_note: None,
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: false,
+    in_all: true,
+    build: |s| Ok(Box::new(Fifo::new(s.units))),
+};
 
 /// FIFO: the victim is the resident unit admitted longest ago; hits do not reorder. Under
 /// group semantics protected units (hits of the current group that happen to be old) are

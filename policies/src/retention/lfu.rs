@@ -1,8 +1,23 @@
 //! Least frequently used, with counts over the whole run.
 
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+/// The registry entry of `lfu`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "lfu",
+    aliases: &[],
+    debug_name: "Lfu",
+    summary: "Least frequently used; counts survive eviction; ties by least recent use",
+    help_note: Some("counts over the whole run, ties by LRU"),
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: true,
+    in_all: true,
+    build: |s| Ok(Box::new(Lfu::new(s.units))),
+};
 
 /// LFU: the victim is the resident unit with the fewest accesses so far, ties broken by least
 /// recent use (docs/DESIGN.md, cache regime). Counts cover every access of the run and survive

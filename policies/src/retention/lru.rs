@@ -1,7 +1,22 @@
 //! Least recently used.
 
 use super::list::DList;
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `lru`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "lru",
+    aliases: &[],
+    debug_name: "Lru",
+    summary: "Least recently used",
+    help_note: None,
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: true,
+    in_all: true,
+    build: |s| Ok(Box::new(Lru::new(s.units))),
+};
 
 /// LRU: the victim is the resident unit whose last access is oldest. Under group semantics the
 /// current group's units were all just touched, so the first unprotected unit from the cold

@@ -1,7 +1,9 @@
 //! Retention (eviction) policies: which units stay resident across tokens under a budget.
 //!
-//! Every policy is one type implementing [`EvictionPolicy`], in its own file; adding a policy
-//! means adding a file and one arm in [`PolicyKind`] (parse, name) and [`build`]. Policies see
+//! Every policy is one type implementing [`EvictionPolicy`], in its own file, with its
+//! [`PolicyEntry`] (name, aliases, summary, what it needs, constructor) next to it; the
+//! registry [`POLICIES`] lists the entries, and [`PolicyKind`] is a handle on one. Adding a
+//! policy means adding its file (and its `mod` line) and one line in the registry. Policies see
 //! dense unit ids `0..units` of one pool (the whole bank for the global split, one layer's units
 //! for the per-layer split) and keep their own bookkeeping in arrays indexed by id; the caller
 //! (the cache-regime driver in the `sim` crate, or the discrete-event engine) owns residency,
@@ -24,7 +26,9 @@ pub mod list;
 mod lru;
 mod pin_lru;
 mod random;
+mod registry;
 mod s3fifo;
+mod sieve;
 mod static_pin;
 mod timeline;
 
@@ -35,6 +39,7 @@ pub use lfu::Lfu;
 pub use lru::Lru;
 pub use pin_lru::PinLru;
 pub use random::Random;
+pub use registry::{PolicyEntry, POLICIES};
 pub use s3fifo::S3Fifo;
 pub use static_pin::StaticPin;
 
@@ -141,67 +146,69 @@ pub struct PolicySetup {
     pub profile_always_on: Option<Vec<bool>>,
 }
 
-/// The retention policies selectable with `--evict`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PolicyKind {
-    /// Offline MIN: evict the unit whose next use is farthest.
-    Belady,
-    /// Least recently used.
-    Lru,
-    /// First in, first out (hits do not reorder).
-    Fifo,
-    /// Least frequently used; counts survive eviction; ties by least recent use.
-    Lfu,
-    /// Uniformly random victim (seeded PCG).
-    Random,
-    /// Top-B units of the profile trace pinned, everything else streamed.
-    StaticPin,
-    /// Always-on units of the profile trace pinned, LRU over the rest of the budget.
-    PinLru,
-    /// Adaptive Replacement Cache (Megiddo & Modha, FAST 2003).
-    Arc,
-    /// S3-FIFO (Yang et al., SOSP 2023).
-    S3Fifo,
-}
+/// A retention policy selectable with `--evict`: a handle on its [`PolicyEntry`] in
+/// [`POLICIES`]. Equality, order and hashing follow the registry position, so grids sort in
+/// registry order. The associated constants name the policies that code refers to directly;
+/// every registered policy is reachable through [`PolicyKind::parse`] and [`PolicyKind::ALL`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyKind(u8);
 
+#[allow(non_upper_case_globals)]
 impl PolicyKind {
-    /// Every policy, in the order grids print them.
-    pub const ALL: [PolicyKind; 9] = [
-        PolicyKind::Belady,
-        PolicyKind::Lru,
-        PolicyKind::Fifo,
-        PolicyKind::Lfu,
-        PolicyKind::Random,
-        PolicyKind::StaticPin,
-        PolicyKind::PinLru,
-        PolicyKind::Arc,
-        PolicyKind::S3Fifo,
-    ];
+    /// Offline MIN.
+    pub const Belady: PolicyKind = PolicyKind::named("belady");
+    /// Least recently used.
+    pub const Lru: PolicyKind = PolicyKind::named("lru");
+    /// First in, first out.
+    pub const Fifo: PolicyKind = PolicyKind::named("fifo");
+    /// Least frequently used.
+    pub const Lfu: PolicyKind = PolicyKind::named("lfu");
+    /// Uniformly random victim.
+    pub const Random: PolicyKind = PolicyKind::named("random");
+    /// Top-B units of the profile trace pinned.
+    pub const StaticPin: PolicyKind = PolicyKind::named("static-pin");
+    /// Always-on units pinned, LRU over the rest.
+    pub const PinLru: PolicyKind = PolicyKind::named("pin-lru");
+    /// Adaptive Replacement Cache.
+    pub const Arc: PolicyKind = PolicyKind::named("arc");
+    /// S3-FIFO.
+    pub const S3Fifo: PolicyKind = PolicyKind::named("s3fifo");
+
+    /// Every registered policy, in the order grids print them (the order of [`POLICIES`]).
+    pub const ALL: [PolicyKind; POLICIES.len()] = ALL_KINDS;
+
+    /// The registered policy called `name` (its `--evict` name); a compile-time error in a
+    /// constant when there is none.
+    const fn named(name: &str) -> PolicyKind {
+        PolicyKind(registry::index_of(name) as u8)
+    }
+
+    /// The policies `--evict all` runs, in registry order.
+    pub fn evict_all() -> impl Iterator<Item = PolicyKind> {
+        PolicyKind::ALL.into_iter().filter(|k| k.entry().in_all)
+    }
+
+    /// The policy's registry entry.
+    pub fn entry(self) -> &'static PolicyEntry {
+        &POLICIES[self.0 as usize]
+    }
 
     /// The `--evict` name.
     pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Belady => "belady",
-            PolicyKind::Lru => "lru",
-            PolicyKind::Fifo => "fifo",
-            PolicyKind::Lfu => "lfu",
-            PolicyKind::Random => "random",
-            PolicyKind::StaticPin => "static-pin",
-            PolicyKind::PinLru => "pin-lru",
-            PolicyKind::Arc => "arc",
-            PolicyKind::S3Fifo => "s3fifo",
-        }
+        self.entry().name
     }
 
-    /// Parse an `--evict` name (case-insensitive; `min` is accepted for `belady`).
+    /// One line on what the policy evicts.
+    pub fn summary(self) -> &'static str {
+        self.entry().summary
+    }
+
+    /// Parse an `--evict` name or alias (case-insensitive; `min` is accepted for `belady`).
     pub fn parse(s: &str) -> Result<PolicyKind, String> {
         let lower = s.trim().to_ascii_lowercase();
-        if lower == "min" {
-            return Ok(PolicyKind::Belady);
-        }
         PolicyKind::ALL
             .into_iter()
-            .find(|k| k.name() == lower)
+            .find(|k| k.name() == lower || k.entry().aliases.contains(&lower.as_str()))
             .ok_or_else(|| {
                 let names: Vec<_> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
                 format!(
@@ -211,14 +218,21 @@ impl PolicyKind {
             })
     }
 
-    /// True when the policy reads next-use positions (offline).
+    /// True when the policy is offline (an oracle such as Belady/MIN): it reads next-use
+    /// positions, so the driver precomputes them and the policy needs the stream's future.
+    pub fn is_offline(self) -> bool {
+        self.entry().offline
+    }
+
+    /// True when the policy reads next-use positions (the same as [`PolicyKind::is_offline`],
+    /// asked by the driver that precomputes them).
     pub fn needs_next_use(self) -> bool {
-        self == PolicyKind::Belady
+        self.is_offline()
     }
 
     /// True when the policy needs profile-trace statistics.
     pub fn needs_profile(self) -> bool {
-        matches!(self, PolicyKind::StaticPin | PolicyKind::PinLru)
+        self.entry().needs_profile
     }
 
     /// True when page-ins never increase as the budget grows, so a binary search over the
@@ -226,16 +240,33 @@ impl PolicyKind {
     /// victim order is a priority over units that does not depend on the budget (recency for
     /// LRU, (count, recency) for LFU, next use for MIN, the profile order for the pins, and
     /// "current group first" for the group protection), so a larger cache always holds a
-    /// superset. FIFO (Belady's anomaly), random, ARC and S3-FIFO are not.
+    /// superset. FIFO (Belady's anomaly), random, ARC, S3-FIFO and SIEVE are not.
     pub fn monotone_in_budget(self) -> bool {
-        matches!(
-            self,
-            PolicyKind::Belady
-                | PolicyKind::Lru
-                | PolicyKind::Lfu
-                | PolicyKind::StaticPin
-                | PolicyKind::PinLru
-        )
+        self.entry().monotone_in_budget
+    }
+
+    /// Build this policy for one pool. Errors name the missing input (profile statistics for
+    /// the pinning policies).
+    pub fn build(self, setup: &PolicySetup) -> Result<Box<dyn EvictionPolicy>, String> {
+        (self.entry().build)(setup)
+    }
+}
+
+const ALL_KINDS: [PolicyKind; POLICIES.len()] = {
+    let mut kinds = [PolicyKind(0); POLICIES.len()];
+    let mut i = 0;
+    while i < kinds.len() {
+        kinds[i] = PolicyKind(i as u8);
+        i += 1;
+    }
+    kinds
+};
+
+/// The `Debug` form is the registry's `debug_name` (`Lru`, `StaticPin`), which earlier
+/// validation files hold in their `retention` echo.
+impl std::fmt::Debug for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.entry().debug_name)
     }
 }
 
@@ -259,31 +290,8 @@ impl std::str::FromStr for PolicyKind {
     }
 }
 
-/// Build a policy for one pool. Errors name the missing input (profile statistics for the
-/// pinning policies).
+/// Build a policy for one pool ([`PolicyKind::build`]). Errors name the missing input
+/// (profile statistics for the pinning policies).
 pub fn build(kind: PolicyKind, setup: &PolicySetup) -> Result<Box<dyn EvictionPolicy>, String> {
-    let missing = |what: &str| format!("policy `{kind}` needs {what} (from a profile trace)");
-    Ok(match kind {
-        PolicyKind::Belady => Box::new(Belady::new(setup.units)),
-        PolicyKind::Lru => Box::new(Lru::new(setup.units)),
-        PolicyKind::Fifo => Box::new(Fifo::new(setup.units)),
-        PolicyKind::Lfu => Box::new(Lfu::new(setup.units)),
-        PolicyKind::Random => Box::new(Random::new(setup.units, setup.seed, setup.pool)),
-        PolicyKind::StaticPin => Box::new(StaticPin::new(
-            setup.capacity,
-            setup
-                .profile_counts
-                .as_deref()
-                .ok_or_else(|| missing("unit access counts"))?,
-        )),
-        PolicyKind::PinLru => Box::new(PinLru::new(
-            setup.capacity,
-            setup
-                .profile_always_on
-                .as_deref()
-                .ok_or_else(|| missing("always-on units"))?,
-        )),
-        PolicyKind::Arc => Box::new(Arc::new(setup.units, setup.capacity)),
-        PolicyKind::S3Fifo => Box::new(S3Fifo::new(setup.units, setup.capacity)),
-    })
+    kind.build(setup)
 }

@@ -1,7 +1,26 @@
 //! Always-on units pinned, LRU over the rest of the budget.
 
 use super::list::DList;
+use super::registry::{missing_profile, PolicyEntry};
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `pin-lru`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "pin-lru",
+    aliases: &[],
+    debug_name: "PinLru",
+    summary: "Always-on units of the profile trace pinned, LRU over the rest of the budget",
+    help_note: Some("always-on units pinned, LRU over the rest"),
+    needs_profile: true,
+    offline: false,
+    monotone_in_budget: true,
+    in_all: true,
+    build: |s| {
+        let on = s.profile_always_on.as_deref();
+        let on = on.ok_or_else(|| missing_profile("pin-lru", "always-on units"))?;
+        Ok(Box::new(PinLru::new(s.capacity, on)))
+    },
+};
 
 /// Pin-LRU: the units accessed in every token of the profile trace (always-on) are resident
 /// from the start and never evicted; the remaining budget is managed by LRU. When there are

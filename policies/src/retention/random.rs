@@ -1,8 +1,23 @@
 //! Uniformly random victim.
 
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+
+/// The registry entry of `random`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "random",
+    aliases: &[],
+    debug_name: "Random",
+    summary: "Uniformly random victim (seeded PCG)",
+    help_note: Some("seeded"),
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: false,
+    in_all: true,
+    build: |s| Ok(Box::new(Random::new(s.units, s.seed, s.pool))),
+};
 
 /// Random: the victim is drawn uniformly among the unprotected resident units, from a PCG
 /// generator seeded with (`seed`, stream = pool index), so results are reproducible and the

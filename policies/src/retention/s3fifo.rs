@@ -1,7 +1,22 @@
 //! S3-FIFO.
 
 use super::list::DList;
+use super::registry::PolicyEntry;
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `s3fifo`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "s3fifo",
+    aliases: &[],
+    debug_name: "S3Fifo",
+    summary: "S3-FIFO (Yang et al., SOSP 2023)",
+    help_note: None,
+    needs_profile: false,
+    offline: false,
+    monotone_in_budget: false,
+    in_all: true,
+    build: |s| Ok(Box::new(S3Fifo::new(s.units, s.capacity))),
+};
 
 /// Share of the budget given to the small FIFO queue (the paper's default, 10%).
 /// Source: Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023, §4.

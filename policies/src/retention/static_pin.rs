@@ -1,6 +1,25 @@
 //! Static pinning: the profile's top-B units resident for the whole run, the rest streamed.
 
+use super::registry::{missing_profile, PolicyEntry};
 use super::{Admission, At, EvictionPolicy, Protect};
+
+/// The registry entry of `static-pin`.
+pub(super) const ENTRY: PolicyEntry = PolicyEntry {
+    name: "static-pin",
+    aliases: &[],
+    debug_name: "StaticPin",
+    summary: "Top-B units of the profile trace pinned, everything else streamed",
+    help_note: Some("top-B units of the profile trace pinned, the rest streamed"),
+    needs_profile: true,
+    offline: false,
+    monotone_in_budget: true,
+    in_all: true,
+    build: |s| {
+        let counts = s.profile_counts.as_deref();
+        let counts = counts.ok_or_else(|| missing_profile("static-pin", "unit access counts"))?;
+        Ok(Box::new(StaticPin::new(s.capacity, counts)))
+    },
+};
 
 /// Static pin: the `capacity` units with the most accesses in the profile trace (count
 /// descending, then lower unit id first) are resident from the start and never page-ins;

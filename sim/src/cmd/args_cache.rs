@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use policies::retention::POLICIES;
 use policies::PolicyKind;
 use reports::metrics::count;
 use sim::cache::RetentionConfig;
@@ -15,12 +16,8 @@ use sim::grid::RetentionAxes;
 /// --budget, --batch and --split and run every combination; `sim run` takes one value of each.
 #[derive(Args, Clone, Debug, Default)]
 pub struct CacheArgs {
-    /// Retention policy: belady (offline MIN, the bound), lru, fifo, lfu (counts over the
-    /// whole run, ties by LRU), random (seeded), static-pin (top-B units of the profile trace
-    /// pinned, the rest streamed), pin-lru (always-on units pinned, LRU over the rest), arc,
-    /// s3fifo; `all` for every one. `sim sweep` and `sim compare` take a comma-separated list;
-    /// `sim run` takes one.
-    #[arg(long, value_delimiter = ',', value_name = "POLICY")]
+    // Help: the registry's policies (see `evict_help`).
+    #[arg(long, value_delimiter = ',', value_name = "POLICY", help = evict_help())]
     pub evict: Vec<String>,
 
     /// VRAM budget for expert units: a percentage of the bank (`25%`, rounds to
@@ -94,6 +91,47 @@ pub struct CacheArgs {
     pub link_gbps: Option<f64>,
 }
 
+/// The `--evict` help, from the policy registry: every name with its help note, then what
+/// `all` runs.
+fn evict_help() -> String {
+    format!(
+        "Retention policy: {}. `sim sweep` and `sim compare` take a comma-separated list; \
+         `sim run` takes one",
+        policy_values()
+    )
+}
+
+/// The registered policies as a help list: `belady (offline MIN, the bound), lru, ...`.
+pub fn policy_names() -> String {
+    let names: Vec<String> = POLICIES
+        .iter()
+        .map(|e| match e.help_note {
+            Some(n) => format!("{} ({n})", e.name),
+            None => e.name.to_string(),
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// [`policy_names`] and what `all` runs: `...; `all` for every one` (naming the policies
+/// `all` leaves out, if any).
+pub fn policy_values() -> String {
+    let outside: Vec<&str> = POLICIES
+        .iter()
+        .filter(|e| !e.in_all)
+        .map(|e| e.name)
+        .collect();
+    if outside.is_empty() {
+        format!("{}; `all` for every one", policy_names())
+    } else {
+        format!(
+            "{}; `all` for every one but {}",
+            policy_names(),
+            outside.join(", ")
+        )
+    }
+}
+
 fn parse_split(s: &str) -> Split {
     if s == "per-layer" {
         Split::PerLayer
@@ -122,12 +160,13 @@ fn parse_schedule(s: &str) -> Schedule {
 pub const DEFAULT_SWEEP_BUDGETS: [u128; 5] = [10, 25, 50, 75, 90];
 
 impl CacheArgs {
-    /// The policies named by --evict (`all` expands to every policy), without repeats.
+    /// The policies named by --evict (`all` expands to the registry's `all` set), without
+    /// repeats.
     pub fn policies(&self) -> Result<Vec<PolicyKind>> {
         let mut out = Vec::new();
         for e in &self.evict {
             let kinds = if e.trim().eq_ignore_ascii_case("all") {
-                PolicyKind::ALL.to_vec()
+                PolicyKind::evict_all().collect()
             } else {
                 vec![PolicyKind::parse(e).map_err(|m| anyhow::anyhow!("--evict: {m}"))?]
             };

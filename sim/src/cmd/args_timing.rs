@@ -2,7 +2,9 @@
 //! compute model, prefetch predictor, batch memory.
 
 use anyhow::{bail, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use sim::engine::predict::PREDICTORS;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::model_profile::{ComputeMode, ComputeOverrides};
 use std::path::PathBuf;
@@ -71,9 +73,9 @@ pub struct TimingArgs {
     #[arg(long, help_heading = "Timing")]
     pub serial_loader: bool,
 
-    /// Prefetch predictor naming the units of the MoE layer `--window` layers ahead: none,
-    /// oracle (the bound), prev-token, static (most used units per layer), next-layer.
-    #[arg(long, value_enum, default_value = "none", help_heading = "Timing")]
+    // Help and values: the predictor registry (see `predictor_help`).
+    #[arg(long, default_value = "none", help_heading = "Timing", help = predictor_help(),
+          value_parser = predictor_parser())]
     pub predictor: PredictorKind,
 
     /// Prefetch lead in MoE layers (1 to the number of MoE layers).
@@ -97,7 +99,6 @@ pub struct TimingArgs {
 
 /// `--compute` values from [`ComputeMode::ALL`], each with its summary in `--help`.
 fn compute_parser() -> impl clap::builder::TypedValueParser<Value = ComputeMode> {
-    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
     let values = ComputeMode::ALL.map(|(_, name, help)| PossibleValue::new(name).help(help));
     PossibleValuesParser::new(values).map(|s| {
         ComputeMode::ALL
@@ -105,6 +106,32 @@ fn compute_parser() -> impl clap::builder::TypedValueParser<Value = ComputeMode>
             .find(|(_, name, _)| *name == s)
             .map_or(ComputeMode::Geometry, |(mode, _, _)| mode)
     })
+}
+
+/// The `--predictor` help, from the predictor registry: every name with its help note.
+fn predictor_help() -> String {
+    let names: Vec<String> = PREDICTORS
+        .iter()
+        .map(|e| match e.help_note {
+            Some(n) => format!("{} ({n})", e.name),
+            None => e.name.to_string(),
+        })
+        .collect();
+    format!(
+        "Prefetch predictor naming the units of the MoE layer `--window` layers ahead: {}",
+        names.join(", ")
+    )
+}
+
+/// `--predictor` values: the registry's names, each with its summary.
+fn predictor_parser() -> impl TypedValueParser<Value = PredictorKind> {
+    let values = PREDICTORS.iter().map(|e| {
+        PossibleValue::new(e.name)
+            .help(e.summary)
+            .aliases(e.aliases.iter().copied())
+    });
+    PossibleValuesParser::new(values)
+        .map(|s| PredictorKind::parse(&s).expect("a possible value is a registered predictor"))
 }
 
 impl TimingArgs {

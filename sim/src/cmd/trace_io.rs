@@ -1,32 +1,21 @@
 //! `sim trace import` and `sim trace export`: converting traces from and to other formats.
 
 use anyhow::{bail, Context};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
-use traces::ImportOptions;
-
-/// Input formats of `sim trace import`.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ImportFormat {
-    /// The onnx-genai router-trace JSON (one object with `prompts`), e.g. the granite trace.
-    OnnxGenaiJson,
-    /// CSV rows `sequence,phase,token,layer,experts[,weights]` (see traces/FORMAT.md).
-    Csv,
-    /// JSON Lines rows `{"sequence","phase","token","layer","experts"[,"weights"]}`.
-    Jsonl,
-}
+use traces::{ImportFormat, ImportOptions, ImportOutput, Imported, IMPORT_FORMATS};
 
 /// Arguments of `sim trace import`.
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// Format of FILE.
-    #[arg(long, value_enum)]
-    pub format: ImportFormat,
+    #[arg(long, value_parser = import_format_parser())]
+    pub format: &'static ImportFormat,
     /// The file to convert.
     pub file: PathBuf,
-    /// Output directory (created if missing). onnx-genai-json writes one `<prompt key>.bin`
-    /// per prompt plus `all.bin`; csv and jsonl write `<FILE stem>.bin`.
-    #[arg(long)]
+    // Help: what each registered format writes (see `out_help`).
+    #[arg(long, help = out_help())]
     pub out: PathBuf,
     /// Model name to record in the header (default: the name in the file, or "unknown").
     #[arg(long)]
@@ -51,10 +40,70 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    /// csv/jsonl only: experts per layer, when the largest id seen + 1 would understate it
-    /// (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    // Help: the formats that read it (see `num_experts_help`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = num_experts_help())]
     pub num_experts: Option<u16>,
+}
+
+/// `--format` values: the import-format registry's names, each with its summary.
+fn import_format_parser() -> impl TypedValueParser<Value = &'static ImportFormat> {
+    let values = IMPORT_FORMATS.iter().map(|f| {
+        PossibleValue::new(f.name)
+            .help(f.summary)
+            .aliases(f.aliases.iter().copied())
+    });
+    PossibleValuesParser::new(values)
+        .map(|s| traces::import_format(&s).expect("a possible value is a registered import format"))
+}
+
+/// The names of the formats `keep` selects, as prose: `a`, `a and b`, `a, b and c`.
+fn format_names(keep: impl Fn(&ImportFormat) -> bool) -> (String, usize) {
+    let names: Vec<&str> = IMPORT_FORMATS
+        .iter()
+        .filter(|f| keep(f))
+        .map(|f| f.name)
+        .collect();
+    let text = match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    };
+    (text, names.len())
+}
+
+/// The `--out` help: what each registered format writes.
+fn out_help() -> String {
+    let mut parts = Vec::new();
+    let verb = |n: usize| if n == 1 { "writes" } else { "write" };
+    let (per, n) = format_names(|f| f.output == ImportOutput::PerPrompt);
+    if n > 0 {
+        parts.push(format!(
+            "{per} {} one `<prompt key>.bin` per prompt plus `all.bin`",
+            verb(n)
+        ));
+    }
+    let (one, n) = format_names(|f| f.output == ImportOutput::OneTrace);
+    if n > 0 {
+        parts.push(format!("{one} {} `<FILE stem>.bin`", verb(n)));
+    }
+    format!(
+        "Output directory (created if missing). {}",
+        parts.join("; ")
+    )
+}
+
+/// The `--num-experts` help, naming the formats that read it.
+fn num_experts_help() -> String {
+    let names: Vec<&str> = IMPORT_FORMATS
+        .iter()
+        .filter(|f| f.takes_num_experts)
+        .map(|f| f.name)
+        .collect();
+    format!(
+        "{} only: experts per layer, when the largest id seen + 1 would understate it (at \
+         least 1)",
+        names.join("/")
+    )
 }
 
 pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
@@ -68,9 +117,12 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         date: a.date.clone(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.
-    let outputs: Vec<(String, traces::Trace)> = match a.format {
-        ImportFormat::OnnxGenaiJson => {
-            let imported = traces::import_onnx_genai_json(&a.file, &opts)?;
+    let ropts = traces::RowImportOptions {
+        common: opts,
+        num_experts: a.num_experts,
+    };
+    let outputs: Vec<(String, traces::Trace)> = match (a.format.import)(&a.file, &ropts)? {
+        Imported::PerPrompt(imported) => {
             let mut outputs = Vec::with_capacity(imported.prompts.len() + 1);
             for (key, trace) in imported.prompts {
                 check_file_stem(&key)?;
@@ -79,15 +131,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             outputs.push(("all.bin".to_string(), imported.all));
             outputs
         }
-        ImportFormat::Csv | ImportFormat::Jsonl => {
-            let ropts = traces::RowImportOptions {
-                common: opts,
-                num_experts: a.num_experts,
-            };
-            let trace = match a.format {
-                ImportFormat::Csv => traces::import_csv(&a.file, &ropts)?,
-                _ => traces::import_jsonl(&a.file, &ropts)?,
-            };
+        Imported::OneTrace(trace) => {
             let stem = a
                 .file
                 .file_stem()
