@@ -81,8 +81,14 @@ fn bytes_per_token(r: &RunEntry) -> Option<f64> {
     Some(r.cache()?.bytes_per_token)
 }
 
+/// Whether run `r`'s eviction policy is the offline bound (Belady/MIN: it reads the future).
 fn is_belady(r: &RunEntry) -> bool {
-    r.grid.evict.as_deref() == Some("belady")
+    r.grid.evict.as_deref().is_some_and(is_offline)
+}
+
+/// Whether policy `name` is an offline policy, by the retention registry.
+fn is_offline(name: &str) -> bool {
+    policies::PolicyKind::parse(name).is_ok_and(|k| k.is_offline())
 }
 
 /// Expert MiB derived from a streaming block and the trace's key count.
@@ -946,7 +952,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     let vals: Vec<Option<f64>> = policies
                         .iter()
                         .map(|p| {
-                            if p == "belady" {
+                            if is_offline(p) {
                                 None
                             } else {
                                 find(p, b).and_then(|r| r.metric(metrics::BYTES_PER_TOKEN.path))
@@ -994,7 +1000,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     .iter()
                     .enumerate()
                     .map(|(i, p)| {
-                        let mut row = vec![Cell::plain(if p == "belady" {
+                        let mut row = vec![Cell::plain(if is_offline(p) {
                             "belady (bound)".to_string()
                         } else {
                             p.clone()
@@ -1035,7 +1041,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                             })
                             .collect();
                         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                        if p == "belady" {
+                        if is_offline(p) {
                             Series::new("belady (lower bound)", pts).dashed()
                         } else {
                             Series::new(p.clone(), pts)

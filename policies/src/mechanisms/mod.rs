@@ -32,7 +32,7 @@ pub use order::{ChunkOrder, ProfileStats};
 pub use os_pages::OsPages;
 pub use packing::Packing;
 pub use region::Region;
-pub use registry::{forms_help, MechanismForm, MECHANISM_FORMS};
+pub use registry::{forms_help, forms_short, MechanismForm, MECHANISM_FORMS};
 pub use sizes::{SizeError, SizeOptions, Sizes, DEFAULT_GRANULE_BYTES, MIB};
 pub use spec::{parse, MechanismSpec, SpecError, ACCEPTED_FORMS};
 

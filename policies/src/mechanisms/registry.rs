@@ -138,6 +138,31 @@ pub fn forms_help() -> String {
         .join("; ")
 }
 
+/// The forms in short, for flag help: consecutive forms of one family merge their orders
+/// (`eN[:index|hot|coact], region:R[:index|hot], os4k, os64k, os2m`).
+pub fn forms_short() -> String {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    for f in MECHANISM_FORMS {
+        let (family, order) = match f.name.rsplit_once(':') {
+            Some((family, order)) if family.contains(char::is_uppercase) => (family, Some(order)),
+            _ => (f.name, None),
+        };
+        match (out.last_mut(), order) {
+            (Some((last, orders)), Some(o)) if last == family && !orders.is_empty() => {
+                orders.push(o)
+            }
+            _ => out.push((family.to_string(), order.into_iter().collect())),
+        }
+    }
+    out.iter()
+        .map(|(family, orders)| match orders.as_slice() {
+            [] => family.clone(),
+            o => format!("{family}[:{}]", o.join("|")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +271,14 @@ mod tests {
             readme_forms(),
             registered,
             "README.md's mechanism list differs from policies::mechanisms::MECHANISM_FORMS"
+        );
+    }
+
+    #[test]
+    fn short_forms_merge_the_orders_of_a_family() {
+        assert_eq!(
+            forms_short(),
+            "eN[:index|hot|coact], region:R[:index|hot], os4k, os64k, os2m"
         );
     }
 }

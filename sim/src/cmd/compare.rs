@@ -28,12 +28,15 @@ pub struct CompareArgs {
     #[arg(long = "trace", value_name = "FILE", required = true)]
     pub traces: Vec<PathBuf>,
 
-    /// Mechanisms to compare, comma-separated: eN[:index|hot|coact], region:R[:index|hot],
-    /// os4k, os64k, os2m (as `sim run --policy`). Each gets a streaming-regime run (nothing
-    /// retained), and one run per policy x budget x split x batch when --evict is given
-    /// (Belady/MIN is always added as the bound; --split defaults to global here).
     #[arg(
         long,
+        help = format!(
+            "Mechanisms to compare, comma-separated: {} (as `sim run --policy`). Each gets a \
+             streaming-regime run (nothing retained), and one run per policy x budget x split x \
+             batch when --evict is given (Belady/MIN is always added as the bound; --split \
+             defaults to global here)",
+            policies::mechanisms::forms_short()
+        ),
         value_delimiter = ',',
         value_name = "SPECS",
         default_value = "e1,e2:index,e2:hot,e4:hot,region:64,os4k"

@@ -46,9 +46,12 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    /// Mechanisms to replay, comma-separated: eN[:index|hot|coact], region:R, os4k, os64k, os2m
-    /// (each is predicted and measured on the same plans).
-    #[arg(long, value_delimiter = ',', required = true, value_name = "SPEC")]
+    #[arg(long, value_delimiter = ',', required = true, value_name = "SPEC",
+          help = format!(
+              "Mechanisms to replay, comma-separated: {} (each is predicted and measured on the \
+               same plans)",
+              policies::mechanisms::forms_short()
+          ))]
     pub policy: Vec<String>,
 
     /// Replay only the first N decode steps of the trace, N >= 1 (prediction and measurement
@@ -107,12 +110,13 @@ pub struct ValidateArgs {
 /// fixed budget.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ValidateCacheArgs {
-    /// Retention policy of the replayed plans: belady (offline MIN), lru, fifo, lfu (counts
-    /// over the whole run, ties by LRU), random (seeded), static-pin (top-B units of the
-    /// profile trace pinned, the rest streamed), pin-lru (always-on units pinned, LRU over the
-    /// rest), arc, s3fifo. Needs --budget. Without --evict/--budget: streaming (every
-    /// selected expert paged in, evicted after its layer).
-    #[arg(long, value_name = "POLICY", value_parser = |s: &str| PolicyKind::parse(s))]
+    #[arg(long, value_name = "POLICY", value_parser = |s: &str| PolicyKind::parse(s),
+          help = format!(
+              "Retention policy of the replayed plans: {}. Needs --budget. Without \
+               --evict/--budget: streaming (every selected expert paged in, evicted after its \
+               layer)",
+              super::args_cache::policy_names()
+          ))]
     pub evict: Option<PolicyKind>,
 
     /// VRAM budget for expert units: a percentage of the bank (`25%`, rounds to
