@@ -378,61 +378,89 @@ pub fn retention_summary(r: &sim::runner::RunReport) -> String {
     ];
     super::run::write_rows(&mut s, rows);
     if let Some(t) = &r.tiers {
-        let per = |x: u64| x as f64 / c.tokens.max(1) as f64;
-        let _ = writeln!(
-            s,
-            "tiers (DRAM {} behind VRAM, SSD behind DRAM):",
-            i.dram.as_ref().map_or(String::new(), |d| d.to_string())
-        );
-        for (k, v) in [
-            ("DRAM hits", t.dram_hits),
-            ("SSD compulsory", t.ssd_compulsory),
-            ("SSD capacity", t.ssd_capacity),
-        ] {
-            let _ = writeln!(s, "  {k:<17} {v:>12}   {:.3} per token", per(v));
-        }
+        s += &tiers_summary(t, i, c.tokens);
     }
     if let Some(q) = &r.schedule {
-        let _ = writeln!(
-            s,
-            "schedule ({}, queue {}):\n  unions/token {:.3}   dispatch delay p50 {}  p99 {}  max {}",
-            match i.schedule {
-                Schedule::Fifo => "fifo",
-                Schedule::RouteAware => "route-aware",
-            },
-            i.queue.unwrap_or(0),
-            q.unions_per_token,
-            q.delay_p50,
-            q.delay_p99,
-            q.delay_max
-        );
+        s += &schedule_summary(q, i);
     }
     if let Some(t) = &r.target {
-        match t.budget_units {
-            Some(u) => {
-                let _ = writeln!(
-                    s,
-                    "target {} tokens/s over {} GB/s: smallest budget {} units ({} search, {} runs); transfer floor {}",
-                    t.target_tokens_per_s,
-                    t.link_gbps,
-                    u,
-                    t.search,
-                    t.evaluations,
-                    t.tokens_per_s
-                        .map_or("unbounded (nothing crosses the link)".to_string(), |x| format!("{x:.1} tokens/s"))
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    s,
-                    "target {} tokens/s over {} GB/s: not reachable with {}; even the whole bank moves {:.3} MiB per token ({:.1} tokens/s)",
-                    t.target_tokens_per_s,
-                    t.link_gbps,
-                    i.evict,
-                    t.bytes_per_token / sim::MIB,
-                    t.tokens_per_s.unwrap_or(f64::INFINITY)
-                );
-            }
+        s += &target_summary(t, i);
+    }
+    s
+}
+
+/// The DRAM/SSD tier lines of a run summary.
+fn tiers_summary(
+    t: &sim::cache::TiersReport,
+    i: &sim::cache::RetentionInputs,
+    tokens: u64,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let per = |x: u64| x as f64 / tokens.max(1) as f64;
+    let _ = writeln!(
+        s,
+        "tiers (DRAM {} behind VRAM, SSD behind DRAM):",
+        i.dram.as_ref().map_or(String::new(), |d| d.to_string())
+    );
+    for (k, v) in [
+        ("DRAM hits", t.dram_hits),
+        ("SSD compulsory", t.ssd_compulsory),
+        ("SSD capacity", t.ssd_capacity),
+    ] {
+        let _ = writeln!(s, "  {k:<17} {v:>12}   {:.3} per token", per(v));
+    }
+    s
+}
+
+/// The scheduling line of a run summary (with `--queue`).
+fn schedule_summary(q: &sim::cache::ScheduleReport, i: &sim::cache::RetentionInputs) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "schedule ({}, queue {}):\n  unions/token {:.3}   dispatch delay p50 {}  p99 {}  max {}",
+        match i.schedule {
+            Schedule::Fifo => "fifo",
+            Schedule::RouteAware => "route-aware",
+        },
+        i.queue.unwrap_or(0),
+        q.unions_per_token,
+        q.delay_p50,
+        q.delay_p99,
+        q.delay_max
+    );
+    s
+}
+
+/// The target-search line of a run summary (with `--target-tokens-per-s`).
+fn target_summary(t: &sim::cache::TargetReport, i: &sim::cache::RetentionInputs) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    match t.budget_units {
+        Some(u) => {
+            let _ = writeln!(
+                s,
+                "target {} tokens/s over {} GB/s: smallest budget {} units ({} search, {} runs); transfer floor {}",
+                t.target_tokens_per_s,
+                t.link_gbps,
+                u,
+                t.search,
+                t.evaluations,
+                t.tokens_per_s
+                    .map_or("unbounded (nothing crosses the link)".to_string(), |x| format!("{x:.1} tokens/s"))
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "target {} tokens/s over {} GB/s: not reachable with {}; even the whole bank moves {:.3} MiB per token ({:.1} tokens/s)",
+                t.target_tokens_per_s,
+                t.link_gbps,
+                i.evict,
+                t.bytes_per_token / sim::MIB,
+                t.tokens_per_s.unwrap_or(f64::INFINITY)
+            );
         }
     }
     s

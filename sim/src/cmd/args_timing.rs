@@ -7,6 +7,7 @@ use clap::Args;
 use sim::engine::predict::PREDICTORS;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::model_profile::{ComputeMode, ComputeOverrides};
+use sim::runner::RunReport;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -276,21 +277,11 @@ pub fn with_timing(
 /// setting, one row per `--batch` N, without and (with `--admission-cap`) with the cap, and
 /// N_max: the largest N whose sequences are all admitted under the cap (without a cap: the
 /// largest N whose mapped memory stays within usable VRAM).
-pub fn batch_table(reports: &[sim::runner::RunReport]) -> String {
+pub fn batch_table(reports: &[RunReport]) -> String {
     use std::fmt::Write;
     if reports.iter().all(|r| r.timing.is_none()) {
         return String::new();
     }
-    // key of a row: everything but the batch and the cap
-    let key = |r: &sim::runner::RunReport| {
-        let ret = r
-            .retention
-            .as_ref()
-            .map(|x| format!("{} {} {}", x.evict.name(), x.budget, x.split.name()))
-            .unwrap_or_else(|| "streaming".into());
-        format!("{} {}", r.inputs.policy, ret)
-    };
-    let batch = |r: &sim::runner::RunReport| r.retention.as_ref().map_or(1, |x| x.batch);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -307,69 +298,103 @@ pub fn batch_table(reports: &[sim::runner::RunReport]) -> String {
     );
     let mut i = 0;
     while i < reports.len() {
-        let k = key(&reports[i]);
-        let mut n_max: Option<usize> = None;
-        let mut capped_seen = false;
-        while i < reports.len() && key(&reports[i]) == k {
-            let r = &reports[i];
-            let next_is_capped = reports
-                .get(i + 1)
-                .and_then(|x| x.admission.as_ref())
-                .is_some_and(|a| a.cap.is_some())
-                && reports
-                    .get(i + 1)
-                    .map(|x| key(x) == k && batch(x) == batch(r))
-                    == Some(true);
-            let (free, capped) = if next_is_capped {
-                (r, Some(&reports[i + 1]))
-            } else if r.admission.as_ref().is_some_and(|a| a.cap.is_some()) {
-                (r, Some(r))
-            } else {
-                (r, None)
-            };
-            let (Some(t), Some(d)) = (&free.timing, &free.timing_detail) else {
-                i += 1;
-                continue;
-            };
-            let n = batch(free);
-            let mut row = format!(
-                "{:<34} {:>4} {:>12.1} {:>12.1} {:>10}",
-                k, n, t.tokens_per_s, t.peak_mapped_mib, d.oversubscribed_page_ins
-            );
-            match capped.and_then(|c| c.timing.as_ref().zip(c.admission.as_ref())) {
-                Some((ct, a)) => {
-                    capped_seen = true;
-                    let _ = write!(
-                        row,
-                        " {:>12.1} {:>6}/{:<2}",
-                        ct.tokens_per_s, a.admitted, a.requested
-                    );
-                    if a.admitted == a.requested {
-                        n_max = Some(n_max.map_or(n, |m: usize| m.max(n)));
-                    }
-                }
-                None => {
-                    if t.peak_mapped_mib <= d.usable_mib {
-                        n_max = Some(n_max.map_or(n, |m: usize| m.max(n)));
-                    }
-                }
+        i = batch_group(&mut s, reports, i);
+    }
+    s
+}
+
+/// The key of a batch-table row: everything but the batch and the cap.
+fn batch_key(r: &RunReport) -> String {
+    let ret = r
+        .retention
+        .as_ref()
+        .map(|x| format!("{} {} {}", x.evict.name(), x.budget, x.split.name()))
+        .unwrap_or_else(|| "streaming".into());
+    format!("{} {}", r.inputs.policy, ret)
+}
+
+fn batch_of(r: &RunReport) -> usize {
+    r.retention.as_ref().map_or(1, |x| x.batch)
+}
+
+/// Append the rows of the reports from `i` on that share its key, then their N_max line;
+/// returns the index after them. A run is followed by its capped twin (same key and batch)
+/// under `--admission-cap`: the two make one row.
+fn batch_group(s: &mut String, reports: &[RunReport], mut i: usize) -> usize {
+    use std::fmt::Write;
+    let k = batch_key(&reports[i]);
+    let mut n_max: Option<usize> = None;
+    let mut capped_seen = false;
+    while i < reports.len() && batch_key(&reports[i]) == k {
+        let r = &reports[i];
+        let next_is_capped = reports.get(i + 1).is_some_and(|x| {
+            x.admission.as_ref().is_some_and(|a| a.cap.is_some())
+                && batch_key(x) == k
+                && batch_of(x) == batch_of(r)
+        });
+        let capped = if next_is_capped {
+            Some(&reports[i + 1])
+        } else if r.admission.as_ref().is_some_and(|a| a.cap.is_some()) {
+            Some(r)
+        } else {
+            None
+        };
+        if let Some((row, fits, with_cap)) = batch_row(&k, r, capped) {
+            capped_seen |= with_cap;
+            if fits {
+                let n = batch_of(r);
+                n_max = Some(n_max.map_or(n, |m: usize| m.max(n)));
             }
             let _ = writeln!(s, "{row}");
             i += if next_is_capped { 2 } else { 1 };
-        }
-        let what = if capped_seen {
-            "the largest N tried with every sequence admitted under the cap"
         } else {
-            "the largest N tried with mapped memory within usable VRAM"
-        };
-        match n_max {
-            Some(n) => {
-                let _ = writeln!(s, "  N_max = {n} ({what})");
-            }
-            None => {
-                let _ = writeln!(s, "  N_max: none of the batches tried ({what})");
-            }
+            i += 1;
         }
     }
-    s
+    let what = if capped_seen {
+        "the largest N tried with every sequence admitted under the cap"
+    } else {
+        "the largest N tried with mapped memory within usable VRAM"
+    };
+    let _ = match n_max {
+        Some(n) => writeln!(s, "  N_max = {n} ({what})"),
+        None => writeln!(s, "  N_max: none of the batches tried ({what})"),
+    };
+    i
+}
+
+/// One row of the batch table from the uncapped run `free` and its capped twin, if any:
+/// `(row, whether N fits, whether the cap was applied)`; `None` for an untimed run. N fits when
+/// every sequence was admitted under the cap, or (without one) mapped memory stayed within
+/// usable VRAM.
+fn batch_row(
+    k: &str,
+    free: &RunReport,
+    capped: Option<&RunReport>,
+) -> Option<(String, bool, bool)> {
+    use std::fmt::Write;
+    let (Some(t), Some(d)) = (&free.timing, &free.timing_detail) else {
+        return None;
+    };
+    let mut row = format!(
+        "{:<34} {:>4} {:>12.1} {:>12.1} {:>10}",
+        k,
+        batch_of(free),
+        t.tokens_per_s,
+        t.peak_mapped_mib,
+        d.oversubscribed_page_ins
+    );
+    Some(
+        match capped.and_then(|c| c.timing.as_ref().zip(c.admission.as_ref())) {
+            Some((ct, a)) => {
+                let _ = write!(
+                    row,
+                    " {:>12.1} {:>6}/{:<2}",
+                    ct.tokens_per_s, a.admitted, a.requested
+                );
+                (row, a.admitted == a.requested, true)
+            }
+            None => (row, t.peak_mapped_mib <= d.usable_mib, false),
+        },
+    )
 }
