@@ -73,68 +73,75 @@ fn summary(r: &RunReport) -> String {
         i.profile_trace
     );
     if let Some(m) = &r.streaming {
-        let _ = writeln!(
-            s,
-            "\nstreaming regime (nothing retained across steps), per MoE layer per step:"
-        );
-        let rows = [
-            (
-                "resident",
-                format!("{:.3} MiB", m.resident_mib_per_layer_step),
-                "committed bytes of the hot units",
-            ),
-            (
-                "transfer",
-                format!("{:.3} MiB", m.transfer_mib_per_layer_step),
-                "useful bytes of the hot units (H2D)",
-            ),
-            (
-                "resident experts",
-                format!("{:.3}", m.resident_experts_per_layer_step),
-                "experts inside the hot units",
-            ),
-            (
-                "hot units",
-                format!("{:.3}", m.hot_units_per_layer_step),
-                "units holding a selected expert",
-            ),
-            (
-                "selectivity",
-                format!("{:.1} %", m.selectivity * 100.0),
-                "resident experts / top-k",
-            ),
-        ];
-        write_rows(&mut s, rows);
-        let _ = writeln!(s, "whole model:");
-        let rows = [
-            (
-                "units per layer",
-                format!("{:.3}", m.units_per_layer),
-                "commit units / MoE layers",
-            ),
-            (
-                "always-on units",
-                m.always_on_units.to_string(),
-                "units hot in every step",
-            ),
-            (
-                "waste factor",
-                format!("{:.4}", m.waste_factor),
-                "committed / useful bytes",
-            ),
-            (
-                "committed",
-                format!("{:.1} MiB", m.committed_mib_total),
-                "all units",
-            ),
-            (
-                "useful",
-                format!("{:.1} MiB", m.useful_mib_total),
-                "the expert bank",
-            ),
-        ];
-        write_rows(&mut s, rows);
+        s += &streaming_summary(m);
     }
+    s
+}
+
+/// The streaming-regime section of a run summary: per MoE layer per step, then the whole model.
+fn streaming_summary(m: &sim::streaming::StreamingMetrics) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nstreaming regime (nothing retained across steps), per MoE layer per step:"
+    );
+    let rows = [
+        (
+            "resident",
+            format!("{:.3} MiB", m.resident_mib_per_layer_step),
+            "committed bytes of the hot units",
+        ),
+        (
+            "transfer",
+            format!("{:.3} MiB", m.transfer_mib_per_layer_step),
+            "useful bytes of the hot units (H2D)",
+        ),
+        (
+            "resident experts",
+            format!("{:.3}", m.resident_experts_per_layer_step),
+            "experts inside the hot units",
+        ),
+        (
+            "hot units",
+            format!("{:.3}", m.hot_units_per_layer_step),
+            "units holding a selected expert",
+        ),
+        (
+            "selectivity",
+            format!("{:.1} %", m.selectivity * 100.0),
+            "resident experts / top-k",
+        ),
+    ];
+    write_rows(&mut s, rows);
+    let _ = writeln!(s, "whole model:");
+    let rows = [
+        (
+            "units per layer",
+            format!("{:.3}", m.units_per_layer),
+            "commit units / MoE layers",
+        ),
+        (
+            "always-on units",
+            m.always_on_units.to_string(),
+            "units hot in every step",
+        ),
+        (
+            "waste factor",
+            format!("{:.4}", m.waste_factor),
+            "committed / useful bytes",
+        ),
+        (
+            "committed",
+            format!("{:.1} MiB", m.committed_mib_total),
+            "all units",
+        ),
+        (
+            "useful",
+            format!("{:.1} MiB", m.useful_mib_total),
+            "the expert bank",
+        ),
+    ];
+    write_rows(&mut s, rows);
     s
 }
 
