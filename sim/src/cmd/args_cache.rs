@@ -483,6 +483,20 @@ pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
     }
     let tiers = reports.iter().any(|r| r.tiers.is_some());
     let sched = reports.iter().any(|r| r.schedule.is_some());
+    s += &retention_table_header(tiers, sched);
+    for r in reports {
+        if let Some(row) = retention_table_row(r) {
+            let _ = writeln!(s, "{row}");
+        }
+    }
+    s
+}
+
+/// The header line of [`retention_table`], with the tier and schedule columns when any row
+/// has them.
+fn retention_table_header(tiers: bool, sched: bool) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
     let _ = write!(
         s,
         "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9} {:>8} {:>11} {:>9} {:>9}",
@@ -509,43 +523,45 @@ pub fn retention_table(reports: &[sim::runner::RunReport]) -> String {
         );
     }
     let _ = writeln!(s);
-    for r in reports {
-        let (Some(i), Some(c)) = (&r.retention, &r.cache) else {
-            continue;
-        };
+    s
+}
+
+/// One row of [`retention_table`] (without its newline); `None` in the streaming regime.
+fn retention_table_row(r: &sim::runner::RunReport) -> Option<String> {
+    use std::fmt::Write;
+    let (Some(i), Some(c)) = (&r.retention, &r.cache) else {
+        return None;
+    };
+    let mut s = format!(
+        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9.3} {:>8.2} {:>11.3} {:>9} {:>9.1}",
+        r.inputs.policy,
+        i.evict.name(),
+        i.budget.to_string(),
+        match i.split {
+            Split::Global => "global",
+            Split::PerLayer => "per-layer",
+        },
+        i.batch,
+        c.budget_units,
+        c.page_ins_per_token,
+        c.miss_rate * 100.0,
+        c.bytes_per_token / sim::MIB,
+        c.evictions,
+        c.peak_resident_mib
+    );
+    if let Some(t) = &r.tiers {
         let _ = write!(
             s,
-            "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9.3} {:>8.2} {:>11.3} {:>9} {:>9.1}",
-            r.inputs.policy,
-            i.evict.name(),
-            i.budget.to_string(),
-            match i.split {
-                Split::Global => "global",
-                Split::PerLayer => "per-layer",
-            },
-            i.batch,
-            c.budget_units,
-            c.page_ins_per_token,
-            c.miss_rate * 100.0,
-            c.bytes_per_token / sim::MIB,
-            c.evictions,
-            c.peak_resident_mib
+            " {:>9} {:>9} {:>9}",
+            t.dram_hits, t.ssd_compulsory, t.ssd_capacity
         );
-        if let Some(t) = &r.tiers {
-            let _ = write!(
-                s,
-                " {:>9} {:>9} {:>9}",
-                t.dram_hits, t.ssd_compulsory, t.ssd_capacity
-            );
-        }
-        if let Some(q) = &r.schedule {
-            let _ = write!(
-                s,
-                " {:>9.3} {:>5} {:>5} {:>5}",
-                q.unions_per_token, q.delay_p50, q.delay_p99, q.delay_max
-            );
-        }
-        let _ = writeln!(s);
     }
-    s
+    if let Some(q) = &r.schedule {
+        let _ = write!(
+            s,
+            " {:>9.3} {:>5} {:>5} {:>5}",
+            q.unions_per_token, q.delay_p50, q.delay_p99, q.delay_max
+        );
+    }
+    Some(s)
 }

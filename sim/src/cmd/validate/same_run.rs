@@ -127,8 +127,14 @@ pub fn check_step_data(path: &std::path::Path, stored: &Validation) -> Result<()
 /// backstop for settings older files do not record, such as --batch) other page-ins. Each
 /// error names what differs and the flag that fixes it.
 pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho) -> Result<()> {
-    let f = path.display();
-    let h = now.header;
+    let f = path.display().to_string();
+    check_same_model(&f, stored, now.header)?;
+    check_same_retention(&f, stored, now.header)?;
+    check_same_rows(&f, stored, now)
+}
+
+/// The trace, model, expert size and VMM granule of `stored` against this run's header `h`.
+fn check_same_model(f: &str, stored: &Validation, h: &Validation) -> Result<()> {
     if !same_trace(&stored.trace, &h.trace) || stored.model != h.model {
         bail!(
             "--measured {f} was replayed on trace '{}' (model {}), this run reads '{}' (model {}): pass --trace {}",
@@ -151,6 +157,12 @@ pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho
             );
         }
     }
+    Ok(())
+}
+
+/// The retention of `stored` against this run's header `h`: the echo, then (in files that
+/// record them) the settings flag by flag.
+fn check_same_retention(f: &str, stored: &Validation, h: &Validation) -> Result<()> {
     let stored_text = |v: &Validation| {
         if !v.retention_text.is_empty() {
             v.retention_text.clone()
@@ -195,6 +207,11 @@ pub fn check_same_run(path: &std::path::Path, stored: &Validation, now: &RunEcho
             }
         }
     }
+    Ok(())
+}
+
+/// The policies (in order), steps and page-ins of `stored` against this run's rows.
+fn check_same_rows(f: &str, stored: &Validation, now: &RunEcho) -> Result<()> {
     let names = |v: Vec<&str>| v.join(",");
     let stored_policies = names(stored.rows.iter().map(|r| r.policy.as_str()).collect());
     let now_policies = names(now.rows.iter().map(|r| r.0.as_str()).collect());
