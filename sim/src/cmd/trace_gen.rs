@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::PathBuf;
-use traces::gen::fit::{fit, FitOptions};
+use traces::gen::fit::{fit, FitOptions, LayerFit};
 use traces::gen::{write_trace, GenParams};
 use traces::presets::{preset, preset_names, PRESETS};
 use traces::{LayerSpec, ModelSpec};
@@ -85,7 +85,37 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     let (Some(out), Some(tokens)) = (a.out.clone(), a.tokens) else {
         bail!("--out and --tokens are required");
     };
-    let fitted = match &a.fit_to {
+    let fitted = fitted_of(&a)?;
+    let model = model_of(&a, fitted.as_ref())?;
+    let moe = model.moe_layers().len();
+    let params = params_of(&a, tokens, moe, fitted.as_ref())?;
+    // Bad parameters are argument errors: report them before the output file is touched, so
+    // they do not read as a failure to write it.
+    params.validate(&model)?;
+    // its errors name the file
+    write_trace(&out, &model, &params)?;
+    if a.json {
+        let fit_json = fitted.as_ref().map(|(_, f)| f);
+        let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
+            "params": params, "fit": fit_json });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
+            out.display(),
+            model.name,
+            moe,
+            reports::metrics::count(params.sequences, "sequence"),
+            params.tokens,
+            params.seed
+        );
+    }
+    Ok(())
+}
+
+/// The model and per-layer fits of `--fit-to`, if given.
+fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<(ModelSpec, Vec<LayerFit>)>> {
+    Ok(match &a.fit_to {
         Some(path) => {
             let st = super::trace_stats::stats_of_file(path, traces::PhaseSel::Decode)
                 .with_context(|| format!("fitting to {}", path.display()))?;
@@ -93,8 +123,12 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
             Some((model, fit(&st, &FitOptions::default())))
         }
         None => None,
-    };
-    let model = if let Some(name) = &a.preset {
+    })
+}
+
+/// The geometry: a preset, a custom `--layers/--experts/--top-k`, or the fitted trace's.
+fn model_of(a: &GenArgs, fitted: Option<&(ModelSpec, Vec<LayerFit>)>) -> anyhow::Result<ModelSpec> {
+    Ok(if let Some(name) = &a.preset {
         let Some(p) = preset(name) else {
             bail!(
                 "unknown preset {name:?}; the presets are: {}",
@@ -127,14 +161,23 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
             };
         }
         m
-    } else if let Some((m, _)) = &fitted {
+    } else if let Some((m, _)) = fitted {
         m.clone()
     } else {
         bail!("give the geometry: --preset NAME, --layers/--experts/--top-k, or --fit-to FILE");
-    };
-    let moe = model.moe_layers().len();
+    })
+}
+
+/// The generator's parameters; skew and locality default to the fit's (per layer when the fit
+/// has one per MoE layer, else their means).
+fn params_of(
+    a: &GenArgs,
+    tokens: u64,
+    moe: usize,
+    fitted: Option<&(ModelSpec, Vec<LayerFit>)>,
+) -> anyhow::Result<GenParams> {
     let (mut skew, mut locality) = (a.skew.clone(), a.locality.clone());
-    if let Some((_, fits)) = &fitted {
+    if let Some((_, fits)) = fitted {
         let s: Vec<f64> = fits.iter().map(|f| f.skew).collect();
         let l: Vec<f64> = fits.iter().map(|f| f.locality).collect();
         let same = fits.len() == moe;
@@ -150,7 +193,7 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
             "give --skew and --locality (e.g. --skew 1.0 --locality 0.3), or --fit-to a real trace"
         );
     }
-    let params = GenParams {
+    Ok(GenParams {
         preset: a.preset.clone(),
         skew,
         locality,
@@ -159,27 +202,5 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         tokens,
         seed: a.seed,
         fitted_to: a.fit_to.as_ref().map(|p| p.display().to_string()),
-    };
-    // Bad parameters are argument errors: report them before the output file is touched, so
-    // they do not read as a failure to write it.
-    params.validate(&model)?;
-    // its errors name the file
-    write_trace(&out, &model, &params)?;
-    if a.json {
-        let fit_json = fitted.as_ref().map(|(_, f)| f);
-        let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
-            "params": params, "fit": fit_json });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
-            out.display(),
-            model.name,
-            moe,
-            reports::metrics::count(params.sequences, "sequence"),
-            params.tokens,
-            params.seed
-        );
-    }
-    Ok(())
+    })
 }
