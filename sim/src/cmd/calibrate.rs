@@ -89,60 +89,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         dir.display()
     );
     if !args.from_measurements.is_empty() {
-        let mut sets = Vec::with_capacity(args.from_measurements.len());
-        for from in &args.from_measurements {
-            let text = std::fs::read_to_string(from)
-                .with_context(|| format!("reading --from-measurements {}", from.display()))?;
-            let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "--from-measurements {} is not a measurement set `sim calibrate` wrote",
-                    from.display()
-                )
-            })?;
-            sets.push(cal);
-        }
-        let numbered: Vec<String> = args
-            .from_measurements
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
-            .collect();
-        let cal = validate::pool::pool(&sets).with_context(|| {
-            format!("--from-measurements: cannot pool ({})", numbered.join(", "))
-        })?;
-        let from: Vec<String> = args
-            .from_measurements
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        if sets.len() > 1 {
-            let mpath = measurements_path(&args.out);
-            let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
-                (Ok(a), Ok(b)) => a == b,
-                _ => false,
-            };
-            anyhow::ensure!(
-                !args.from_measurements.iter().any(|p| same(p)),
-                "--out {} would write the pooled set over the input {}: choose another --out",
-                args.out.display(),
-                mpath.display()
-            );
-            write_atomic(&mpath, serde_json::to_string_pretty(&cal)?.as_bytes())?;
-            eprintln!(
-                "calibrate: pooled {} measurement sets into {}",
-                sets.len(),
-                mpath.display()
-            );
-        }
-        validate::to_profile::to_profile(&cal, &args.name)
-            .save(&args.out)
-            .with_context(|| format!("writing profile {}", args.out.display()))?;
-        eprintln!(
-            "calibrate: wrote {} from {}",
-            args.out.display(),
-            from.join(", ")
-        );
-        return Ok(());
+        return from_measurements(&args);
     }
     kernels::check_cuda_libraries().context("`sim calibrate` measures the local GPU")?;
     let opts = validate::CalibrateOptions {
@@ -151,21 +98,89 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     if args.only == Some(CalibratePart::Kernels) {
-        let cal = validate::calibrate_kernels(&opts, &mut |line| eprintln!("calibrate: {line}"))
-            .context("kernel calibration failed")?;
-        let text = serde_json::to_string_pretty(&cal)?;
-        write_atomic(&args.out, text.as_bytes())?;
-        eprintln!(
-            "calibrate: wrote {} in {:.1} s",
-            args.out.display(),
-            cal.wall_s
-        );
-        if args.json {
-            println!("{text}");
-        }
-        return Ok(());
+        return kernels_only(&args, &opts);
     }
-    let cal = validate::calibrate(&opts, &mut |line| eprintln!("calibrate: {line}"))
+    measure_all(&args, &opts)
+}
+
+/// `--from-measurements`: pool the stored sets (writing the pooled set beside the profile when
+/// there are several) and rebuild the profile from them, measuring nothing.
+fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let mut sets = Vec::with_capacity(args.from_measurements.len());
+    for from in &args.from_measurements {
+        let text = std::fs::read_to_string(from)
+            .with_context(|| format!("reading --from-measurements {}", from.display()))?;
+        let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--from-measurements {} is not a measurement set `sim calibrate` wrote",
+                from.display()
+            )
+        })?;
+        sets.push(cal);
+    }
+    let numbered: Vec<String> = args
+        .from_measurements
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
+        .collect();
+    let cal = validate::pool::pool(&sets)
+        .with_context(|| format!("--from-measurements: cannot pool ({})", numbered.join(", ")))?;
+    let from: Vec<String> = args
+        .from_measurements
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if sets.len() > 1 {
+        let mpath = measurements_path(&args.out);
+        let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        anyhow::ensure!(
+            !args.from_measurements.iter().any(|p| same(p)),
+            "--out {} would write the pooled set over the input {}: choose another --out",
+            args.out.display(),
+            mpath.display()
+        );
+        write_atomic(&mpath, serde_json::to_string_pretty(&cal)?.as_bytes())?;
+        eprintln!(
+            "calibrate: pooled {} measurement sets into {}",
+            sets.len(),
+            mpath.display()
+        );
+    }
+    validate::to_profile::to_profile(&cal, &args.name)
+        .save(&args.out)
+        .with_context(|| format!("writing profile {}", args.out.display()))?;
+    eprintln!(
+        "calibrate: wrote {} from {}",
+        args.out.display(),
+        from.join(", ")
+    );
+    Ok(())
+}
+
+/// `--only kernels`: the expert-kernel arms alone, written as a measurement set.
+fn kernels_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyhow::Result<()> {
+    let cal = validate::calibrate_kernels(opts, &mut |line| eprintln!("calibrate: {line}"))
+        .context("kernel calibration failed")?;
+    let text = serde_json::to_string_pretty(&cal)?;
+    write_atomic(&args.out, text.as_bytes())?;
+    eprintln!(
+        "calibrate: wrote {} in {:.1} s",
+        args.out.display(),
+        cal.wall_s
+    );
+    if args.json {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// Every arm: the measurement set and the profile built from it.
+fn measure_all(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyhow::Result<()> {
+    let cal = validate::calibrate(opts, &mut |line| eprintln!("calibrate: {line}"))
         .context("calibration failed")?;
     let profile = validate::to_profile::to_profile(&cal, &args.name);
     let measurements = serde_json::to_string_pretty(&cal)?;
