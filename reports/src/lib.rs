@@ -15,6 +15,7 @@ pub mod output;
 pub mod plots;
 pub mod results;
 pub mod run;
+pub mod text;
 
 pub use output::write_report;
 pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};

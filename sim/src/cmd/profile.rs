@@ -2,10 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use profile::{ConstantName, Provenance};
-use reports::metrics::{count, fmt};
 use sim::engine::{churn, TimingConfig};
-use std::fmt::Write;
 use std::sync::Arc;
 
 #[derive(Subcommand)]
@@ -83,105 +80,13 @@ fn list(a: ListArgs) -> Result<()> {
     Ok(())
 }
 
-fn provenance_text(p: &Provenance) -> String {
-    match p {
-        Provenance::Measured(m) => {
-            let mut s = format!(
-                "measured {} ({}, driver {}, CUDA {}): {}",
-                m.date, m.gpu, m.driver, m.cuda, m.method
-            );
-            if let Some(r) = m.repetitions {
-                let _ = write!(s, "; {}", count(u64::from(r), "repetition"));
-            }
-            if let Some(sp) = m.spread {
-                let _ = write!(s, "; spread {:.0}%", sp * 100.0);
-            }
-            if let Some(st) = &m.statistic {
-                let _ = write!(s, "; {st}");
-            }
-            s
-        }
-        Provenance::Derived { from, method } => format!("derived from {from}: {method}"),
-        Provenance::Assumed { reason } => format!("assumed: {reason}"),
-    }
-}
-
 fn show(a: ShowArgs) -> Result<()> {
     let p = profile::load(&a.name)?;
     if a.json {
         println!("{}", p.to_json());
         return Ok(());
     }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} (schema {}): {}",
-        p.name, p.schema_version, p.description
-    );
-    let d = &p.device;
-    let _ = writeln!(
-        s,
-        "device    {} | {} | driver {} | CUDA {}{}",
-        d.gpu,
-        d.os,
-        d.driver,
-        d.cuda,
-        d.link
-            .as_ref()
-            .map(|l| format!(" | {l}"))
-            .unwrap_or_default()
-    );
-    if let Some(o) = &p.os_paging {
-        let _ = writeln!(
-            s,
-            "os paging prefetch hints: {} ({})",
-            if o.prefetch_hints { "yes" } else { "no" },
-            o.note
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\nconstants (absent = not measured; fractions rounded for reading, --json has every digit):"
-    );
-    let width = ConstantName::ALL
-        .iter()
-        .map(|n| n.as_str().len())
-        .max()
-        .unwrap_or(0);
-    for &n in ConstantName::ALL {
-        match p.constant(n) {
-            Some(c) => {
-                let range = match (c.min, c.max) {
-                    (Some(lo), Some(hi)) => {
-                        format!(" [{}-{}]", fmt_like(lo, c.value), fmt_like(hi, c.value))
-                    }
-                    _ => String::new(),
-                };
-                let line = format!(
-                    "  {:<width$} {:>10} {:<5}{range}",
-                    n.as_str(),
-                    fmt(c.value),
-                    c.unit
-                );
-                let _ = writeln!(
-                    s,
-                    "{}\n      {}",
-                    line.trim_end(),
-                    provenance_text(&c.provenance)
-                );
-            }
-            None => {
-                let _ = writeln!(s, "  {:<width$} {:>10}", n.as_str(), "absent");
-            }
-        }
-    }
-    if !p.notes.is_empty() {
-        let _ = writeln!(s, "\nnotes:");
-        for n in &p.notes {
-            let _ = writeln!(s, "  - {n}");
-        }
-    }
-    print!("{s}");
+    print!("{}", reports::text::profile::profile_text(&p));
     Ok(())
 }
 
@@ -221,17 +126,4 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
     }
     println!("(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)");
     Ok(())
-}
-
-/// A range end as [`fmt`] writes it, but with the value's decimals when `fmt` would drop them
-/// for a whole number (`[5.20-6.00]` beside 5.60, not `[5.20-6]`).
-fn fmt_like(x: f64, value: f64) -> String {
-    let text = fmt(x);
-    let shown = fmt(value);
-    match shown.split_once('.') {
-        Some((_, decimals)) if !text.contains(['.', 'e']) && !decimals.contains('e') => {
-            format!("{x:.*}", decimals.len())
-        }
-        _ => text,
-    }
 }

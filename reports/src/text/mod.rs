@@ -1,0 +1,4 @@
+//! Terminal renderings: the text the `sim` binary prints for a result, so the binary only
+//! parses arguments and calls.
+
+pub mod profile;
