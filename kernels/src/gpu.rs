@@ -512,166 +512,215 @@ impl Kernels {
                 1i32,
             ),
         ];
-        for (pi, ((rows, k, woff, soff, mode), phase)) in
-            phases.into_iter().zip(launch.phases).enumerate()
-        {
+        for (pi, (spec, phase)) in phases.into_iter().zip(launch.phases).enumerate() {
             if only.is_some_and(|o| o != pi) {
                 continue;
             }
-            if let Some(prepared) = launch.prepared.as_mut() {
-                let input = if mode == 0 { &launch.x } else { &launch.gu };
-                let p = &mut prepared[pi];
-                let cfg = LaunchConfig {
-                    grid_dim: (p.rows as u32, 1, 1),
+            if launch.prepared.is_some() {
+                self.launch_tensor_core_phase(stream, launch, pi, spec, phase)?;
+                continue;
+            }
+            self.launch_matvec_phase(stream, launch, func, pi, spec, phase)?;
+        }
+        Ok(())
+    }
+
+    /// Phase `pi` of a tensor-core launch: the activation preparation, then the matvec.
+    fn launch_tensor_core_phase(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        pi: usize,
+        (rows, k, woff, soff, mode): PhaseSpec,
+        phase: PhaseLaunch,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        let Some(prepared) = launch.prepared.as_mut() else {
+            return Ok(());
+        };
+        let input = if mode == 0 { &launch.x } else { &launch.gu };
+        let p = &mut prepared[pi];
+        let cfg = LaunchConfig {
+            grid_dim: (p.rows as u32, 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let k32 = k as u32;
+        let mut b = stream.launch_builder(&self.prep_tc);
+        b.arg(input)
+            .arg(&k32)
+            .arg(&mode)
+            .arg(&mut p.hi)
+            .arg(&mut p.lo)
+            .arg(&mut p.unscale);
+        // SAFETY: matches moe_prep_tc; `input` holds p.rows rows of k (mode 0) or 2k
+        // (mode 1) values, and the outputs were sized for p.rows rows of k values.
+        unsafe { b.launch(cfg) }?;
+        let cfg = LaunchConfig {
+            grid_dim: (phase.blocks, launch.items, 1),
+            block_dim: (TC_WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
+        let (woff, soff) = (woff as u64, soff as u64);
+        let out = if mode == 0 {
+            &mut launch.gu
+        } else {
+            &mut launch.y
+        };
+        let p = &prepared[pi];
+        let mut b = stream.launch_builder(&self.moe_tc);
+        b.arg(&launch.work)
+            .arg(&launch.slot_list)
+            .arg(&launch.slot_token)
+            .arg(&p.hi)
+            .arg(&p.lo)
+            .arg(&p.unscale)
+            .arg(out)
+            .arg(&rows)
+            .arg(&k)
+            .arg(&group)
+            .arg(&woff)
+            .arg(&soff)
+            .arg(&mode)
+            .arg(&phase.split);
+        // SAFETY: matches moe_matvec_tc; the work list's pointers are experts of
+        // `g.expert_bytes()` bytes and the prepared rows cover every token / slot.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// Phase `pi` of an f32 or dot-kernel launch with `func`: the activation pre-pass (dot
+    /// kernels that have one), then the matvec, programmatic after the layer's first launch
+    /// on sm_90+ for the kernels that allow it.
+    fn launch_matvec_phase(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        func: &CudaFunction,
+        pi: usize,
+        (rows, k, woff, soff, mode): PhaseSpec,
+        phase: PhaseLaunch,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        let cfg = LaunchConfig {
+            grid_dim: (phase.blocks, launch.items, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: phase.shared_bytes,
+        };
+        let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
+        let (woff, soff) = (woff as u64, soff as u64);
+        // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
+        // after its first.
+        let programmatic = match launch.path {
+            KernelPath::PerSlotDot { kernel } => {
+                DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
+            }
+            _ => false,
+        };
+        self.launch_prepass(stream, launch, pi, k, mode, programmatic)?;
+        if programmatic && (pi == 1 || launch.quantized.is_some()) {
+            let (input, output) = match (launch.quantized.as_ref(), mode) {
+                (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
+                (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
+                (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
+                (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
+            };
+            let args = [
+                launch.work.device_ptr(stream).0,
+                launch.slot_list.device_ptr(stream).0,
+                launch.slot_token.device_ptr(stream).0,
+                input,
+                output.device_ptr(stream).0,
+                rows as u64,
+                k as u64,
+                group as u64,
+                woff,
+                soff,
+                mode as u32 as u64,
+                phase.split as u64,
+            ];
+            // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
+            // plain launch below.
+            unsafe {
+                launch_programmatic(
+                    stream,
+                    func,
+                    (phase.blocks, launch.items),
+                    BLOCK_THREADS,
+                    phase.shared_bytes,
+                    &args,
+                )?;
+            }
+            return Ok(());
+        }
+        let mut b = stream.launch_builder(func);
+        b.arg(&launch.work)
+            .arg(&launch.slot_list)
+            .arg(&launch.slot_token);
+        match (launch.quantized.as_ref(), mode) {
+            (Some((_, scratch)), 0) => b.arg(&scratch[0]).arg(&mut launch.gu),
+            (Some((_, scratch)), _) => b.arg(&scratch[1]).arg(&mut launch.y),
+            (None, 0) => b.arg(&launch.x).arg(&mut launch.gu),
+            (None, _) => b.arg(&launch.gu).arg(&mut launch.y),
+        };
+        b.arg(&rows)
+            .arg(&k)
+            .arg(&group)
+            .arg(&woff)
+            .arg(&soff)
+            .arg(&mode)
+            .arg(&phase.split);
+        // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
+        // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// The activation pre-pass of phase `pi` (one block per token for gate+up, per slot for
+    /// down) when the launch's kernel has one; programmatic for the down phase when
+    /// `programmatic`.
+    fn launch_prepass(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        pi: usize,
+        k: u32,
+        mode: i32,
+        programmatic: bool,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        if let Some((limbs, scratch)) = launch.quantized.as_mut() {
+            // The pre-pass: one block per token (gate+up) or slot (down) row.
+            let (input, n) = if mode == 0 {
+                (&launch.x, launch.x.len() / g.hidden)
+            } else {
+                (&launch.gu, launch.gu.len() / (2 * g.ffn))
+            };
+            let func = &self.dot_prep[*limbs - 1];
+            if programmatic && pi == 1 {
+                let args = [
+                    input.device_ptr(stream).0,
+                    k as u64,
+                    mode as u32 as u64,
+                    scratch[pi].device_ptr(stream).0,
+                ];
+                // SAFETY: as the launch below, through cuLaunchKernelEx.
+                unsafe {
+                    launch_programmatic(stream, func, (n as u32, 1), BLOCK_THREADS, 0, &args)?;
+                }
+            } else {
+                let pcfg = LaunchConfig {
+                    grid_dim: (n as u32, 1, 1),
                     block_dim: (BLOCK_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let k32 = k as u32;
-                let mut b = stream.launch_builder(&self.prep_tc);
-                b.arg(input)
-                    .arg(&k32)
-                    .arg(&mode)
-                    .arg(&mut p.hi)
-                    .arg(&mut p.lo)
-                    .arg(&mut p.unscale);
-                // SAFETY: matches moe_prep_tc; `input` holds p.rows rows of k (mode 0) or 2k
-                // (mode 1) values, and the outputs were sized for p.rows rows of k values.
-                unsafe { b.launch(cfg) }?;
-                let cfg = LaunchConfig {
-                    grid_dim: (phase.blocks, launch.items, 1),
-                    block_dim: (TC_WARPS * 32, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
-                let (woff, soff) = (woff as u64, soff as u64);
-                let out = if mode == 0 {
-                    &mut launch.gu
-                } else {
-                    &mut launch.y
-                };
-                let p = &prepared[pi];
-                let mut b = stream.launch_builder(&self.moe_tc);
-                b.arg(&launch.work)
-                    .arg(&launch.slot_list)
-                    .arg(&launch.slot_token)
-                    .arg(&p.hi)
-                    .arg(&p.lo)
-                    .arg(&p.unscale)
-                    .arg(out)
-                    .arg(&rows)
-                    .arg(&k)
-                    .arg(&group)
-                    .arg(&woff)
-                    .arg(&soff)
-                    .arg(&mode)
-                    .arg(&phase.split);
-                // SAFETY: matches moe_matvec_tc; the work list's pointers are experts of
-                // `g.expert_bytes()` bytes and the prepared rows cover every token / slot.
-                unsafe { b.launch(cfg) }?;
-                continue;
+                let mut b = stream.launch_builder(func);
+                b.arg(input).arg(&k).arg(&mode).arg(&mut scratch[pi]);
+                // SAFETY: matches moe_dot_prep1/2; `input` holds n rows of k (mode 0) or
+                // 2k (mode 1) values and scratch[pi] n rows of dot_activation_bytes(k) bytes.
+                unsafe { b.launch(pcfg) }?;
             }
-            let cfg = LaunchConfig {
-                grid_dim: (phase.blocks, launch.items, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: phase.shared_bytes,
-            };
-            let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
-            let (woff, soff) = (woff as u64, soff as u64);
-            // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
-            // after its first.
-            let programmatic = match launch.path {
-                KernelPath::PerSlotDot { kernel } => {
-                    DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
-                }
-                _ => false,
-            };
-            if let Some((limbs, scratch)) = launch.quantized.as_mut() {
-                // The pre-pass: one block per token (gate+up) or slot (down) row.
-                let (input, n) = if mode == 0 {
-                    (&launch.x, launch.x.len() / g.hidden)
-                } else {
-                    (&launch.gu, launch.gu.len() / (2 * g.ffn))
-                };
-                let func = &self.dot_prep[*limbs - 1];
-                if programmatic && pi == 1 {
-                    let args = [
-                        input.device_ptr(stream).0,
-                        k as u64,
-                        mode as u32 as u64,
-                        scratch[pi].device_ptr(stream).0,
-                    ];
-                    // SAFETY: as the launch below, through cuLaunchKernelEx.
-                    unsafe {
-                        launch_programmatic(stream, func, (n as u32, 1), BLOCK_THREADS, 0, &args)?;
-                    }
-                } else {
-                    let pcfg = LaunchConfig {
-                        grid_dim: (n as u32, 1, 1),
-                        block_dim: (BLOCK_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let mut b = stream.launch_builder(func);
-                    b.arg(input).arg(&k).arg(&mode).arg(&mut scratch[pi]);
-                    // SAFETY: matches moe_dot_prep1/2; `input` holds n rows of k (mode 0) or
-                    // 2k (mode 1) values and scratch[pi] n rows of dot_activation_bytes(k) bytes.
-                    unsafe { b.launch(pcfg) }?;
-                }
-            }
-            if programmatic && (pi == 1 || launch.quantized.is_some()) {
-                let (input, output) = match (launch.quantized.as_ref(), mode) {
-                    (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
-                    (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
-                    (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
-                    (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
-                };
-                let args = [
-                    launch.work.device_ptr(stream).0,
-                    launch.slot_list.device_ptr(stream).0,
-                    launch.slot_token.device_ptr(stream).0,
-                    input,
-                    output.device_ptr(stream).0,
-                    rows as u64,
-                    k as u64,
-                    group as u64,
-                    woff,
-                    soff,
-                    mode as u32 as u64,
-                    phase.split as u64,
-                ];
-                // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
-                // plain launch below.
-                unsafe {
-                    launch_programmatic(
-                        stream,
-                        func,
-                        (phase.blocks, launch.items),
-                        BLOCK_THREADS,
-                        phase.shared_bytes,
-                        &args,
-                    )?;
-                }
-                continue;
-            }
-            let mut b = stream.launch_builder(func);
-            b.arg(&launch.work)
-                .arg(&launch.slot_list)
-                .arg(&launch.slot_token);
-            match (launch.quantized.as_ref(), mode) {
-                (Some((_, scratch)), 0) => b.arg(&scratch[0]).arg(&mut launch.gu),
-                (Some((_, scratch)), _) => b.arg(&scratch[1]).arg(&mut launch.y),
-                (None, 0) => b.arg(&launch.x).arg(&mut launch.gu),
-                (None, _) => b.arg(&launch.gu).arg(&mut launch.y),
-            };
-            b.arg(&rows)
-                .arg(&k)
-                .arg(&group)
-                .arg(&woff)
-                .arg(&soff)
-                .arg(&mode)
-                .arg(&phase.split);
-            // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
-            // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
-            unsafe { b.launch(cfg) }?;
         }
         Ok(())
     }
@@ -1065,6 +1114,10 @@ fn fused_launch(
     };
     Ok(fused)
 }
+
+/// One phase of a layer launch: (rows, k, weight offset, scale offset, mode: 0 gate+up, 1
+/// down).
+type PhaseSpec = (usize, usize, usize, usize, i32);
 
 /// Which kernel of `cuda/moe.cu` a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
