@@ -250,26 +250,72 @@ impl Kernels {
         slot_token: &[u32],
         x: &[f32],
     ) -> Result<MoeLaunch, KernelError> {
-        if expert_ptrs.len() != slot_token.len() || expert_ptrs.is_empty() {
+        let tokens = check_moe_inputs(geom, expert_ptrs, slot_token, x)?;
+        let (path, fused) = self.kernel_path(geom, variant, expert_ptrs, slot_token.len());
+        let (kernel_slots, rows_per_group) = match path {
+            KernelPath::PerSlotF32 => (1, PER_SLOT_ROWS),
+            KernelPath::PerSlotDot { kernel } => (1, DOT_KERNELS[kernel].rows),
+            KernelPath::UnionF32 => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
+            KernelPath::TensorCore => (MAX_SLOTS_PER_ITEM, 0),
+        };
+        // Shared memory: the staged activations of an item's slots (f32, or f16 hi + lo), plus
+        // the cross-warp partial sums (f32 kernels: one per warp, row and slot; tensor-core
+        // kernel: 4 per lane of every warp, then 8 per-slot maxima).
+        // (The tensor-core kernel reads prepared activations from global memory and has only
+        // static shared memory.)
+        // (The dot kernels keep their cross-warp sums in static shared memory.)
+        let reduce_bytes = match path {
+            KernelPath::TensorCore | KernelPath::PerSlotDot { .. } => 0,
+            _ => (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4,
+        };
+        let fit = self.activation_rows_fit(geom, path, reduce_bytes)?;
+        let list = WorkList::build_capped(variant, expert_ptrs, fit);
+        let maxt = list.max_slots();
+        let items = list.len();
+        if items > 65535 {
             return Err(KernelError::Invalid(format!(
-                "{} expert pointers for {} slots (need one per slot, at least one)",
-                expert_ptrs.len(),
-                slot_token.len()
+                "{items} work items exceed the grid's 65535 rows: split the launch"
             )));
         }
-        if !x.len().is_multiple_of(geom.hidden) {
-            return Err(KernelError::Invalid(format!(
-                "activation length {} is not a multiple of hidden {}",
-                x.len(),
-                geom.hidden
-            )));
-        }
-        let tokens = x.len() / geom.hidden;
-        if let Some(&t) = slot_token.iter().find(|&&t| t as usize >= tokens) {
-            return Err(KernelError::Invalid(format!(
-                "slot names token {t} of {tokens}"
-            )));
-        }
+        let phases = self.phase_launches(geom, path, rows_per_group, reduce_bytes, maxt, items);
+        let slots = slot_token.len();
+        let quantized = prepass_scratch(stream, geom, path, tokens, slots)?;
+        let fused = fused_launch(stream, geom, path, fused, &list, slot_token)?;
+        Ok(MoeLaunch {
+            fused,
+            quantized,
+            geom,
+            variant,
+            items: items as u32,
+            maxt,
+            phases,
+            path,
+            work: stream.clone_htod(&list.items)?,
+            slot_list: stream.clone_htod(&list.slot_list)?,
+            slot_token: stream.clone_htod(slot_token)?,
+            prepared: if path == KernelPath::TensorCore {
+                Some([
+                    PreparedRows::alloc(stream, tokens, geom.hidden)?,
+                    PreparedRows::alloc(stream, slots, geom.ffn)?,
+                ])
+            } else {
+                None
+            },
+            x: stream.clone_htod(x)?,
+            gu: stream.alloc_zeros::<f32>(slots * 2 * geom.ffn)?,
+            y: stream.alloc_zeros::<f32>(slots * geom.hidden)?,
+        })
+    }
+
+    /// The kernel a launch of `slots` slots of `variant` runs, and the persistent kernel's plan
+    /// when it runs that one.
+    fn kernel_path(
+        &self,
+        geom: ExpertGeometry,
+        variant: Variant,
+        expert_ptrs: &[u64],
+        slots: usize,
+    ) -> (KernelPath, Option<FusedPlan>) {
         // Measured on the H200 (BENCHMARKS.md issue 7): with one slot per item the f32 kernel
         // is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60 slots of
         // 2560x640); with several slots per item the tensor-core kernel serves them all from one
@@ -287,7 +333,7 @@ impl Kernels {
                         kernel,
                         2 * geom.ffn,
                         geom.hidden / 32,
-                        slot_token.len(),
+                        slots,
                         self.multiprocessors,
                     );
                     // Eighth pass: the persistent kernel where it can run, else the sixth pass's
@@ -316,36 +362,25 @@ impl Kernels {
             (Variant::Union, true) => KernelPath::TensorCore,
             (Variant::Union, false) => KernelPath::UnionF32,
         };
-        let (kernel_slots, rows_per_group) = match path {
-            KernelPath::PerSlotF32 => (1, PER_SLOT_ROWS),
-            KernelPath::PerSlotDot { kernel } => (1, DOT_KERNELS[kernel].rows),
-            KernelPath::UnionF32 => (MAX_SLOTS_PER_ITEM, UNION_ROWS),
-            KernelPath::TensorCore => (MAX_SLOTS_PER_ITEM, 0),
-        };
-        // Shared memory: the staged activations of an item's slots (f32, or f16 hi + lo), plus
-        // the cross-warp partial sums (f32 kernels: one per warp, row and slot; tensor-core
-        // kernel: 4 per lane of every warp, then 8 per-slot maxima).
-        // (The tensor-core kernel reads prepared activations from global memory and has only
-        // static shared memory.)
-        // (The dot kernels keep their cross-warp sums in static shared memory.)
-        let reduce_bytes = match path {
-            KernelPath::TensorCore | KernelPath::PerSlotDot { .. } => 0,
-            _ => (BLOCK_THREADS / 32) as usize * rows_per_group * kernel_slots * 4,
-        };
+        (path, fused)
+    }
+
+    /// How many slots' activation rows fit in a block's shared memory beside `reduce_bytes`
+    /// of partial sums (an error when not one does).
+    fn activation_rows_fit(
+        &self,
+        geom: ExpertGeometry,
+        path: KernelPath,
+        reduce_bytes: usize,
+    ) -> Result<usize, KernelError> {
         let is_dot = matches!(path, KernelPath::PerSlotDot { .. });
-        let row_bytes_of = |k: usize| match path {
-            KernelPath::PerSlotDot { kernel } => {
-                dot_activation_bytes(k, DOT_KERNELS[kernel].staging)
-            }
-            _ => k * ACTIVATION_BYTES,
-        };
         let shared_budget = if is_dot {
             self.max_shared_bytes
                 .saturating_sub(DOT_STATIC_SHARED_BYTES)
         } else {
             self.max_shared_bytes
         };
-        let row_bytes = row_bytes_of(geom.hidden.max(geom.ffn));
+        let row_bytes = activation_row_bytes(path, geom.hidden.max(geom.ffn));
         let fit = match path {
             KernelPath::TensorCore => MAX_SLOTS_PER_ITEM,
             _ => shared_budget.saturating_sub(reduce_bytes) / row_bytes,
@@ -357,20 +392,26 @@ impl Kernels {
                 self.max_shared_bytes
             )));
         }
-        let list = WorkList::build_capped(variant, expert_ptrs, fit);
-        let maxt = list.max_slots();
-        let items = list.len();
-        if items > 65535 {
-            return Err(KernelError::Invalid(format!(
-                "{items} work items exceed the grid's 65535 rows: split the launch"
-            )));
-        }
+        Ok(fit)
+    }
+
+    /// The grids of the gate+up and down phases of a launch of `items` work items of at most
+    /// `maxt` slots each.
+    fn phase_launches(
+        &self,
+        geom: ExpertGeometry,
+        path: KernelPath,
+        rows_per_group: usize,
+        reduce_bytes: usize,
+        maxt: usize,
+        items: usize,
+    ) -> [PhaseLaunch; 2] {
         let mut phases = [PhaseLaunch::default(); 2];
         for (phase, (rows, k)) in phases
             .iter_mut()
             .zip([(2 * geom.ffn, geom.hidden), (geom.hidden, geom.ffn)])
         {
-            let activations = maxt * row_bytes_of(k);
+            let activations = maxt * activation_row_bytes(path, k);
             *phase = if path == KernelPath::TensorCore {
                 let ks = warps_per_tile(rows, k / TC_K_BLOCK, items, self.multiprocessors);
                 PhaseLaunch {
@@ -392,76 +433,7 @@ impl Kernels {
                 }
             };
         }
-        let slots = slot_token.len();
-        // Pre-pass kernels: scratch rows of quantized activations, one per token (gate+up)
-        // and one per slot (down).
-        let quantized = match path {
-            KernelPath::PerSlotDot { kernel } => {
-                match DOT_KERNELS[kernel].staging.prepass_limbs() {
-                    Some(limbs) => {
-                        let staging = DOT_KERNELS[kernel].staging;
-                        let words =
-                            |rows: usize, k: usize| rows * dot_activation_bytes(k, staging) / 4;
-                        Some((
-                            limbs,
-                            [
-                                stream.alloc_zeros::<u32>(words(tokens, geom.hidden))?,
-                                stream.alloc_zeros::<u32>(words(slots, geom.ffn))?,
-                            ],
-                        ))
-                    }
-                    None => None,
-                }
-            }
-            _ => None,
-        };
-        let fused = match (path, fused) {
-            (KernelPath::PerSlotDot { kernel }, Some(plan))
-                if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk =>
-            {
-                // Each item's (slot, token): per-slot items serve one slot each.
-                let item_st: Vec<u32> = list
-                    .items
-                    .chunks_exact(4)
-                    .flat_map(|it| {
-                        let s = list.slot_list[it[2] as usize];
-                        [s, slot_token[s as usize]]
-                    })
-                    .collect();
-                Some(FusedLaunch {
-                    plan,
-                    item_st: stream.clone_htod(&item_st)?,
-                    gu_tagged: stream.alloc_zeros::<u64>(slots * 2 * geom.ffn)?,
-                    flags: stream.alloc_zeros::<u32>(items)?,
-                    epoch: 0,
-                })
-            }
-            _ => None,
-        };
-        Ok(MoeLaunch {
-            fused,
-            quantized,
-            geom,
-            variant,
-            items: items as u32,
-            maxt,
-            phases,
-            path,
-            work: stream.clone_htod(&list.items)?,
-            slot_list: stream.clone_htod(&list.slot_list)?,
-            slot_token: stream.clone_htod(slot_token)?,
-            prepared: if path == KernelPath::TensorCore {
-                Some([
-                    PreparedRows::alloc(stream, tokens, geom.hidden)?,
-                    PreparedRows::alloc(stream, slots, geom.ffn)?,
-                ])
-            } else {
-                None
-            },
-            x: stream.clone_htod(x)?,
-            gu: stream.alloc_zeros::<f32>(slots * 2 * geom.ffn)?,
-            y: stream.alloc_zeros::<f32>(slots * geom.hidden)?,
-        })
+        phases
     }
 
     /// Enqueues the launches of a layer's expert FFN on `stream`: gate+up over every item, then
@@ -540,166 +512,215 @@ impl Kernels {
                 1i32,
             ),
         ];
-        for (pi, ((rows, k, woff, soff, mode), phase)) in
-            phases.into_iter().zip(launch.phases).enumerate()
-        {
+        for (pi, (spec, phase)) in phases.into_iter().zip(launch.phases).enumerate() {
             if only.is_some_and(|o| o != pi) {
                 continue;
             }
-            if let Some(prepared) = launch.prepared.as_mut() {
-                let input = if mode == 0 { &launch.x } else { &launch.gu };
-                let p = &mut prepared[pi];
-                let cfg = LaunchConfig {
-                    grid_dim: (p.rows as u32, 1, 1),
+            if launch.prepared.is_some() {
+                self.launch_tensor_core_phase(stream, launch, pi, spec, phase)?;
+                continue;
+            }
+            self.launch_matvec_phase(stream, launch, func, pi, spec, phase)?;
+        }
+        Ok(())
+    }
+
+    /// Phase `pi` of a tensor-core launch: the activation preparation, then the matvec.
+    fn launch_tensor_core_phase(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        pi: usize,
+        (rows, k, woff, soff, mode): PhaseSpec,
+        phase: PhaseLaunch,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        let Some(prepared) = launch.prepared.as_mut() else {
+            return Ok(());
+        };
+        let input = if mode == 0 { &launch.x } else { &launch.gu };
+        let p = &mut prepared[pi];
+        let cfg = LaunchConfig {
+            grid_dim: (p.rows as u32, 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let k32 = k as u32;
+        let mut b = stream.launch_builder(&self.prep_tc);
+        b.arg(input)
+            .arg(&k32)
+            .arg(&mode)
+            .arg(&mut p.hi)
+            .arg(&mut p.lo)
+            .arg(&mut p.unscale);
+        // SAFETY: matches moe_prep_tc; `input` holds p.rows rows of k (mode 0) or 2k
+        // (mode 1) values, and the outputs were sized for p.rows rows of k values.
+        unsafe { b.launch(cfg) }?;
+        let cfg = LaunchConfig {
+            grid_dim: (phase.blocks, launch.items, 1),
+            block_dim: (TC_WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
+        let (woff, soff) = (woff as u64, soff as u64);
+        let out = if mode == 0 {
+            &mut launch.gu
+        } else {
+            &mut launch.y
+        };
+        let p = &prepared[pi];
+        let mut b = stream.launch_builder(&self.moe_tc);
+        b.arg(&launch.work)
+            .arg(&launch.slot_list)
+            .arg(&launch.slot_token)
+            .arg(&p.hi)
+            .arg(&p.lo)
+            .arg(&p.unscale)
+            .arg(out)
+            .arg(&rows)
+            .arg(&k)
+            .arg(&group)
+            .arg(&woff)
+            .arg(&soff)
+            .arg(&mode)
+            .arg(&phase.split);
+        // SAFETY: matches moe_matvec_tc; the work list's pointers are experts of
+        // `g.expert_bytes()` bytes and the prepared rows cover every token / slot.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// Phase `pi` of an f32 or dot-kernel launch with `func`: the activation pre-pass (dot
+    /// kernels that have one), then the matvec, programmatic after the layer's first launch
+    /// on sm_90+ for the kernels that allow it.
+    fn launch_matvec_phase(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        func: &CudaFunction,
+        pi: usize,
+        (rows, k, woff, soff, mode): PhaseSpec,
+        phase: PhaseLaunch,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        let cfg = LaunchConfig {
+            grid_dim: (phase.blocks, launch.items, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: phase.shared_bytes,
+        };
+        let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
+        let (woff, soff) = (woff as u64, soff as u64);
+        // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
+        // after its first.
+        let programmatic = match launch.path {
+            KernelPath::PerSlotDot { kernel } => {
+                DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
+            }
+            _ => false,
+        };
+        self.launch_prepass(stream, launch, pi, k, mode, programmatic)?;
+        if programmatic && (pi == 1 || launch.quantized.is_some()) {
+            let (input, output) = match (launch.quantized.as_ref(), mode) {
+                (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
+                (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
+                (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
+                (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
+            };
+            let args = [
+                launch.work.device_ptr(stream).0,
+                launch.slot_list.device_ptr(stream).0,
+                launch.slot_token.device_ptr(stream).0,
+                input,
+                output.device_ptr(stream).0,
+                rows as u64,
+                k as u64,
+                group as u64,
+                woff,
+                soff,
+                mode as u32 as u64,
+                phase.split as u64,
+            ];
+            // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
+            // plain launch below.
+            unsafe {
+                launch_programmatic(
+                    stream,
+                    func,
+                    (phase.blocks, launch.items),
+                    BLOCK_THREADS,
+                    phase.shared_bytes,
+                    &args,
+                )?;
+            }
+            return Ok(());
+        }
+        let mut b = stream.launch_builder(func);
+        b.arg(&launch.work)
+            .arg(&launch.slot_list)
+            .arg(&launch.slot_token);
+        match (launch.quantized.as_ref(), mode) {
+            (Some((_, scratch)), 0) => b.arg(&scratch[0]).arg(&mut launch.gu),
+            (Some((_, scratch)), _) => b.arg(&scratch[1]).arg(&mut launch.y),
+            (None, 0) => b.arg(&launch.x).arg(&mut launch.gu),
+            (None, _) => b.arg(&launch.gu).arg(&mut launch.y),
+        };
+        b.arg(&rows)
+            .arg(&k)
+            .arg(&group)
+            .arg(&woff)
+            .arg(&soff)
+            .arg(&mode)
+            .arg(&phase.split);
+        // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
+        // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// The activation pre-pass of phase `pi` (one block per token for gate+up, per slot for
+    /// down) when the launch's kernel has one; programmatic for the down phase when
+    /// `programmatic`.
+    fn launch_prepass(
+        &self,
+        stream: &Arc<CudaStream>,
+        launch: &mut MoeLaunch,
+        pi: usize,
+        k: u32,
+        mode: i32,
+        programmatic: bool,
+    ) -> Result<(), KernelError> {
+        let g = launch.geom;
+        if let Some((limbs, scratch)) = launch.quantized.as_mut() {
+            // The pre-pass: one block per token (gate+up) or slot (down) row.
+            let (input, n) = if mode == 0 {
+                (&launch.x, launch.x.len() / g.hidden)
+            } else {
+                (&launch.gu, launch.gu.len() / (2 * g.ffn))
+            };
+            let func = &self.dot_prep[*limbs - 1];
+            if programmatic && pi == 1 {
+                let args = [
+                    input.device_ptr(stream).0,
+                    k as u64,
+                    mode as u32 as u64,
+                    scratch[pi].device_ptr(stream).0,
+                ];
+                // SAFETY: as the launch below, through cuLaunchKernelEx.
+                unsafe {
+                    launch_programmatic(stream, func, (n as u32, 1), BLOCK_THREADS, 0, &args)?;
+                }
+            } else {
+                let pcfg = LaunchConfig {
+                    grid_dim: (n as u32, 1, 1),
                     block_dim: (BLOCK_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let k32 = k as u32;
-                let mut b = stream.launch_builder(&self.prep_tc);
-                b.arg(input)
-                    .arg(&k32)
-                    .arg(&mode)
-                    .arg(&mut p.hi)
-                    .arg(&mut p.lo)
-                    .arg(&mut p.unscale);
-                // SAFETY: matches moe_prep_tc; `input` holds p.rows rows of k (mode 0) or 2k
-                // (mode 1) values, and the outputs were sized for p.rows rows of k values.
-                unsafe { b.launch(cfg) }?;
-                let cfg = LaunchConfig {
-                    grid_dim: (phase.blocks, launch.items, 1),
-                    block_dim: (TC_WARPS * 32, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
-                let (woff, soff) = (woff as u64, soff as u64);
-                let out = if mode == 0 {
-                    &mut launch.gu
-                } else {
-                    &mut launch.y
-                };
-                let p = &prepared[pi];
-                let mut b = stream.launch_builder(&self.moe_tc);
-                b.arg(&launch.work)
-                    .arg(&launch.slot_list)
-                    .arg(&launch.slot_token)
-                    .arg(&p.hi)
-                    .arg(&p.lo)
-                    .arg(&p.unscale)
-                    .arg(out)
-                    .arg(&rows)
-                    .arg(&k)
-                    .arg(&group)
-                    .arg(&woff)
-                    .arg(&soff)
-                    .arg(&mode)
-                    .arg(&phase.split);
-                // SAFETY: matches moe_matvec_tc; the work list's pointers are experts of
-                // `g.expert_bytes()` bytes and the prepared rows cover every token / slot.
-                unsafe { b.launch(cfg) }?;
-                continue;
+                let mut b = stream.launch_builder(func);
+                b.arg(input).arg(&k).arg(&mode).arg(&mut scratch[pi]);
+                // SAFETY: matches moe_dot_prep1/2; `input` holds n rows of k (mode 0) or
+                // 2k (mode 1) values and scratch[pi] n rows of dot_activation_bytes(k) bytes.
+                unsafe { b.launch(pcfg) }?;
             }
-            let cfg = LaunchConfig {
-                grid_dim: (phase.blocks, launch.items, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: phase.shared_bytes,
-            };
-            let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
-            let (woff, soff) = (woff as u64, soff as u64);
-            // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
-            // after its first.
-            let programmatic = match launch.path {
-                KernelPath::PerSlotDot { kernel } => {
-                    DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
-                }
-                _ => false,
-            };
-            if let Some((limbs, scratch)) = launch.quantized.as_mut() {
-                // The pre-pass: one block per token (gate+up) or slot (down) row.
-                let (input, n) = if mode == 0 {
-                    (&launch.x, launch.x.len() / g.hidden)
-                } else {
-                    (&launch.gu, launch.gu.len() / (2 * g.ffn))
-                };
-                let func = &self.dot_prep[*limbs - 1];
-                if programmatic && pi == 1 {
-                    let args = [
-                        input.device_ptr(stream).0,
-                        k as u64,
-                        mode as u32 as u64,
-                        scratch[pi].device_ptr(stream).0,
-                    ];
-                    // SAFETY: as the launch below, through cuLaunchKernelEx.
-                    unsafe {
-                        launch_programmatic(stream, func, (n as u32, 1), BLOCK_THREADS, 0, &args)?;
-                    }
-                } else {
-                    let pcfg = LaunchConfig {
-                        grid_dim: (n as u32, 1, 1),
-                        block_dim: (BLOCK_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let mut b = stream.launch_builder(func);
-                    b.arg(input).arg(&k).arg(&mode).arg(&mut scratch[pi]);
-                    // SAFETY: matches moe_dot_prep1/2; `input` holds n rows of k (mode 0) or
-                    // 2k (mode 1) values and scratch[pi] n rows of dot_activation_bytes(k) bytes.
-                    unsafe { b.launch(pcfg) }?;
-                }
-            }
-            if programmatic && (pi == 1 || launch.quantized.is_some()) {
-                let (input, output) = match (launch.quantized.as_ref(), mode) {
-                    (Some((_, scratch)), 0) => (scratch[0].device_ptr(stream).0, &launch.gu),
-                    (Some((_, scratch)), _) => (scratch[1].device_ptr(stream).0, &launch.y),
-                    (None, 0) => (launch.x.device_ptr(stream).0, &launch.gu),
-                    (None, _) => (launch.gu.device_ptr(stream).0, &launch.y),
-                };
-                let args = [
-                    launch.work.device_ptr(stream).0,
-                    launch.slot_list.device_ptr(stream).0,
-                    launch.slot_token.device_ptr(stream).0,
-                    input,
-                    output.device_ptr(stream).0,
-                    rows as u64,
-                    k as u64,
-                    group as u64,
-                    woff,
-                    soff,
-                    mode as u32 as u64,
-                    phase.split as u64,
-                ];
-                // SAFETY: the argument list of DOT6_ENTRY in moe_dot.cu, the buffers as for the
-                // plain launch below.
-                unsafe {
-                    launch_programmatic(
-                        stream,
-                        func,
-                        (phase.blocks, launch.items),
-                        BLOCK_THREADS,
-                        phase.shared_bytes,
-                        &args,
-                    )?;
-                }
-                continue;
-            }
-            let mut b = stream.launch_builder(func);
-            b.arg(&launch.work)
-                .arg(&launch.slot_list)
-                .arg(&launch.slot_token);
-            match (launch.quantized.as_ref(), mode) {
-                (Some((_, scratch)), 0) => b.arg(&scratch[0]).arg(&mut launch.gu),
-                (Some((_, scratch)), _) => b.arg(&scratch[1]).arg(&mut launch.y),
-                (None, 0) => b.arg(&launch.x).arg(&mut launch.gu),
-                (None, _) => b.arg(&launch.gu).arg(&mut launch.y),
-            };
-            b.arg(&rows)
-                .arg(&k)
-                .arg(&group)
-                .arg(&woff)
-                .arg(&soff)
-                .arg(&mode)
-                .arg(&phase.split);
-            // SAFETY: argument list matches moe_matvec_t*; every pointer in the work list was
-            // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
-            unsafe { b.launch(cfg) }?;
         }
         Ok(())
     }
@@ -986,6 +1007,117 @@ struct FusedLaunch {
     /// used).
     epoch: u32,
 }
+
+/// Checks a launch's inputs: one expert pointer per slot (at least one), activations of whole
+/// tokens, and every slot naming one of them; returns the token count.
+fn check_moe_inputs(
+    geom: ExpertGeometry,
+    expert_ptrs: &[u64],
+    slot_token: &[u32],
+    x: &[f32],
+) -> Result<usize, KernelError> {
+    if expert_ptrs.len() != slot_token.len() || expert_ptrs.is_empty() {
+        return Err(KernelError::Invalid(format!(
+            "{} expert pointers for {} slots (need one per slot, at least one)",
+            expert_ptrs.len(),
+            slot_token.len()
+        )));
+    }
+    if !x.len().is_multiple_of(geom.hidden) {
+        return Err(KernelError::Invalid(format!(
+            "activation length {} is not a multiple of hidden {}",
+            x.len(),
+            geom.hidden
+        )));
+    }
+    let tokens = x.len() / geom.hidden;
+    if let Some(&t) = slot_token.iter().find(|&&t| t as usize >= tokens) {
+        return Err(KernelError::Invalid(format!(
+            "slot names token {t} of {tokens}"
+        )));
+    }
+    Ok(tokens)
+}
+
+/// Shared-memory bytes of one staged activation row of `k` values on `path`.
+fn activation_row_bytes(path: KernelPath, k: usize) -> usize {
+    match path {
+        KernelPath::PerSlotDot { kernel } => dot_activation_bytes(k, DOT_KERNELS[kernel].staging),
+        _ => k * ACTIVATION_BYTES,
+    }
+}
+
+/// A pre-pass launch's activation limbs and its two scratch buffers (gate+up, down).
+type PrepassScratch = (usize, [CudaSlice<u32>; 2]);
+
+/// Pre-pass kernels: scratch rows of quantized activations, one per token (gate+up) and one
+/// per slot (down), with the pre-pass's activation limbs.
+fn prepass_scratch(
+    stream: &Arc<CudaStream>,
+    geom: ExpertGeometry,
+    path: KernelPath,
+    tokens: usize,
+    slots: usize,
+) -> Result<Option<PrepassScratch>, KernelError> {
+    let quantized = match path {
+        KernelPath::PerSlotDot { kernel } => match DOT_KERNELS[kernel].staging.prepass_limbs() {
+            Some(limbs) => {
+                let staging = DOT_KERNELS[kernel].staging;
+                let words = |rows: usize, k: usize| rows * dot_activation_bytes(k, staging) / 4;
+                Some((
+                    limbs,
+                    [
+                        stream.alloc_zeros::<u32>(words(tokens, geom.hidden))?,
+                        stream.alloc_zeros::<u32>(words(slots, geom.ffn))?,
+                    ],
+                ))
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    Ok(quantized)
+}
+
+/// The persistent kernel's own buffers, when the launch runs it with `fused`'s plan.
+fn fused_launch(
+    stream: &Arc<CudaStream>,
+    geom: ExpertGeometry,
+    path: KernelPath,
+    fused: Option<FusedPlan>,
+    list: &WorkList,
+    slot_token: &[u32],
+) -> Result<Option<FusedLaunch>, KernelError> {
+    let (slots, items) = (slot_token.len(), list.len());
+    let fused = match (path, fused) {
+        (KernelPath::PerSlotDot { kernel }, Some(plan))
+            if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk =>
+        {
+            // Each item's (slot, token): per-slot items serve one slot each.
+            let item_st: Vec<u32> = list
+                .items
+                .chunks_exact(4)
+                .flat_map(|it| {
+                    let s = list.slot_list[it[2] as usize];
+                    [s, slot_token[s as usize]]
+                })
+                .collect();
+            Some(FusedLaunch {
+                plan,
+                item_st: stream.clone_htod(&item_st)?,
+                gu_tagged: stream.alloc_zeros::<u64>(slots * 2 * geom.ffn)?,
+                flags: stream.alloc_zeros::<u32>(items)?,
+                epoch: 0,
+            })
+        }
+        _ => None,
+    };
+    Ok(fused)
+}
+
+/// One phase of a layer launch: (rows, k, weight offset, scale offset, mode: 0 gate+up, 1
+/// down).
+type PhaseSpec = (usize, usize, usize, usize, i32);
 
 /// Which kernel of `cuda/moe.cu` a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

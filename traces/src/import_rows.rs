@@ -252,11 +252,6 @@ fn build(
     format: &str,
     opts: &RowImportOptions,
 ) -> Result<Trace, TraceError> {
-    let at = |line: u64, detail: String| TraceError::Import {
-        file: file.to_string(),
-        location: format!("line {line}"),
-        detail,
-    };
     if rows.is_empty() {
         return Err(TraceError::Import {
             file: file.to_string(),
@@ -264,22 +259,129 @@ fn build(
             detail: "no rows".into(),
         });
     }
-    // Geometry: top-k per named layer, from the first row naming it.
-    if let Some(r) = rows.iter().find(|r| r.layer >= crate::format::MAX_LAYERS) {
-        return Err(at(
-            r.line,
-            format!(
-                "layer {} is beyond the {} layers a trace may have",
-                r.layer,
-                crate::format::MAX_LAYERS
-            ),
-        ));
+    let geometry = Geometry::infer(&rows, file, opts)?;
+    let common = &opts.common;
+    let model = ModelSpec {
+        name: common
+            .model_name
+            .clone()
+            .unwrap_or_else(|| "unknown".into()),
+        revision: common.revision.clone(),
+        layers: geometry.layers,
+        hidden_size: common.hidden_size,
+        expert_ffn: common.expert_ffn,
+    };
+    crate::format::validate_geometry(&model, file)?;
+    let ks = crate::trace::KeySpace::new(&model);
+    // MoE index of each model layer.
+    let mut moe_index = vec![usize::MAX; geometry.num_layers];
+    for (m, &l) in ks.moe_layers.iter().enumerate() {
+        moe_index[l] = m;
     }
-    let num_layers = rows.iter().map(|r| r.layer).max().unwrap_or(0) + 1;
-    let mut top_k: Vec<Option<(u16, u64)>> = vec![None; num_layers];
+    rows.sort_by_key(|r| (r.sequence, r.phase, r.token, moe_index[r.layer]));
+    let asm = Assembly {
+        rows: &rows,
+        names: &names,
+        ks: &ks,
+        moe_index: &moe_index,
+        file,
+    };
+    let (infos, datas) = asm.sequences(geometry.has_weights)?;
+    let trace = Trace {
+        header: Header {
+            model,
+            provenance: common.provenance(file, format, names),
+            sequences: infos,
+            has_weights: geometry.has_weights,
+        },
+        sequences: datas,
+    };
+    // Ids in range and no repeats (message names sequence, phase, token and layer).
+    trace.check().map_err(|d| TraceError::Import {
+        file: file.to_string(),
+        location: "rows".into(),
+        detail: d,
+    })?;
+    Ok(trace)
+}
+
+/// An import error at input line `line` of `file`.
+fn at_line(file: &str, line: u64, detail: String) -> TraceError {
+    TraceError::Import {
+        file: file.to_string(),
+        location: format!("line {line}"),
+        detail,
+    }
+}
+
+/// The model geometry the rows imply.
+struct Geometry {
+    /// Model layers: the named ones with their top-k, the others dense.
+    layers: Vec<LayerSpec>,
+    /// The largest layer named + 1.
+    num_layers: usize,
+    /// Whether the rows carry router weights (all of them or none).
+    has_weights: bool,
+}
+
+impl Geometry {
+    /// Top-k per named layer (from the first row naming it), experts per layer, and the
+    /// checks that every row agrees with them.
+    fn infer(rows: &[Row], file: &str, opts: &RowImportOptions) -> Result<Self, TraceError> {
+        let at = |line: u64, detail: String| at_line(file, line, detail);
+        if let Some(r) = rows.iter().find(|r| r.layer >= crate::format::MAX_LAYERS) {
+            return Err(at(
+                r.line,
+                format!(
+                    "layer {} is beyond the {} layers a trace may have",
+                    r.layer,
+                    crate::format::MAX_LAYERS
+                ),
+            ));
+        }
+        let num_layers = rows.iter().map(|r| r.layer).max().unwrap_or(0) + 1;
+        let has_weights = rows[0].weights.is_some();
+        let (top_k, max_id) = top_k_per_layer(rows, num_layers, has_weights, file)?;
+        let experts = experts_per_layer(rows, max_id, file, opts)?;
+        let layers = top_k
+            .iter()
+            .map(|k| match k {
+                Some((k, _)) => LayerSpec {
+                    experts,
+                    top_k: *k,
+                    shared_experts: 0,
+                },
+                None => LayerSpec {
+                    experts: 0,
+                    top_k: 0,
+                    shared_experts: 0,
+                },
+            })
+            .collect();
+        Ok(Geometry {
+            layers,
+            num_layers,
+            has_weights,
+        })
+    }
+}
+
+/// A layer's top-k and the input line that first named it.
+type TopK = (u16, u64);
+
+/// Per model layer, its top-k and the line first naming it (`None`: never named), checking
+/// every row's selection against it and its weights against `has_weights`; and the largest
+/// expert id seen.
+fn top_k_per_layer(
+    rows: &[Row],
+    num_layers: usize,
+    has_weights: bool,
+    file: &str,
+) -> Result<(Vec<Option<TopK>>, u16), TraceError> {
+    let at = |line: u64, detail: String| at_line(file, line, detail);
+    let mut top_k: Vec<Option<TopK>> = vec![None; num_layers];
     let mut max_id = 0u16;
-    let has_weights = rows[0].weights.is_some();
-    for r in &rows {
+    for r in rows {
         let k = u16::try_from(r.experts.len()).map_err(|_| {
             at(
                 r.line,
@@ -315,6 +417,18 @@ fn build(
         }
         max_id = max_id.max(r.experts.iter().copied().max().unwrap_or(0));
     }
+    Ok((top_k, max_id))
+}
+
+/// Routed experts per MoE layer: `--num-experts` (every id checked below it), else the
+/// largest id seen + 1.
+fn experts_per_layer(
+    rows: &[Row],
+    max_id: u16,
+    file: &str,
+    opts: &RowImportOptions,
+) -> Result<u16, TraceError> {
+    let at = |line: u64, detail: String| at_line(file, line, detail);
     let experts = match opts.num_experts {
         Some(e) => e,
         None => max_id.checked_add(1).ok_or_else(|| {
@@ -344,87 +458,93 @@ fn build(
             ));
         }
     }
-    let layers: Vec<LayerSpec> = top_k
-        .iter()
-        .map(|k| match k {
-            Some((k, _)) => LayerSpec {
-                experts,
-                top_k: *k,
-                shared_experts: 0,
-            },
-            None => LayerSpec {
-                experts: 0,
-                top_k: 0,
-                shared_experts: 0,
-            },
-        })
-        .collect();
-    let common = &opts.common;
-    let model = ModelSpec {
-        name: common
-            .model_name
-            .clone()
-            .unwrap_or_else(|| "unknown".into()),
-        revision: common.revision.clone(),
-        layers,
-        hidden_size: common.hidden_size,
-        expert_ffn: common.expert_ffn,
-    };
-    crate::format::validate_geometry(&model, file)?;
-    let ks = crate::trace::KeySpace::new(&model);
-    // MoE index of each model layer.
-    let mut moe_index = vec![usize::MAX; num_layers];
-    for (m, &l) in ks.moe_layers.iter().enumerate() {
-        moe_index[l] = m;
-    }
-    let n_moe = ks.num_moe_layers();
-    let stride = ks.ids_per_token();
+    Ok(experts)
+}
 
-    rows.sort_by_key(|r| (r.sequence, r.phase, r.token, moe_index[r.layer]));
-    let mut infos: Vec<SequenceInfo> = names
-        .iter()
-        .map(|n| SequenceInfo {
-            name: n.clone(),
-            prefill_tokens: 0,
-            decode_tokens: 0,
-        })
-        .collect();
-    let mut datas: Vec<SequenceData> = names.iter().map(|_| SequenceData::default()).collect();
-    if has_weights {
-        for d in &mut datas {
-            d.prefill.weights = Some(Vec::new());
-            d.decode.weights = Some(Vec::new());
-        }
+/// Sorted rows (by sequence, phase, token, MoE layer) and what assembling them needs.
+struct Assembly<'a> {
+    rows: &'a [Row],
+    names: &'a [String],
+    ks: &'a crate::trace::KeySpace,
+    /// MoE index of each model layer (`usize::MAX`: dense).
+    moe_index: &'a [usize],
+    file: &'a str,
+}
+
+impl Assembly<'_> {
+    fn at(&self, line: u64, detail: String) -> TraceError {
+        at_line(self.file, line, detail)
     }
-    // Sorted rows come in groups of n_moe per token; check each group is complete.
-    let mut i = 0;
-    while i < rows.len() {
+
+    /// Each sequence's info and selections. Sorted rows come in groups of one per MoE layer
+    /// per token; each group is checked complete.
+    fn sequences(
+        &self,
+        has_weights: bool,
+    ) -> Result<(Vec<SequenceInfo>, Vec<SequenceData>), TraceError> {
+        let (rows, names) = (self.rows, self.names);
+        let n_moe = self.ks.num_moe_layers();
+        let mut infos: Vec<SequenceInfo> = names
+            .iter()
+            .map(|n| SequenceInfo {
+                name: n.clone(),
+                prefill_tokens: 0,
+                decode_tokens: 0,
+            })
+            .collect();
+        let mut datas: Vec<SequenceData> = names.iter().map(|_| SequenceData::default()).collect();
+        if has_weights {
+            for d in &mut datas {
+                d.prefill.weights = Some(Vec::new());
+                d.decode.weights = Some(Vec::new());
+            }
+        }
+        let mut i = 0;
+        while i < rows.len() {
+            let first = &rows[i];
+            let (s, phase, token) = (first.sequence, first.phase, first.token);
+            let info = &mut infos[s];
+            let count = match phase {
+                Phase::Prefill => &mut info.prefill_tokens,
+                Phase::Decode => &mut info.decode_tokens,
+            };
+            if token != *count {
+                return Err(self.at(
+                    first.line,
+                    format!(
+                        "sequence {:?} {phase}: token {token} present but token {} missing",
+                        names[s], *count
+                    ),
+                ));
+            }
+            let block: &mut TokenBlock = match phase {
+                Phase::Prefill => &mut datas[s].prefill,
+                Phase::Decode => &mut datas[s].decode,
+            };
+            self.token(i, block)?;
+            debug_assert_eq!(
+                block.ids.len() as u64,
+                (*count + 1) * self.ks.ids_per_token() as u64
+            );
+            *count += 1;
+            i += n_moe;
+        }
+        Ok((infos, datas))
+    }
+
+    /// Append to `block` the token whose rows start at `rows[i]`: one row per MoE layer in
+    /// order, each exactly once.
+    fn token(&self, i: usize, block: &mut TokenBlock) -> Result<(), TraceError> {
+        let (rows, names, ks) = (self.rows, self.names, self.ks);
+        let n_moe = ks.num_moe_layers();
         let first = &rows[i];
         let (s, phase, token) = (first.sequence, first.phase, first.token);
-        let info = &mut infos[s];
-        let count = match phase {
-            Phase::Prefill => &mut info.prefill_tokens,
-            Phase::Decode => &mut info.decode_tokens,
-        };
-        if token != *count {
-            return Err(at(
-                first.line,
-                format!(
-                    "sequence {:?} {phase}: token {token} present but token {} missing",
-                    names[s], *count
-                ),
-            ));
-        }
-        let block: &mut TokenBlock = match phase {
-            Phase::Prefill => &mut datas[s].prefill,
-            Phase::Decode => &mut datas[s].decode,
-        };
         for m in 0..n_moe {
             let r = rows
                 .get(i + m)
                 .filter(|r| r.sequence == s && r.phase == phase && r.token == token);
             let Some(r) = r else {
-                return Err(at(
+                return Err(self.at(
                     first.line,
                     format!(
                         "sequence {:?} {phase} token {token}: layer {} missing",
@@ -432,8 +552,8 @@ fn build(
                     ),
                 ));
             };
-            if moe_index[r.layer] != m {
-                return Err(at(
+            if self.moe_index[r.layer] != m {
+                return Err(self.at(
                     r.line,
                     format!("sequence {:?} {phase} token {token}: layer {} given twice (or layer {} missing)", names[s], r.layer, ks.moe_layers[m]),
                 ));
@@ -447,7 +567,7 @@ fn build(
             .get(i + n_moe)
             .filter(|r| r.sequence == s && r.phase == phase && r.token == token)
         {
-            return Err(at(
+            return Err(self.at(
                 r.line,
                 format!(
                     "sequence {:?} {phase} token {token}: layer {} given twice",
@@ -455,24 +575,6 @@ fn build(
                 ),
             ));
         }
-        debug_assert_eq!(block.ids.len() as u64, (*count + 1) * stride as u64);
-        *count += 1;
-        i += n_moe;
+        Ok(())
     }
-    let trace = Trace {
-        header: Header {
-            model,
-            provenance: common.provenance(file, format, names),
-            sequences: infos,
-            has_weights,
-        },
-        sequences: datas,
-    };
-    // Ids in range and no repeats (message names sequence, phase, token and layer).
-    trace.check().map_err(|d| TraceError::Import {
-        file: file.to_string(),
-        location: "rows".into(),
-        detail: d,
-    })?;
-    Ok(trace)
 }

@@ -588,88 +588,16 @@ impl StatsAccumulator {
         let tokens = self.tokens;
         let ks = &self.ks;
         let m = ks.num_moe_layers();
-
-        let layers: Vec<LayerStats> = (0..m)
-            .map(|i| {
-                let l = &self.layers[i];
-                let counts = l.counts();
-                let k = ks.top_k[i] as usize;
-                let accesses = tokens * k as u64;
-                let mut sorted = counts.clone();
-                sorted.sort_unstable_by(|a, b| b.cmp(a));
-                let top: u64 = sorted.iter().take(k).sum();
-                let (pred, chance) = if i + 1 < m {
-                    let kn = ks.top_k[i + 1] as usize;
-                    let hits: u64 = l
-                        .successors
-                        .chunks_exact(l.next_experts)
-                        .map(|row| top_sum(row, kn))
-                        .sum();
-                    let pairs = tokens * k as u64 * kn as u64;
-                    (
-                        Some(hits as f64 / pairs as f64),
-                        Some(kn as f64 / ks.experts[i + 1] as f64),
-                    )
-                } else {
-                    (None, None)
-                };
-                LayerStats {
-                    layer: ks.moe_layers[i],
-                    num_experts: ks.experts[i],
-                    top_k: ks.top_k[i],
-                    accesses,
-                    distinct_experts: counts.iter().filter(|&&c| c > 0).count() as u64,
-                    top_k_share: top as f64 / accesses as f64,
-                    gini: gini(&counts),
-                    entropy_bits: entropy_bits(&counts),
-                    hottest_token_fraction: sorted.first().copied().unwrap_or(0) as f64
-                        / tokens as f64,
-                    temporal_reuse: (l.reuse_slots > 0)
-                        .then(|| l.reuse_hits as f64 / l.reuse_slots as f64),
-                    next_layer_predictability: pred,
-                    next_layer_chance: chance,
-                }
-            })
-            .collect();
+        let layers: Vec<LayerStats> = (0..m).map(|i| self.layer_stats(i)).collect();
 
         let all_counts: Vec<u64> = self.layers.iter().flat_map(|l| l.counts()).collect();
         let accesses: u64 = all_counts.iter().sum();
-        let mut desc = all_counts.clone();
-        desc.sort_unstable_by(|a, b| b.cmp(a));
-        let n = desc.len();
-        let concentration = CONCENTRATION_POINTS
-            .iter()
-            .map(|&p| {
-                let keys = ((p * n as f64).round_ties_even() as usize).clamp(1, n.max(1));
-                let share: u64 = desc.iter().take(keys).sum();
-                ConcentrationPoint {
-                    p,
-                    keys: keys as u64,
-                    share: share as f64 / accesses as f64,
-                }
-            })
-            .collect();
-
+        let concentration = concentration(&all_counts, accesses);
         let (hits, slots) = self.layers.iter().fold((0u64, 0u64), |(h, s), l| {
             (h + l.reuse_hits, s + l.reuse_slots)
         });
-        let (pred_hits, pred_pairs) = (0..m.saturating_sub(1)).fold((0u64, 0u64), |(h, p), i| {
-            let l = &self.layers[i];
-            let kn = ks.top_k[i + 1] as usize;
-            let hits: u64 = l
-                .successors
-                .chunks_exact(l.next_experts)
-                .map(|row| top_sum(row, kn))
-                .sum();
-            (h + hits, p + tokens * ks.top_k[i] as u64 * kn as u64)
-        });
-
-        let with_tokens: Vec<&SequenceStats> =
-            self.sequences.iter().filter(|s| s.tokens > 0).collect();
-        let mut always_on = with_tokens[0].always_on_keys.clone();
-        for s in &with_tokens[1..] {
-            always_on.retain(|k| s.always_on_keys.binary_search(k).is_ok());
-        }
+        let (pred_hits, pred_pairs) = self.successor_hits();
+        let always_on = always_on_in_all(&self.sequences);
 
         let uniform = |v: &[u16]| v.first().copied().filter(|f| v.iter().all(|x| x == f));
         Ok(TraceStats {
@@ -693,6 +621,95 @@ impl StatsAccumulator {
                 .then(|| pred_hits as f64 / pred_pairs as f64),
         })
     }
+
+    /// The statistics of MoE layer `i` over the accumulated tokens.
+    fn layer_stats(&self, i: usize) -> LayerStats {
+        let (tokens, ks) = (self.tokens, &self.ks);
+        let m = ks.num_moe_layers();
+        let l = &self.layers[i];
+        let counts = l.counts();
+        let k = ks.top_k[i] as usize;
+        let accesses = tokens * k as u64;
+        let mut sorted = counts.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let top: u64 = sorted.iter().take(k).sum();
+        let (pred, chance) = if i + 1 < m {
+            let kn = ks.top_k[i + 1] as usize;
+            let hits: u64 = l
+                .successors
+                .chunks_exact(l.next_experts)
+                .map(|row| top_sum(row, kn))
+                .sum();
+            let pairs = tokens * k as u64 * kn as u64;
+            (
+                Some(hits as f64 / pairs as f64),
+                Some(kn as f64 / ks.experts[i + 1] as f64),
+            )
+        } else {
+            (None, None)
+        };
+        LayerStats {
+            layer: ks.moe_layers[i],
+            num_experts: ks.experts[i],
+            top_k: ks.top_k[i],
+            accesses,
+            distinct_experts: counts.iter().filter(|&&c| c > 0).count() as u64,
+            top_k_share: top as f64 / accesses as f64,
+            gini: gini(&counts),
+            entropy_bits: entropy_bits(&counts),
+            hottest_token_fraction: sorted.first().copied().unwrap_or(0) as f64 / tokens as f64,
+            temporal_reuse: (l.reuse_slots > 0).then(|| l.reuse_hits as f64 / l.reuse_slots as f64),
+            next_layer_predictability: pred,
+            next_layer_chance: chance,
+        }
+    }
+
+    /// Over all consecutive MoE layer pairs: the (layer, successor) pairs the predicted
+    /// successors cover, and all pairs.
+    fn successor_hits(&self) -> (u64, u64) {
+        let (tokens, ks) = (self.tokens, &self.ks);
+        let m = ks.num_moe_layers();
+        (0..m.saturating_sub(1)).fold((0u64, 0u64), |(h, p), i| {
+            let l = &self.layers[i];
+            let kn = ks.top_k[i + 1] as usize;
+            let hits: u64 = l
+                .successors
+                .chunks_exact(l.next_experts)
+                .map(|row| top_sum(row, kn))
+                .sum();
+            (h + hits, p + tokens * ks.top_k[i] as u64 * kn as u64)
+        })
+    }
+}
+
+/// The concentration curve of per-key access `counts` (`accesses` in all): the share the
+/// hottest fraction `p` of keys takes, at each of [`CONCENTRATION_POINTS`].
+fn concentration(counts: &[u64], accesses: u64) -> Vec<ConcentrationPoint> {
+    let mut desc = counts.to_vec();
+    desc.sort_unstable_by(|a, b| b.cmp(a));
+    let n = desc.len();
+    CONCENTRATION_POINTS
+        .iter()
+        .map(|&p| {
+            let keys = ((p * n as f64).round_ties_even() as usize).clamp(1, n.max(1));
+            let share: u64 = desc.iter().take(keys).sum();
+            ConcentrationPoint {
+                p,
+                keys: keys as u64,
+                share: share as f64 / accesses as f64,
+            }
+        })
+        .collect()
+}
+
+/// The keys always on in every sequence that has tokens (at least one has).
+fn always_on_in_all(sequences: &[SequenceStats]) -> Vec<[u32; 2]> {
+    let with_tokens: Vec<&SequenceStats> = sequences.iter().filter(|s| s.tokens > 0).collect();
+    let mut always_on = with_tokens[0].always_on_keys.clone();
+    for s in &with_tokens[1..] {
+        always_on.retain(|k| s.always_on_keys.binary_search(k).is_ok());
+    }
+    always_on
 }
 
 /// Sum of the `k` largest entries of `row`: the pairs a row's predicted successors cover.
@@ -724,9 +741,17 @@ pub fn trace_stats(trace: &Trace, phases: PhaseSel) -> Result<TraceStats, StatsE
 impl TraceStats {
     /// Human-readable report: summary, always-on keys, concentration and one row per layer.
     pub fn to_text(&self) -> String {
-        use std::fmt::Write;
         let mut o = String::new();
-        let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+        self.summary_text(&mut o);
+        self.sequences_text(&mut o);
+        self.concentration_text(&mut o);
+        self.layers_text(&mut o);
+        o
+    }
+
+    /// The report's summary lines, down to the always-on keys.
+    fn summary_text(&self, o: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(o, "model            {}", self.model);
         let _ = writeln!(o, "phase            {}", self.phase);
         let _ = writeln!(
@@ -757,21 +782,16 @@ impl TraceStats {
             "next-layer pred. {}",
             pct(self.next_layer_predictability)
         );
-        let keys = |v: &[[u32; 2]]| {
-            if v.is_empty() {
-                "none".to_string()
-            } else {
-                v.iter()
-                    .map(|[l, e]| format!("L{l}/E{e}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
-        };
         let _ = writeln!(
             o,
             "always-on keys   {} (in every sequence)",
-            keys(&self.always_on_keys)
+            key_list(&self.always_on_keys)
         );
+    }
+
+    /// One line per sequence (the first 50).
+    fn sequences_text(&self, o: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(o, "\nsequences");
         for s in self.sequences.iter().take(50) {
             let _ = writeln!(
@@ -780,12 +800,17 @@ impl TraceStats {
                 s.name,
                 s.tokens,
                 s.distinct_keys,
-                keys(&s.always_on_keys)
+                key_list(&s.always_on_keys)
             );
         }
         if self.sequences.len() > 50 {
             let _ = writeln!(o, "  ... {} more (see --json)", self.sequences.len() - 50);
         }
+    }
+
+    /// The concentration curve, one line per point.
+    fn concentration_text(&self, o: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(
             o,
             "\nconcentration (share of accesses taken by the hottest keys)"
@@ -799,6 +824,11 @@ impl TraceStats {
                 100.0 * c.share
             );
         }
+    }
+
+    /// The per-layer table.
+    fn layers_text(&self, o: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(
             o,
             "\n{:>5} {:>7} {:>5} {:>9} {:>10} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7}",
@@ -831,6 +861,22 @@ impl TraceStats {
                 pct(l.next_layer_chance)
             );
         }
-        o
+    }
+}
+
+/// A fraction as a percentage with one decimal, `-` when absent.
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x))
+}
+
+/// Keys as `L<layer>/E<expert>`, space-separated, `none` when empty.
+fn key_list(v: &[[u32; 2]]) -> String {
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.iter()
+            .map(|[l, e]| format!("L{l}/E{e}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }

@@ -94,15 +94,7 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
 /// Pools JSON values of one shape (see the module doc); `path` names `values` in errors.
 fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
     let first = values[0];
-    let mismatch = |other: &Value| PoolError::Mismatch {
-        set: values
-            .iter()
-            .position(|v| std::ptr::eq(*v, other))
-            .unwrap_or(1),
-        path: path.to_string(),
-        first: short(first),
-        other: short(other),
-    };
+    let mismatch = |other: &Value| mismatch(values, path, other);
     match first {
         Value::Object(map) if is_summary(map) => {
             let mut s = Vec::with_capacity(values.len());
@@ -114,43 +106,7 @@ fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
             }
             pooled_summary(&s).ok_or_else(|| mismatch(values[1]))
         }
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (set, v) in values.iter().enumerate() {
-                let m = v.as_object().ok_or_else(|| mismatch(v))?;
-                // a field one set has and the first lacks, or the reverse: name it
-                let missing = map.keys().find(|k| !m.contains_key(*k));
-                let extra = m.keys().find(|k| !map.contains_key(*k));
-                let named = match (missing, extra) {
-                    (Some(k), _) => Some((k, "present", "absent")),
-                    (None, Some(k)) => Some((k, "absent", "present")),
-                    (None, None) => None,
-                };
-                if let Some((key, first, other)) = named {
-                    return Err(PoolError::Mismatch {
-                        set,
-                        path: format!("{path}.{key}"),
-                        first: first.into(),
-                        other: other.into(),
-                    });
-                }
-            }
-            for key in map.keys() {
-                let field: Vec<&Value> = values.iter().map(|v| &v[key.as_str()]).collect();
-                let sub = format!("{path}.{key}");
-                let pooled = match key.as_str() {
-                    "date" if field.iter().all(|v| v.is_string()) => {
-                        (*field.iter().max_by_key(|v| v.as_str()).unwrap_or(&first)).clone()
-                    }
-                    "vram_free" if field.iter().all(|v| v.is_u64()) => {
-                        Value::from(field.iter().filter_map(|v| v.as_u64()).min().unwrap_or(0))
-                    }
-                    _ => pool_values(&field, &sub)?,
-                };
-                out.insert(key.clone(), pooled);
-            }
-            Ok(Value::Object(out))
-        }
+        Value::Object(map) => pool_objects(values, map, path),
         Value::Array(items) => {
             for v in values {
                 if v.as_array().map(Vec::len) != Some(items.len()) {
@@ -174,6 +130,64 @@ fn pool_values(values: &[&Value], path: &str) -> Result<Value, PoolError> {
             Some(v) => Err(mismatch(v)),
         },
     }
+}
+
+/// The sets disagree at `path`: `other` (one of `values`) differs from the first.
+fn mismatch(values: &[&Value], path: &str, other: &Value) -> PoolError {
+    PoolError::Mismatch {
+        set: values
+            .iter()
+            .position(|v| std::ptr::eq(*v, other))
+            .unwrap_or(1),
+        path: path.to_string(),
+        first: short(values[0]),
+        other: short(other),
+    }
+}
+
+/// Pool objects field by field; `map` is the first set's. Every set must have the same fields;
+/// the latest `date` and the smallest `vram_free` are kept as they are.
+fn pool_objects(
+    values: &[&Value],
+    map: &Map<String, Value>,
+    path: &str,
+) -> Result<Value, PoolError> {
+    let first = values[0];
+    let mut out = Map::new();
+    for (set, v) in values.iter().enumerate() {
+        let m = v.as_object().ok_or_else(|| mismatch(values, path, v))?;
+        // a field one set has and the first lacks, or the reverse: name it
+        let missing = map.keys().find(|k| !m.contains_key(*k));
+        let extra = m.keys().find(|k| !map.contains_key(*k));
+        let named = match (missing, extra) {
+            (Some(k), _) => Some((k, "present", "absent")),
+            (None, Some(k)) => Some((k, "absent", "present")),
+            (None, None) => None,
+        };
+        if let Some((key, first, other)) = named {
+            return Err(PoolError::Mismatch {
+                set,
+                path: format!("{path}.{key}"),
+                first: first.into(),
+                other: other.into(),
+            });
+        }
+    }
+    for key in map.keys() {
+        let field: Vec<&Value> = values.iter().map(|v| &v[key.as_str()]).collect();
+        let sub = format!("{path}.{key}");
+        let pooled = match key.as_str() {
+            "date" if field.iter().all(|v| v.is_string()) => {
+                (*field.iter().max_by_key(|v| v.as_str()).unwrap_or(&first)).clone()
+            }
+            "vram_free" if field.iter().all(|v| v.is_u64()) => {
+                Value::from(field.iter().filter_map(|v| v.as_u64()).min().unwrap_or(0))
+            }
+            _ => pool_values(&field, &sub)?,
+        };
+        out.insert(key.clone(), pooled);
+    }
+    Ok(Value::Object(out))
 }
 
 /// The median of `values` as numbers (see [`Summary::of`]); `None` when one is not a number.

@@ -28,9 +28,9 @@
 //! to allocate. Portable: driver API calls only, no OS-specific paths.
 
 use crate::device::DeviceInfo;
-use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayPlan};
+use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayGroup, ReplayPlan};
 use crate::vmm;
-use cudarc::driver::{sys, CudaEvent, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use kernels::{ExpertGeometry, KernelError, Kernels, MoeLaunch, Variant};
 use policies::{Paging, UnitMap};
 use serde::{Deserialize, Serialize};
@@ -263,13 +263,102 @@ pub fn replay(
 ) -> Result<ReplayMeasurement, ReplayError> {
     let ctx = kernels::open_device(opts.device)?;
     let device = DeviceInfo::read(&ctx).during("device query")?;
-    let geom = kernel_geometry(plan.hidden, map.expert_bytes).ok_or_else(|| {
+    let geom = expert_kernel(plan, map)?;
+    let layout = Layout::of(map);
+    check_room(plan, &layout, peak_bytes, &device)?;
+    let k = Kernels::load(&ctx)?;
+    let compute = ctx.new_stream().during("compute stream")?;
+    let copy = ctx.new_stream().during("copy stream")?;
+    let side = ctx.new_stream().during("eviction stream")?;
+    let dev = opts.device as i32;
+
+    let (bank, managed, base) = make_bank(plan, map, &layout, dev)?;
+    let max_useful = map.units.iter().map(|u| u.useful_bytes).max().unwrap_or(0);
+    let staging = match plan.paging {
+        Paging::Vmm => Some(Pinned::new(max_useful as usize)?),
+        Paging::Os => None,
+    };
+    let ne_bufs = nonexpert_buffers(plan, &compute)?;
+    let mut sink = compute.alloc_zeros::<u32>(1).during("sink")?;
+    let mut launches = prepare_launches(&k, &compute, geom, plan, &layout, base)?;
+
+    let mut st = Exec {
+        plan,
+        map,
+        layout: &layout,
+        bank,
+        staging_ptr: staging.as_ref().map(|s| s.ptr),
+        base,
+        device: dev,
+        copy: &copy,
+        side: &side,
+        resident: vec![false; map.units.len()],
+        map_calls: 0,
+        unmap_calls: 0,
+        os_evict_calls: 0,
+        bytes_copied: 0,
+        commit_us: 0.0,
+        h2d_enqueue_us: 0.0,
+        released_since_commit: 0,
+        last_release: None,
+        commit_runs: 0,
+        commit_runs_after_release: 0,
+        released_before_runs_granules: 0,
+        release_gap_us: 0.0,
+    };
+    st.preload(&compute)?;
+    // Warm-up outside the timed loop: module load and first launches of both kernels.
+    warm_up(&k, &compute, &ne_bufs, &mut sink, geom)?;
+    copy.synchronize().during("warm-up")?;
+    compute.synchronize().during("warm-up")?;
+    let (map_calls0, unmap_calls0, bytes0) = (st.map_calls, st.unmap_calls, st.bytes_copied);
+
+    let mut gpu = Launcher::new(&ctx, &k, &compute, &copy, plan, &ne_bufs)?;
+    let t0 = Instant::now();
+    gpu.start(&mut sink)?;
+    let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
+    run_groups(&mut st, &mut gpu, &mut launches, &mut sink, &mut host)?;
+    let (step_us, wall_s) = gpu.finish(&side, t0)?;
+
+    st.evict_all()?;
+    let out = ReplayMeasurement {
+        device,
+        step_us,
+        kernel_hidden: geom.hidden,
+        kernel_ffn: geom.ffn,
+        kernel_expert_bytes: geom.expert_bytes() as u64,
+        map_calls: st.map_calls - map_calls0,
+        unmap_calls: st.unmap_calls - unmap_calls0,
+        os_evict_calls: st.os_evict_calls,
+        bytes_copied: st.bytes_copied - bytes0,
+        wall_s,
+        host,
+    };
+    drop(st);
+    drop(launches);
+    drop(managed);
+    drop(staging);
+    Ok(out)
+}
+
+/// The int4 expert kernel geometry the replay runs for `map`'s experts.
+fn expert_kernel(plan: &ReplayPlan, map: &UnitMap) -> Result<ExpertGeometry, ReplayError> {
+    kernel_geometry(plan.hidden, map.expert_bytes).ok_or_else(|| {
         ReplayError::Invalid(format!(
             "no int4 expert kernel of hidden {} fits an expert of {} B (hidden must be a multiple of 128 and the expert at least 128 FFN columns); raise --expert-mib",
             plan.hidden, map.expert_bytes
         ))
-    })?;
-    let layout = Layout::of(map);
+    })
+}
+
+/// Refuse a replay whose bank would not fit, before touching the GPU's memory: `peak_bytes`
+/// must leave 10% of free VRAM, and OS paging's managed bank must fit in half of it.
+fn check_room(
+    plan: &ReplayPlan,
+    layout: &Layout,
+    peak_bytes: u64,
+    device: &DeviceInfo,
+) -> Result<(), ReplayError> {
     let free = device.vram_free;
     if peak_bytes as f64 > 0.9 * free as f64 {
         return Err(ReplayError::Invalid(format!(
@@ -286,13 +375,16 @@ pub fn replay(
             free as f64 / (1u64 << 30) as f64
         )));
     }
-    let k = Kernels::load(&ctx)?;
-    let compute = ctx.new_stream().during("compute stream")?;
-    let copy = ctx.new_stream().during("copy stream")?;
-    let side = ctx.new_stream().during("eviction stream")?;
-    let dev = opts.device as i32;
+    Ok(())
+}
 
-    // The bank: reserved VA (VMM) or one managed allocation (OS pages).
+/// The bank: reserved VA (VMM) or one managed allocation (OS pages), and its base address.
+fn make_bank(
+    plan: &ReplayPlan,
+    map: &UnitMap,
+    layout: &Layout,
+    dev: i32,
+) -> Result<(Option<VmmBank>, Option<Managed>, u64), ReplayError> {
     let mut bank: Option<VmmBank> = None;
     let mut managed: Option<Managed> = None;
     let base = match plan.paging {
@@ -330,13 +422,14 @@ pub fn replay(
             p
         }
     };
-    let max_useful = map.units.iter().map(|u| u.useful_bytes).max().unwrap_or(0);
-    let staging = match plan.paging {
-        Paging::Vmm => Some(Pinned::new(max_useful as usize)?),
-        Paging::Os => None,
-    };
+    Ok((bank, managed, base))
+}
 
-    // Non-expert weights: one buffer per MoE layer (distinct bytes, as a real model's layers).
+/// Non-expert weights: one buffer per MoE layer (distinct bytes, as a real model's layers).
+fn nonexpert_buffers(
+    plan: &ReplayPlan,
+    compute: &Arc<CudaStream>,
+) -> Result<Vec<CudaSlice<u8>>, ReplayError> {
     let ne_bufs: Vec<CudaSlice<u8>> = if plan.nonexpert_bytes_per_layer >= 16 {
         (0..plan.moe_layers)
             .map(|_| compute.alloc_zeros::<u8>(plan.nonexpert_bytes_per_layer as usize))
@@ -345,9 +438,18 @@ pub fn replay(
     } else {
         Vec::new()
     };
-    let mut sink = compute.alloc_zeros::<u32>(1).during("sink")?;
+    Ok(ne_bufs)
+}
 
-    // Every group's expert launch, prepared before timing (one slot per distinct key, 1 token).
+/// Every group's expert launch, prepared before timing (one slot per distinct key, 1 token).
+fn prepare_launches(
+    k: &Kernels,
+    compute: &Arc<CudaStream>,
+    geom: ExpertGeometry,
+    plan: &ReplayPlan,
+    layout: &Layout,
+    base: u64,
+) -> Result<Vec<Option<MoeLaunch>>, ReplayError> {
     let x = vec![0.01f32; geom.hidden];
     let mut launches: Vec<Option<MoeLaunch>> = Vec::with_capacity(plan.groups.len());
     for g in &plan.groups {
@@ -362,7 +464,7 @@ pub fn replay(
             .collect();
         let slot_token = vec![0u32; ptrs.len()];
         launches.push(Some(k.prepare_moe(
-            &compute,
+            compute,
             geom,
             Variant::PerSlot,
             &ptrs,
@@ -371,76 +473,25 @@ pub fn replay(
         )?));
     }
     compute.synchronize().during("prepare launches")?;
+    Ok(launches)
+}
 
-    let mut st = Exec {
-        plan,
-        map,
-        layout: &layout,
-        bank,
-        staging_ptr: staging.as_ref().map(|s| s.ptr),
-        base,
-        device: dev,
-        copy: &copy,
-        side: &side,
-        resident: vec![false; map.units.len()],
-        map_calls: 0,
-        unmap_calls: 0,
-        os_evict_calls: 0,
-        bytes_copied: 0,
-        commit_us: 0.0,
-        h2d_enqueue_us: 0.0,
-        released_since_commit: 0,
-        last_release: None,
-        commit_runs: 0,
-        commit_runs_after_release: 0,
-        released_before_runs_granules: 0,
-        release_gap_us: 0.0,
-    };
-
-    // Preloaded units (static pins) are committed before timing, never page-ins.
-    st.page_in(&plan.preloaded)?;
-    for &u in &plan.preloaded {
-        st.resident[u as usize] = true;
-    }
-    if plan.paging == Paging::Os && !plan.preloaded.is_empty() {
-        st.prefetch_os(&plan.preloaded, true, &compute)?;
-    }
-    // Warm-up outside the timed loop: module load and first launches of both kernels.
-    warm_up(&k, &compute, &ne_bufs, &mut sink, geom)?;
-    copy.synchronize().during("warm-up")?;
-    compute.synchronize().during("warm-up")?;
-    let (map_calls0, unmap_calls0, bytes0) = (st.map_calls, st.unmap_calls, st.bytes_copied);
-
-    let new_event = || {
-        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .during("event create")
-    };
-    let mut step_events: Vec<CudaEvent> = Vec::with_capacity(plan.steps + 1);
-    let router = new_event()?;
-    let experts_done = new_event()?;
-    let copies_done = new_event()?;
-    let t0 = Instant::now();
-
-    let ng = plan.groups.len();
-    let nonexpert = |gi: usize, sink: &mut CudaSlice<u32>| -> Result<(), ReplayError> {
-        if let Some(buf) = ne_bufs.get(plan.groups[gi].moe_layer as usize) {
-            k.launch_stream_read(&compute, buf, sink)?;
-        }
-        Ok(())
-    };
-    if ng > 0 {
-        let e = new_event()?;
-        e.record(&compute).during("event record")?;
-        step_events.push(e);
-        nonexpert(0, &mut sink)?;
-        router.record(&compute).during("event record")?;
-    }
+/// The timed loop over the plan's groups: per group, the router wait, the evictions of units
+/// resident before it, its page-ins, the launches, and its late evictions, each phase's host
+/// time added to the group's step in `host`.
+fn run_groups(
+    st: &mut Exec,
+    gpu: &mut Launcher,
+    launches: &mut [Option<MoeLaunch>],
+    sink: &mut CudaSlice<u32>,
+    host: &mut [HostBreakdown],
+) -> Result<(), ReplayError> {
+    let plan = st.plan;
     let mut late: Vec<u32> = Vec::new();
-    let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
     for (gi, launch) in launches.iter_mut().enumerate() {
         let g = &plan.groups[gi];
         let mut clock = Instant::now();
-        router.synchronize().during("router wait")?;
+        gpu.router.synchronize().during("router wait")?;
         let hb = host.get_mut(g.step as usize).ok_or_else(|| {
             ReplayError::Invalid(format!(
                 "group {gi} names step {} of a plan of {} steps",
@@ -449,128 +500,140 @@ pub fn replay(
         })?;
         hb.router_wait_us += lap(&mut clock);
         hb.groups += 1;
+        st.evict_before(g, &mut late, hb, &mut clock)?;
+        let copied = st.page_in_group(g, hb, &mut clock)?;
+        gpu.launch_group(gi, launch, copied, sink)?;
+        hb.launch_us += lap(&mut clock);
+        st.evict_late(&late, &gpu.experts_done, hb, &mut clock)?;
+    }
+    Ok(())
+}
 
-        // evictions of units resident before this group, first (critical path)
-        late.clear();
-        let mut early: Vec<u32> = Vec::new();
-        for &u in &g.evicted {
-            if st.resident[u as usize] {
-                st.resident[u as usize] = false;
-                early.push(u);
-            } else {
-                late.push(u);
-            }
-        }
-        st.evict(&early, None)?;
-        hb.evict_us += lap(&mut clock);
-        hb.evictions += g.evicted.len() as u32;
+/// The kernels, streams and events of the timed loop's launches.
+struct Launcher<'a> {
+    ctx: &'a Arc<CudaContext>,
+    k: &'a Kernels,
+    compute: &'a Arc<CudaStream>,
+    copy: &'a Arc<CudaStream>,
+    plan: &'a ReplayPlan,
+    ne_bufs: &'a [CudaSlice<u8>],
+    copies_done: CudaEvent,
+    experts_done: CudaEvent,
+    router: CudaEvent,
+    /// One event at each step's start on the compute stream, then one at the end.
+    step_events: Vec<CudaEvent>,
+}
 
-        // demand page-ins: VMM commit + async copy per unit; OS pages fault in the kernels
-        let fresh: Vec<u32> = g
-            .page_ins
-            .iter()
-            .copied()
-            .filter(|&u| !st.resident[u as usize])
-            .collect();
-        let (c0, h0) = (st.commit_us, st.h2d_enqueue_us);
-        let runs0 = (
-            st.commit_runs,
-            st.commit_runs_after_release,
-            st.released_before_runs_granules,
-            st.release_gap_us,
-        );
-        st.page_in(&fresh)?;
-        let (c, h) = (st.commit_us - c0, st.h2d_enqueue_us - h0);
-        hb.commit_runs += st.commit_runs - runs0.0;
-        hb.commit_runs_after_release += st.commit_runs_after_release - runs0.1;
-        hb.released_before_runs_granules += st.released_before_runs_granules - runs0.2;
-        hb.release_gap_us += st.release_gap_us - runs0.3;
-        hb.commit_us += c;
-        hb.h2d_enqueue_us += h;
-        hb.page_ins += g.page_ins.len() as u32;
-        // the page-in loop's own bookkeeping counts with the launches
-        hb.launch_us += (lap(&mut clock) - c - h).max(0.0);
-        for &u in &g.page_ins {
-            st.resident[u as usize] = true;
-        }
-        if plan.paging == Paging::Vmm && !fresh.is_empty() {
-            copies_done.record(&copy).during("event record")?;
-            compute.wait(&copies_done).during("stream wait")?;
-        }
+impl<'a> Launcher<'a> {
+    fn new(
+        ctx: &'a Arc<CudaContext>,
+        k: &'a Kernels,
+        compute: &'a Arc<CudaStream>,
+        copy: &'a Arc<CudaStream>,
+        plan: &'a ReplayPlan,
+        ne_bufs: &'a [CudaSlice<u8>],
+    ) -> Result<Self, ReplayError> {
+        let step_events: Vec<CudaEvent> = Vec::with_capacity(plan.steps + 1);
+        let router = new_event(ctx)?;
+        let experts_done = new_event(ctx)?;
+        let copies_done = new_event(ctx)?;
+        Ok(Launcher {
+            ctx,
+            k,
+            compute,
+            copy,
+            plan,
+            ne_bufs,
+            copies_done,
+            experts_done,
+            router,
+            step_events,
+        })
+    }
 
+    /// The non-expert kernel of group `gi` (none when its layer has no buffer).
+    fn nonexpert(&self, gi: usize, sink: &mut CudaSlice<u32>) -> Result<(), ReplayError> {
+        if let Some(buf) = self.ne_bufs.get(self.plan.groups[gi].moe_layer as usize) {
+            self.k.launch_stream_read(self.compute, buf, sink)?;
+        }
+        Ok(())
+    }
+
+    /// Before the loop: the first step's event, the first group's non-expert kernel and its
+    /// router event.
+    fn start(&mut self, sink: &mut CudaSlice<u32>) -> Result<(), ReplayError> {
+        if !self.plan.groups.is_empty() {
+            let e = new_event(self.ctx)?;
+            e.record(self.compute).during("event record")?;
+            self.step_events.push(e);
+            self.nonexpert(0, sink)?;
+            self.router.record(self.compute).during("event record")?;
+        }
+        Ok(())
+    }
+
+    /// Group `gi`'s launches: the compute stream waits for its copies (when it `copied`
+    /// units), its expert kernels run, then the next group's non-expert kernel is enqueued
+    /// (after a new step's event when the step changes).
+    fn launch_group(
+        &mut self,
+        gi: usize,
+        launch: &mut Option<MoeLaunch>,
+        copied: bool,
+        sink: &mut CudaSlice<u32>,
+    ) -> Result<(), ReplayError> {
+        let plan = self.plan;
+        let g = &plan.groups[gi];
+        if plan.paging == Paging::Vmm && copied {
+            self.copies_done.record(self.copy).during("event record")?;
+            self.compute.wait(&self.copies_done).during("stream wait")?;
+        }
         // the experts, then the next group's non-expert compute
         if let Some(l) = launch.as_mut() {
-            k.launch_moe(&compute, l)?;
+            self.k.launch_moe(self.compute, l)?;
         }
-        experts_done.record(&compute).during("event record")?;
-        if gi + 1 < ng {
+        self.experts_done
+            .record(self.compute)
+            .during("event record")?;
+        if gi + 1 < plan.groups.len() {
             if plan.groups[gi + 1].step != g.step {
-                let e = new_event()?;
-                e.record(&compute).during("event record")?;
-                step_events.push(e);
+                let e = new_event(self.ctx)?;
+                e.record(self.compute).during("event record")?;
+                self.step_events.push(e);
             }
-            nonexpert(gi + 1, &mut sink)?;
-            router.record(&compute).during("event record")?;
+            self.nonexpert(gi + 1, sink)?;
+            self.router.record(self.compute).during("event record")?;
         }
-
-        hb.launch_us += lap(&mut clock);
-
-        // units paged in and evicted within this group: once its kernels are done
-        if !late.is_empty() {
-            for &u in &late {
-                st.resident[u as usize] = false;
-            }
-            // VMM: the host waits for the kernels, then decommits; OS pages: the side stream
-            // waits for them (no host wait)
-            let after = match plan.paging {
-                Paging::Vmm => {
-                    experts_done
-                        .synchronize()
-                        .during("wait for the group's kernels")?;
-                    None
-                }
-                Paging::Os => Some(&experts_done),
-            };
-            hb.late_wait_us += lap(&mut clock);
-            st.evict(&late, after)?;
-            hb.late_evict_us += lap(&mut clock);
-        }
+        Ok(())
     }
-    let end = new_event()?;
-    end.record(&compute).during("event record")?;
-    end.synchronize().during("final synchronize")?;
-    side.synchronize().during("final synchronize")?;
-    let wall_s = t0.elapsed().as_secs_f64();
-    step_events.push(end);
-    let step_us = step_events
-        .windows(2)
-        .map(|w| w[0].elapsed_ms(&w[1]).map(|ms| ms as f64 * 1e3))
-        .collect::<Result<Vec<_>, _>>()
-        .during("event elapsed")?;
 
-    // Decommit everything still mapped before the reservation goes.
-    let still: Vec<u32> = (0..map.units.len() as u32)
-        .filter(|&u| st.resident[u as usize])
-        .collect();
-    st.evict(&still, None)?;
-    let out = ReplayMeasurement {
-        device,
-        step_us,
-        kernel_hidden: geom.hidden,
-        kernel_ffn: geom.ffn,
-        kernel_expert_bytes: geom.expert_bytes() as u64,
-        map_calls: st.map_calls - map_calls0,
-        unmap_calls: st.unmap_calls - unmap_calls0,
-        os_evict_calls: st.os_evict_calls,
-        bytes_copied: st.bytes_copied - bytes0,
-        wall_s,
-        host,
-    };
-    drop(st);
-    drop(launches);
-    drop(managed);
-    drop(staging);
-    Ok(out)
+    /// After the loop: wait for everything, and return each step's measured time, µs, and the
+    /// loop's wall time since `t0`, s.
+    fn finish(
+        &mut self,
+        side: &Arc<CudaStream>,
+        t0: Instant,
+    ) -> Result<(Vec<f64>, f64), ReplayError> {
+        let end = new_event(self.ctx)?;
+        end.record(self.compute).during("event record")?;
+        end.synchronize().during("final synchronize")?;
+        side.synchronize().during("final synchronize")?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        self.step_events.push(end);
+        let step_us = self
+            .step_events
+            .windows(2)
+            .map(|w| w[0].elapsed_ms(&w[1]).map(|ms| ms as f64 * 1e3))
+            .collect::<Result<Vec<_>, _>>()
+            .during("event elapsed")?;
+        Ok((step_us, wall_s))
+    }
+}
+
+/// A CUDA event with default flags (timing on).
+fn new_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent, ReplayError> {
+    ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .during("event create")
 }
 
 /// One launch of each kernel outside the timed loop (module load, first-launch costs).
@@ -629,6 +692,121 @@ struct Exec<'a> {
 }
 
 impl Exec<'_> {
+    /// Preloaded units (static pins) are committed before timing, never page-ins.
+    fn preload(&mut self, compute: &Arc<CudaStream>) -> Result<(), ReplayError> {
+        let plan = self.plan;
+        self.page_in(&plan.preloaded)?;
+        for &u in &plan.preloaded {
+            self.resident[u as usize] = true;
+        }
+        if plan.paging == Paging::Os && !plan.preloaded.is_empty() {
+            self.prefetch_os(&plan.preloaded, true, compute)?;
+        }
+        Ok(())
+    }
+
+    /// Evictions of units resident before group `g`, first (critical path); the units `g`
+    /// pages in and evicts itself go to `late`.
+    fn evict_before(
+        &mut self,
+        g: &ReplayGroup,
+        late: &mut Vec<u32>,
+        hb: &mut HostBreakdown,
+        clock: &mut Instant,
+    ) -> Result<(), ReplayError> {
+        late.clear();
+        let mut early: Vec<u32> = Vec::new();
+        for &u in &g.evicted {
+            if self.resident[u as usize] {
+                self.resident[u as usize] = false;
+                early.push(u);
+            } else {
+                late.push(u);
+            }
+        }
+        self.evict(&early, None)?;
+        hb.evict_us += lap(clock);
+        hb.evictions += g.evicted.len() as u32;
+        Ok(())
+    }
+
+    /// Demand page-ins of group `g`: VMM commit + async copy per unit; OS pages fault in the
+    /// kernels. Returns whether any unit was paged in (copies to wait for, under VMM).
+    fn page_in_group(
+        &mut self,
+        g: &ReplayGroup,
+        hb: &mut HostBreakdown,
+        clock: &mut Instant,
+    ) -> Result<bool, ReplayError> {
+        let fresh: Vec<u32> = g
+            .page_ins
+            .iter()
+            .copied()
+            .filter(|&u| !self.resident[u as usize])
+            .collect();
+        let (c0, h0) = (self.commit_us, self.h2d_enqueue_us);
+        let runs0 = (
+            self.commit_runs,
+            self.commit_runs_after_release,
+            self.released_before_runs_granules,
+            self.release_gap_us,
+        );
+        self.page_in(&fresh)?;
+        let (c, h) = (self.commit_us - c0, self.h2d_enqueue_us - h0);
+        hb.commit_runs += self.commit_runs - runs0.0;
+        hb.commit_runs_after_release += self.commit_runs_after_release - runs0.1;
+        hb.released_before_runs_granules += self.released_before_runs_granules - runs0.2;
+        hb.release_gap_us += self.release_gap_us - runs0.3;
+        hb.commit_us += c;
+        hb.h2d_enqueue_us += h;
+        hb.page_ins += g.page_ins.len() as u32;
+        // the page-in loop's own bookkeeping counts with the launches
+        hb.launch_us += (lap(clock) - c - h).max(0.0);
+        for &u in &g.page_ins {
+            self.resident[u as usize] = true;
+        }
+        Ok(!fresh.is_empty())
+    }
+
+    /// Decommit everything still mapped before the reservation goes.
+    fn evict_all(&mut self) -> Result<(), ReplayError> {
+        let still: Vec<u32> = (0..self.map.units.len() as u32)
+            .filter(|&u| self.resident[u as usize])
+            .collect();
+        self.evict(&still, None)
+    }
+
+    /// Units paged in and evicted within a group (`late`): once its kernels (`experts_done`)
+    /// are done.
+    fn evict_late(
+        &mut self,
+        late: &[u32],
+        experts_done: &CudaEvent,
+        hb: &mut HostBreakdown,
+        clock: &mut Instant,
+    ) -> Result<(), ReplayError> {
+        if !late.is_empty() {
+            for &u in late {
+                self.resident[u as usize] = false;
+            }
+            // VMM: the host waits for the kernels, then decommits; OS pages: the side stream
+            // waits for them (no host wait)
+            let after = match self.plan.paging {
+                Paging::Vmm => {
+                    experts_done
+                        .synchronize()
+                        .during("wait for the group's kernels")?;
+                    None
+                }
+                Paging::Os => Some(experts_done),
+            };
+            hb.late_wait_us += lap(clock);
+            self.evict(late, after)?;
+            hb.late_evict_us += lap(clock);
+        }
+        Ok(())
+    }
+
     /// VMM: commit each unit and enqueue its H2D copy; OS pages: nothing (faulted on access).
     fn page_in(&mut self, units: &[u32]) -> Result<(), ReplayError> {
         let Some(bank) = self.bank.as_mut() else {

@@ -7,6 +7,10 @@ use crate::calibrate::{FAULT_GEOMETRIES, FRESH_UNITS, PAGE_IN_UNITS};
 use crate::stats::{slope_through_origin, LinearFit, Summary, TwoTerms};
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
+/// How a constant's [`Measurement`] is made from its method and the summary of its
+/// repetitions (`None`: a single reading).
+type Measure<'a> = dyn Fn(String, Option<&Summary>) -> Measurement + 'a;
+
 /// Builds the profile `name` from `c`. Every constant carries GPU, driver, CUDA version, date,
 /// method, repetitions and the spread of its repetitions; the value is their median.
 pub fn to_profile(c: &Calibration, name: &str) -> Profile {
@@ -48,9 +52,27 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         ),
         source: Some("sim calibrate (validate crate)".into()),
     };
-    let ranged = |v: f64, s: &Summary, f: f64, unit: &str, meas: Measurement| {
-        Constant::measured(v, unit, meas).with_range(s.min * f, s.max * f)
-    };
+    add_device_sizes(c, &mut p, &m);
+    add_vmm_latencies(c, &mut p, &m);
+    add_h2d_rates(c, &mut p, &m);
+    add_read_rates(c, &mut p, &m);
+    add_model_fits(c, &mut p, &m);
+    add_replay_granularity_fits(c, &mut p, &m);
+    add_interference_fits(c, &mut p, &m);
+    let s = &c.launch_us;
+    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
+    add_notes(c, &mut p);
+    p
+}
+
+/// A measured constant with the range `s.min * f ..= s.max * f`.
+fn ranged(v: f64, s: &Summary, f: f64, unit: &str, meas: Measurement) -> Constant {
+    Constant::measured(v, unit, meas).with_range(s.min * f, s.max * f)
+}
+
+/// VRAM total and usable, and the VMM granule.
+fn add_device_sizes(c: &Calibration, p: &mut Profile, m: &Measure) {
+    let d = &c.device;
     p.set(
         N::VramTotal,
         Constant::measured(
@@ -81,7 +103,10 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             ),
         ),
     );
+}
 
+/// The per-granule VMM calls at the first fill level, and first touch per fill band.
+fn add_vmm_latencies(c: &Calibration, p: &mut Profile, m: &Measure) {
     if let Some(v) = c.vmm.first() {
         let how = |call: &str| {
             format!("{call}, one call per {} B granule, {} granules per repetition, timed on the host, at {:.0}% of VRAM allocated", c.granularity_min, v.granules, v.fill_fraction * 100.0)
@@ -110,6 +135,11 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             p.set(name, ranged(s.median, s, 1.0, "us", m(format!("cuMemsetD8 over {} freshly mapped granules + synchronize, per granule, at {:.0}% of VRAM allocated", v.granules, v.fill_fraction * 100.0), Some(s))));
         }
     }
+}
+
+/// H2D copies: the pinned fit (bandwidth and latency) and the largest size's rate from
+/// pinned and pageable memory.
+fn add_h2d_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
     if let Some(f) = &c.h2d_pinned.fit {
         let sizes = format!(
             "{}..{} B",
@@ -163,6 +193,10 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             );
         }
     }
+}
+
+/// The expert kernels' weight-read rate, the demand-fault rate and the prefetch rate.
+fn add_read_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
     // The decode kernel's weight-read rate: the 60-slot per-slot launch with 60 distinct experts.
     if let Some(k) = c
         .kernels
@@ -181,11 +215,10 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         let bytes = c.managed.faults.first().map_or(0, |f| f.bytes);
         p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))));
     }
-    add_model_fits(c, &mut p, &m);
-    add_replay_granularity_fits(c, &mut p, &m);
-    add_interference_fits(c, &mut p, &m);
-    let s = &c.launch_us;
-    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
+}
+
+/// OS paging's prefetch support, and the notes on pooling and the streaming read.
+fn add_notes(c: &Calibration, p: &mut Profile) {
     p.os_paging = Some(OsPaging {
         prefetch_hints: c.managed.prefetch_bytes_per_us.is_some(),
         note: c.managed.prefetch_unsupported.clone().unwrap_or_else(|| {
@@ -203,7 +236,6 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
         c.stream_read_bytes_per_us.median / 1e3,
         c.stream_read_bytes_per_us.n
     ));
-    p
 }
 
 /// What a kernel arm timed, for a constant's provenance: one layer's launches (the activation
@@ -254,11 +286,15 @@ fn fit_stat(meas: Measurement) -> Measurement {
 /// The constants of the finer cost terms: the live-mapping VMM fit, the dense-fault run fit,
 /// the router round trip and the expert kernels' fixed part. Each is left out when its arm
 /// did not run or its fit is not physical (a negative intercept or rate).
-fn add_model_fits(
-    c: &Calibration,
-    p: &mut Profile,
-    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
-) {
+fn add_model_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
+    add_vmm_live_fits(c, p, m);
+    add_dense_fault_fits(c, p, m);
+    add_router_sync(c, p, m);
+    add_expert_kernel_fit(c, p, m);
+}
+
+/// The live-mapping VMM fit: commit and decommit per granule against the live granules.
+fn add_vmm_live_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     if c.vmm_live.len() >= 2 {
         let levels: Vec<u64> = c.vmm_live.iter().map(|v| v.live_granules).collect();
         let first = c.vmm_live.first().map(|v| v.commit_us.clone());
@@ -314,6 +350,10 @@ fn add_model_fits(
             );
         }
     }
+}
+
+/// The dense-fault run fit: latency per run and bandwidth.
+fn add_dense_fault_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     if c.dense_faults.len() >= 2 {
         let pts: Vec<(f64, f64)> = c
             .dense_faults
@@ -350,6 +390,10 @@ fn add_model_fits(
             }
         }
     }
+}
+
+/// The router round trip.
+fn add_router_sync(c: &Calibration, p: &mut Profile, m: &Measure) {
     if let Some(s) = &c.router_sync_us {
         p.set(
             N::RouterSync,
@@ -361,6 +405,10 @@ fn add_model_fits(
             .with_range(s.min, s.max),
         );
     }
+}
+
+/// The expert kernels' fixed part and bandwidth, fitted over the arms of distinct experts.
+fn add_expert_kernel_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
     let distinct_arms = || {
         c.kernels
             .iter()
@@ -417,11 +465,15 @@ fn add_model_fits(
 /// demand faults of k experts in one launch and their migration back to the host. Each is
 /// left out when its arm did not run or its fit is not physical; the fault fit replaces the
 /// one-run-per-launch fit of [`add_model_fits`] when present.
-fn add_replay_granularity_fits(
-    c: &Calibration,
-    p: &mut Profile,
-    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
-) {
+fn add_replay_granularity_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
+    add_page_in_fits(c, p, m);
+    add_fresh_granule_premium(c, p, m);
+    add_fault_launch_fit(c, p, m);
+    add_evict_to_host_fit(c, p, m);
+}
+
+/// Per-unit commit and decommit at the replay's granularity.
+fn add_page_in_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     if c.page_in.len() >= 2 {
         let sizes: Vec<u64> = c.page_in.iter().map(|q| q.granules).collect();
         let first = c.page_in.first().map(|q| q.commit_us.clone());
@@ -514,6 +566,10 @@ fn add_replay_granularity_fits(
             );
         }
     }
+}
+
+/// The premium of a commit of fresh granules over a recycled one.
+fn add_fresh_granule_premium(c: &Calibration, p: &mut Profile, m: &Measure) {
     // fresh granules: commits with nothing released left to reuse vs recycled commits
     let fresh: Vec<(u64, f64)> = c
         .page_in
@@ -550,6 +606,10 @@ fn add_replay_granularity_fits(
             ),
         );
     }
+}
+
+/// Demand faults of k experts in one launch.
+fn add_fault_launch_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
     // demand faults of k experts in one launch: k x run latency + bytes / bandwidth
     let pts: Vec<(f64, f64, f64)> = c
         .fault_launches
@@ -586,6 +646,11 @@ fn add_replay_granularity_fits(
             ),
         );
     }
+}
+
+/// The fault arm's experts migrated back to the host.
+fn add_evict_to_host_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
+    let geoms = format!("{FAULT_GEOMETRIES:?}");
     // the same experts migrated back to the host: one cuMemPrefetchAsync per expert
     let pts: Vec<(f64, f64, f64)> = c
         .fault_launches
@@ -634,11 +699,13 @@ pub const READ_PRICED_MODE: ReadMode = ReadMode::OnceThenFew;
 /// origin, clamped at 0) and the fault time an eviction adds
 /// to the faults it overlaps (per run and per byte, neither below 0). Each is left out when
 /// its arm did not run.
-fn add_interference_fits(
-    c: &Calibration,
-    p: &mut Profile,
-    m: &dyn Fn(String, Option<&Summary>) -> Measurement,
-) {
+fn add_interference_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
+    add_read_slopes(c, p, m);
+    add_fault_evict_overlap(c, p, m);
+}
+
+/// The read slopes: VMM calls after kernels read the live set, minus with nothing read.
+fn add_read_slopes(c: &Calibration, p: &mut Profile, m: &Measure) {
     // (live granules / 1024, live units / 1024, commit premium, decommit premium); the
     // premiums per granule
     let mut pts: Vec<(f64, f64, f64, f64)> = Vec::new();
@@ -719,6 +786,10 @@ fn add_interference_fits(
             ),
         );
     }
+}
+
+/// The fault time an eviction adds to the faults it overlaps.
+fn add_fault_evict_overlap(c: &Calibration, p: &mut Profile, m: &Measure) {
     // faults overlapped by evictions: extra = k x run latency + k x bytes / bandwidth
     let pts: Vec<(f64, f64, f64)> = c
         .fault_evict

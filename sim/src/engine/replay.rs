@@ -20,7 +20,7 @@
 //! it; VMM calls are priced with the read live set (the read slopes). Deferred work lives in
 //! an [`EventQueue`] keyed by (time, push order).
 
-use super::plan::Plans;
+use super::plan::{GroupRec, Plans};
 use super::predict::{Predictor, PredictorKind};
 use super::queue::EventQueue;
 use super::report::{StepParts, TimingDetail, TimingReport};
@@ -75,6 +75,7 @@ pub enum EngineError {
 struct State<'a> {
     cost: &'a CostModel,
     units: &'a UnitMap,
+    compute: &'a ComputeModel,
     opts: EngineOptions,
     compute_free: f64,
     copy_free: f64,
@@ -119,6 +120,10 @@ struct State<'a> {
     unmap_calls: u64,
     bytes_in: u64,
     oversubscribed: u64,
+    /// Prefetches issued, consumed by a page-in, and unmapped unused.
+    prefetch_issued: u64,
+    prefetch_used: u64,
+    prefetch_wasted: u64,
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
@@ -400,8 +405,6 @@ impl State<'_> {
     }
 }
 
-/// Replay `plans` (made for `units`) on the resources, priced by `cost` and `compute`.
-/// `ks` is the trace's key space (for the next-layer predictor).
 /// Longest step time the latency histogram records: 2^53 ns (about 104 days), the largest
 /// count of nanoseconds an f64 holds exactly and far inside the histogram's u64 range.
 const MAX_STEP_NS: f64 = (1u64 << 53) as f64;
@@ -421,6 +424,13 @@ fn step_ns(us: f64) -> Result<u64, EngineError> {
     Ok(ns as u64)
 }
 
+/// Replay `plans` (made for `units`) on the resources, priced by `cost` and `compute`.
+/// `ks` is the trace's key space (for the next-layer predictor).
+///
+/// Each group runs the same phases in order: step bookkeeping, non-expert compute up to the
+/// router, evictions of units resident before the group, demand page-ins, prefetches for
+/// the group `window` ahead, expert compute, evictions of units the group paged in and out,
+/// and the unmapping of prefetches aimed at this group that no group used.
 pub fn replay(
     plans: &Plans,
     units: &UnitMap,
@@ -429,7 +439,6 @@ pub fn replay(
     compute: &ComputeModel,
     opts: EngineOptions,
 ) -> Result<Replay, EngineError> {
-    let n = units.num_units();
     let ng = plans.groups.len();
     let predicting = opts.predictor != PredictorKind::None;
     if predicting && (opts.window == 0 || opts.window > plans.moe_layers.max(1)) {
@@ -438,317 +447,490 @@ pub fn replay(
             opts.window, plans.moe_layers
         )));
     }
-    let predictor = Predictor::new(opts.predictor, plans, units, ks);
-    let mut st = State {
-        cost,
-        units,
-        opts,
-        compute_free: 0.0,
-        copy_free: 0.0,
-        driver_free: 0.0,
-        fault_free: 0.0,
-        busy_compute: 0.0,
-        busy_copy: 0.0,
-        busy_driver: 0.0,
-        busy_fault: 0.0,
-        busy_commit: 0.0,
-        busy_decommit: 0.0,
-        busy_expert: 0.0,
-        stall: 0.0,
-        resident: vec![false; n],
-        inflight: vec![false; n],
-        ready_at: vec![0.0; n],
-        mapped_units: 0.0,
-        released_granules: 0,
-        read: vec![false; n],
-        read_granules: 0,
-        read_units: 0,
-        track_reads: cost.paging == Paging::Vmm && cost.prices_reads(),
-        mapped_base: compute.nonexpert_bytes,
-        peak_mapped: 0.0,
-        deferred: EventQueue::default(),
-        generation: vec![0; n],
-        pending: vec![false; n],
-        rng: Pcg64::seed_from_u64(opts.seed),
-        map_calls: 0,
-        unmap_calls: 0,
-        bytes_in: 0,
-        oversubscribed: 0,
-        timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
-        step: 0,
-        layer: 0,
-    };
-    for &u in &plans.preloaded {
-        if !st.resident[u as usize] {
-            st.resident[u as usize] = true;
-            st.mapped_units += units.units[u as usize].committed_bytes as f64;
-        }
-    }
-    // prefetches issued for each target group, in a ring of window + 1 slots
-    let slots = opts.window + 1;
-    let mut targets: Vec<Vec<u32>> = vec![Vec::new(); if predicting { slots } else { 0 }];
-    let mut scratch: Vec<u32> = Vec::new();
-    let mut late_evictions: Vec<u32> = Vec::new();
-    let mut os_evicted: Vec<u32> = Vec::new();
-    let mut issued = 0u64;
-    let mut used = 0u64;
-    let mut wasted = 0u64;
-    let mut step_us: Vec<f64> = Vec::with_capacity(plans.steps.len());
-    let mut step_parts: Vec<StepParts> = Vec::with_capacity(plans.steps.len());
-    // the running sums at the current step's start; each step's parts are the differences
-    let mut at_start = StepParts::default();
-    let mut groups_in_step = 0u32;
-    let sums = |st: &State, groups: u32| StepParts {
-        compute_us: st.busy_compute,
-        expert_us: st.busy_expert,
-        host_sync_us: groups as f64 * cost.host_sync_us,
-        commit_us: st.busy_commit,
-        decommit_us: st.busy_decommit,
-        copy_us: st.busy_copy,
-        fault_us: st.busy_fault,
-        stall_us: st.stall,
-        groups,
-    };
-    let close = |now: &StepParts, start: &StepParts| StepParts {
-        compute_us: now.compute_us - start.compute_us,
-        expert_us: now.expert_us - start.expert_us,
-        host_sync_us: now.host_sync_us,
-        commit_us: now.commit_us - start.commit_us,
-        decommit_us: now.decommit_us - start.decommit_us,
-        copy_us: now.copy_us - start.copy_us,
-        fault_us: now.fault_us - start.fault_us,
-        stall_us: now.stall_us - start.stall_us,
-        groups: now.groups,
-    };
-    let mut step_start = 0.0;
-    let mut cur_step = u32::MAX;
+    let mut prefetch = predicting.then(|| {
+        Prefetcher::new(
+            Predictor::new(opts.predictor, plans, units, ks),
+            opts.window,
+        )
+    });
+    let mut st = State::new(cost, units, compute, opts);
+    st.preload(&plans.preloaded);
+    let mut evictions = Evictions::default();
+    let mut log = StepLog::new(plans.steps.len());
 
     for gi in 0..ng {
         let g = plans.groups[gi];
-        if g.step != cur_step {
-            if cur_step != u32::MAX {
-                step_us.push(st.compute_free - step_start);
-                step_parts.push(close(&sums(&st, groups_in_step), &at_start));
-            }
-            at_start = sums(&st, 0);
-            groups_in_step = 0;
-            cur_step = g.step;
-            step_start = st.compute_free;
+        log.enter_group(&mut st, &g, plans);
+        let router = st.nonexpert_compute(plans.steps[g.step as usize].kv_tokens as f64)?;
+        st.evict_resident(plans.evicted(&g), router, &mut evictions);
+        let mut ready = st.demand_page_ins(plans.page_ins(&g), router)?;
+        if let Some(p) = &mut prefetch {
+            ready = st.await_prefetched(plans.accessed(&g), ready);
+            p.issue(&mut st, gi, ng, router)?;
+        }
+        let done = st.expert_compute(plans.keys(&g).len(), plans.accessed(&g), ready)?;
+        st.evict_late(&mut evictions, done);
+        if let Some(p) = &prefetch {
+            p.reclaim_unused(&mut st, gi);
+        }
+    }
+    log.close_step(&st);
+    st.drain_deferred(f64::INFINITY);
+    st.finish(plans, log)
+}
+
+/// Steps as they end: each one's latency and its time split by resource.
+struct StepLog {
+    step_us: Vec<f64>,
+    step_parts: Vec<StepParts>,
+    /// The running sums at the current step's start; each step's parts are the differences.
+    at_start: StepParts,
+    groups_in_step: u32,
+    step_start: f64,
+    /// The current step, `u32::MAX` before the first group.
+    cur_step: u32,
+}
+
+impl StepLog {
+    fn new(steps: usize) -> Self {
+        StepLog {
+            step_us: Vec::with_capacity(steps),
+            step_parts: Vec::with_capacity(steps),
+            at_start: StepParts::default(),
+            groups_in_step: 0,
+            step_start: 0.0,
+            cur_step: u32::MAX,
+        }
+    }
+
+    /// Enter group `g`: at a new step, close the last one and map the new step's KV cache.
+    #[inline]
+    fn enter_group(&mut self, st: &mut State, g: &GroupRec, plans: &Plans) {
+        if g.step != self.cur_step {
+            self.close_step(st);
+            self.at_start = st.sums(0);
+            self.groups_in_step = 0;
+            self.cur_step = g.step;
+            self.step_start = st.compute_free;
             let s = plans.steps[g.step as usize];
             st.mapped_base =
-                compute.nonexpert_bytes + s.kv_tokens as f64 * compute.kv_bytes_per_token;
+                st.compute.nonexpert_bytes + s.kv_tokens as f64 * st.compute.kv_bytes_per_token;
             st.note_mapped();
         }
         st.step = g.step;
         st.layer = g.moe_layer;
-        groups_in_step += 1;
-        let kv_tokens = plans.steps[g.step as usize].kv_tokens as f64;
-        // non-expert compute, then the router's selection is known
-        let touch = st.touch_factor()?;
-        let ne = (compute.nonexpert_us + kv_tokens * compute.kv_us_per_token) * touch;
-        let ne_start = st.compute_free;
-        st.compute_free += ne;
-        st.busy_compute += ne;
-        st.span(Resource::Compute, "attention+router", ne_start, ne);
-        // the host learns the selection one round trip later; it acts from then on
-        let router = st.compute_free + cost.host_sync_us;
+        self.groups_in_step += 1;
+    }
 
-        // evictions of units resident before this group: first, freeing memory
-        late_evictions.clear();
-        os_evicted.clear();
-        for &u in plans.evicted(&g) {
-            if st.resident[u as usize] {
-                st.resident[u as usize] = false;
-                match cost.paging {
-                    Paging::Vmm => st.evict(u, router),
-                    Paging::Os => os_evicted.push(u),
-                }
-            } else {
-                late_evictions.push(u);
+    /// Record the current step (if any) as ending now.
+    #[inline]
+    fn close_step(&mut self, st: &State) {
+        if self.cur_step != u32::MAX {
+            self.step_us.push(st.compute_free - self.step_start);
+            let now = st.sums(self.groups_in_step);
+            let start = &self.at_start;
+            self.step_parts.push(StepParts {
+                compute_us: now.compute_us - start.compute_us,
+                expert_us: now.expert_us - start.expert_us,
+                host_sync_us: now.host_sync_us,
+                commit_us: now.commit_us - start.commit_us,
+                decommit_us: now.decommit_us - start.decommit_us,
+                copy_us: now.copy_us - start.copy_us,
+                fault_us: now.fault_us - start.fault_us,
+                stall_us: now.stall_us - start.stall_us,
+                groups: now.groups,
+            });
+        }
+    }
+}
+
+/// The per-group eviction lists, reused across groups (nothing is allocated per group).
+#[derive(Default)]
+struct Evictions {
+    /// Units the group pages in and evicts itself: evicted once its expert compute ends.
+    late: Vec<u32>,
+    /// OS-paged units evicted in one batch.
+    os: Vec<u32>,
+}
+
+/// Counts the contiguous runs in a sequence of unit ids (pages of one expert are consecutive
+/// units: a new run starts at a gap).
+#[derive(Default)]
+struct Runs {
+    runs: u64,
+    prev: Option<u32>,
+}
+
+impl Runs {
+    #[inline]
+    fn push(&mut self, u: u32) {
+        if self.prev.map(|v| v + 1) != Some(u) {
+            self.runs += 1;
+        }
+        self.prev = Some(u);
+    }
+}
+
+/// The prefetch side of a replay with a predictor: what it issued for each target group.
+struct Prefetcher<'p> {
+    predictor: Predictor<'p>,
+    window: usize,
+    /// Prefetches issued for each target group, in a ring of `window + 1` slots.
+    targets: Vec<Vec<u32>>,
+    /// The predictor's output for one group (reused).
+    predicted: Vec<u32>,
+}
+
+impl<'p> Prefetcher<'p> {
+    fn new(predictor: Predictor<'p>, window: usize) -> Self {
+        Prefetcher {
+            predictor,
+            window,
+            targets: vec![Vec::new(); window + 1],
+            predicted: Vec::new(),
+        }
+    }
+
+    /// At group `gi` (of `ng`), prefetch what the predictor names for the group `window`
+    /// ahead, issued from the router time `router`.
+    #[inline]
+    fn issue(
+        &mut self,
+        st: &mut State,
+        gi: usize,
+        ng: usize,
+        router: f64,
+    ) -> Result<(), EngineError> {
+        let gt = gi + self.window;
+        if gt >= ng {
+            return Ok(());
+        }
+        self.predicted.clear();
+        self.predictor.predict(gi, gt, &mut self.predicted);
+        let slots = self.targets.len();
+        let slot = &mut self.targets[gt % slots];
+        slot.clear();
+        st.prefetch(&self.predicted, slot, router)
+    }
+
+    /// After group `gi`: prefetches aimed at it that no group used are unmapped again.
+    #[inline]
+    fn reclaim_unused(&self, st: &mut State, gi: usize) {
+        for &u in &self.targets[gi % self.targets.len()] {
+            if st.inflight[u as usize] {
+                st.inflight[u as usize] = false;
+                st.prefetch_wasted += 1;
+                let at = st.ready_at[u as usize];
+                st.defer(u, at);
             }
         }
-        st.os_evict_batch(&os_evicted, router);
+    }
+}
 
-        // demand page-ins (or consume a prefetch)
+impl<'a> State<'a> {
+    fn new(
+        cost: &'a CostModel,
+        units: &'a UnitMap,
+        compute: &'a ComputeModel,
+        opts: EngineOptions,
+    ) -> Self {
+        let n = units.num_units();
+        State {
+            cost,
+            units,
+            compute,
+            opts,
+            compute_free: 0.0,
+            copy_free: 0.0,
+            driver_free: 0.0,
+            fault_free: 0.0,
+            busy_compute: 0.0,
+            busy_copy: 0.0,
+            busy_driver: 0.0,
+            busy_fault: 0.0,
+            busy_commit: 0.0,
+            busy_decommit: 0.0,
+            busy_expert: 0.0,
+            stall: 0.0,
+            resident: vec![false; n],
+            inflight: vec![false; n],
+            ready_at: vec![0.0; n],
+            mapped_units: 0.0,
+            released_granules: 0,
+            read: vec![false; n],
+            read_granules: 0,
+            read_units: 0,
+            track_reads: cost.paging == Paging::Vmm && cost.prices_reads(),
+            mapped_base: compute.nonexpert_bytes,
+            peak_mapped: 0.0,
+            deferred: EventQueue::default(),
+            generation: vec![0; n],
+            pending: vec![false; n],
+            rng: Pcg64::seed_from_u64(opts.seed),
+            map_calls: 0,
+            unmap_calls: 0,
+            bytes_in: 0,
+            oversubscribed: 0,
+            prefetch_issued: 0,
+            prefetch_used: 0,
+            prefetch_wasted: 0,
+            timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
+            step: 0,
+            layer: 0,
+        }
+    }
+
+    /// Units resident before the first step: mapped, at no cost.
+    fn preload(&mut self, preloaded: &[u32]) {
+        for &u in preloaded {
+            if !self.resident[u as usize] {
+                self.resident[u as usize] = true;
+                self.mapped_units += self.units.units[u as usize].committed_bytes as f64;
+            }
+        }
+    }
+
+    /// The running sums a step's parts are differences of; `groups` groups so far.
+    #[inline]
+    fn sums(&self, groups: u32) -> StepParts {
+        StepParts {
+            compute_us: self.busy_compute,
+            expert_us: self.busy_expert,
+            host_sync_us: groups as f64 * self.cost.host_sync_us,
+            commit_us: self.busy_commit,
+            decommit_us: self.busy_decommit,
+            copy_us: self.busy_copy,
+            fault_us: self.busy_fault,
+            stall_us: self.stall,
+            groups,
+        }
+    }
+
+    /// Non-expert compute of a group over `kv_tokens` tokens of KV cache; returns when the
+    /// host knows the router's selection (one round trip after it) and acts from then on.
+    #[inline]
+    fn nonexpert_compute(&mut self, kv_tokens: f64) -> Result<f64, EngineError> {
+        let touch = self.touch_factor()?;
+        let ne = (self.compute.nonexpert_us + kv_tokens * self.compute.kv_us_per_token) * touch;
+        let ne_start = self.compute_free;
+        self.compute_free += ne;
+        self.busy_compute += ne;
+        self.span(Resource::Compute, "attention+router", ne_start, ne);
+        Ok(self.compute_free + self.cost.host_sync_us)
+    }
+
+    /// Evict at `router` the units of `evicted` resident before the group, first, freeing
+    /// memory; the others (paged in by this group) go to `ev.late`.
+    #[inline]
+    fn evict_resident(&mut self, evicted: &[u32], router: f64, ev: &mut Evictions) {
+        ev.late.clear();
+        ev.os.clear();
+        for &u in evicted {
+            if self.resident[u as usize] {
+                self.resident[u as usize] = false;
+                match self.cost.paging {
+                    Paging::Vmm => self.evict(u, router),
+                    Paging::Os => ev.os.push(u),
+                }
+            } else {
+                ev.late.push(u);
+            }
+        }
+        self.os_evict_batch(&ev.os, router);
+    }
+
+    /// Map OS-paged unit `u` (its pages are faulted in later, in a batch) no earlier than `t`;
+    /// returns its committed bytes.
+    #[inline]
+    fn map_os_unit(&mut self, u: u32, t: f64) -> u64 {
+        self.release_pending(u, t);
+        let c = self.units.units[u as usize].committed_bytes;
+        self.mapped_units += c as f64;
+        c
+    }
+
+    /// Demand page-ins of a group from `router` (or consume a prefetch); returns when they
+    /// are all resident.
+    #[inline]
+    fn demand_page_ins(&mut self, page_ins: &[u32], router: f64) -> Result<f64, EngineError> {
         let mut ready = router;
         let mut os_bytes = 0u64;
-        let (mut os_runs, mut prev) = (0u64, None::<u32>);
-        for &u in plans.page_ins(&g) {
+        let mut os_runs = Runs::default();
+        for &u in page_ins {
             let ui = u as usize;
-            st.resident[ui] = true;
-            if st.inflight[ui] {
-                st.inflight[ui] = false;
-                used += 1;
-                ready = ready.max(st.ready_at[ui]);
+            self.resident[ui] = true;
+            if self.inflight[ui] {
+                self.inflight[ui] = false;
+                self.prefetch_used += 1;
+                ready = ready.max(self.ready_at[ui]);
                 continue;
             }
-            match cost.paging {
-                Paging::Vmm => ready = ready.max(st.vmm_page_in(u, router, "h2d")?),
+            match self.cost.paging {
+                Paging::Vmm => ready = ready.max(self.vmm_page_in(u, router, "h2d")?),
                 Paging::Os => {
-                    st.release_pending(u, router);
-                    let c = units.units[ui].committed_bytes;
-                    st.mapped_units += c as f64;
-                    os_bytes += c;
-                    // pages of one expert are consecutive units: a new run starts at a gap
-                    if prev.map(|v| v + 1) != Some(u) {
-                        os_runs += 1;
-                    }
-                    prev = Some(u);
+                    os_bytes += self.map_os_unit(u, router);
+                    os_runs.push(u);
                 }
             }
         }
         if os_bytes > 0 {
-            st.note_mapped();
-            ready = ready.max(st.os_batch(os_bytes, os_runs, router, false)?);
+            self.note_mapped();
+            ready = ready.max(self.os_batch(os_bytes, os_runs.runs, router, false)?);
         }
-        // units of this group that were already resident may still be in flight from a
-        // prefetch that an earlier group consumed: wait for them too
-        if predicting {
-            for &u in plans.accessed(&g) {
-                ready = ready.max(st.ready_at[u as usize]);
-            }
-        }
+        Ok(ready)
+    }
 
-        // prefetch for the group `window` ahead
-        if predicting && gi + opts.window < ng {
-            let gt = gi + opts.window;
-            scratch.clear();
-            predictor.predict(gi, gt, &mut scratch);
-            let slot = &mut targets[gt % slots];
-            slot.clear();
-            let mut os_pf = 0u64;
-            for &u in &scratch {
-                let ui = u as usize;
-                if st.resident[ui] || st.inflight[ui] {
-                    continue;
-                }
-                st.inflight[ui] = true;
-                slot.push(u);
-                issued += 1;
-                match cost.paging {
-                    Paging::Vmm => {
-                        let t = st.vmm_page_in(u, router, "prefetch")?;
-                        st.ready_at[ui] = t;
-                    }
-                    Paging::Os => {
-                        st.release_pending(u, router);
-                        let c = units.units[ui].committed_bytes;
-                        st.mapped_units += c as f64;
-                        os_pf += c;
-                    }
-                }
+    /// Units a group accesses that were already resident may still be in flight from a
+    /// prefetch an earlier group consumed: the group waits for them too.
+    #[inline]
+    fn await_prefetched(&self, accessed: &[u32], mut ready: f64) -> f64 {
+        for &u in accessed {
+            ready = ready.max(self.ready_at[u as usize]);
+        }
+        ready
+    }
+
+    /// Prefetch the `predicted` units not resident or in flight from `router`, recording
+    /// them in `slot` (the target group's prefetches).
+    #[inline]
+    fn prefetch(
+        &mut self,
+        predicted: &[u32],
+        slot: &mut Vec<u32>,
+        router: f64,
+    ) -> Result<(), EngineError> {
+        let mut os_bytes = 0u64;
+        for &u in predicted {
+            let ui = u as usize;
+            if self.resident[ui] || self.inflight[ui] {
+                continue;
             }
-            if os_pf > 0 {
-                st.note_mapped();
-                let t = st.os_batch(os_pf, 1, router, true)?;
-                for &u in slot.iter() {
-                    st.ready_at[u as usize] = t;
+            self.inflight[ui] = true;
+            slot.push(u);
+            self.prefetch_issued += 1;
+            match self.cost.paging {
+                Paging::Vmm => {
+                    let t = self.vmm_page_in(u, router, "prefetch")?;
+                    self.ready_at[ui] = t;
                 }
+                Paging::Os => os_bytes += self.map_os_unit(u, router),
             }
         }
+        if os_bytes > 0 {
+            self.note_mapped();
+            let t = self.os_batch(os_bytes, 1, router, true)?;
+            for &u in slot.iter() {
+                self.ready_at[u as usize] = t;
+            }
+        }
+        Ok(())
+    }
 
-        // expert compute once every unit is resident
-        let start = st.compute_free.max(ready);
-        st.stall += start - st.compute_free;
-        let nk = plans.keys(&g).len();
-        let ex = if nk > 0 {
-            (compute.expert_group_fixed_us + nk as f64 * compute.expert_us) * st.touch_factor()?
+    /// Expert compute over `keys` selected keys once every unit is resident (at `ready`);
+    /// the `accessed` units count as read. Returns when it ends.
+    #[inline]
+    fn expert_compute(
+        &mut self,
+        keys: usize,
+        accessed: &[u32],
+        ready: f64,
+    ) -> Result<f64, EngineError> {
+        let start = self.compute_free.max(ready);
+        self.stall += start - self.compute_free;
+        let ex = if keys > 0 {
+            (self.compute.expert_group_fixed_us + keys as f64 * self.compute.expert_us)
+                * self.touch_factor()?
         } else {
             0.0
         };
-        st.compute_free = start + ex;
-        st.busy_compute += ex;
-        st.busy_expert += ex;
-        st.span(Resource::Compute, "experts", start, ex);
-        st.mark_read(plans.accessed(&g));
+        self.compute_free = start + ex;
+        self.busy_compute += ex;
+        self.busy_expert += ex;
+        self.span(Resource::Compute, "experts", start, ex);
+        self.mark_read(accessed);
+        Ok(start + ex)
+    }
 
-        // units paged in and evicted within this group (streamed, or a budget below one
-        // group): once its expert kernels are done (they read them until then)
-        let done = start + ex;
-        os_evicted.clear();
-        for &u in &late_evictions {
-            if st.resident[u as usize] {
-                st.resident[u as usize] = false;
-                match cost.paging {
+    /// Evict the units a group paged in and evicted itself (streamed, or a budget below one
+    /// group) once its expert kernels are done at `done` (they read them until then).
+    #[inline]
+    fn evict_late(&mut self, ev: &mut Evictions, done: f64) {
+        ev.os.clear();
+        for &u in &ev.late {
+            if self.resident[u as usize] {
+                self.resident[u as usize] = false;
+                match self.cost.paging {
                     // the host learns the kernels are done one round trip later
-                    Paging::Vmm => st.evict(u, done + cost.host_sync_us),
-                    Paging::Os => os_evicted.push(u),
+                    Paging::Vmm => self.evict(u, done + self.cost.host_sync_us),
+                    Paging::Os => ev.os.push(u),
                 }
             }
         }
-        st.os_evict_batch(&os_evicted, done);
-        // prefetches aimed at this group that no group used: unmap them again
-        if predicting {
-            let slot = std::mem::take(&mut targets[gi % slots]);
-            for &u in &slot {
-                if st.inflight[u as usize] {
-                    st.inflight[u as usize] = false;
-                    wasted += 1;
-                    let at = st.ready_at[u as usize];
-                    st.defer(u, at);
-                }
-            }
-            targets[gi % slots] = slot;
-        }
+        self.os_evict_batch(&ev.os, done);
     }
-    if cur_step != u32::MAX {
-        step_us.push(st.compute_free - step_start);
-        step_parts.push(close(&sums(&st, groups_in_step), &at_start));
-    }
-    st.drain_deferred(f64::INFINITY);
 
-    let steps = step_us.len().max(1) as f64;
-    let total_us = st.compute_free;
+    /// The finished replay: latency percentiles of `log`'s steps and the run's totals.
+    fn finish(self, plans: &Plans, log: StepLog) -> Result<Replay, EngineError> {
+        let step_us = log.step_us;
+        let steps = step_us.len().max(1) as f64;
+        let total_us = self.compute_free;
+        let [p50, p90, p99] = step_quantiles(&step_us, [0.50, 0.90, 0.99])?;
+        let max_us = step_us.iter().cloned().fold(0.0, f64::max);
+        let tokens = plans.tokens();
+        let timing = TimingReport {
+            step_ms_p50: p50,
+            step_ms_p90: p90,
+            step_ms_p99: p99,
+            step_ms_max: max_us / 1e3,
+            step_ms_mean: step_us.iter().sum::<f64>() / steps / 1e3,
+            tokens_per_s: if total_us > 0.0 {
+                tokens as f64 / (total_us / 1e6)
+            } else {
+                0.0
+            },
+            compute_ms_per_step: self.busy_compute / steps / 1e3,
+            h2d_ms_per_step: self.busy_copy / steps / 1e3,
+            vmm_ms_per_step: self.busy_driver / steps / 1e3,
+            fault_ms_per_step: self.busy_fault / steps / 1e3,
+            stall_ms_per_step: self.stall / steps / 1e3,
+            peak_mapped_mib: self.peak_mapped / crate::MIB,
+            map_calls: self.map_calls,
+            unmap_calls: self.unmap_calls,
+            prefetch_issued: self.prefetch_issued,
+            prefetch_used: self.prefetch_used,
+        };
+        let detail = TimingDetail {
+            profile: self.cost.profile.clone(),
+            steps: step_us.len() as u64,
+            tokens,
+            total_ms: total_us / 1e3,
+            page_ins: plans.total_page_ins(),
+            prefetch_wasted: self.prefetch_wasted,
+            bytes_in: self.bytes_in,
+            oversubscribed_page_ins: self.oversubscribed,
+            usable_mib: self.cost.usable_bytes / crate::MIB,
+        };
+        Ok(Replay {
+            timing,
+            detail,
+            step_us,
+            step_parts: log.step_parts,
+            peak_mapped_bytes: self.peak_mapped,
+            timeline: self.timeline,
+        })
+    }
+}
+
+/// The step latencies at quantiles `ps`, ms, from a histogram of whole nanoseconds. The
+/// histogram reports a bucket's upper edge: never above the exact maximum.
+fn step_quantiles<const N: usize>(step_us: &[f64], ps: [f64; N]) -> Result<[f64; N], EngineError> {
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
-    for &s in &step_us {
+    for &s in step_us {
         hist.record(step_ns(s)?)
             .map_err(|e| EngineError::Invalid(format!("step time {s} µs: {e}")))?;
     }
     let max_us = step_us.iter().cloned().fold(0.0, f64::max);
-    // the histogram reports a bucket's upper edge: never above the exact maximum
-    let q = |p: f64| (hist.value_at_quantile(p) as f64 / 1e6).min(max_us / 1e3);
-    let tokens = plans.tokens();
-    let timing = TimingReport {
-        step_ms_p50: q(0.50),
-        step_ms_p90: q(0.90),
-        step_ms_p99: q(0.99),
-        step_ms_max: max_us / 1e3,
-        step_ms_mean: step_us.iter().sum::<f64>() / steps / 1e3,
-        tokens_per_s: if total_us > 0.0 {
-            tokens as f64 / (total_us / 1e6)
-        } else {
-            0.0
-        },
-        compute_ms_per_step: st.busy_compute / steps / 1e3,
-        h2d_ms_per_step: st.busy_copy / steps / 1e3,
-        vmm_ms_per_step: st.busy_driver / steps / 1e3,
-        fault_ms_per_step: st.busy_fault / steps / 1e3,
-        stall_ms_per_step: st.stall / steps / 1e3,
-        peak_mapped_mib: st.peak_mapped / crate::MIB,
-        map_calls: st.map_calls,
-        unmap_calls: st.unmap_calls,
-        prefetch_issued: issued,
-        prefetch_used: used,
-    };
-    let detail = TimingDetail {
-        profile: cost.profile.clone(),
-        steps: step_us.len() as u64,
-        tokens,
-        total_ms: total_us / 1e3,
-        page_ins: plans.total_page_ins(),
-        prefetch_wasted: wasted,
-        bytes_in: st.bytes_in,
-        oversubscribed_page_ins: st.oversubscribed,
-        usable_mib: cost.usable_bytes / crate::MIB,
-    };
-    Ok(Replay {
-        timing,
-        detail,
-        step_us,
-        step_parts,
-        peak_mapped_bytes: st.peak_mapped,
-        timeline: st.timeline,
-    })
+    Ok(ps.map(|p| (hist.value_at_quantile(p) as f64 / 1e6).min(max_us / 1e3)))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::replay_plan::kernel_geometry;
 use crate::stats::Summary;
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
-use kernels::{Kernels, Variant};
+use kernels::{ExpertGeometry, Kernels, Variant};
 use rand::seq::{index, SliceRandom};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -432,10 +432,6 @@ pub(crate) fn measure_fault_evict_overlap(
     let stream = ctx.new_stream().during("overlap arm compute stream")?;
     let side = ctx.new_stream().during("overlap arm eviction stream")?;
     let n = EVICT_OVERLAP_K;
-    let host = sys::CUmemLocation {
-        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-        id: 0,
-    };
     let mut out = Vec::new();
     for &(hidden, expert_bytes) in &FAULT_GEOMETRIES {
         let geom = kernel_geometry(hidden, expert_bytes).ok_or_else(|| {
@@ -456,61 +452,7 @@ pub(crate) fn measure_fault_evict_overlap(
             }
             .result()
             .during("cuMemAllocManaged (overlap arm)")?;
-            let run = (|| -> Result<(f64, f64, f64, f64), CalibrateError> {
-                let set = |i: usize| -> Vec<u64> {
-                    (i * n..(i + 1) * n)
-                        .map(|e| p + (e * stride) as u64)
-                        .collect()
-                };
-                let mut l = Vec::new();
-                for i in 0..4 {
-                    l.push(k.prepare_moe(
-                        &stream,
-                        geom,
-                        Variant::PerSlot,
-                        &set(i),
-                        &vec![0u32; n],
-                        &x,
-                    )?);
-                }
-                stream.synchronize().during("prepare overlap launches")?;
-                // SAFETY: managed memory is host-accessible, no kernel running.
-                unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, bytes) };
-                let (mut alone, mut over, mut host_us, mut side_us) = (0.0, 0.0, 0.0, 0.0);
-                for trial in 0..2 {
-                    if (trial + r as usize).is_multiple_of(2) {
-                        k.launch_moe(&stream, &mut l[0])?;
-                        stream.synchronize().during("fault in A")?;
-                        alone = time_events(ctx, &stream, &mut || {
-                            Ok(k.launch_moe(&stream, &mut l[1])?)
-                        })?;
-                    } else {
-                        k.launch_moe(&stream, &mut l[2])?;
-                        stream.synchronize().during("fault in C")?;
-                        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-                        let a = ctx.new_event(flags).during("event create")?;
-                        let b = ctx.new_event(flags).during("event create")?;
-                        a.record(&side).during("event record")?;
-                        let t = Instant::now();
-                        for &e in &set(2) {
-                            // SAFETY: the range lies inside the managed buffer.
-                            unsafe {
-                                sys::cuMemPrefetchAsync_v2(e, stride, host, 0, side.cu_stream())
-                            }
-                            .result()
-                            .during("cuMemPrefetchAsync to the host")?;
-                        }
-                        host_us = t.elapsed().as_secs_f64() * 1e6;
-                        b.record(&side).during("event record")?;
-                        over = time_events(ctx, &stream, &mut || {
-                            Ok(k.launch_moe(&stream, &mut l[3])?)
-                        })?;
-                        b.synchronize().during("eviction stream")?;
-                        side_us = a.elapsed_ms(&b).during("event elapsed")? as f64 * 1e3;
-                    }
-                }
-                Ok((alone, over, host_us, side_us))
-            })();
+            let run = overlap_trials(ctx, k, (&stream, &side), geom, (p, stride), &x, r);
             let _ = stream.synchronize();
             let _ = side.synchronize();
             // SAFETY: allocated above, freed once; both streams synchronized.
@@ -551,4 +493,65 @@ pub(crate) fn measure_fault_evict_overlap(
         out.push(pt);
     }
     Ok(out)
+}
+
+/// One repetition `r` of the overlap arm on the managed buffer at `p` (experts `stride`
+/// bytes apart): the alone and overlapped trials, in the order the repetition alternates;
+/// returns (alone, overlapped, host time of the eviction calls, their time on the side
+/// stream), µs.
+fn overlap_trials(
+    ctx: &Arc<CudaContext>,
+    k: &Kernels,
+    (stream, side): (&Arc<CudaStream>, &Arc<CudaStream>),
+    geom: ExpertGeometry,
+    (p, stride): (u64, usize),
+    x: &[f32],
+    r: u32,
+) -> Result<(f64, f64, f64, f64), CalibrateError> {
+    let n = EVICT_OVERLAP_K;
+    let bytes = 4 * n * stride;
+    let host = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+        id: 0,
+    };
+    let set = |i: usize| -> Vec<u64> {
+        (i * n..(i + 1) * n)
+            .map(|e| p + (e * stride) as u64)
+            .collect()
+    };
+    let mut l = Vec::new();
+    for i in 0..4 {
+        l.push(k.prepare_moe(stream, geom, Variant::PerSlot, &set(i), &vec![0u32; n], x)?);
+    }
+    stream.synchronize().during("prepare overlap launches")?;
+    // SAFETY: managed memory is host-accessible, no kernel running.
+    unsafe { std::ptr::write_bytes(p as *mut u8, 0x11, bytes) };
+    let (mut alone, mut over, mut host_us, mut side_us) = (0.0, 0.0, 0.0, 0.0);
+    for trial in 0..2 {
+        if (trial + r as usize).is_multiple_of(2) {
+            k.launch_moe(stream, &mut l[0])?;
+            stream.synchronize().during("fault in A")?;
+            alone = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut l[1])?))?;
+        } else {
+            k.launch_moe(stream, &mut l[2])?;
+            stream.synchronize().during("fault in C")?;
+            let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let a = ctx.new_event(flags).during("event create")?;
+            let b = ctx.new_event(flags).during("event create")?;
+            a.record(side).during("event record")?;
+            let t = Instant::now();
+            for &e in &set(2) {
+                // SAFETY: the range lies inside the managed buffer.
+                unsafe { sys::cuMemPrefetchAsync_v2(e, stride, host, 0, side.cu_stream()) }
+                    .result()
+                    .during("cuMemPrefetchAsync to the host")?;
+            }
+            host_us = t.elapsed().as_secs_f64() * 1e6;
+            b.record(side).during("event record")?;
+            over = time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut l[3])?))?;
+            b.synchronize().during("eviction stream")?;
+            side_us = a.elapsed_ms(&b).during("event elapsed")? as f64 * 1e3;
+        }
+    }
+    Ok((alone, over, host_us, side_us))
 }

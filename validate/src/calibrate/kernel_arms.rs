@@ -407,11 +407,71 @@ pub(super) fn measure_kernels(
     } else {
         Vec::new()
     };
+    let families = kernel_families(default_per_slot, &others, opts, all_per_slot)?;
+    let mut rng = Pcg64::seed_from_u64(opts.seed);
+    let mut out = Vec::new();
+    for (g, experts, arms) in families {
+        // Random nibbles and small positive scales, as real int4 experts have (the GPU tests'
+        // bank). Random bytes made the scales floats of any magnitude (1e-38 to 3e38, a few NaN
+        // or infinite), whose products overflow or underflow, which slows the kernels: the
+        // persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640 (BENCHMARKS.md
+        // issue 7, eighth pass).
+        let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
+        let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
+        let (base, _g) = bank.device_ptr(stream);
+        let mut samples = vec![Vec::new(); arms.len()];
+        for r in 0..=reps {
+            for (a, arm) in arms.iter().enumerate() {
+                let t = time_arm(
+                    ctx,
+                    stream,
+                    k,
+                    (g, base, experts),
+                    arm,
+                    default_per_slot,
+                    &mut rng,
+                )?;
+                if r > 0 {
+                    samples[a].push(t);
+                }
+            }
+        }
+        for (arm, s) in arms.iter().zip(&samples) {
+            let p = kernel_point(k, g, arm, s)?;
+            log(&format!(
+                "kernel {}x{} slots {} distinct {} {} ({}): {:.1} µs, {:.0} GB/s of distinct weights",
+                p.hidden,
+                p.ffn,
+                p.slots,
+                p.distinct,
+                p.variant,
+                p.kernel,
+                p.time_us.median,
+                p.weight_bytes_per_us / 1e3
+            ));
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// A family of kernel arms: the expert geometry, the experts in its bank, and the arms.
+type KernelFamily = (ExpertGeometry, usize, Vec<KernelArm>);
+
+/// The arms `measure_kernels` times: per FFN width, top-8 of one token; at 2560x640, the
+/// 60-slot sweep over distinct experts (per-slot and union) and, with `all_per_slot`, each
+/// per-slot kernel's phases alone. Per-slot arms are repeated for each of `others`.
+fn kernel_families(
+    default_per_slot: PerSlotKernel,
+    others: &[PerSlotKernel],
+    opts: &CalibrateOptions,
+    all_per_slot: bool,
+) -> Result<Vec<KernelFamily>, CalibrateError> {
     // Adds `arm` and, for the per-slot variant, one copy per other per-slot kernel.
     let with_others = |arm: KernelArm| -> Vec<KernelArm> {
         let mut v = Vec::new();
         if arm.variant == Variant::PerSlot {
-            for &p in &others {
+            for &p in others {
                 v.push(KernelArm {
                     per_slot: Some(p),
                     ..arm
@@ -424,7 +484,7 @@ pub(super) fn measure_kernels(
     let geo =
         |h, f| ExpertGeometry::new(h, f, 128).map_err(|e| CalibrateError::Other(e.to_string()));
     // (geometry, experts in bank, arms)
-    let mut families: Vec<(ExpertGeometry, usize, Vec<KernelArm>)> = Vec::new();
+    let mut families: Vec<KernelFamily> = Vec::new();
     let ffns: &[usize] = if opts.quick {
         &[256, 768]
     } else {
@@ -485,89 +545,74 @@ pub(super) fn measure_kernels(
         }
     }
     families.push((big, 512, arms));
+    Ok(families)
+}
 
-    let mut rng = Pcg64::seed_from_u64(opts.seed);
-    let mut out = Vec::new();
-    for (g, experts, arms) in families {
-        // Random nibbles and small positive scales, as real int4 experts have (the GPU tests'
-        // bank). Random bytes made the scales floats of any magnitude (1e-38 to 3e38, a few NaN
-        // or infinite), whose products overflow or underflow, which slows the kernels: the
-        // persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640 (BENCHMARKS.md
-        // issue 7, eighth pass).
-        let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
-        let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
-        let (base, _g) = bank.device_ptr(stream);
-        let mut samples = vec![Vec::new(); arms.len()];
-        for r in 0..=reps {
-            for (a, arm) in arms.iter().enumerate() {
-                // Fresh experts every repetition so the L2 (50-60 MB on Hopper) holds none of them.
-                let mut ids: Vec<usize> = (0..experts).collect();
-                ids.shuffle(&mut rng);
-                let pool = &ids[..arm.distinct];
-                let ptrs: Vec<u64> = (0..arm.slots)
-                    .map(|s| base + (pool[s % arm.distinct] * g.expert_stride()) as u64)
-                    .collect();
-                let slot_token: Vec<u32> = (0..arm.slots)
-                    .map(|s| (s * arm.tokens / arm.slots) as u32)
-                    .collect();
-                let x = vec![0.01f32; arm.tokens * g.hidden];
-                k.set_per_slot_kernel(arm.per_slot.unwrap_or(default_per_slot))?;
-                let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
-                k.set_per_slot_kernel(default_per_slot)?;
-                stream.synchronize().during("prepare")?;
-                // The GPU busy-waits while the host enqueues the start event and both launches,
-                // so the events time the kernels back to back on the GPU (as a decode loop that
-                // runs ahead of the GPU sees them), not the host's launch latency, which is
-                // measured on its own (`launch_us`).
-                k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
-                let t = match arm.phase {
-                    None => {
-                        time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?
-                    }
-                    Some(phase) => time_events(ctx, stream, &mut || {
-                        Ok(k.launch_moe_phase(stream, &mut launch, phase)?)
-                    })?,
-                };
-                if r > 0 {
-                    samples[a].push(t);
-                }
-            }
-        }
-        for (arm, s) in arms.iter().zip(&samples) {
-            let time_us = summary(s)?;
-            let p = KernelPoint {
-                hidden: g.hidden,
-                ffn: g.ffn,
-                group: g.group,
-                expert_bytes: g.expert_bytes() as u64,
-                tokens: arm.tokens,
-                slots: arm.slots,
-                distinct: arm.distinct,
-                variant: match (arm.per_slot, arm.phase) {
-                    (Some(p), Some(phase)) => format!("PerSlot:{}/{}", p.name(), phase_name(phase)),
-                    (Some(p), None) => format!("PerSlot:{}", p.name()),
-                    (None, _) => format!("{:?}", arm.variant),
-                },
-                kernel: kernel_name(k, arm, g.group),
-                weight_bytes_per_us: (arm.distinct * bytes_read(g, arm.phase)) as f64
-                    / time_us.median,
-                time_us,
-            };
-            log(&format!(
-                "kernel {}x{} slots {} distinct {} {} ({}): {:.1} µs, {:.0} GB/s of distinct weights",
-                p.hidden,
-                p.ffn,
-                p.slots,
-                p.distinct,
-                p.variant,
-                p.kernel,
-                p.time_us.median,
-                p.weight_bytes_per_us / 1e3
-            ));
-            out.push(p);
-        }
-    }
-    Ok(out)
+/// One timing of `arm` on a bank of `experts` experts of geometry `g` at device address
+/// `base`, over experts drawn afresh from `rng`, µs.
+fn time_arm(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &mut Kernels,
+    (g, base, experts): (ExpertGeometry, u64, usize),
+    arm: &KernelArm,
+    default_per_slot: PerSlotKernel,
+    rng: &mut Pcg64,
+) -> Result<f64, CalibrateError> {
+    // Fresh experts every repetition so the L2 (50-60 MB on Hopper) holds none of them.
+    let mut ids: Vec<usize> = (0..experts).collect();
+    ids.shuffle(rng);
+    let pool = &ids[..arm.distinct];
+    let ptrs: Vec<u64> = (0..arm.slots)
+        .map(|s| base + (pool[s % arm.distinct] * g.expert_stride()) as u64)
+        .collect();
+    let slot_token: Vec<u32> = (0..arm.slots)
+        .map(|s| (s * arm.tokens / arm.slots) as u32)
+        .collect();
+    let x = vec![0.01f32; arm.tokens * g.hidden];
+    k.set_per_slot_kernel(arm.per_slot.unwrap_or(default_per_slot))?;
+    let mut launch = k.prepare_moe(stream, g, arm.variant, &ptrs, &slot_token, &x)?;
+    k.set_per_slot_kernel(default_per_slot)?;
+    stream.synchronize().during("prepare")?;
+    // The GPU busy-waits while the host enqueues the start event and both launches,
+    // so the events time the kernels back to back on the GPU (as a decode loop that
+    // runs ahead of the GPU sees them), not the host's launch latency, which is
+    // measured on its own (`launch_us`).
+    k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+    let t = match arm.phase {
+        None => time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, &mut launch)?))?,
+        Some(phase) => time_events(ctx, stream, &mut || {
+            Ok(k.launch_moe_phase(stream, &mut launch, phase)?)
+        })?,
+    };
+    Ok(t)
+}
+
+/// The measured point of `arm` on geometry `g` from its repetitions' times `s`.
+fn kernel_point(
+    k: &Kernels,
+    g: ExpertGeometry,
+    arm: &KernelArm,
+    s: &[f64],
+) -> Result<KernelPoint, CalibrateError> {
+    let time_us = summary(s)?;
+    Ok(KernelPoint {
+        hidden: g.hidden,
+        ffn: g.ffn,
+        group: g.group,
+        expert_bytes: g.expert_bytes() as u64,
+        tokens: arm.tokens,
+        slots: arm.slots,
+        distinct: arm.distinct,
+        variant: match (arm.per_slot, arm.phase) {
+            (Some(p), Some(phase)) => format!("PerSlot:{}/{}", p.name(), phase_name(phase)),
+            (Some(p), None) => format!("PerSlot:{}", p.name()),
+            (None, _) => format!("{:?}", arm.variant),
+        },
+        kernel: kernel_name(k, arm, g.group),
+        weight_bytes_per_us: (arm.distinct * bytes_read(g, arm.phase)) as f64 / time_us.median,
+        time_us,
+    })
 }
 
 /// The CUDA function serving `arm` (the union variant's kernel depends on the group: see

@@ -307,51 +307,14 @@ pub fn calibrate(
         Vec::new()
     };
 
-    let mut launches = Vec::new();
-    let n_launch = LAUNCHES_PER_REP;
-    for r in 0..=reps {
-        let t = time_events(&ctx, &stream, &mut || {
-            for _ in 0..n_launch {
-                k.launch_empty(&stream)?;
-            }
-            Ok(())
-        })?;
-        if r > 0 {
-            launches.push(t / n_launch as f64);
-        }
-    }
-    let launch_us = summary(&launches)?;
-    log(&format!("launch: {:.2} µs", launch_us.median));
+    let launch_us = measure_launch(&ctx, &stream, &k, reps, log)?;
 
     let (sr_bytes, stream_read_bytes_per_us) =
         measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
     let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, false, log)?;
 
-    // The interference arms run last and may fail without aborting the calibration: their
-    // constants are then left out of the profile.
-    let read_page_in =
-        match measure_read_page_in(&ctx, &k, gmin, device.vram_free, reps, opts.quick, log) {
-            Ok(v) => v,
-            Err(e) => {
-                log(&format!(
-                    "read-live-set arm failed, its constants stay absent: {e}"
-                ));
-                Vec::new()
-            }
-        };
-    let fault_evict = if device.concurrent_managed_access {
-        match measure_fault_evict_overlap(&ctx, &k, reps, log) {
-            Ok(v) => v,
-            Err(e) => {
-                log(&format!(
-                    "fault-eviction overlap arm failed, its constants stay absent: {e}"
-                ));
-                Vec::new()
-            }
-        }
-    } else {
-        Vec::new()
-    };
+    let (read_page_in, fault_evict) =
+        measure_interference(&ctx, &k, &device, gmin, reps, opts.quick, log);
 
     Ok(Calibration {
         device,
@@ -377,6 +340,71 @@ pub fn calibrate(
         wall_s: t0.elapsed().as_secs_f64(),
         pooled_from: None,
     })
+}
+
+/// Host launch latency of an empty kernel: [`LAUNCHES_PER_REP`] back-to-back launches between
+/// CUDA events, per launch.
+fn measure_launch(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    log: &mut dyn FnMut(&str),
+) -> Result<Summary, CalibrateError> {
+    let mut launches = Vec::new();
+    let n_launch = LAUNCHES_PER_REP;
+    for r in 0..=reps {
+        let t = time_events(ctx, stream, &mut || {
+            for _ in 0..n_launch {
+                k.launch_empty(stream)?;
+            }
+            Ok(())
+        })?;
+        if r > 0 {
+            launches.push(t / n_launch as f64);
+        }
+    }
+    let launch_us = summary(&launches)?;
+    log(&format!("launch: {:.2} µs", launch_us.median));
+    Ok(launch_us)
+}
+
+/// The interference arms (the read-live-set arm, and the fault-eviction overlap where managed
+/// memory is concurrent). They run last and may fail without aborting the calibration: their
+/// constants are then left out of the profile.
+fn measure_interference(
+    ctx: &Arc<CudaContext>,
+    k: &Kernels,
+    device: &DeviceInfo,
+    gmin: usize,
+    reps: u32,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> (Vec<ReadPageInPoint>, Vec<FaultEvictPoint>) {
+    let read_page_in = match measure_read_page_in(ctx, k, gmin, device.vram_free, reps, quick, log)
+    {
+        Ok(v) => v,
+        Err(e) => {
+            log(&format!(
+                "read-live-set arm failed, its constants stay absent: {e}"
+            ));
+            Vec::new()
+        }
+    };
+    let fault_evict = if device.concurrent_managed_access {
+        match measure_fault_evict_overlap(ctx, k, reps, log) {
+            Ok(v) => v,
+            Err(e) => {
+                log(&format!(
+                    "fault-eviction overlap arm failed, its constants stay absent: {e}"
+                ));
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    (read_page_in, fault_evict)
 }
 
 /// VMM call latencies at several fill levels. The filler is plain cuMemAlloc memory in 1 GiB
