@@ -7,9 +7,11 @@
 //! This crate does not model time: the `sim` crate's engine prices what these decide.
 
 pub mod mechanisms;
+pub mod regime;
 pub mod retention;
 pub mod units;
 
 pub use mechanisms::{Mechanism, MechanismSpec, Paging, Sizes};
+pub use regime::{Budget, Schedule, Semantics, Split};
 pub use retention::{EvictionPolicy, PolicyKind};
 pub use units::{UnitInfo, UnitMap};

@@ -10,7 +10,7 @@ use crate::doc::{Block, Cell, Doc};
 use crate::metrics::{self, best, fmt, Better, Metric};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunCoords, RunEntry, TraceInfo};
-use crate::run::TimingReport;
+use crate::run::{RunReport, TimingReport};
 use policies::MechanismSpec;
 use serde_json::Value;
 
@@ -58,11 +58,11 @@ fn slug(s: &str) -> String {
         .collect()
 }
 
-/// Orders two runs by the metric at `path`, a run without it first (the order of
+/// Orders two runs by the metric `get`, a run without it first (the order of
 /// `Option<f64>`); JSON numbers are finite, so no two values are unordered.
-fn by_metric(a: &RunEntry, b: &RunEntry, path: &str) -> std::cmp::Ordering {
-    a.metric(path)
-        .partial_cmp(&b.metric(path))
+fn by_metric(a: &RunEntry, b: &RunEntry, get: fn(&RunEntry) -> Option<f64>) -> std::cmp::Ordering {
+    get(a)
+        .partial_cmp(&get(b))
         .unwrap_or(std::cmp::Ordering::Equal)
 }
 
@@ -76,9 +76,29 @@ fn resident_mib(r: &RunEntry) -> Option<f64> {
     Some(r.streaming()?.resident_mib_per_layer_step)
 }
 
+/// `streaming.transfer_mib_per_layer_step`.
+fn transfer_mib(r: &RunEntry) -> Option<f64> {
+    Some(r.streaming()?.transfer_mib_per_layer_step)
+}
+
 /// `cache.bytes_per_token`.
 fn bytes_per_token(r: &RunEntry) -> Option<f64> {
     Some(r.cache()?.bytes_per_token)
+}
+
+/// `cache.budget_units`.
+fn budget_units(r: &RunEntry) -> Option<f64> {
+    Some(r.cache()?.budget_units as f64)
+}
+
+/// `timing.step_ms_p50`.
+fn step_p50(r: &RunEntry) -> Option<f64> {
+    Some(r.timing()?.step_ms_p50)
+}
+
+/// `timing.tokens_per_s`.
+fn tokens_per_s(r: &RunEntry) -> Option<f64> {
+    Some(r.timing()?.tokens_per_s)
 }
 
 /// Whether run `r`'s eviction policy is the offline bound (Belady/MIN: it reads the future).
@@ -101,7 +121,7 @@ fn expert_mib(r: &RunEntry, t: &TraceInfo) -> Option<f64> {
 fn column(runs: &[&RunEntry], m: &Metric) -> Vec<Cell> {
     let vals: Vec<Option<f64>> = runs
         .iter()
-        .map(|r| r.metric(m.path).map(|v| v * m.scale))
+        .map(|r| (m.get)(&r.result).map(|v| v * m.scale))
         .collect();
     let marks = best(&vals, m.better);
     vals.iter()
@@ -122,7 +142,7 @@ fn metric_table(
 ) {
     let ms: Vec<&Metric> = ms
         .iter()
-        .filter(|m| runs.iter().any(|r| r.metric(m.path).is_some()))
+        .filter(|m| runs.iter().any(|r| (m.get)(&r.result).is_some()))
         .collect();
     let mut header = vec!["run".to_string()];
     header.extend(ms.iter().map(|m| m.label.to_string()));
@@ -235,9 +255,6 @@ fn own<'a>(res: &'a Results, trace: &str) -> impl Iterator<Item = &'a RunEntry> 
 /// Per trace, one row per mechanism: memory held (streaming), the fewest bytes per token of
 /// any policy at each budget with its distance from Belady, and the best tokens/s.
 fn glance(doc: &mut Doc, res: &Results) {
-    let tps = "timing.tokens_per_s";
-    let bpt = metrics::BYTES_PER_TOKEN.path;
-    let resident = "streaming.resident_mib_per_layer_step";
     for t in &res.traces {
         let runs: Vec<&RunEntry> = own(res, &t.name).collect();
         if runs.is_empty() {
@@ -252,7 +269,7 @@ fn glance(doc: &mut Doc, res: &Results) {
             .collect();
         let mechs = distinct(runs.iter().map(|r| r.grid.mechanism.clone()));
         let budgets: Vec<String> = distinct(runs.iter().filter_map(|r| r.grid.budget.clone()));
-        let timed = runs.iter().any(|r| r.has("timing"));
+        let timed = runs.iter().any(|r| r.timing().is_some());
         let mut header = vec![
             "mechanism".to_string(),
             "memory held: MiB / layer step (x ideal)".to_string(),
@@ -274,7 +291,7 @@ fn glance(doc: &mut Doc, res: &Results) {
                 .cloned()
                 .collect();
             let stream = of_m.iter().find(|r| r.grid.evict.is_none());
-            let v = stream.and_then(|r| r.metric(resident));
+            let v = stream.and_then(|r| resident_mib(r));
             let ideal = stream
                 .and_then(|r| expert_mib(r, t))
                 .zip(t.mean_top_k())
@@ -290,16 +307,12 @@ fn glance(doc: &mut Doc, res: &Results) {
             for (bi, b) in budgets.iter().enumerate() {
                 let best = of_m
                     .iter()
-                    .filter(|r| {
-                        r.grid.budget.as_ref() == Some(b)
-                            && !is_belady(r)
-                            && r.metric(bpt).is_some()
-                    })
-                    .min_by(|x, y| by_metric(x, y, bpt));
+                    .filter(|r| r.grid.budget.as_ref() == Some(b) && !is_belady(r))
+                    .filter_map(|r| Some((*r, bytes_per_token(r)?)))
+                    .min_by(|x, y| cmp_f64(x.1, y.1));
                 let cell = match best {
-                    Some(r) => {
-                        let v = r.metric(bpt).unwrap();
-                        let bound = belady_of(res, r).and_then(|x| x.metric(bpt));
+                    Some((r, v)) => {
+                        let bound = belady_of(res, r).and_then(bytes_per_token);
                         let ratio = bound
                             .filter(|&x| x > 0.0)
                             .map(|x| format!(" ({}x)", fmt(v / x)))
@@ -320,18 +333,16 @@ fn glance(doc: &mut Doc, res: &Results) {
             if timed {
                 let best = of_m
                     .iter()
-                    .filter(|r| !is_belady(r) && r.metric(tps).is_some())
-                    .max_by(|x, y| by_metric(x, y, tps));
+                    .filter(|r| !is_belady(r))
+                    .filter_map(|r| Some((*r, tokens_per_s(r)?)))
+                    .max_by(|x, y| cmp_f64(x.1, y.1));
                 cols[1 + budgets.len()].push(match best {
-                    Some(r) => {
+                    Some((r, v)) => {
                         let how = match (&r.grid.evict, &r.grid.budget) {
                             (Some(e), Some(b)) => format!("{e} @ {b}"),
                             _ => "streaming".into(),
                         };
-                        (
-                            r.metric(tps),
-                            format!("{} ({how})", fmt(r.metric(tps).unwrap())),
-                        )
+                        (Some(v), format!("{} ({how})", fmt(v)))
                     }
                     None => (None, "–".into()),
                 });
@@ -375,7 +386,7 @@ fn glance(doc: &mut Doc, res: &Results) {
     }
     doc.p(format!(
         "Resident MiB per layer step: memory each mechanism holds when nothing is retained (lower is better; the ideal holds exactly the selected experts). MiB per token: the least any online policy moves at that VRAM budget, with its ratio to Belady/MIN, the offline optimum, on the same mechanism and budget.{} The best cell of each column is highlighted; details follow in the sections below.",
-        if res.runs.iter().any(|r| r.has("timing")) {
+        if res.runs.iter().any(|r| r.timing().is_some()) {
             format!(" Tokens per second: the best over the policies and budgets of that mechanism, simulated on `{}`.", profile_name(res).unwrap_or_default())
         } else {
             String::new()
@@ -447,7 +458,7 @@ fn findings(doc: &mut Doc, res: &Results) {
                 ));
             }
         }
-        let timed: Vec<(&RunEntry, TimingReport)> = own(res, &t.name)
+        let timed: Vec<(&RunEntry, &TimingReport)> = own(res, &t.name)
             .filter_map(|r| Some((r, r.timing()?)))
             .collect();
         for batch in distinct(timed.iter().map(|r| r.0.grid.batch)) {
@@ -479,17 +490,17 @@ fn findings(doc: &mut Doc, res: &Results) {
 /// What the results lack, as sentences, so the reader knows what was not measured.
 fn absent_blocks(res: &Results) -> Vec<String> {
     let mut v = Vec::new();
-    let any = |b: &str| res.runs.iter().any(|r| r.has(b));
-    if !any("streaming") {
+    let any = |has: fn(&RunEntry) -> bool| res.runs.iter().any(has);
+    if !any(|r| r.streaming().is_some()) {
         v.push("the streaming regime (no run has a `streaming` block)".to_string());
     }
-    if !any("cache") {
+    if !any(|r| r.cache().is_some()) {
         v.push(
             "retention under a budget (no run has a `cache` block: give `--evict` and `--budgets`)"
                 .to_string(),
         );
     }
-    if !any("timing") {
+    if !any(|r| r.timing().is_some()) {
         v.push(
             "time (no run has a `timing` block: give a hardware profile with `--hw`)".to_string(),
         );
@@ -669,7 +680,7 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             m.expert_ffn.map(|x| x.to_string()).unwrap_or("unknown".into()),
         ));
     }
-    if let Some(r) = res.runs.iter().find(|r| r.has("streaming")) {
+    if let Some(r) = res.runs.iter().find(|r| r.streaming().is_some()) {
         let t = trace_of(res, &r.grid.trace);
         if let Some(e) = expert_mib(r, t) {
             doc.p(format!(
@@ -754,7 +765,7 @@ fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         }
                     })
                     .collect();
-                v.sort_by(|a, b| b.partial_cmp(a).unwrap());
+                v.sort_by(|a, b| b.total_cmp(a));
                 v
             })
             .collect();
@@ -800,7 +811,7 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     let mut any = false;
     for t in &res.traces {
         let runs: Vec<&RunEntry> = own(res, &t.name)
-            .filter(|r| r.grid.evict.is_none() && r.has("streaming"))
+            .filter(|r| r.grid.evict.is_none() && r.streaming().is_some())
             .collect();
         if runs.is_empty() {
             continue;
@@ -811,7 +822,7 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             .iter()
             .map(|r| {
                 let ideal = expert_mib(r, t).zip(t.mean_top_k()).map(|(e, k)| e * k);
-                match (r.metric("streaming.resident_mib_per_layer_step"), ideal) {
+                match (resident_mib(r), ideal) {
                     (Some(v), Some(i)) if i > 0.0 => format!("{}x", fmt(v / i)),
                     _ => "–".into(),
                 }
@@ -834,15 +845,9 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                 let mut pts: Vec<(f64, f64, f64)> = chunked
                     .iter()
                     .filter(|c| &c.1 == o || c.0 == 1)
-                    .filter_map(|c| {
-                        Some((
-                            c.0 as f64,
-                            c.2.metric("streaming.resident_mib_per_layer_step")?,
-                            c.2.metric("streaming.transfer_mib_per_layer_step")?,
-                        ))
-                    })
+                    .filter_map(|c| Some((c.0 as f64, resident_mib(c.2)?, transfer_mib(c.2)?)))
                     .collect();
-                pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 series.push(
                     Series::new(
                         format!("resident, {o}"),
@@ -859,15 +864,15 @@ fn streaming(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     .dashed(),
                 );
             }
-            if let Some(i) = expert_mib(chunked[0].2, t)
-                .zip(t.mean_top_k())
-                .map(|(e, k)| e * k)
-            {
-                let xs = distinct(chunked.iter().map(|c| c.0));
-                let (lo, hi) = (
-                    *xs.iter().min().unwrap() as f64,
-                    *xs.iter().max().unwrap() as f64,
-                );
+            let xs = chunked.iter().map(|c| c.0);
+            if let (Some(i), Some(lo), Some(hi)) = (
+                expert_mib(chunked[0].2, t)
+                    .zip(t.mean_top_k())
+                    .map(|(e, k)| e * k),
+                xs.clone().min(),
+                xs.max(),
+            ) {
+                let (lo, hi) = (lo as f64, hi as f64);
                 series.push(
                     Series::new("ideal bound (top-k x expert)", vec![(lo, i), (hi, i)]).dashed(),
                 );
@@ -901,7 +906,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     let cache_runs: Vec<&RunEntry> = res
         .runs
         .iter()
-        .filter(|r| !r.grid.is_cross() && r.grid.evict.is_some() && r.has("cache"))
+        .filter(|r| !r.grid.is_cross() && r.grid.evict.is_some() && r.cache().is_some())
         .collect();
     if cache_runs.is_empty() {
         doc.p("No run in these results has a `cache` block: retention was not compared (give `--evict` and `--budgets` to `sim compare`).");
@@ -940,7 +945,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     ),
                 );
                 let budgets = distinct(runs.iter().map(|r| r.grid.budget.clone()));
-                let policies = distinct(runs.iter().map(|r| r.grid.evict.clone().unwrap()));
+                let policies = distinct(runs.iter().filter_map(|r| r.grid.evict.clone()));
                 let find = |p: &str, b: &Option<String>| {
                     runs.iter()
                         .find(|r| r.grid.evict.as_deref() == Some(p) && &r.grid.budget == b)
@@ -955,7 +960,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                             if is_offline(p) {
                                 None
                             } else {
-                                find(p, b).and_then(|r| r.metric(metrics::BYTES_PER_TOKEN.path))
+                                find(p, b).and_then(bytes_per_token)
                             }
                         })
                         .collect();
@@ -966,10 +971,9 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                             .zip(marks)
                             .map(|(p, m)| {
                                 let r = find(p, b);
-                                let v = r.and_then(|r| r.metric(metrics::BYTES_PER_TOKEN.path));
-                                let bound = r
-                                    .and_then(|r| belady_of(res, r))
-                                    .and_then(|x| x.metric(metrics::BYTES_PER_TOKEN.path));
+                                let v = r.and_then(bytes_per_token);
+                                let bound =
+                                    r.and_then(|r| belady_of(res, r)).and_then(bytes_per_token);
                                 if let (Some(v), Some(bd)) = (v, bound) {
                                     if v < bd {
                                         below.push(format!(
@@ -1024,7 +1028,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     if by_percent {
                         r.grid.budget.as_deref().and_then(percent)
                     } else {
-                        r.metric("cache.budget_units")
+                        budget_units(r)
                     }
                 };
                 let series: Vec<Series> = policies
@@ -1033,12 +1037,7 @@ fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         let mut pts: Vec<(f64, f64)> = runs
                             .iter()
                             .filter(|r| r.grid.evict.as_deref() == Some(p.as_str()))
-                            .filter_map(|r| {
-                                Some((
-                                    x_of(r)?,
-                                    r.metric(metrics::BYTES_PER_TOKEN.path)? * metrics::MIB,
-                                ))
-                            })
+                            .filter_map(|r| Some((x_of(r)?, bytes_per_token(r)? * metrics::MIB)))
                             .collect();
                         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                         if is_offline(p) {
@@ -1081,7 +1080,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     let timed: Vec<&RunEntry> = res
         .runs
         .iter()
-        .filter(|r| !r.grid.is_cross() && r.has("timing"))
+        .filter(|r| !r.grid.is_cross() && r.timing().is_some())
         .collect();
     if timed.is_empty() {
         doc.p("No run in these results has a `timing` block, so time was not simulated. Give a hardware profile (`--hw rtx4060-laptop-wddm`) to `sim compare` to see step latency, tokens per second and where the time goes.");
@@ -1128,8 +1127,8 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                 let vs: Vec<String> = group
                     .iter()
                     .map(|r| {
-                        let b = belady_of(res, r).and_then(|x| x.metric("timing.step_ms_p50"));
-                        match (r.metric("timing.step_ms_p50"), b) {
+                        let b = belady_of(res, r).and_then(step_p50);
+                        match (step_p50(r), b) {
                             (Some(v), Some(b)) if b > 0.0 && r.grid.evict.is_some() => {
                                 format!("{}x", fmt(v / b))
                             }
@@ -1147,11 +1146,14 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     .collect();
                 let parts: Vec<plots::Part> = metrics::TIME_SPLIT
                     .iter()
-                    .map(|(p, n, lane)| {
+                    .map(|(part, n, lane)| {
                         (
                             n.to_string(),
                             *lane,
-                            group.iter().map(|r| r.metric(p).unwrap_or(0.0)).collect(),
+                            group
+                                .iter()
+                                .map(|r| r.timing().map(part).unwrap_or(0.0))
+                                .collect(),
                         )
                     })
                     .collect();
@@ -1170,7 +1172,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     let best = group
                         .iter()
                         .filter(|r| !is_belady(r))
-                        .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
+                        .max_by(|a, b| by_metric(a, b, tokens_per_s))
                         .map(|r| r.grid.mechanism.clone());
                     group
                         .iter()
@@ -1183,7 +1185,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                     .map(|r| {
                         let pts: Vec<(f64, f64)> = metrics::LATENCY_QUANTILES
                             .iter()
-                            .filter_map(|(p, q)| Some((r.metric(p)?, *q * 100.0)))
+                            .filter_map(|(at, q)| Some((at(r.timing()?), *q * 100.0)))
                             .collect();
                         let l = run_label(r);
                         Series::new(l.split(" @ ").next().unwrap_or(&l).to_string(), pts).step()
@@ -1224,7 +1226,7 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             let best = at
                 .iter()
                 .filter(|r| r.grid.batch == top_batch && !is_belady(r))
-                .max_by(|a, b| by_metric(a, b, "timing.tokens_per_s"))
+                .max_by(|a, b| by_metric(a, b, tokens_per_s))
                 .map(|r| r.grid.mechanism.clone());
             let tr: Vec<&RunEntry> = at
                 .into_iter()
@@ -1245,22 +1247,18 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
                         .filter(|r| {
                             (&r.grid.mechanism, &r.grid.evict, &r.grid.budget) == (&k.0, &k.1, &k.2)
                         })
-                        .filter_map(|r| {
-                            Some((r.grid.batch? as f64, r.metric("timing.tokens_per_s")?))
-                        })
+                        .filter_map(|r| Some((r.grid.batch? as f64, tokens_per_s(r)?)))
                         .collect();
-                    pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-                    Series::new(
-                        run_label(
-                            tr.iter()
-                                .find(|r| {
-                                    (&r.grid.mechanism, &r.grid.evict, &r.grid.budget)
-                                        == (&k.0, &k.1, &k.2)
-                                })
-                                .unwrap(),
-                        ),
-                        pts,
-                    )
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    // every key comes from a run of `tr`, so the find succeeds
+                    let label = tr
+                        .iter()
+                        .find(|r| {
+                            (&r.grid.mechanism, &r.grid.evict, &r.grid.budget) == (&k.0, &k.1, &k.2)
+                        })
+                        .map(|r| run_label(r))
+                        .unwrap_or_default();
+                    Series::new(label, pts)
                 })
                 .collect();
             let cap = res.grid.get("admission_cap").and_then(Value::as_f64);
@@ -1286,35 +1284,80 @@ fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A column of a generic block table: its header (the block's JSON key) and its value.
+type BlockColumn = (&'static str, fn(&RunReport) -> Option<f64>);
+
+/// A block shown as a generic table: its name, whether a run has it, its columns, and which
+/// direction is better in every column.
+type BlockTable = (
+    &'static str,
+    fn(&RunReport) -> bool,
+    &'static [BlockColumn],
+    Better,
+);
+
+/// The `tiers` block's keys, in JSON order.
+const TIERS_COLUMNS: &[BlockColumn] = &[
+    ("dram_hits", |r| Some(r.tiers.as_ref()?.dram_hits as f64)),
+    ("ssd_compulsory", |r| {
+        Some(r.tiers.as_ref()?.ssd_compulsory as f64)
+    }),
+    ("ssd_capacity", |r| {
+        Some(r.tiers.as_ref()?.ssd_capacity as f64)
+    }),
+];
+
+/// The `schedule` block's keys, in JSON order.
+const SCHEDULE_COLUMNS: &[BlockColumn] = &[
+    ("unions_per_token", |r| {
+        Some(r.schedule.as_ref()?.unions_per_token)
+    }),
+    ("delay_p50", |r| Some(r.schedule.as_ref()?.delay_p50 as f64)),
+    ("delay_p99", |r| Some(r.schedule.as_ref()?.delay_p99 as f64)),
+    ("delay_max", |r| Some(r.schedule.as_ref()?.delay_max as f64)),
+];
+
+/// The `admission` block's keys, in JSON order (`cap` and `limit_mib` are empty without a cap).
+const ADMISSION_COLUMNS: &[BlockColumn] = &[
+    ("requested", |r| {
+        Some(r.admission.as_ref()?.requested as f64)
+    }),
+    ("admitted", |r| Some(r.admission.as_ref()?.admitted as f64)),
+    ("cap", |r| r.admission.as_ref()?.cap),
+    ("limit_mib", |r| r.admission.as_ref()?.limit_mib),
+];
+
 /// Blocks the report does not tabulate specially (`tiers`, `schedule`, `admission`): one
-/// generic table each.
+/// generic table each, a column per key of the block.
 fn other_blocks(doc: &mut Doc, res: &Results) {
     // tiers and schedule count costs (lower is better); admission is descriptive
-    for (block, better) in [
-        ("tiers", Better::Lower),
-        ("schedule", Better::Lower),
-        ("admission", Better::Neither),
-    ] {
-        let runs: Vec<&RunEntry> = res.runs.iter().filter(|r| r.has(block)).collect();
+    let blocks: [BlockTable; 3] = [
+        ("tiers", |r| r.tiers.is_some(), TIERS_COLUMNS, Better::Lower),
+        (
+            "schedule",
+            |r| r.schedule.is_some(),
+            SCHEDULE_COLUMNS,
+            Better::Lower,
+        ),
+        (
+            "admission",
+            |r| r.admission.is_some(),
+            ADMISSION_COLUMNS,
+            Better::Neither,
+        ),
+    ];
+    for (block, has, columns, better) in blocks {
+        let runs: Vec<&RunEntry> = res.runs.iter().filter(|r| has(&r.result)).collect();
         if runs.is_empty() {
             continue;
         }
         doc.h(2, format!("`{block}` results"));
-        let keys = distinct(runs.iter().flat_map(|r| {
-            r.result[block]
-                .as_object()
-                .into_iter()
-                .flat_map(|o| o.keys().cloned())
-        }));
         let mut header = vec!["trace".to_string(), "run".to_string()];
-        header.extend(keys.iter().cloned());
-        let cols: Vec<Vec<Cell>> = keys
+        header.extend(columns.iter().map(|(k, _)| k.to_string()));
+        let cols: Vec<Vec<Cell>> = columns
             .iter()
-            .map(|k| {
-                let vals: Vec<Option<f64>> = runs
-                    .iter()
-                    .map(|r| r.result[block].get(k).and_then(Value::as_f64))
-                    .collect();
+            .map(|(_, get)| {
+                let vals: Vec<Option<f64>> = runs.iter().map(|r| get(&r.result)).collect();
                 let marks = best(&vals, better);
                 vals.iter()
                     .zip(marks)
@@ -1358,17 +1401,13 @@ fn stability(doc: &mut Doc, res: &Results) {
                 && x.grid.split == r.grid.split
                 && x.grid.batch == r.grid.batch
         });
-        let (path, unit, scale) = if r.grid.evict.is_some() {
-            (metrics::BYTES_PER_TOKEN.path, "MiB/token", metrics::MIB)
+        let (get, unit, scale): (fn(&RunEntry) -> Option<f64>, _, _) = if r.grid.evict.is_some() {
+            (bytes_per_token, "MiB/token", metrics::MIB)
         } else {
-            (
-                "streaming.resident_mib_per_layer_step",
-                "resident MiB/layer step",
-                1.0,
-            )
+            (resident_mib, "resident MiB/layer step", 1.0)
         };
-        let v = r.metric(path);
-        let o = own.and_then(|x| x.metric(path));
+        let v = get(r);
+        let o = own.and_then(get);
         if let (Some(v), Some(o)) = (v, o) {
             let slot = &mut worst[usize::from(r.grid.evict.is_some())];
             let beaten = !matches!(slot, Some((w, _)) if *w >= v / o - 1.0);

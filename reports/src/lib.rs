@@ -19,4 +19,7 @@ pub mod text;
 
 pub use output::write_report;
 pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
-pub use run::{CacheReport, StepParts, StreamingMetrics, TimingDetail, TimingReport};
+pub use run::{
+    Admission, CacheReport, RetentionInputs, RunInputs, RunReport, ScheduleReport, StepParts,
+    StreamingMetrics, TargetReport, TiersReport, TimingDetail, TimingReport,
+};

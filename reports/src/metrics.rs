@@ -1,6 +1,7 @@
-//! The metrics a report tabulates: their JSON path inside a run object, a readable label with
-//! its unit, and which direction is better (for marking the best cell of a column). The keys
-//! are the ones fixed by the run, retention and timing issues (`sim run --json`).
+//! The metrics a report tabulates: how to read each from a run report, a readable label with
+//! its unit, and which direction is better (for marking the best cell of a column).
+
+use crate::run::{RunReport, TimingReport};
 
 /// Which value of a column is the best one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,20 +13,20 @@ pub enum Better {
 }
 
 /// One tabulated metric.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Metric {
-    /// Dotted path inside the run object, e.g. `cache.bytes_per_token`.
-    pub path: &'static str,
+    /// The value in a run, `None` when the run lacks its block.
+    pub get: fn(&RunReport) -> Option<f64>,
     /// Column header, with unit.
     pub label: &'static str,
     pub better: Better,
-    /// Multiply the JSON value by this before display (bytes -> MiB: 1/2^20).
+    /// Multiply the value by this before display (bytes -> MiB: 1/2^20).
     pub scale: f64,
 }
 
-const fn m(path: &'static str, label: &'static str, better: Better) -> Metric {
+const fn m(get: fn(&RunReport) -> Option<f64>, label: &'static str, better: Better) -> Metric {
     Metric {
-        path,
+        get,
         label,
         better,
         scale: 1.0,
@@ -38,39 +39,47 @@ pub const MIB: f64 = 1.0 / (1024.0 * 1024.0);
 /// Streaming-regime columns (issue 3's `streaming` block).
 pub const STREAMING: &[Metric] = &[
     m(
-        "streaming.resident_mib_per_layer_step",
+        |r| Some(r.streaming.as_ref()?.resident_mib_per_layer_step),
         "resident MiB / layer step",
         Better::Lower,
     ),
     m(
-        "streaming.transfer_mib_per_layer_step",
+        |r| Some(r.streaming.as_ref()?.transfer_mib_per_layer_step),
         "transfer MiB / layer step",
         Better::Lower,
     ),
     m(
-        "streaming.resident_experts_per_layer_step",
+        |r| Some(r.streaming.as_ref()?.resident_experts_per_layer_step),
         "resident experts / layer step",
         Better::Lower,
     ),
     m(
-        "streaming.hot_units_per_layer_step",
+        |r| Some(r.streaming.as_ref()?.hot_units_per_layer_step),
         "hot units / layer step",
         Better::Lower,
     ),
-    m("streaming.waste_factor", "waste factor", Better::Lower),
-    m("streaming.selectivity", "selectivity", Better::Lower),
     m(
-        "streaming.always_on_units",
+        |r| Some(r.streaming.as_ref()?.waste_factor),
+        "waste factor",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.streaming.as_ref()?.selectivity),
+        "selectivity",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.streaming.as_ref()?.always_on_units as f64),
         "always-on units",
         Better::Neither,
     ),
     m(
-        "streaming.units_per_layer",
+        |r| Some(r.streaming.as_ref()?.units_per_layer),
         "units / layer",
         Better::Neither,
     ),
     m(
-        "streaming.committed_mib_total",
+        |r| Some(r.streaming.as_ref()?.committed_mib_total),
         "committed MiB (bank)",
         Better::Lower,
     ),
@@ -78,7 +87,7 @@ pub const STREAMING: &[Metric] = &[
 
 /// Cache-regime bytes per token, the retention comparison's headline metric, in MiB.
 pub const BYTES_PER_TOKEN: Metric = Metric {
-    path: "cache.bytes_per_token",
+    get: |r| Some(r.cache.as_ref()?.bytes_per_token),
     label: "MiB / token",
     better: Better::Lower,
     scale: MIB,
@@ -88,15 +97,27 @@ pub const BYTES_PER_TOKEN: Metric = Metric {
 pub const CACHE: &[Metric] = &[
     BYTES_PER_TOKEN,
     m(
-        "cache.page_ins_per_token",
+        |r| Some(r.cache.as_ref()?.page_ins_per_token),
         "page-ins / token",
         Better::Lower,
     ),
-    m("cache.miss_rate", "miss rate", Better::Lower),
-    m("cache.evictions", "evictions", Better::Lower),
-    m("cache.budget_units", "budget (units)", Better::Neither),
     m(
-        "cache.peak_resident_mib",
+        |r| Some(r.cache.as_ref()?.miss_rate),
+        "miss rate",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.cache.as_ref()?.evictions as f64),
+        "evictions",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.cache.as_ref()?.budget_units as f64),
+        "budget (units)",
+        Better::Neither,
+    ),
+    m(
+        |r| Some(r.cache.as_ref()?.peak_resident_mib),
         "peak resident MiB",
         Better::Neither,
     ),
@@ -104,35 +125,74 @@ pub const CACHE: &[Metric] = &[
 
 /// Timing columns (issue 5's `timing` block).
 pub const TIMING: &[Metric] = &[
-    m("timing.step_ms_p50", "step p50 ms", Better::Lower),
-    m("timing.step_ms_p99", "step p99 ms", Better::Lower),
-    m("timing.tokens_per_s", "tokens/s", Better::Higher),
-    m("timing.compute_ms_per_step", "compute ms", Better::Lower),
-    m("timing.h2d_ms_per_step", "H2D ms", Better::Lower),
-    m("timing.vmm_ms_per_step", "VMM ms", Better::Lower),
-    m("timing.fault_ms_per_step", "fault ms", Better::Lower),
-    m("timing.stall_ms_per_step", "stall ms", Better::Lower),
-    m("timing.peak_mapped_mib", "peak mapped MiB", Better::Lower),
+    m(
+        |r| Some(r.timing.as_ref()?.step_ms_p50),
+        "step p50 ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.step_ms_p99),
+        "step p99 ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.tokens_per_s),
+        "tokens/s",
+        Better::Higher,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.compute_ms_per_step),
+        "compute ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.h2d_ms_per_step),
+        "H2D ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.vmm_ms_per_step),
+        "VMM ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.fault_ms_per_step),
+        "fault ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.stall_ms_per_step),
+        "stall ms",
+        Better::Lower,
+    ),
+    m(
+        |r| Some(r.timing.as_ref()?.peak_mapped_mib),
+        "peak mapped MiB",
+        Better::Lower,
+    ),
 ];
 
-/// Parts of the time-split chart: (path, legend, lane). Lane 0 is the critical path and adds
+/// A value of the `timing` block.
+pub type TimingValue = fn(&TimingReport) -> f64;
+
+/// Parts of the time-split chart: (value, legend, lane). Lane 0 is the critical path and adds
 /// up to the mean step time (compute + stall, the time compute waits for paging); lane 1 is
 /// the busy time of each paging resource, which overlap each other and compute, so lane 1
 /// need not equal the stall (issue 5's engine: resources have their own timelines).
-pub const TIME_SPLIT: &[(&str, &str, usize)] = &[
-    ("timing.compute_ms_per_step", "compute", 0),
-    ("timing.stall_ms_per_step", "stall (waiting for paging)", 0),
-    ("timing.h2d_ms_per_step", "H2D copy busy", 1),
-    ("timing.vmm_ms_per_step", "VMM calls busy", 1),
-    ("timing.fault_ms_per_step", "faults busy", 1),
+pub const TIME_SPLIT: &[(TimingValue, &str, usize)] = &[
+    (|t| t.compute_ms_per_step, "compute", 0),
+    (|t| t.stall_ms_per_step, "stall (waiting for paging)", 0),
+    (|t| t.h2d_ms_per_step, "H2D copy busy", 1),
+    (|t| t.vmm_ms_per_step, "VMM calls busy", 1),
+    (|t| t.fault_ms_per_step, "faults busy", 1),
 ];
 
-/// Step-latency quantiles in the timing block, for CDFs: (path, cumulative probability).
-pub const LATENCY_QUANTILES: &[(&str, f64)] = &[
-    ("timing.step_ms_p50", 0.5),
-    ("timing.step_ms_p90", 0.9),
-    ("timing.step_ms_p99", 0.99),
-    ("timing.step_ms_max", 1.0),
+/// Step-latency quantiles in the timing block, for CDFs: (value, cumulative probability).
+pub const LATENCY_QUANTILES: &[(TimingValue, f64)] = &[
+    (|t| t.step_ms_p50, 0.5),
+    (|t| t.step_ms_p90, 0.9),
+    (|t| t.step_ms_p99, 0.99),
+    (|t| t.step_ms_max, 1.0),
 ];
 
 /// A count with its noun, singular for 1: `count(1, "unit")` is `1 unit`, `count(3, "unit")`

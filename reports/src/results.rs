@@ -1,10 +1,9 @@
 //! The `results.json` document: the inputs of a comparison (traces, profile, grid) and every
 //! run's full `sim run --json` object, plus sharding and merging.
 
-use crate::run::{CacheReport, StreamingMetrics, TimingDetail, TimingReport};
-use serde::de::DeserializeOwned;
+use crate::run::{CacheReport, RunReport, StreamingMetrics, TimingDetail, TimingReport};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use traces::{ModelSpec, Provenance, SequenceInfo};
 
 /// Value of the `format` key of every `results.json` this crate writes or reads.
@@ -148,75 +147,41 @@ impl RunCoords {
 /// One run: its grid index and coordinates, then the run's full `sim run --json` object,
 /// whose top-level keys (`inputs`, `streaming`, `cache`, `timing`, ...) sit beside `run` and
 /// `grid` in the JSON.
+///
+/// The run object is held typed: serializing a [`RunReport`] read back from `results.json`
+/// gives the same bytes (the key order is the field order, absent blocks stay absent, and
+/// floats parse exactly), which is what lets merged shards equal the unsharded run. A key the
+/// run object does not define is not kept.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEntry {
     /// Index in the whole grid, from 0.
     pub run: usize,
     /// The run's coordinates in the grid (trace, mechanism, policy, budget, ...).
     pub grid: RunCoords,
-    /// The `sim run --json` object (must not itself use the keys `run` or `grid`).
+    /// The `sim run --json` object.
     #[serde(flatten)]
-    pub result: Map<String, Value>,
+    pub result: RunReport,
 }
 
 impl RunEntry {
-    /// A metric by dotted path inside the run object, e.g. `cache.bytes_per_token`, as f64.
-    pub fn metric(&self, path: &str) -> Option<f64> {
-        let mut parts = path.split('.');
-        let mut v = self.result.get(parts.next()?)?;
-        for p in parts {
-            v = v.get(p)?;
-        }
-        v.as_f64()
-    }
-
-    /// True when the run object has the block `name` (e.g. `timing`).
-    pub fn has(&self, block: &str) -> bool {
-        self.result.get(block).is_some_and(|v| !v.is_null())
-    }
-
-    /// The block `name` as its type; `None` when absent. [`Results::check`] refuses result
-    /// files whose typed blocks do not parse, so on a checked file `None` means absent.
-    fn block<T: DeserializeOwned>(&self, name: &str) -> Option<T> {
-        self.typed_block(name).ok().flatten()
-    }
-
-    fn typed_block<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, String> {
-        match self.result.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => T::deserialize(v)
-                .map(Some)
-                .map_err(|e| format!("run {}: block `{name}`: {e}", self.run)),
-        }
-    }
-
     /// The `streaming` block.
-    pub fn streaming(&self) -> Option<StreamingMetrics> {
-        self.block("streaming")
+    pub fn streaming(&self) -> Option<&StreamingMetrics> {
+        self.result.streaming.as_ref()
     }
 
     /// The `cache` block (retention runs).
-    pub fn cache(&self) -> Option<CacheReport> {
-        self.block("cache")
+    pub fn cache(&self) -> Option<&CacheReport> {
+        self.result.cache.as_ref()
     }
 
     /// The `timing` block (runs on a hardware profile).
-    pub fn timing(&self) -> Option<TimingReport> {
-        self.block("timing")
+    pub fn timing(&self) -> Option<&TimingReport> {
+        self.result.timing.as_ref()
     }
 
     /// The `timing_detail` block (runs on a hardware profile).
-    pub fn timing_detail(&self) -> Option<TimingDetail> {
-        self.block("timing_detail")
-    }
-
-    /// Error when a typed block is present but does not parse as its type.
-    fn check_blocks(&self) -> Result<(), String> {
-        self.typed_block::<StreamingMetrics>("streaming")?;
-        self.typed_block::<CacheReport>("cache")?;
-        self.typed_block::<TimingReport>("timing")?;
-        self.typed_block::<TimingDetail>("timing_detail")?;
-        Ok(())
+    pub fn timing_detail(&self) -> Option<&TimingDetail> {
+        self.result.timing_detail.as_ref()
     }
 }
 
@@ -287,7 +252,6 @@ impl Results {
                     ));
                 }
             }
-            r.check_blocks()?;
             for t in [&r.grid.trace, &r.grid.profile_trace] {
                 if !self.traces.iter().any(|ti| &ti.name == t) {
                     return Err(format!("run {} names unknown trace {t:?}", r.run));

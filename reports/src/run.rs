@@ -1,9 +1,12 @@
-//! The typed blocks of a run report (`sim run --json`, one entry of `results.json`): the
-//! simulator builds and serializes them, and reports read them back, so both sides use these
-//! definitions. Field order and names are the JSON keys, in order; changing them changes every
-//! result file.
+//! The run report ([`RunReport`], the object `sim run --json` prints and one entry of
+//! `results.json` holds) and its typed blocks: the simulator builds and serializes them, and
+//! reports read them back, so both sides use these definitions. Field order and names are the
+//! JSON keys, in order; changing them changes every result file. The settings echoed in the
+//! `retention` block (budget, split, semantics, schedule, policy) are defined in `policies`.
 
+use policies::{Budget, PolicyKind, Schedule, Semantics, Split};
 use serde::{Deserialize, Serialize};
+use traces::{DType, PhaseSel};
 
 /// Streaming-regime metrics of one mechanism on one trace. The JSON keys are part of the
 /// interface (`sim run --json`'s `streaming` block); MiB = 2^20 bytes.
@@ -137,4 +140,228 @@ pub struct StepParts {
     pub stall_us: f64,
     /// Groups (MoE layers) of the step.
     pub groups: u32,
+}
+
+/// The resolved inputs of a run, echoed so a result file documents itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInputs {
+    /// Canonical mechanism spec (`e2` resolves to `e2:hot`).
+    pub policy: String,
+    /// The trace's path as given, or `embedded:prose`.
+    pub trace: String,
+    /// The profile trace (the trace itself unless `--profile-trace` was given).
+    pub profile_trace: String,
+    pub phase: PhaseSel,
+    /// Model name from the trace header.
+    pub model: String,
+    /// MoE layers (layers with routed experts).
+    pub moe_layers: usize,
+    /// Steps replayed: tokens of the selected phases over all sequences.
+    pub tokens: u64,
+    /// Dtype the expert size was derived with; `null` when `--expert-mib` set it.
+    pub dtype: Option<DType>,
+    /// Bytes of one expert, and the same in MiB.
+    pub expert_bytes: u64,
+    pub expert_mib: f64,
+    /// Commit granularity of the mechanism in bytes: the VMM granule, or the OS page size.
+    pub granule_bytes: u64,
+}
+
+impl RunInputs {
+    /// The trace as summaries name it: `PATH (MODEL, N MoE layers, T PHASE tokens)`.
+    pub fn trace_text(&self) -> String {
+        format!(
+            "{} ({}, {} MoE layers, {} {} tokens)",
+            self.trace,
+            self.model,
+            self.moe_layers,
+            self.tokens,
+            self.phase.as_str()
+        )
+    }
+}
+
+/// The result of one run (`sim run --json`, and one entry of `results.json` beside its grid
+/// coordinates). Blocks other than `inputs` are optional and left out when `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub inputs: RunInputs,
+    /// Streaming-regime metrics (nothing retained across steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<StreamingMetrics>,
+    /// Retention inputs echo (policy, budget as given, split, semantics, batching).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionInputs>,
+    /// Cache-regime totals under the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheReport>,
+    /// DRAM/SSD tier totals, with `--dram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<TiersReport>,
+    /// Batching summary, with `--queue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleReport>,
+    /// Smallest budget reaching a tokens-per-second target, with `--target-tokens-per-s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetReport>,
+    /// Step latencies and the time split on a hardware profile, with `--hw`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingReport>,
+    /// Details of the timed replay beside the `timing` block (profile, totals, wasted prefetches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_detail: Option<TimingDetail>,
+    /// Batch admission under `--admission-cap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    /// Lines for the user about what the run wrote or left out (not part of the result, so
+    /// not in the JSON; empty in a run read back from a file).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+/// The retention inputs echoed in a run report (the `retention` block).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionInputs {
+    pub evict: PolicyKind,
+    /// The budget as given (`25%`, `192 units`, bytes); `cache.budget_units` is the resolved count.
+    pub budget: Budget,
+    pub split: Split,
+    pub semantics: Semantics,
+    pub batch: usize,
+    pub queue: Option<usize>,
+    pub schedule: Schedule,
+    pub dram: Option<Budget>,
+    pub seed: u64,
+    /// `binary` or `scan`, for the target search (policy monotone in the budget or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_search: Option<String>,
+}
+
+/// The `tiers` block of a run report (exact JSON keys; totals over the run).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TiersReport {
+    /// Page-ins served from DRAM (a PCIe copy).
+    pub dram_hits: u64,
+    /// Page-ins of units never touched before (first read from SSD).
+    pub ssd_compulsory: u64,
+    /// Page-ins from SSD of units touched before but in neither VRAM nor DRAM.
+    pub ssd_capacity: u64,
+}
+
+/// The `schedule` block of a run report (exact JSON keys).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleReport {
+    /// Unit accesses (sum of every group's union) per token.
+    pub unions_per_token: f64,
+    /// Dispatch delay (dispatch rank minus arrival rank, in requests; negative when a
+    /// request overtook older ones) at the 50th percentile.
+    pub delay_p50: i64,
+    /// ... at the 99th percentile.
+    pub delay_p99: i64,
+    /// ... the largest.
+    pub delay_max: i64,
+}
+
+/// Answer of a target search: the smallest budget reaching a tokens-per-second target when
+/// every page-in crosses the link (the `target` block).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// Tokens per second asked for.
+    pub target_tokens_per_s: f64,
+    /// Link bandwidth, GB/s (10^9 bytes per second).
+    pub link_gbps: f64,
+    /// Smallest budget (units, the value given to `--budget`) that reaches the target, or
+    /// `None` when even the whole bank does not.
+    pub budget_units: Option<u64>,
+    /// bytes_per_token at that budget (at the whole bank when no budget reaches the target).
+    pub bytes_per_token: f64,
+    /// Transfer-floor tokens per second at that budget: link bytes/s / bytes_per_token
+    /// (`None` when nothing crosses the link: unbounded by transfers).
+    pub tokens_per_s: Option<f64>,
+    /// `binary` (policy monotone in the budget) or `scan` (every unit count tried).
+    pub search: String,
+    /// Simulations run.
+    pub evaluations: u64,
+}
+
+/// The outcome of batch admission under a cap (the `admission` block): how many sequences
+/// were asked for and how many run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Admission {
+    pub requested: usize,
+    pub admitted: usize,
+    /// The cap as a fraction of usable VRAM; `None`: no admission control (all admitted).
+    pub cap: Option<f64>,
+    /// cap x usable VRAM, MiB; `None` without a cap.
+    pub limit_mib: Option<f64>,
+}
+
+impl Admission {
+    /// A batch of `batch` sequences run without admission control: all admitted, no cap.
+    /// `sim sweep --admission-cap` gives its uncapped rows this block so that every row of
+    /// its JSON says whether it was capped.
+    pub fn uncapped(batch: usize) -> Admission {
+        Admission {
+            requested: batch,
+            admitted: batch,
+            cap: None,
+            limit_mib: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A budget and a policy read back from their JSON text are the same values and write
+    /// the same text again (results files are re-serialized when shards are merged).
+    #[test]
+    fn retention_echo_round_trips() {
+        for s in [
+            "25%", "12.5%", "0.25%", "100%", "1", "192", "3GiB", "1048576B", "2GB",
+        ] {
+            let b = Budget::parse(s).unwrap();
+            let json = serde_json::to_string(&b).unwrap();
+            let back: Budget = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, b, "{s} -> {json}");
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        }
+        assert_eq!(
+            serde_json::to_string(&Budget::Units(1)).unwrap(),
+            "\"1 unit\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Budget::Units(192)).unwrap(),
+            "\"192 units\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Budget::Bytes(3 << 30)).unwrap(),
+            "\"3221225472 B\""
+        );
+        assert!(serde_json::from_str::<Budget>("\"lots\"").is_err());
+        for k in PolicyKind::ALL {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(serde_json::from_str::<PolicyKind>(&json).unwrap(), k);
+        }
+        let r = RetentionInputs {
+            evict: PolicyKind::PinLru,
+            budget: Budget::parse("12.5%").unwrap(),
+            split: Split::PerLayer,
+            semantics: Semantics::Access,
+            batch: 4,
+            queue: Some(8),
+            schedule: Schedule::RouteAware,
+            dram: Some(Budget::Units(3)),
+            seed: 7,
+            target_search: None,
+        };
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            json,
+            r#"{"evict":"pin-lru","budget":"12.5%","split":"per-layer","semantics":"access","batch":4,"queue":8,"schedule":"route-aware","dram":"3 units","seed":7}"#
+        );
+        let back: RetentionInputs = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+    }
 }

@@ -76,11 +76,16 @@ fn entry(
     let mut result = Map::new();
     result.insert(
         "inputs".into(),
-        json!({"policy": mech, "trace": t, "expert_bytes": 3 * 1048576, "dtype": null}),
+        json!({
+            "policy": mech, "trace": t, "profile_trace": t, "phase": "decode", "model": "tiny",
+            "moe_layers": 2, "tokens": 4, "dtype": null, "expert_bytes": 3 * 1048576,
+            "expert_mib": 3.0, "granule_bytes": 2 * 1048576
+        }),
     );
     for (k, v) in blocks {
         result.insert(k.into(), v);
     }
+    let result = serde_json::from_value(Value::Object(result)).expect("a run report");
     RunEntry {
         run,
         grid: RunCoords {
@@ -426,6 +431,8 @@ fn regenerating_from_results_json_reproduces_the_report() {
     let a = d.path().join("a");
     reports::write_report(&fixture(true), &a).unwrap();
     let again = Results::load(&a.join("results.json")).unwrap();
+    // the typed runs read back write the same bytes
+    assert_eq!(again.to_json(), read(&a, "results.json"));
     // in place: replaces the previous report directory
     reports::write_report(&again, &a).unwrap();
     let b = d.path().join("b");

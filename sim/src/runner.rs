@@ -7,7 +7,7 @@
 
 use crate::cache::{PreparedRetention, RetentionConfig};
 use crate::engine::build::record;
-use crate::streaming::{streaming_metrics, StreamingMetrics};
+use crate::streaming::streaming_metrics;
 use anyhow::{bail, Context, Result};
 use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
 use policies::{Mechanism, UnitMap};
@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::OnceLock;
-use traces::{DType, PhaseSel, Trace};
+use traces::{PhaseSel, Trace};
 
 /// The bundled granite-3.0-1b-a400m prose trace (prompt `english_prose`, 64 decode tokens),
 /// embedded so `sim run` works from any directory. Attribution: traces/data/granite/NOTICE.
@@ -170,80 +170,9 @@ fn dedup(v: &[u16]) -> Vec<u16> {
     out
 }
 
-/// The resolved inputs of a run, echoed so a result file documents itself.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunInputs {
-    /// Canonical mechanism spec (`e2` resolves to `e2:hot`).
-    pub policy: String,
-    /// The trace's path as given, or `embedded:prose`.
-    pub trace: String,
-    /// The profile trace (the trace itself unless `--profile-trace` was given).
-    pub profile_trace: String,
-    pub phase: PhaseSel,
-    /// Model name from the trace header.
-    pub model: String,
-    /// MoE layers (layers with routed experts).
-    pub moe_layers: usize,
-    /// Steps replayed: tokens of the selected phases over all sequences.
-    pub tokens: u64,
-    /// Dtype the expert size was derived with; `null` when `--expert-mib` set it.
-    pub dtype: Option<DType>,
-    /// Bytes of one expert, and the same in MiB.
-    pub expert_bytes: u64,
-    pub expert_mib: f64,
-    /// Commit granularity of the mechanism in bytes: the VMM granule, or the OS page size.
-    pub granule_bytes: u64,
-}
-
-impl RunInputs {
-    /// The trace as summaries name it: `PATH (MODEL, N MoE layers, T PHASE tokens)`.
-    pub fn trace_text(&self) -> String {
-        format!(
-            "{} ({}, {} MoE layers, {} {} tokens)",
-            self.trace,
-            self.model,
-            self.moe_layers,
-            self.tokens,
-            self.phase.as_str()
-        )
-    }
-}
-
-/// The result of one run. Blocks other than `inputs` are optional and left out when `None`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunReport {
-    pub inputs: RunInputs,
-    /// Streaming-regime metrics (nothing retained across steps).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub streaming: Option<StreamingMetrics>,
-    /// Retention inputs echo (policy, budget as given, split, semantics, batching).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention: Option<crate::cache::RetentionInputs>,
-    /// Cache-regime totals under the budget (issue 4's exact keys).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache: Option<crate::cache::CacheReport>,
-    /// DRAM/SSD tier totals, with `--dram`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tiers: Option<crate::cache::TiersReport>,
-    /// Batching summary, with `--queue`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<crate::cache::ScheduleReport>,
-    /// Smallest budget reaching a tokens-per-second target, with `--target-tokens-per-s`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<crate::cache::TargetReport>,
-    /// Step latencies and the time split on a hardware profile (issue 5's exact keys), with `--hw`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timing: Option<crate::engine::TimingReport>,
-    /// Details of the timed replay beside the `timing` block (profile, totals, wasted prefetches).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timing_detail: Option<crate::engine::TimingDetail>,
-    /// Batch admission under `--admission-cap`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admission: Option<crate::engine::Admission>,
-    /// Lines for the user about what the run wrote or left out (not part of the result).
-    #[serde(skip)]
-    pub notes: Vec<String>,
-}
+/// The resolved inputs of a run and the result of one run; defined beside the report blocks
+/// they hold, so that reports read them back typed.
+pub use reports::run::{RunInputs, RunReport};
 
 /// Parse a spec, naming the flag it came from in the error.
 pub fn parse_policy(spec: &str, flag: &str) -> Result<Box<dyn Mechanism>> {

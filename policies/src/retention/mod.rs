@@ -283,6 +283,14 @@ impl serde::Serialize for PolicyKind {
     }
 }
 
+/// Read back from its `--evict` name (or an alias), as a results file holds it.
+impl<'de> serde::Deserialize<'de> for PolicyKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        PolicyKind::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::str::FromStr for PolicyKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

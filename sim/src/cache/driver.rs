@@ -4,50 +4,10 @@ use super::tiers::DramTier;
 use super::CacheError;
 use policies::retention::{Admission, At, EvictionPolicy, Protect, NEVER};
 use policies::UnitMap;
-use serde::{Deserialize, Serialize};
 
-/// When eviction is checked.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Semantics {
-    /// All units of a group are admitted, then victims are evicted until the budget holds;
-    /// the group's units are never victims unless every resident unit belongs to it.
-    #[default]
-    Group,
-    /// Eviction after every single access, no protection (ordinary cache simulators).
-    Access,
-}
-
-impl Semantics {
-    /// The name the CLI and the JSON use: `group`, `access`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Semantics::Group => "group",
-            Semantics::Access => "access",
-        }
-    }
-}
-
-/// How the budget is shared between layers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Split {
-    /// One pool shared by all layers.
-    #[default]
-    Global,
-    /// One pool per MoE layer, each with round(fraction x its units) slots.
-    PerLayer,
-}
-
-impl Split {
-    /// The name the CLI and the JSON use: `global`, `per-layer`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Split::Global => "global",
-            Split::PerLayer => "per-layer",
-        }
-    }
-}
+/// When eviction is checked, and how the budget is shared between layers; defined beside
+/// the budget in `policies`.
+pub use policies::regime::{Semantics, Split};
 
 /// The `cache` block of a run report; defined beside the other report blocks.
 pub use reports::run::CacheReport;

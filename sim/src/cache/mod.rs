@@ -164,7 +164,7 @@ impl Workload {
         };
         let schedule = batching
             .queue
-            .map(|_| ScheduleReport::new(&delays, s.units.len() as u64, s.tokens));
+            .map(|_| schedule::schedule_report(&delays, s.units.len() as u64, s.tokens));
         Ok(Workload {
             next_use: s.next_use(),
             stream: s,
@@ -298,23 +298,9 @@ pub struct RetentionConfig {
     pub target: Option<(f64, f64)>,
 }
 
-/// The retention inputs echoed in a run report (the `retention` block).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct RetentionInputs {
-    pub evict: PolicyKind,
-    /// The budget as given (`25%`, `192 units`, bytes); `cache.budget_units` is the resolved count.
-    pub budget: Budget,
-    pub split: Split,
-    pub semantics: Semantics,
-    pub batch: usize,
-    pub queue: Option<usize>,
-    pub schedule: Schedule,
-    pub dram: Option<Budget>,
-    pub seed: u64,
-    /// `binary` or `scan`, for the target search (policy monotone in the budget or not).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub target_search: Option<String>,
-}
+/// The retention inputs echoed in a run report (the `retention` block); defined beside the
+/// other report blocks.
+pub use reports::run::RetentionInputs;
 
 /// Every block a retention run adds to a run report.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,34 +4,12 @@ use super::stream::Request;
 use super::{Batching, CacheError};
 use hdrhistogram::Histogram;
 use policies::UnitMap;
-use serde::{Deserialize, Serialize};
 use traces::{KeySpace, PhaseSel, Trace};
 
-/// How batches are formed from the waiting requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Schedule {
-    /// Consecutive groups of W requests in arrival order.
-    #[default]
-    Fifo,
-    /// From the Q oldest waiting requests: the oldest, then repeatedly the one that grows the
-    /// batch's union of units least (ties: earliest arrival), up to W.
-    RouteAware,
-}
-
-/// The `schedule` block of a run report (exact JSON keys).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ScheduleReport {
-    /// Unit accesses (sum of every group's union) per token.
-    pub unions_per_token: f64,
-    /// Dispatch delay (dispatch rank minus arrival rank, in requests; negative when a
-    /// request overtook older ones) at the 50th percentile.
-    pub delay_p50: i64,
-    /// ... at the 99th percentile.
-    pub delay_p99: i64,
-    /// ... the largest.
-    pub delay_max: i64,
-}
+/// How batches are formed (defined beside the budget in `policies`), and the `schedule`
+/// block of a run report (defined beside the other report blocks).
+pub use policies::regime::Schedule;
+pub use reports::run::ScheduleReport;
 
 /// The trace's requests of `phases`, interleaved round-robin across sequences, formed into
 /// batches as `batching` says: the batches and each request's dispatch delay.
@@ -150,36 +128,34 @@ pub fn form_batches(
     Ok((batches, delay))
 }
 
-impl ScheduleReport {
-    /// Summarise dispatch delays (one per request) and the stream's unions.
-    pub fn new(delays: &[i64], accesses: u64, tokens: u64) -> ScheduleReport {
-        // The histogram holds non-negative values: record delays shifted by the smallest.
-        let lo = delays.iter().copied().min().unwrap_or(0);
-        let mut h = Histogram::<u64>::new(5).expect("5 significant figures is valid");
-        for &d in delays {
-            h.record((d - lo) as u64)
-                .expect("auto-resizing histogram records any u64");
+/// Summarise dispatch delays (one per request) and the stream's unions.
+pub fn schedule_report(delays: &[i64], accesses: u64, tokens: u64) -> ScheduleReport {
+    // The histogram holds non-negative values: record delays shifted by the smallest.
+    let lo = delays.iter().copied().min().unwrap_or(0);
+    let mut h = Histogram::<u64>::new(5).expect("5 significant figures is valid");
+    for &d in delays {
+        h.record((d - lo) as u64)
+            .expect("auto-resizing histogram records any u64");
+    }
+    let q = |p: f64| {
+        if delays.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(p) as i64 + lo
         }
-        let q = |p: f64| {
-            if delays.is_empty() {
-                0
-            } else {
-                h.value_at_quantile(p) as i64 + lo
-            }
-        };
-        ScheduleReport {
-            unions_per_token: if tokens == 0 {
-                0.0
-            } else {
-                accesses as f64 / tokens as f64
-            },
-            delay_p50: q(0.5),
-            delay_p99: q(0.99),
-            delay_max: if delays.is_empty() {
-                0
-            } else {
-                h.max() as i64 + lo
-            },
-        }
+    };
+    ScheduleReport {
+        unions_per_token: if tokens == 0 {
+            0.0
+        } else {
+            accesses as f64 / tokens as f64
+        },
+        delay_p50: q(0.5),
+        delay_p99: q(0.99),
+        delay_max: if delays.is_empty() {
+            0
+        } else {
+            h.max() as i64 + lo
+        },
     }
 }

@@ -3,28 +3,10 @@
 
 use super::{Budget, CacheConfig, CacheError, Workload};
 use policies::UnitMap;
-use serde::{Deserialize, Serialize};
 
-/// Answer of a target search.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TargetReport {
-    /// Tokens per second asked for.
-    pub target_tokens_per_s: f64,
-    /// Link bandwidth, GB/s (10^9 bytes per second).
-    pub link_gbps: f64,
-    /// Smallest budget (units, the value given to `--budget`) that reaches the target, or
-    /// `None` when even the whole bank does not.
-    pub budget_units: Option<u64>,
-    /// bytes_per_token at that budget (at the whole bank when no budget reaches the target).
-    pub bytes_per_token: f64,
-    /// Transfer-floor tokens per second at that budget: link bytes/s / bytes_per_token
-    /// (`None` when nothing crosses the link: unbounded by transfers).
-    pub tokens_per_s: Option<f64>,
-    /// `binary` (policy monotone in the budget) or `scan` (every unit count tried).
-    pub search: String,
-    /// Simulations run.
-    pub evaluations: u64,
-}
+/// Answer of a target search (the `target` block of a run report); defined beside the other
+/// report blocks.
+pub use reports::run::TargetReport;
 
 /// Smallest unit budget for `cfg` (its `budget` is ignored) whose bytes per token over a
 /// `link_gbps` GB/s link gives at least `target` tokens per second. Binary search over unit

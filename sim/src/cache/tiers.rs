@@ -1,18 +1,9 @@
 //! The DRAM tier behind VRAM, with SSD behind it.
 
 use policies::retention::list::DList;
-use serde::{Deserialize, Serialize};
 
-/// The `tiers` block of a run report (exact JSON keys; totals over the run).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TiersReport {
-    /// Page-ins served from DRAM (a PCIe copy).
-    pub dram_hits: u64,
-    /// Page-ins of units never touched before (first read from SSD).
-    pub ssd_compulsory: u64,
-    /// Page-ins from SSD of units touched before but in neither VRAM nor DRAM.
-    pub ssd_capacity: u64,
-}
+/// The `tiers` block of a run report; defined beside the other report blocks.
+pub use reports::run::TiersReport;
 
 /// An exclusive LRU DRAM cache: a unit leaving VRAM (evicted, or streamed through) enters
 /// DRAM at the MRU end and DRAM drops its LRU unit when over capacity; a page-in found in

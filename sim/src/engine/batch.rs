@@ -8,30 +8,9 @@ use crate::model_profile::ComputeModel;
 use policies::UnitMap;
 use traces::KeySpace;
 
-/// The outcome of admission: how many sequences were asked for and how many run.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Admission {
-    pub requested: usize,
-    pub admitted: usize,
-    /// The cap as a fraction of usable VRAM; `None`: no admission control (all admitted).
-    pub cap: Option<f64>,
-    /// cap x usable VRAM, MiB; `None` without a cap.
-    pub limit_mib: Option<f64>,
-}
-
-impl Admission {
-    /// A batch of `batch` sequences run without admission control: all admitted, no cap.
-    /// `sim sweep --admission-cap` gives its uncapped rows this block so that every row of
-    /// its JSON says whether it was capped.
-    pub fn uncapped(batch: usize) -> Admission {
-        Admission {
-            requested: batch,
-            admitted: batch,
-            cap: None,
-            limit_mib: None,
-        }
-    }
-}
+/// The outcome of admission (the `admission` block of a run report); defined beside the
+/// other report blocks.
+pub use reports::run::Admission;
 
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
 /// the plan itself needs), counted like the engine counts it.
