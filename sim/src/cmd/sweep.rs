@@ -7,14 +7,13 @@
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
-use super::run::granule_text;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
+use reports::text::grid as grid_text;
 use sim::engine::Admission;
 use sim::grid::{self, GridError};
 use sim::runner::{self, RunConfig, RunReport};
-use std::fmt::Write;
 use std::path::PathBuf;
 
 /// Output format of `sim sweep`.
@@ -139,7 +138,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     }
     let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
-        Format::Csv => csv_text(&reports)?,
+        Format::Csv => grid_text::sweep_csv(&reports)?,
         Format::Table if reports.iter().any(|r| r.cache.is_some()) => {
             // The capped twin of a configuration has the same retention inputs: its cache row
             // would repeat the uncapped one; the batch table shows the two side by side.
@@ -148,108 +147,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
                 .filter(|r| r.admission.as_ref().is_none_or(|a| a.cap.is_none()))
                 .cloned()
                 .collect();
-            super::args_cache::retention_table(&once) + &super::args_timing::batch_table(&reports)
+            grid_text::retention_table(&once) + &grid_text::batch_table(&reports)
         }
-        Format::Table => table(&reports) + &super::args_timing::batch_table(&reports),
+        Format::Table => grid_text::streaming_table(&reports) + &grid_text::batch_table(&reports),
     };
     emit(args.out.as_deref(), &text)
-}
-
-/// CSV: column `policy`, then every scalar of every metric block, named by its JSON key
-/// (`streaming` keys bare, keys of other blocks as `block.key`), in JSON order. Rows may carry
-/// different blocks (the capped rows of `--admission-cap` add `admission`), so the header is
-/// the union of all rows' columns in first-seen order, and a row lacking a column (or holding
-/// null there) has an empty cell.
-fn csv_text(reports: &[RunReport]) -> Result<String> {
-    let mut header: Vec<String> = Vec::new();
-    let mut index: std::collections::HashMap<String, usize> = Default::default();
-    let mut rows: Vec<Vec<(usize, String)>> = Vec::with_capacity(reports.len());
-    for r in reports {
-        let mut cols: Vec<(String, String)> = vec![("policy".into(), r.inputs.policy.clone())];
-        if let serde_json::Value::Object(blocks) = serde_json::to_value(r)? {
-            for (block, v) in blocks.iter().filter(|(k, _)| *k != "inputs") {
-                if let serde_json::Value::Object(fields) = v {
-                    for (k, x) in fields
-                        .iter()
-                        .filter(|(_, x)| !x.is_object() && !x.is_array())
-                    {
-                        let name = if block == "streaming" {
-                            k.clone()
-                        } else {
-                            format!("{block}.{k}")
-                        };
-                        cols.push((name, reports::flatten::cell(x)));
-                    }
-                }
-            }
-        }
-        rows.push(
-            cols.into_iter()
-                .map(|(name, text)| {
-                    let next = header.len();
-                    let i = *index.entry(name.clone()).or_insert(next);
-                    if i == next {
-                        header.push(name);
-                    }
-                    (i, text)
-                })
-                .collect(),
-        );
-    }
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(&header)?;
-    for cells in rows {
-        let mut row = vec![String::new(); header.len()];
-        for (i, text) in cells {
-            row[i] = text;
-        }
-        w.write_record(&row)?;
-    }
-    Ok(String::from_utf8(w.into_inner()?)?)
-}
-
-fn table(reports: &[RunReport]) -> String {
-    let mut s = String::new();
-    if let Some(r) = reports.first() {
-        let i = &r.inputs;
-        let _ = writeln!(
-            s,
-            "{}, expert {:.3} MiB, granule {}",
-            i.trace_text(),
-            i.expert_mib,
-            granule_text(i.granule_bytes)
-        );
-        let _ = writeln!(s, "streaming regime, per MoE layer per step:");
-    }
-    let _ = writeln!(
-        s,
-        "{:<16} {:>10} {:>13} {:>13} {:>9} {:>9} {:>11} {:>7} {:>9}",
-        "policy",
-        "units/lay",
-        "resident MiB",
-        "transfer MiB",
-        "experts",
-        "hot units",
-        "selectivity",
-        "waste",
-        "always-on"
-    );
-    for r in reports {
-        if let Some(m) = &r.streaming {
-            let _ = writeln!(
-                s,
-                "{:<16} {:>10.2} {:>13.3} {:>13.3} {:>9.3} {:>9.3} {:>10.1}% {:>7.4} {:>9}",
-                r.inputs.policy,
-                m.units_per_layer,
-                m.resident_mib_per_layer_step,
-                m.transfer_mib_per_layer_step,
-                m.resident_experts_per_layer_step,
-                m.hot_units_per_layer_step,
-                m.selectivity * 100.0,
-                m.waste_factor,
-                m.always_on_units
-            );
-        }
-    }
-    s
 }

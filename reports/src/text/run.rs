@@ -1,0 +1,318 @@
+//! The text `sim run` prints: the inputs, the streaming regime, and (when present) the cache
+//! regime with its tiers, schedule and target search, and the timing on a hardware profile.
+
+use crate::metrics::count;
+use crate::run::{
+    RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport, TiersReport,
+};
+use policies::{Budget, Schedule};
+use std::fmt::Write;
+
+/// Bytes in one MiB, as `f64` for byte-to-MiB conversions.
+const MIB: f64 = policies::mechanisms::MIB as f64;
+
+/// The human-readable summary of a run.
+pub fn run_summary(r: &RunReport) -> String {
+    let i = &r.inputs;
+    let mut s = String::new();
+    let dtype = i.dtype.map_or("--expert-mib".to_string(), |d| {
+        format!("{d:?}").to_lowercase()
+    });
+    let _ = writeln!(s, "trace     {}", i.trace_text());
+    let _ = writeln!(
+        s,
+        "policy    {}   expert {:.3} MiB ({})   granule {}   profile trace {}",
+        i.policy,
+        i.expert_mib,
+        dtype,
+        granule_text(i.granule_bytes),
+        i.profile_trace
+    );
+    if let Some(m) = &r.streaming {
+        s += &streaming_summary(m);
+    }
+    s
+}
+
+/// The streaming-regime section of a run summary: per MoE layer per step, then the whole model.
+pub fn streaming_summary(m: &StreamingMetrics) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nstreaming regime (nothing retained across steps), per MoE layer per step:"
+    );
+    let rows = [
+        (
+            "resident",
+            format!("{:.3} MiB", m.resident_mib_per_layer_step),
+            "committed bytes of the hot units",
+        ),
+        (
+            "transfer",
+            format!("{:.3} MiB", m.transfer_mib_per_layer_step),
+            "useful bytes of the hot units (H2D)",
+        ),
+        (
+            "resident experts",
+            format!("{:.3}", m.resident_experts_per_layer_step),
+            "experts inside the hot units",
+        ),
+        (
+            "hot units",
+            format!("{:.3}", m.hot_units_per_layer_step),
+            "units holding a selected expert",
+        ),
+        (
+            "selectivity",
+            format!("{:.1} %", m.selectivity * 100.0),
+            "resident experts / top-k",
+        ),
+    ];
+    write_rows(&mut s, rows);
+    let _ = writeln!(s, "whole model:");
+    let rows = [
+        (
+            "units per layer",
+            format!("{:.3}", m.units_per_layer),
+            "commit units / MoE layers",
+        ),
+        (
+            "always-on units",
+            m.always_on_units.to_string(),
+            "units hot in every step",
+        ),
+        (
+            "waste factor",
+            format!("{:.4}", m.waste_factor),
+            "committed / useful bytes",
+        ),
+        (
+            "committed",
+            format!("{:.1} MiB", m.committed_mib_total),
+            "all units",
+        ),
+        (
+            "useful",
+            format!("{:.1} MiB", m.useful_mib_total),
+            "the expert bank",
+        ),
+    ];
+    write_rows(&mut s, rows);
+    s
+}
+
+/// Append summary rows `(name, value, note)` in the aligned layout every summary of `sim run`
+/// uses: name left in 17 columns, value right in 12, then the note.
+pub fn write_rows<'a>(s: &mut String, rows: impl IntoIterator<Item = (&'a str, String, &'a str)>) {
+    for (k, v, note) in rows {
+        let _ = writeln!(s, "  {k:<17} {v:>12}   {note}");
+    }
+}
+
+/// A granule or page size in the unit that reads best: `2 MiB`, `64 KiB`.
+pub fn granule_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+/// The human-readable cache, tiers, schedule and target blocks of a run (empty in the
+/// streaming regime).
+pub fn retention_summary(r: &RunReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let (Some(i), Some(c)) = (&r.retention, &r.cache) else {
+        return s;
+    };
+    let _ = writeln!(
+        s,
+        "\ncache regime: evict {}  budget {} ({} split)  semantics {}  batch {}",
+        i.evict,
+        // a budget given as a unit count is its own resolution: say it once, unless the
+        // per-layer split's pools (at least one unit each, shares rounded) sum to another count
+        match i.budget {
+            Budget::Units(n) if n == c.budget_units => i.budget.to_string(),
+            Budget::Units(_) =>
+                format!("{}, pools hold {}", i.budget, count(c.budget_units, "unit")),
+            _ => format!("{} = {}", i.budget, count(c.budget_units, "unit")),
+        },
+        i.split.name(),
+        i.semantics.name(),
+        i.batch
+    );
+    let rows = [
+        ("tokens", c.tokens.to_string(), "requests decoded"),
+        (
+            "accesses",
+            c.accesses.to_string(),
+            "unit accesses (one per unit per group)",
+        ),
+        (
+            "page-ins",
+            c.page_ins.to_string(),
+            "accesses to a non-resident unit",
+        ),
+        (
+            "page-ins/token",
+            format!("{:.3}", c.page_ins_per_token),
+            "page-ins / tokens",
+        ),
+        (
+            "miss rate",
+            format!("{:.2} %", c.miss_rate * 100.0),
+            "page-ins / accesses",
+        ),
+        (
+            "bytes/token",
+            format!("{:.3} MiB", c.bytes_per_token / MIB),
+            "useful bytes paged in per token (H2D)",
+        ),
+        (
+            "evictions",
+            c.evictions.to_string(),
+            "resident units dropped to make room",
+        ),
+        (
+            "peak resident",
+            format!("{:.1} MiB", c.peak_resident_mib),
+            "committed bytes, after each group/access",
+        ),
+    ];
+    write_rows(&mut s, rows);
+    if let Some(t) = &r.tiers {
+        s += &tiers_summary(t, i, c.tokens);
+    }
+    if let Some(q) = &r.schedule {
+        s += &schedule_summary(q, i);
+    }
+    if let Some(t) = &r.target {
+        s += &target_summary(t, i);
+    }
+    s
+}
+
+/// The DRAM/SSD tier lines of a run summary.
+pub fn tiers_summary(t: &TiersReport, i: &RetentionInputs, tokens: u64) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let per = |x: u64| x as f64 / tokens.max(1) as f64;
+    let _ = writeln!(
+        s,
+        "tiers (DRAM {} behind VRAM, SSD behind DRAM):",
+        i.dram.as_ref().map_or(String::new(), |d| d.to_string())
+    );
+    for (k, v) in [
+        ("DRAM hits", t.dram_hits),
+        ("SSD compulsory", t.ssd_compulsory),
+        ("SSD capacity", t.ssd_capacity),
+    ] {
+        let _ = writeln!(s, "  {k:<17} {v:>12}   {:.3} per token", per(v));
+    }
+    s
+}
+
+/// The scheduling line of a run summary (with `--queue`).
+pub fn schedule_summary(q: &ScheduleReport, i: &RetentionInputs) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "schedule ({}, queue {}):\n  unions/token {:.3}   dispatch delay p50 {}  p99 {}  max {}",
+        match i.schedule {
+            Schedule::Fifo => "fifo",
+            Schedule::RouteAware => "route-aware",
+        },
+        i.queue.unwrap_or(0),
+        q.unions_per_token,
+        q.delay_p50,
+        q.delay_p99,
+        q.delay_max
+    );
+    s
+}
+
+/// The target-search line of a run summary (with `--target-tokens-per-s`).
+pub fn target_summary(t: &TargetReport, i: &RetentionInputs) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    match t.budget_units {
+        Some(u) => {
+            let _ = writeln!(
+                s,
+                "target {} tokens/s over {} GB/s: smallest budget {} units ({} search, {} runs); transfer floor {}",
+                t.target_tokens_per_s,
+                t.link_gbps,
+                u,
+                t.search,
+                t.evaluations,
+                t.tokens_per_s
+                    .map_or("unbounded (nothing crosses the link)".to_string(), |x| format!("{x:.1} tokens/s"))
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "target {} tokens/s over {} GB/s: not reachable with {}; even the whole bank moves {:.3} MiB per token ({:.1} tokens/s)",
+                t.target_tokens_per_s,
+                t.link_gbps,
+                i.evict,
+                t.bytes_per_token / MIB,
+                t.tokens_per_s.unwrap_or(f64::INFINITY)
+            );
+        }
+    }
+    s
+}
+
+/// The human-readable timing section of a run summary.
+pub fn timing_summary(r: &RunReport) -> String {
+    use std::fmt::Write;
+    let (Some(t), Some(d)) = (&r.timing, &r.timing_detail) else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ntiming on {}: {} steps, {} tokens, {:.1} ms simulated",
+        d.profile, d.steps, d.tokens, d.total_ms
+    );
+    let _ = writeln!(
+        s,
+        "  step ms     p50 {:.3}   p90 {:.3}   p99 {:.3}   max {:.3}   mean {:.3}",
+        t.step_ms_p50, t.step_ms_p90, t.step_ms_p99, t.step_ms_max, t.step_ms_mean
+    );
+    let _ = writeln!(s, "  tokens/s    {:.1}", t.tokens_per_s);
+    let _ = writeln!(
+        s,
+        "  per step    compute {:.3} ms   h2d {:.3} ms   vmm {:.3} ms   faults {:.3} ms   stall {:.3} ms   (the parts overlap: they can add up to more than a step)",
+        t.compute_ms_per_step,
+        t.h2d_ms_per_step,
+        t.vmm_ms_per_step,
+        t.fault_ms_per_step,
+        t.stall_ms_per_step
+    );
+    let _ = writeln!(
+        s,
+        "  memory      peak mapped {:.1} MiB   map calls {}   unmap calls {}   page-ins {} ({} above 90% of usable VRAM)",
+        t.peak_mapped_mib, t.map_calls, t.unmap_calls, d.page_ins, d.oversubscribed_page_ins
+    );
+    if t.prefetch_issued > 0 {
+        let _ = writeln!(
+            s,
+            "  prefetch    issued {}   used {}   wasted {}",
+            t.prefetch_issued, t.prefetch_used, d.prefetch_wasted
+        );
+    }
+    if let Some(a) = &r.admission {
+        if let (Some(cap), Some(limit)) = (a.cap, a.limit_mib) {
+            let _ = writeln!(
+                s,
+                "  admission   {} of {} sequences admitted under {cap} x usable VRAM ({limit:.0} MiB)",
+                a.admitted, a.requested
+            );
+        }
+    }
+    s
+}
