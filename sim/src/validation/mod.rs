@@ -7,12 +7,13 @@
 //! step-time distributions compare one to one ([`ValidationRow::new`]).
 //!
 //! Owned here: the prediction, the `validation` block's types ([`Validation`]) and how
-//! repetitions combine. Not here: the GPU replay (`validate`), reading and checking a stored
-//! `--measured` file and the text tables (the `sim` binary).
+//! repetitions combine, and its text tables ([`text`]). Not here: the GPU replay (`validate`),
+//! reading and checking a stored `--measured` file (the `sim` binary).
 
 mod predict;
 mod report;
 mod settings;
+pub mod text;
 
 pub use predict::{predict, replay_plan, Prediction, PredictionSetup};
 pub use report::*;

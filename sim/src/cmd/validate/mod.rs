@@ -19,14 +19,13 @@ use sim::cache::{Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::cost::Paging;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::runner::parse_policy;
+use sim::validation::text::{breakdown_table, table};
 use sim::validation::*;
 use std::path::PathBuf;
 use validate::{ReplayMeasurement, ReplayOptions};
 
 mod same_run;
-mod table;
 pub use same_run::*;
-use table::*;
 
 /// Arguments of `sim validate`. The shared timing flags the replay cannot follow (it runs the
 /// default engine) are hidden from `--help`; `run` still refuses them with the reason.
