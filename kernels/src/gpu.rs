@@ -329,7 +329,7 @@ impl Kernels {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,
                 PerSlotKernel::Dot(kernel) => {
-                    // Sixth pass: the default chooses its kernel per launch.
+                    // The kernel chooses its code per launch (its one-wave partner or itself).
                     let kernel = DOT_KERNELS[kernel].for_launch(
                         kernel,
                         2 * geom.ffn,

@@ -714,11 +714,11 @@ LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 //   every gate+up row of the item carries this launch's epoch, quantizes silu(gate) * up into
 //   act_d and publishes flag[item] = epoch; the producer waits for that flag before copying a
 //   down tile's activations (its weights are requested first).
-// Gate+up rows are stored as (epoch << 32 | f32 bits), one single-copy-atomic 64-bit store, so
-// the consumers never fence: a gpu-scope fence per tile (as in the dropped fused kernels and a
-// draft of this one: 142 µs per layer, docs/history/kernels.md) waits out the loaded memory
-// system's write acknowledgements, ~2-3 µs per tile on the H200. Epochs and flags need no reset between launches (the host passes a new
-// epoch each launch, never 0).
+// Gate+up rows are stored as (epoch << 32 | f32 bits), one single-copy-atomic 64-bit store, so the
+// consumers never fence: a gpu-scope fence per tile (as in the dropped fused kernels and a draft of
+// this one: 142 µs per layer, docs/history/kernels.md) waits out the loaded memory system's write
+// acknowledgements, ~2-3 µs per tile on the H200. Epochs and flags need no reset between launches
+// (the host passes a new epoch each launch, never 0).
 
 __device__ __forceinline__ unsigned int smem_addr(const void* p) {
     return (unsigned int)__cvta_generic_to_shared(p);
