@@ -113,7 +113,7 @@ pub struct Kernels {
     spin: CudaFunction,
     /// The functions of [`DOT_KERNELS`], in order (empty when [`DOT_SOURCE`] failed to compile).
     dot: Vec<CudaFunction>,
-    /// The sixth pass's activation pre-passes of [`DOT_SOURCE`]: `moe_dot_prep1` (one int8
+    /// The activation pre-passes of [`DOT_SOURCE`]: `moe_dot_prep1` (one int8
     /// limb) and `moe_dot_prep2` (two), indexed by limbs - 1 (empty when it failed to compile).
     dot_prep: Vec<CudaFunction>,
     _dot_module: Option<Arc<CudaModule>>,
@@ -316,19 +316,20 @@ impl Kernels {
         expert_ptrs: &[u64],
         slots: usize,
     ) -> (KernelPath, Option<FusedPlan>) {
-        // Measured on the H200 (BENCHMARKS.md issue 7): with one slot per item the f32 kernel
-        // is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60 slots of
-        // 2560x640); with several slots per item the tensor-core kernel serves them all from one
-        // dequantization (57 vs 146 µs for 60 slots naming 6 experts).
+        // Measured on the H200 (BENCHMARKS.md at commit 225ec1c): with one slot per item the f32
+        // kernel is faster (7 of the mma's 8 slot columns would be empty: 97 vs 152 µs for 60
+        // slots of 2560x640); with several slots per item the tensor-core kernel serves them all
+        // from one dequantization (57 vs 146 µs for 60 slots naming 6 experts).
         // The dot kernels serve the per-slot variant when they compiled: 63.9 vs 96.5 µs for
-        // 60 slots of 2560x640 on the H200 (BENCHMARKS.md issue 7, third pass).
+        // 60 slots of 2560x640 on the H200 (docs/history/kernels.md, "Per-slot int8 `dp4a`
+        // kernel").
         // The persistent kernel's plan, when the launch runs it.
         let mut fused: Option<FusedPlan> = None;
         let path = match (variant, tensor_core_group(geom.group)) {
             (Variant::PerSlot, _) => match self.per_slot {
                 PerSlotKernel::F32 => KernelPath::PerSlotF32,
                 PerSlotKernel::Dot(kernel) => {
-                    // Sixth pass: the default chooses its kernel per launch.
+                    // The kernel chooses its code per launch (its one-wave partner or itself).
                     let kernel = DOT_KERNELS[kernel].for_launch(
                         kernel,
                         2 * geom.ffn,
@@ -336,8 +337,7 @@ impl Kernels {
                         slots,
                         self.multiprocessors,
                     );
-                    // Eighth pass: the persistent kernel where it can run, else the sixth pass's
-                    // default.
+                    // The persistent kernel where it can run, else its two-launch fallback.
                     let kernel = if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk {
                         fused = self.fused_plan_for(geom, kernel, expert_ptrs);
                         if fused.is_some() {
@@ -349,7 +349,7 @@ impl Kernels {
                         kernel
                     };
                     let staging = DOT_KERNELS[kernel].staging;
-                    // The sixth pass's kernels find a chunk's scale group by a shift.
+                    // The unsigned-nibble kernels find a chunk's scale group by a shift.
                     let shift_runs = geom.group.is_power_of_two();
                     let kernel = if staging.unsigned_nibbles() && !shift_runs {
                         DOT_FALLBACK_KERNEL
@@ -610,7 +610,7 @@ impl Kernels {
         };
         let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
         let (woff, soff) = (woff as u64, soff as u64);
-        // Programmatic dependent launches (sixth pass, sm_90+): every launch of the layer
+        // Programmatic dependent launches (sm_90+): every launch of the layer
         // after its first.
         let programmatic = match launch.path {
             KernelPath::PerSlotDot { kernel } => {

@@ -34,13 +34,13 @@ pub struct DotKernel {
     pub staging: DotStaging,
     /// A kernel (by name, in [`DOT_KERNELS`]) that a launch runs instead when its gate+up
     /// launch fits in one wave of blocks with at least [`COALESCED_LANES`] lanes per row (the
-    /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of the sixth pass's
-    /// default, see [`DotKernel::for_launch`].
+    /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of
+    /// `moe_dot_xp_r2j1n3b4`, see [`DotKernel::for_launch`].
     pub one_wave_partner: Option<&'static str>,
-    /// How the weights are requested (seventh pass): plain loads, or with an L2 prefetch of the
-    /// down launch's tiles.
+    /// How the weights are requested: plain loads, or with an L2 prefetch of the down launch's
+    /// tiles.
     pub weight_reads: WeightReads,
-    /// A diagnostic twin (seventh pass): the same grid, activation copy and weight and scale
+    /// A diagnostic twin: the same grid, activation copy and weight and scale
     /// loads as the kernel it mirrors, but no dot products, so its time is the ceiling of that
     /// access pattern. Its outputs are NOT the expert FFN (each thread stores the XOR of the
     /// words it loaded): never a default, skipped by the correctness tests, timed by
@@ -48,7 +48,8 @@ pub struct DotKernel {
     pub load_only: bool,
 }
 
-/// How a dot kernel requests its weights from memory (seventh pass, issue 7).
+/// How a dot kernel requests its weights from memory (docs/history/kernels.md, "Access pattern
+/// and L2 prefetches").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightReads {
     /// Each thread's `ld.global.nc` loads only (bytes in flight limited by its register ring).
@@ -57,42 +58,42 @@ pub enum WeightReads {
     /// scales, each one contiguous range) is requested into the L2: one
     /// `cp.async.bulk.prefetch.L2` per range on sm_90+ (one `prefetch.global.L2` per 128-byte
     /// line before, or for a range that is not whole 16-byte words); the register loads then
-    /// mostly hit the L2. Holds no registers. Measured on the H200 (BENCHMARKS.md issue 7,
-    /// seventh pass): down launch 23.8 vs 24.5 µs at 60 slots of 2560x640; the same prefetch in
-    /// the gate+up launch (80 KB tiles, ~42 MB requested by the first wave) was slower, 40.4 vs
-    /// 34.0 µs, as were a rolling line-by-line prefetch and the `L2::256B` load hint.
+    /// mostly hit the L2. Holds no registers. Measured on the H200 (docs/history/kernels.md,
+    /// "Access pattern and L2 prefetches"): down launch 23.8 vs 24.5 µs at 60 slots of 2560x640;
+    /// the same prefetch in the gate+up launch (80 KB tiles, ~42 MB requested by the first wave)
+    /// was slower, 40.4 vs 34.0 µs, as were a rolling line-by-line prefetch and the `L2::256B` load
+    /// hint.
     TilePrefetchDown,
 }
 
 /// How a dot kernel gets its activations and launches a layer, and the arithmetic it uses.
-/// Variants of earlier kinds (cp.async shared-memory rings, the fifth pass's fused one-launch
-/// layers, one-shot bulk-copy tiles, int8 tensor cores, the sixth pass's persistent blocks) were
-/// slower than a kept kernel on every measured geometry and were dropped; their figures are in
-/// BENCHMARKS.md (issue 7, fifth and sixth passes). The eighth pass's
-/// [`DotStaging::PersistentBulk`] is a new persistent one-launch design (bulk-copied stages,
-/// fence-free publication of the gate+up rows).
+/// Other kinds (cp.async shared-memory rings, fused one-launch layers with a gpu-scope fence per
+/// tile, one-shot bulk-copy tiles, int8 tensor cores, persistent blocks with equal tile shares)
+/// were slower than a kept kernel on every measured geometry and were dropped; their figures are
+/// in docs/history/kernels.md. [`DotStaging::PersistentBulk`] is a persistent one-launch design
+/// of its own (bulk-copied stages, fence-free publication of the gate+up rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DotStaging {
-    /// `DOT_ENTRY` kernels (third and fourth passes): weights stream through a ring of `ring`
-    /// register batches (`ld.global.nc`); each block quantizes its slot's activations; signed
-    /// nibbles (5 instructions per 32-bit weight word besides the 4 `dp4a`); two launches per
-    /// layer (gate+up, then down).
+    /// `DOT_ENTRY` kernels: weights stream through a ring of `ring` register batches
+    /// (`ld.global.nc`); each block quantizes its slot's activations; signed nibbles (5
+    /// instructions per 32-bit weight word besides the 4 `dp4a`); two launches per layer (gate+up,
+    /// then down).
     Registers,
-    /// `NIBP_ENTRY` kernels (sixth pass): the [`DotStaging::Registers`] ring with unsigned
+    /// `NIBP_ENTRY` kernels: the [`DotStaging::Registers`] ring with unsigned
     /// nibbles (one LOP3 per half word, `dp4a.u32.s32`, the zero point removed once per chunk
     /// with the chunk's integer activation sum) and a shift for the scale group; activations
     /// still quantized per block; the down launch is a programmatic dependent launch (sm_90+:
     /// it starts before the gate+up launch ends, requests its first weights, then waits for
     /// the gate+up rows). Groups must be powers of two (else [`DOT_FALLBACK_KERNEL`]).
     NibblesPdl,
-    /// `PREQP_ENTRY` kernels (sixth pass): [`DotStaging::NibblesPdl`]'s arithmetic, with
+    /// `PREQP_ENTRY` kernels: [`DotStaging::NibblesPdl`]'s arithmetic, with
     /// activations a pre-pass (`moe_dot_prep2`, one block per token for gate+up, per slot for
     /// down, SiLU included) quantizes once per launch into a scratch buffer, which the weight
     /// kernel only copies to shared memory; every launch after the layer's first (pre-pass,
     /// gate+up, pre-pass, down) is a programmatic dependent launch (sm_90+), so each weight
     /// kernel starts while its pre-pass runs and requests its first weights before it waits.
     PrequantPdl,
-    /// `FUSED_ENTRY` kernels (eighth pass): the whole layer in one persistent launch (after the
+    /// `FUSED_ENTRY` kernels: the whole layer in one persistent launch (after the
     /// gate+up activation pre-pass of [`DotStaging::PrequantPdl`]) of one block per
     /// multiprocessor ([`fused_plan`]): a producer warp bulk-copies (`cp.async.bulk`, sm_90+)
     /// each tile's weight rows, scales and activation row into shared-memory stages, consumer
@@ -102,15 +103,16 @@ pub enum DotStaging {
     /// Needs compute capability 9.0 and a [`fused_plan`]; elsewhere a launch runs
     /// [`FUSED_FALLBACK_KERNEL`].
     PersistentBulk,
-    /// `PREQ8_ENTRY` kernels (sixth pass, reported only): pre-pass activations (plain launches)
+    /// `PREQ8_ENTRY` kernels (reported only): pre-pass activations (plain launches)
     /// with one int8 limb per activation (`|x| <= 127`, llama.cpp q8_1 style, 2 `dp4a` per 8
     /// weights instead of 4). Cannot hold the stated tolerance: shows what the 16-bit limbs cost.
     Prequant8,
 }
 
 impl DotStaging {
-    /// True for the sixth pass's kernels, which need the group to be a power of two (the
-    /// chunk's scale group is a shift) and keep per-chunk integer activation sums.
+    /// True for the unsigned-nibble kernels (every staging but [`DotStaging::Registers`]), which
+    /// need the group to be a power of two (the chunk's scale group is a shift) and keep per-chunk
+    /// integer activation sums.
     pub fn unsigned_nibbles(self) -> bool {
         !matches!(self, DotStaging::Registers)
     }
@@ -142,8 +144,8 @@ impl DotStaging {
 }
 
 /// Bytes of one quantized activation row of `k` values in a dot kernel's shared memory (and,
-/// for the pre-pass kernels, in their scratch buffer). Before the sixth pass: two int8 limbs
-/// per value and one f32 step per 32 values, `2 k + 4 k / 32`. Sixth pass
+/// for the pre-pass kernels, in their scratch buffer). [`DotStaging::Registers`]: two int8 limbs
+/// per value and one f32 step per 32 values, `2 k + 4 k / 32`. The unsigned-nibble kernels
 /// ([`DotStaging::unsigned_nibbles`]): `limbs` int8 limbs per value, then per 32-value chunk an
 /// f32 step and an int32 activation sum, padded to 16 bytes:
 /// `16 (limbs k / 16 + ceil(2 k / 32 / 4))` (`act_row_u4` in `cuda/moe_dot.cu`).
@@ -169,10 +171,10 @@ pub enum DotGrid {
     /// long rows per lane for the register ring).
     OneWave,
     /// [`lanes_per_row_one_wave`] when it gives at least [`COALESCED_LANES`] lanes per row,
-    /// else [`lanes_per_row`]. Measured on the H200 (BENCHMARKS.md issue 7, fourth pass): one
-    /// wave is 1.2-1.8x faster for 8-slot launches (Qwen3-30B-A3B layer 17.4 vs 25.6 µs, where
-    /// it gives 8-16 lanes per row) and 1.4x slower for 60 slots of 2560x640 (92.6 vs 64.7 µs,
-    /// where it gives 1-2 lanes per row, so each warp load touches 16-32 rows).
+    /// else [`lanes_per_row`]. Measured on the H200 (docs/history/kernels.md, "Grid shape and
+    /// register ring"): one wave is 1.2-1.8x faster for 8-slot launches (Qwen3-30B-A3B layer 17.4
+    /// vs 25.6 µs, where it gives 8-16 lanes per row) and 1.4x slower for 60 slots of 2560x640
+    /// (92.6 vs 64.7 µs, where it gives 1-2 lanes per row, so each warp load touches 16-32 rows).
     Adaptive,
 }
 
@@ -273,9 +275,9 @@ impl DotKernel {
 /// The per-slot dot kernels compiled from `cuda/moe_dot.cu` (keep in step with its `*_ENTRY`
 /// lines). All compute the same integer sums per 32-column chunk (except the reported
 /// single-limb `moe_dot_q8_r2b3` and the [`DotKernel::load_only`] diagnostic twins, which
-/// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows
-/// per lane, occupancy, register ring depth, grid and [`WeightReads`]. Variants of the first six passes that were
-/// slower than one of these on every measured geometry were dropped (BENCHMARKS.md, issue 7).
+/// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows per lane,
+/// occupancy, register ring depth, grid and [`WeightReads`]. Variants that were slower than one of
+/// these on every measured geometry were dropped (docs/history/kernels.md).
 pub const DOT_KERNELS: [DotKernel; 8] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
@@ -289,34 +291,35 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
         weight_reads: WeightReads::Plain,
         load_only: false,
     },
-    sixth("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
-    sixth("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
+    nibble_kernel("moe_dot_up_r2b3", 2, 2, 2, 3, DotStaging::NibblesPdl),
+    nibble_kernel("moe_dot_qp_r2b3", 2, 2, 2, 3, DotStaging::PrequantPdl),
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
-        ..sixth("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+        ..nibble_kernel("moe_dot_xp_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
-    sixth("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
-    // Seventh pass: the default with the down launch's row tiles prefetched into the L2 (its
+    nibble_kernel("moe_dot_q8_r2b3", 2, 2, 2, 3, DotStaging::Prequant8),
+    // The default with the down launch's row tiles prefetched into the L2 (its
     // one-wave partner is the default's), and the diagnostic load-only twin of the default's
     // several-wave code (no partner: its 8-slot launches run the twin itself). The other
-    // seventh-pass variants (the prefetch in both launches or in gate+up only, a rolling
+    // access-pattern variants (the prefetch in both launches or in gate+up only, a rolling
     // prefetch, the L2::256B hint, wide row groups, and their load-only twins) were slower than
-    // a kept kernel on every measured geometry and were dropped (BENCHMARKS.md, issue 7).
+    // a kept kernel on every measured geometry and were dropped (docs/history/kernels.md,
+    // "Access pattern and L2 prefetches").
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
         weight_reads: WeightReads::TilePrefetchDown,
-        ..sixth("moe_dot_xd_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+        ..nibble_kernel("moe_dot_xd_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     DotKernel {
         load_only: true,
-        ..sixth("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
+        ..nibble_kernel("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
-    // Eighth pass: the layer in one persistent launch with bulk-copied shared-memory stages
+    // The layer in one persistent launch with bulk-copied shared-memory stages
     // (2 rows per thread, 3 stages, one block per multiprocessor; the grid is `fused_plan`'s).
-    // Launches of one wave run the sixth pass's one-wave partner.
+    // Launches of one wave run the one-wave partner of `moe_dot_xp_r2j1n3b4`.
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
-        ..sixth(
+        ..nibble_kernel(
             "moe_dot_fz_r2j1s3b1",
             2,
             1,
@@ -327,9 +330,10 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
     },
 ];
 
-/// A sixth-pass kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`] grid:
-/// `name`, rows per row group, chunks per batch, batches in the register ring, resident blocks.
-const fn sixth(
+/// An unsigned-nibble kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`]
+/// grid: `name`, rows per row group, chunks per batch, batches in the register ring, resident
+/// blocks.
+const fn nibble_kernel(
     name: &'static str,
     rows: usize,
     batch_chunks: usize,
@@ -351,24 +355,26 @@ const fn sixth(
     }
 }
 
-/// Index into [`DOT_KERNELS`] of the kernel a launch runs instead of a sixth-pass kernel where
-/// that cannot run (a scale group that is not a power of two): `moe_dot_a_r2b3`, the fourth
-/// pass's default.
+/// Index into [`DOT_KERNELS`] of the kernel a launch runs instead of an unsigned-nibble kernel
+/// where that cannot run (a scale group that is not a power of two): `moe_dot_a_r2b3`, the
+/// register-ring kernel with the adaptive grid, which has no power-of-two constraint.
 pub const DOT_FALLBACK_KERNEL: usize = 0;
 
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_fz_r2j1s3b1`
-/// (eighth pass, consumers reworked in the ninth), the layer in one persistent launch after its
-/// gate+up pre-pass. It chooses per launch as the sixth pass's `moe_dot_xp_r2j1n3b4` does
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_fz_r2j1s3b1`,
+/// the layer in one persistent launch after its gate+up pre-pass. It chooses per launch as
+/// `moe_dot_xp_r2j1n3b4` does
 /// ([`DotKernel::for_launch`]: launches whose gate+up fits in one wave run `moe_dot_up_r2b3`),
 /// and runs [`FUSED_FALLBACK_KERNEL`] where it cannot (below compute capability 9.0, or a
 /// geometry [`fused_plan`] refuses). Measured on the H200 through `sim calibrate --only kernels`
-/// (BENCHMARKS.md issue 7, ninth kernel pass, three runs): 60 slots of 2560x640 in 49.9-50.2 µs
+/// (three runs; BENCHMARKS.md at commit 225ec1c, docs/history/kernels.md "The persistent kernel's
+/// consumers"): 60 slots of 2560x640 in 49.9-50.2 µs
 /// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43.7-44.4 µs.
 pub const DEFAULT_DOT_KERNEL: usize = 7;
 
 /// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where
 /// it cannot (compute capability below 9.0, no [`fused_plan`] for the geometry, or an expert
-/// pointer not 16-byte aligned): `moe_dot_xp_r2j1n3b4`, the sixth pass's default.
+/// pointer not 16-byte aligned): `moe_dot_xp_r2j1n3b4`, the two-launch kernel of the same
+/// arithmetic ([`DotStaging::PrequantPdl`]).
 pub const FUSED_FALLBACK_KERNEL: usize = 3;
 
 /// Consumer warps of a [`DotStaging::PersistentBulk`] block (`FUSED_CONSUMER_WARPS` in
@@ -378,9 +384,10 @@ pub const FUSED_CONSUMER_WARPS: u32 = 8;
 /// the quantizing warp.
 pub const FUSED_THREADS: u32 = (FUSED_CONSUMER_WARPS + 2) * 32;
 /// Most weight bytes one tile of a [`DotStaging::PersistentBulk`] launch stages. Measured on the
-/// H200 (BENCHMARKS.md issue 7, eighth pass, standalone harness): 40 KiB tiles in 3 stages ran
-/// 60 slots of 2560x640 in 50-51 µs, 20 KiB tiles in 4 to 7 stages in 78-80 µs, because each
-/// multiprocessor receives about one bulk-copied tile per 1.4 µs whatever its size.
+/// H200 (standalone harness; docs/history/kernels.md, "One persistent launch per layer"): 40 KiB
+/// tiles in 3 stages ran 60 slots of 2560x640 in 50-51 µs, 20 KiB tiles in 4 to 7 stages in 78-80
+/// µs, because each multiprocessor receives about one bulk-copied tile per 1.4 µs whatever its
+/// size.
 pub const FUSED_TILE_BYTES: usize = 40 * 1024;
 
 /// The launch geometry of a [`DotStaging::PersistentBulk`] layer (see [`fused_plan`]).
@@ -494,7 +501,7 @@ pub const UNION_ROWS: usize = 2;
 /// Blocks per multiprocessor a launch aims for: the kernels keep 2 or 3 blocks resident per
 /// multiprocessor (their register budget, `__launch_bounds__` in `cuda/moe.cu`), so 8 gives
 /// 3 to 4 waves, whose last, partial wave still has thousands of loads in flight (a design
-/// choice, not tuned: BENCHMARKS.md issue 7).
+/// choice, not tuned).
 pub const BLOCKS_PER_MULTIPROCESSOR: usize = 8;
 
 /// Rows one block covers with `lanes` threads per row and `rows_per_group` rows per row group.

@@ -191,7 +191,7 @@ fn matvec_dot(weights: &[u8], scales: &[u8], rows: usize, group: usize, x: &[f32
 }
 
 /// The sum of 4 products of `a`'s unsigned bytes and `b`'s signed bytes, plus `c`: PTX
-/// `dp4a.u32.s32`, the product the sixth pass's kernels use.
+/// `dp4a.u32.s32`, the product the unsigned-nibble kernels use.
 fn dp4a_us(a: u32, b: u32, c: i32) -> i32 {
     (0..4).fold(c, |acc, i| {
         let ua = ((a >> (8 * i)) & 0xFF) as i32;
@@ -200,7 +200,7 @@ fn dp4a_us(a: u32, b: u32, c: i32) -> i32 {
     })
 }
 
-/// The integer sum of one 32-column chunk as the sixth pass's two-limb kernels (`moe_dot6`
+/// The integer sum of one 32-column chunk as the unsigned-nibble two-limb kernels (`moe_dot6`
 /// with `LIMBS = 2` in `cuda/moe_dot.cu`) compute it, step by step: `words` are the chunk's 4
 /// weight words (8 nibbles each, low nibble = even column), `x` its 32 quantized activations
 /// (`|x| <= DOT_QMAX`). Each activation splits into limbs `x = 256 h + l` (h, l signed bytes);

@@ -12,7 +12,7 @@ use kernels::{open_device, Kernels, PerSlotKernel, Variant};
 /// `DOT_KERNELS`): their activation step is 1/127 of a chunk's largest magnitude (vs 1/32639),
 /// so they cannot hold [`tolerance`]; 1e-1 of the largest output only catches a broken kernel
 /// (wrong layout or sums give errors of the order of the output). The measured error is
-/// printed (`--nocapture`) and recorded in BENCHMARKS.md (issue 7, sixth pass).
+/// printed (`--nocapture`); the recorded figures are in BENCHMARKS.md at commit 225ec1c.
 fn int8_limb_tolerance(scale: f32) -> f32 {
     1e-1 * scale + 1e-5
 }
@@ -42,7 +42,7 @@ fn check(case: Case) {
             .map(|p| (Variant::PerSlot, p)),
     );
     for (variant, per_slot) in runs {
-        // The load-only twins (diagnostic, seventh pass) compute no FFN by design.
+        // The load-only twins (diagnostic) compute no FFN by design.
         if matches!(per_slot, PerSlotKernel::Dot(i) if DOT_KERNELS[i].load_only) {
             continue;
         }
@@ -110,7 +110,7 @@ fn ragged_chunk_split_matches_reference() {
     check(cases::ragged(128));
 }
 
-/// The persistent kernel (eighth pass) with a partial last down tile and odd scale groups per
+/// The persistent kernel with a partial last down tile and odd scale groups per
 /// row (the other kernels run it too).
 #[test]
 #[ignore = "needs an NVIDIA GPU"]

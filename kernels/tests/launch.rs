@@ -198,7 +198,7 @@ fn dot_kernel_table_matches_the_cuda_entries() {
     }
 }
 
-/// The adaptive grid (of `moe_dot_a_r2b3`, the fourth pass's default): one wave where that keeps 8+ lanes per row, else
+/// The adaptive grid (of `moe_dot_a_r2b3`): one wave where that keeps 8+ lanes per row, else
 /// the several-wave rule. Hand values from `one_wave_lanes_match_hand_computation` and
 /// `sixty_slot_launch_gets_enough_blocks`: 60 items of 2560x640 get 2 and 1 lanes from the
 /// one-wave rule, so the several-wave choice: gate+up P = 8 (64 rows per block, 1200 blocks),
@@ -220,10 +220,10 @@ fn adaptive_grid_takes_one_wave_only_when_it_stays_coalesced() {
     assert_eq!(d.lanes(2048, 24, 8, 132), 8);
 }
 
-/// Activation rows of the dot kernels, by hand: k = 2560 (80 chunks): before the sixth pass
-/// 2 x 2560 + 4 x 80 = 5440 B; two limbs with step and sum per chunk: 80 x 64 B of limbs +
-/// 80 x 8 B = 5120 + 640 = 5760 B (already a multiple of 16); one limb: 2560 + 640 = 3200 B.
-/// k = 96 (3 chunks): 3 x 64 + 3 x 8 = 216 B, padded to 224.
+/// Activation rows of the dot kernels, by hand: k = 2560 (80 chunks): signed nibbles
+/// (`DotStaging::Registers`) 2 x 2560 + 4 x 80 = 5440 B; two limbs with step and sum per chunk:
+/// 80 x 64 B of limbs + 80 x 8 B = 5120 + 640 = 5760 B (already a multiple of 16); one limb:
+/// 2560 + 640 = 3200 B. k = 96 (3 chunks): 3 x 64 + 3 x 8 = 216 B, padded to 224.
 #[test]
 fn dot_activation_rows_match_hand_computation() {
     use kernels::launch::{dot_activation_bytes, DotStaging};
@@ -290,7 +290,7 @@ fn load_only_twins_mirror_a_computing_kernel() {
     }
 }
 
-/// The persistent kernel's plan (eighth pass), by hand. 8 consumer warps x 32 threads x 2 rows
+/// The persistent kernel's plan, by hand. 8 consumer warps x 32 threads x 2 rows
 /// = 512 rows per P lanes; the fewest lanes whose tile stays within 40 KiB (40960 B):
 /// - 2560x640, group 128: gate+up rows of 1280 B: P = 16 (32 rows, 40960 B); down rows of
 ///   320 B: P = 4 (128 rows, 40960 B). Scales: 32 x 20 x 4 = 2560 = 128 x 5 x 4. Activation
@@ -347,7 +347,7 @@ fn fused_plan_refuses_what_the_kernel_cannot_run() {
 /// `moe_dot_up_r2b3`; 60 slots of 2560x640 (2 lanes) and 34 Qwen3 slots (1536 rows x 34 items
 /// over 528 blocks: 99 rows per block, 4 lanes) run the persistent kernel itself. (Deciding with
 /// its own single resident block would give 4 lanes at 8 slots and keep 8-slot launches, which
-/// it runs 1.5x slower: BENCHMARKS.md issue 7, eighth pass.)
+/// it runs 1.5x slower: BENCHMARKS.md at commit 225ec1c.)
 #[test]
 fn persistent_kernel_partners_as_its_fallback_does() {
     use kernels::launch::{DOT_KERNELS, FUSED_FALLBACK_KERNEL};

@@ -282,9 +282,9 @@ fn dot_arithmetic_passes_the_gpu_cases_with_margin() {
     }
 }
 
-/// The sixth pass's per-chunk arithmetic (unsigned nibbles, four accumulators, zero point off
-/// with the activation sum) equals the direct sum 16 sum (n - 8) x, on random chunks and on the
-/// extremes (all nibbles 0 or 15 against all activations +-DOT_QMAX, where the bounds bite).
+/// The unsigned-nibble kernels' per-chunk arithmetic (unsigned nibbles, four accumulators, zero
+/// point off with the activation sum) equals the direct sum 16 sum (n - 8) x, on random chunks and
+/// on the extremes (all nibbles 0 or 15 against all activations +-DOT_QMAX, where the bounds bite).
 #[test]
 fn unsigned_nibble_chunk_dot_equals_the_direct_sum() {
     use kernels::reference::{chunk_dot_two_limbs, DOT_QMAX};

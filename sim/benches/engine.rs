@@ -1,4 +1,4 @@
-//! Benchmark of the discrete-event engine (issue 5; figures in BENCHMARKS.md): the granite
+//! Benchmark of the discrete-event engine (figures in BENCHMARKS.md, "Timing engine"): the granite
 //! geometry (24 MoE layers x 32 experts, top-8, hidden 1024, expert FFN 512: 3 MiB bf16
 //! experts), `e2`, LRU at 25%, batch 8, on the RTX 4060 profile with the geometry compute
 //! model. The trace is generated in memory with rand_pcg (uniform selections, seed 11):

@@ -1,4 +1,4 @@
-//! Retention benchmarks (issue 4).
+//! Retention benchmarks (figures in BENCHMARKS.md, "Retention policies and the cache engine").
 //!
 //! - `grid`: the whole policy grid on the bundled granite traces: 3 prompts x budgets
 //!   10, 25, 50, 75, 90% x every registered policy (`PolicyKind::ALL`) x {global, per-layer},

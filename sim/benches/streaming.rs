@@ -1,4 +1,4 @@
-//! Benchmarks of the streaming regime (issue 3; figures in BENCHMARKS.md):
+//! Benchmarks of the streaming regime (figures in BENCHMARKS.md, "Streaming regime"):
 //! - `sweep_granite_all`: the 9 x 3 granularity sweep (E in {1,2,3,4,6,8,11,16,32} x
 //!   {index, hot, coact}) on the bundled `all.bin`, trace load and profile included;
 //! - `streaming_pass`: one streaming pass (`e2:hot`, `e1`, `os2m`) over a synthetic trace

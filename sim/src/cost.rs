@@ -10,8 +10,8 @@
 //!   the per-unit line through the page-in arm's cycles that follow the release of units of
 //!   the same size (a mechanism's page-ins follow its own evictions), on relative residuals,
 //!   when the measurement set has them; older sets keep their unweighted fit through the
-//!   cycles that follow another size's release, which price small units high (BENCHMARKS.md
-//!   issue 7, ninth pass);
+//!   cycles that follow another size's release, which price small units high
+//!   (docs/history/calibration.md, "Same-size cycles");
 //! - copy = `h2d_latency` (if measured) + b / `h2d_bandwidth`;
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
@@ -23,18 +23,18 @@
 //! When the profile holds the live-mapping slopes (`vmm_commit_live_slope`,
 //! `vmm_decommit_live_slope`; measured by `sim calibrate`), `slope x live / 1024` is added per
 //! granule, `live` being the granules mapped at that moment. On the H200 the slopes are under
-//! 1% of the call cost per 1024 live granules (BENCHMARKS.md issue 7).
+//! 1% of the call cost per 1024 live granules (docs/history/calibration.md, "Live mappings,
+//! dense faults, router, kernel fit").
 //! When it holds the read slopes (`vmm_commit_read_slope`, `vmm_decommit_read_slope`),
 //! `slope x read / 1024` is added per granule as well, `read` being the mapped granules that
 //! expert kernels have read since they were mapped (an LRU cache's resident units; a
 //! streaming replay has almost none): `sim calibrate`'s read-live-set arm measures it. On the
 //! H200 that arm found the premium comes from GPU work issued between the calls, growing with
-//! the live units, not from the live set having been read (BENCHMARKS.md issue 7, sixth
-//! pass): the read count is the engine's proxy for "an LRU cache's live set while its kernels
-//! run between the calls". The
-//! unit slopes (`vmm_commit_read_unit_slope`, `vmm_decommit_read_unit_slope`) add
-//! `slope x read units / 1024` per granule instead, where the arm's premium follows the count
-//! of read units (runs of granules) rather than of granules.
+//! the live units, not from the live set having been read (docs/history/calibration.md,
+//! "Interference arms"): the read count is the engine's proxy for "an LRU cache's live set while
+//! its kernels run between the calls". The unit slopes (`vmm_commit_read_unit_slope`,
+//! `vmm_decommit_read_unit_slope`) add `slope x read units / 1024` per granule instead, where the
+//! arm's premium follows the count of read units (runs of granules) rather than of granules.
 //!
 //! Per group of OS-paged units of `c` committed bytes in `r` contiguous runs: fault =
 //! r x `fault_run_latency` + c / `fault_dense_bandwidth` when the profile has that fit (dense
@@ -45,7 +45,7 @@
 //! `os_evict_overlap_bandwidth` when the profile has that fit (faults of a group's experts
 //! while the previous group's migrate back, against the same faults alone; either term may be
 //! absent), else for r x `os_evict_run_latency` when measured (the migration's own per-run
-//! time, BENCHMARKS.md issue 7, fifth pass).
+//! time, docs/history/calibration.md, "Paging at the replay's granularity").
 //!
 //! Per group, the host waits for the router's result before it can issue page-ins or launch
 //! the experts: `router_sync` (when measured) delays everything the host does after the router.
@@ -422,7 +422,7 @@ mod tests {
         let text = include_str!("../../validate/tests/fixtures/h200-linux-p8.measurements.json");
         let mut c: validate::Calibration = serde_json::from_str(text).unwrap();
         let one = |v: f64| Summary::of(&[v]).unwrap();
-        // the ninth validation pass's set has no same-size cycles: commits keep the fit of the
+        // the h200-linux-p8 set has no same-size cycles: commits keep the fit of the
         // profile it was shipped as (sim/tests/fixtures/h200-linux-p8.json, read as JSON)
         let old = validate::to_profile::to_profile(&c, "h200-linux");
         let m = CostModel::new(&old, Paging::Vmm, CostOptions::default()).unwrap();

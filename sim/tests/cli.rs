@@ -545,12 +545,13 @@ fn run_header_says_profile_trace() {
 }
 
 /// The table ends with how many rows meet the 10% goal, and says when a row's own repetitions
-/// disagree by more than that. The stored granite LRU replay of the thirteenth validation pass
-/// under the shipped profile: p50 errors -4.4, -8.7 and -11.8% (2 of 3 within 10%); e4:hot's
-/// repetitions 448.163 / 350.690 / 342.447 ms spread (448.163 - 342.447) / 350.690 = 30.1%,
-/// the widest of the three. Priced by another GPU's profile, a note says so.
-/// `sim validate` re-pricing the thirteenth validation pass's granite LRU replay (or `measured`,
-/// an edit of it) under profile `hw`, then `extra` flags.
+/// disagree by more than that. The stored granite LRU replay `GRANITE_LRU_P14` (one of the
+/// paired sets, docs/history/validation.md) under the shipped profile: p50 errors -4.4, -8.7
+/// and -11.8% (2 of 3 within 10%); e4:hot's repetitions 448.163 / 350.690 / 342.447 ms spread
+/// (448.163 - 342.447) / 350.690 = 30.1%, the widest of the three. Priced by another GPU's
+/// profile, a note says so.
+/// `sim validate` re-pricing the stored granite LRU replay `GRANITE_LRU_P14` (or `measured`, an
+/// edit of it) under profile `hw`, then `extra` flags.
 fn granite_lru_validate<'a>(hw: &'a str, measured: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "validate",
@@ -607,8 +608,8 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
 
 /// A stored replay whose step times cannot be a measurement is refused, naming the policy and
 /// repetition, and writes nothing: no row at all, a negative time, fewer times than the row's
-/// 12 steps, and one row with fewer repetitions than the others (edits of the thirteenth
-/// validation pass's granite LRU replay).
+/// 12 steps, and one row with fewer repetitions than the others (edits of the stored granite LRU
+/// replay `GRANITE_LRU_P14`).
 #[test]
 fn validate_refuses_damaged_step_data() {
     let src = root().join(GRANITE_LRU_P14);

@@ -1,13 +1,13 @@
 //! Golden outputs: a corpus of `sim` commands whose stdout, stderr and written files must stay
 //! byte-identical to the fixtures in `tests/fixtures/golden/`.
 //!
-//! The corpus was recorded from the code before the architecture restructuring (issue 16), whose
-//! proof is that no output changes. Each [`Case`] is data: a name, the argument list, the files
-//! the command writes (under `{OUT}`, a fresh temporary directory per case) and the expected exit
-//! status. Its fixtures are `NAME.stdout`, `NAME.stderr` (only when stderr is not empty: a
-//! missing one means stderr must be empty) and `NAME.FILE` for each written file (`FILE` is the
-//! file's name without its directories). Commands run with the test build's `sim` binary from
-//! the workspace root, so relative trace paths in the outputs are the same on every machine.
+//! The corpus was recorded at commit 225ec1c, the code before the architecture restructuring, whose
+//! proof is that no output changes. Each [`Case`] is data: a name, the argument list, the files the
+//! command writes (under `{OUT}`, a fresh temporary directory per case) and the expected exit
+//! status. Its fixtures are `NAME.stdout`, `NAME.stderr` (only when stderr is not empty: a missing
+//! one means stderr must be empty) and `NAME.FILE` for each written file (`FILE` is the file's name
+//! without its directories). Commands run with the test build's `sim` binary from the workspace
+//! root, so relative trace paths in the outputs are the same on every machine.
 //!
 //! Run-dependent text: the only one the corpus produces is the temporary directory's path (in
 //! `compare`'s "wrote ... to DIR" line and `run --timeline`'s "wrote FILE" note); it is replaced
@@ -85,7 +85,8 @@ const QWEN: &str = "validate/data/validation/qwen3-30b-a3b.trace";
 const P9_QS: &str = "validate/data/h200-linux-p9-validation/qs.json";
 const P14_GL: &str = "validate/data/h200-linux-p14-validation/paired/gl.json";
 
-/// The `validate --measured` flags of the p14 granite LRU replay, then `--hw` and the extras.
+/// The `validate --measured` flags of the stored granite LRU replay `P14_GL`, then `--hw` and the
+/// extras.
 macro_rules! p14_gl {
     ($($extra:expr),*) => {
         &[
@@ -464,7 +465,7 @@ const CASES: &[Case] = &[
         "profile_check_churn_h200_json",
         &["profile", "check-churn", "--hw", "h200-linux", "--json"],
     ),
-    // 7. Re-pricing stored replays (no GPU): the README's example, the p14 granite LRU replay
+    // 7. Re-pricing stored replays (no GPU): the README's example, the granite LRU replay `P14_GL`
     // (text, JSON, and priced by the other GPU's profile, which adds a note on stderr).
     ok(
         "validate_measured_p9_qs",

@@ -1,6 +1,6 @@
 //! Streaming-reader and writer throughput on a DeepSeek-V3-geometry trace (3 dense layers,
 //! 58 MoE layers of 256 experts, top-8: 464 selections per token). Figures go to
-//! BENCHMARKS.md, section "Trace reader and statistics (issue 2)".
+//! BENCHMARKS.md, section "Trace reader and statistics".
 //!
 //! `cargo bench -p traces --bench reader`
 

@@ -1,6 +1,6 @@
-//! Issue 2 benchmark: the streaming reader alone and `trace stats` (reader + accumulator) on a
+//! Trace statistics benchmark: the streaming reader alone and `trace stats` (reader + accumulator) on a
 //! generated DeepSeek-V3-geometry trace (58 MoE layers x top-8 = 464 selections per token).
-//! Throughput is reported in selections per second. Figures go to BENCHMARKS.md.
+//! Throughput is reported in selections per second. Figures go to BENCHMARKS.md, "Trace reader and statistics".
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use traces::gen::{write_trace, GenParams};

@@ -51,7 +51,8 @@ use crate::trace::{KeySpace, Phase, PhaseSel, Trace};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// The fractions p of the key space at which the concentration curve is reported (issue 2).
+/// The fractions p of the key space at which the concentration curve is reported (README.md,
+/// "Trace statistics").
 pub const CONCENTRATION_POINTS: [f64; 7] = [0.1, 0.125, 0.25, 0.5, 0.75, 0.9, 1.0];
 
 /// Target size of one batch of token records, in bytes (ids are u16). 1 MiB keeps the

@@ -2,9 +2,10 @@
 //! calibration taken while the host ran slow does not set the profile.
 //!
 //! Why: the host's speed switches between fast and slow states within minutes, and the VMM
-//! calls slow down with it. Five calibrations of one H200 in one session fitted the per-granule
-//! commit at 40.5 to 49.6 µs (BENCHMARKS.md issue 7, tenth validation pass). A profile from the
-//! slow one priced 2 of 13 replays of another session within 10%, the others 8 to 12.
+//! calls slow down with it. Five calibrations of one H200 with the same code fitted the
+//! per-granule commit at 40.5 to 49.6 µs; a profile from the slow one (49.6 µs) priced 2 of the
+//! shipped profile's 13 replays within 10%, the others 8 to 12 (docs/history/calibration.md, "A
+//! slow calibration"; all figures: BENCHMARKS.md at commit 225ec1c).
 //!
 //! How: the sets are walked together as JSON. Every measured summary (an object of exactly
 //! `median`, `min`, `max`, `spread`, `n`) becomes the median of the sets' medians, the least
@@ -333,7 +334,7 @@ mod tests {
             e.starts_with("set 2 differs from set 1 at $.page_in[0].steady_commit_us"),
             "{e}"
         );
-        // the previous session's set timed another default kernel
+        // the h200-linux-p8 set timed another default kernel
         let p8: Calibration = serde_json::from_str(include_str!(
             "../tests/fixtures/h200-linux-p8.measurements.json"
         ))

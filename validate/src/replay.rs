@@ -177,7 +177,8 @@ impl Pinned {
             .during("cuMemHostAlloc (pinned staging buffer)")?;
         // Every byte 0x3B: int4 weights 3 and 11, and each f32 scale 0x3B3B3B3B = 0.00286, a
         // realistic group scale. (Scales that underflow, as 0x11 bytes gave (1.1e-28), or that
-        // are NaN slow the expert kernels by ~16%: BENCHMARKS.md issue 7, eighth pass.)
+        // are NaN slow the expert kernels by ~16%: docs/history/kernels.md, "One persistent
+        // launch per layer".)
         // SAFETY: fresh allocation of len bytes.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0x3B, len) };
         Ok(Self { ptr: p as *mut u8 })

@@ -850,7 +850,7 @@ mod tests {
 
     #[test]
     fn replay_granularity_fits_by_hand() {
-        // a real measurement set (fifth pass, diagnosis call) with hand-made arm points
+        // a real measurement set (the paging diagnosis's calibration) with hand-made arm points
         let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
         let mut c: Calibration = serde_json::from_str(text).unwrap();
         let pt =

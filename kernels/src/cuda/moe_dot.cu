@@ -16,7 +16,7 @@
 // 32 x 128 x 128 x 257 < 2^31. The only rounding besides f32 sums is the activation
 // quantization: |x - x_int * step| <= step / 2 with step = (largest |x| of the chunk) / 32639.
 // CPU model of this arithmetic: `reference::expert_ffn_dot`. (This header describes moe_dot,
-// the fourth pass's kernel kept as `moe_dot_a_r2b3`; the sixth pass's kernels below compute the
+// the register-ring kernel `moe_dot_a_r2b3`; the unsigned-nibble kernels below compute the
 // same per-chunk integer sums with fewer instructions: read their header.)
 
 #define BLOCK 256
@@ -34,7 +34,7 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p) {
     return r;
 }
 
-// Asks the L2 to fetch the `bytes` at `p` (seventh pass), holding no registers while the bytes
+// Asks the L2 to fetch the `bytes` at `p`, holding no registers while the bytes
 // are in flight. On sm_90+ with a 16-byte aligned range of whole 16-byte words: one bulk
 // prefetch (cp.async.bulk.prefetch.L2, issued by thread 0 of the block); else one
 // prefetch.global.L2 per 128-byte line, spread over the block's threads, each address clamped
@@ -150,7 +150,7 @@ __device__ __forceinline__ void quantize_slot(const float* __restrict__ input,
 // hit consecutive 16-byte words; then each chunk's step / 16 (f32, C of them): 2 k + k / 8 bytes.
 // P (lanes per row group) is a power of two in 1..BLOCK.
 // Weights stream through a ring of NB register batches of J chunks x R rows: NB - 1 batches are
-// in flight while one is used (J = 2, NB = 2: the kernels of the third pass; deeper rings keep
+// in flight while one is used (J = 2, NB = 2: the ring of `moe_dot_a_r2b3`; deeper rings keep
 // more independent 16-byte loads in flight per thread, which long rows per lane need).
 // Walks a lane's 16-byte chunks kl, kl + P, kl + 2P, ... (< C) through a ring of NB register
 // batches of J chunks: before using batch n it fetches batch n + NB - 1 into the buffer batch
@@ -295,7 +295,7 @@ __device__ void moe_dot(const unsigned int* __restrict__ work,
     store_rows<R>(acc, red, P, kl, row0, rows, output, s);
 }
 
-// ---- Sixth pass: unsigned nibbles, a shift for the group, activations quantized once ----
+// ---- Unsigned nibbles, a shift for the group, activations quantized once ----
 // Same integer sums as moe_dot (so the same tolerance, and reference::expert_ffn_dot stays
 // exact), fewer instructions per weight:
 // - Nibbles enter dp4a unsigned (dp4a.u32.s32: a unsigned bytes, b signed bytes): the low
@@ -453,18 +453,18 @@ extern "C" __global__ void __launch_bounds__(BLOCK) moe_dot_prep1(const float* i
     dot_prep<1>(input, k, mode, out);
 }
 
-// moe_dot with the sixth pass's arithmetic. PRE: `input` is the pre-pass's scratch (row
+// moe_dot with the unsigned-nibble arithmetic. PRE: `input` is the pre-pass's scratch (row
 // slot_input[s] in mode 0, row s in mode 1), copied to shared memory as is; else the block
 // quantizes its slot's row itself (as moe_dot, plus the chunk sums).
 // One row tile (`tile` of the item, BLOCK / P row groups of R rows) of work item `item_index`.
-// Seventh pass: PF_DOWN = true asks the L2, in the down launch (mode 1), for the block's whole
+// PF_DOWN = true asks the L2, in the down launch (mode 1), for the block's whole
 // tile (its weight rows and their scales, each a contiguous range) as the block starts
 // (prefetch_l2); LOADONLY = true is a diagnostic twin: the same grid, activation copy and
 // weight and scale loads, but no dot products (each thread XORs the words it loads and stores
 // the bits as its outputs, so no load is optimised away): its outputs are NOT the expert FFN.
 // (The same prefetch in the gate+up launch, a rolling line-by-line prefetch ahead of the
-// register ring, the L2::256B load hint and wider row groups were slower: BENCHMARKS.md,
-// issue 7, seventh pass.)
+// register ring, the L2::256B load hint and wider row groups were slower:
+// docs/history/kernels.md, "Access pattern and L2 prefetches".)
 template <int R, int J, int NB, bool PRE, int LIMBS, bool PDL, bool PF_DOWN = false,
           bool LOADONLY = false>
 __device__ __forceinline__ void dot6_tile(
@@ -647,10 +647,10 @@ __device__ __forceinline__ void moe_dot6(
 #define PREQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true)
 // Pre-pass activations, one int8 limb (reported only: outside the stated tolerance).
 #define PREQ8_ENTRY(NAME, R, J, NB, MIN_BLOCKS) DOT6_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 1, false)
-// Seventh pass: PREQP_ENTRY with the down launch's row tiles prefetched into the L2.
+// PREQP_ENTRY with the down launch's row tiles prefetched into the L2.
 #define PREQPD_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, true, false)
-// Seventh pass, diagnostic only (wrong outputs by design, skipped by the correctness tests):
+// Diagnostic only (wrong outputs by design, skipped by the correctness tests):
 // a load-only twin of a PREQP_ENTRY kernel.
 #define LOADQP_ENTRY(NAME, R, J, NB, MIN_BLOCKS) \
     DOT7_ENTRY(NAME, R, J, NB, MIN_BLOCKS, true, 2, true, false, true)
@@ -667,35 +667,37 @@ __device__ __forceinline__ void moe_dot6(
 
 // Rows per row group, chunks per batch, batches in the ring, and minimum resident blocks per
 // multiprocessor; keep in step with `DOT_KERNELS` in launch.rs (which also says how each one's
-// grid is sized). Variants of the first six passes that were slower than a kept kernel on every
-// measured geometry were dropped; their figures are in BENCHMARKS.md (issue 7).
-// The fourth pass's default (DotGrid::Adaptive grid), kept for comparison and as the fallback.
+// grid is sized). Variants that were slower than a kept kernel on every measured geometry were
+// dropped; their figures are in docs/history/kernels.md.
+// Signed nibbles and the register ring (DotGrid::Adaptive grid), kept for comparison and as the
+// fallback where a scale group is not a power of two.
 DOT_ENTRY(moe_dot_a_r2b3, 2, 2, 2, 3)
-// Sixth pass: in-block quantization with unsigned nibbles and a programmatic down launch (the
+// In-block quantization with unsigned nibbles and a programmatic down launch (the
 // default's choice where the gate+up launch fits in one wave).
 NIBP_ENTRY(moe_dot_up_r2b3, 2, 2, 2, 3)
-// Sixth pass: pre-pass activations and programmatic launches (moe_dot_xp_r2j1n3b4, the default,
-// is this code with a ring of 3 single-chunk batches and 4 resident blocks for launches of
-// several waves, moe_dot_up_r2b3 for one-wave launches: DotKernel::one_wave_partner).
+// Pre-pass activations and programmatic launches (moe_dot_xp_r2j1n3b4, the persistent kernel's
+// fallback, is this code with a ring of 3 single-chunk batches and 4 resident blocks for launches
+// of several waves, moe_dot_up_r2b3 for one-wave launches: DotKernel::one_wave_partner).
 PREQP_ENTRY(moe_dot_qp_r2b3, 2, 2, 2, 3)
 PREQP_ENTRY(moe_dot_xp_r2j1n3b4, 2, 1, 3, 4)
-// Sixth pass, reported only: one int8 activation limb (outside the stated tolerance).
+// Reported only: one int8 activation limb (outside the stated tolerance).
 PREQ8_ENTRY(moe_dot_q8_r2b3, 2, 2, 2, 3)
-// Seventh pass: the default's code with the down launch's row tiles prefetched into the L2
-// (55.5 vs 57.2 µs at 60 slots of 2560x640; its one-wave partner is the default's), and the
-// load-only twin of the default's several-wave code (diagnostic: same grid and loads, no dot
-// products). The other seventh-pass variants were dropped (BENCHMARKS.md, issue 7).
+// moe_dot_xp_r2j1n3b4's code with the down launch's row tiles prefetched into the L2
+// (55.5 vs 57.2 µs at 60 slots of 2560x640; its one-wave partner is moe_dot_xp_r2j1n3b4's), and
+// the load-only twin of moe_dot_xp_r2j1n3b4's several-wave code (diagnostic: same grid and
+// loads, no dot products). The other access-pattern variants were dropped
+// (docs/history/kernels.md, "Access pattern and L2 prefetches").
 PREQPD_ENTRY(moe_dot_xd_r2j1n3b4, 2, 1, 3, 4)
 LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 
-// ---- Eighth pass: one persistent launch per layer, weights staged by bulk copies ----
+// ---- One persistent launch per layer, weights staged by bulk copies ----
 // The two-launch kernels above pay each launch's ramp and tail (a plain read of the layer's
 // 156.7 MB runs at 87% of the streaming read in one launch, 76% split as gate+up then down:
-// BENCHMARKS.md issue 7, seventh pass). Here one grid of one block per multiprocessor walks
-// the layer's tiles, gate+up tiles of every work item first, then down tiles: block b takes
-// tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be resident at
-// once: the host launches at most one block per multiprocessor, whose shared memory admits no
-// second). Warp roles:
+// docs/history/kernels.md, "Access pattern and L2 prefetches"). Here one grid of one block per
+// multiprocessor walks the layer's tiles, gate+up tiles of every work item first, then down tiles:
+// block b takes tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be
+// resident at once: the host launches at most one block per multiprocessor, whose shared memory
+// admits no second). Warp roles:
 // - the producer warp: lane j looks up the item of one of the next FUSED_LOOKAHEAD tiles (one
 //   memory latency per lookahead, and for down tiles whether the item's activations are
 //   published), lane 0 writes the tile's descriptor (phase, first row, rows, slot) and
@@ -703,20 +705,20 @@ LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 //   activation row into one of STAGES shared-memory stages, completing the stage's `full`
 //   mbarrier;
 // - CW consumer warps: each thread computes R rows of the tile from shared memory with the
-//   sixth pass's integer arithmetic (same sums as dot6_tile: same tolerance, same CPU model),
+//   unsigned-nibble integer arithmetic (same sums as dot6_tile: same tolerance, same CPU model),
 //   frees the stage (`empty` mbarrier) and stores its rows. The lanes per row are a template
-//   argument (fused_consume, one instance per power of two): the ninth pass found the consumers
+//   argument (fused_consume, one instance per power of two): with runtime lanes the consumers
 //   spent half their time outside the dot loop on runtime divisions (tile decoding, row split)
 //   and the runtime-length shuffle reduction (ncu; 47.3 -> 36.9 µs for the consumers alone);
 // - the quantizing warp: for each item whose last gate+up tile this block takes, it waits until
 //   every gate+up row of the item carries this launch's epoch, quantizes silu(gate) * up into
 //   act_d and publishes flag[item] = epoch; the producer waits for that flag before copying a
 //   down tile's activations (its weights are requested first).
-// Gate+up rows are stored as (epoch << 32 | f32 bits), one single-copy-atomic 64-bit store, so
-// the consumers never fence: a gpu-scope fence per tile (the fifth pass's fused kernel, and this
-// kernel's first draft) waits out the loaded memory system's write acknowledgements, ~2-3 µs per
-// tile on the H200. Epochs and flags need no reset between launches (the host passes a new
-// epoch each launch, never 0).
+// Gate+up rows are stored as (epoch << 32 | f32 bits), one single-copy-atomic 64-bit store, so the
+// consumers never fence: a gpu-scope fence per tile (as in the dropped fused kernels and a draft of
+// this one: 142 µs per layer, docs/history/kernels.md) waits out the loaded memory system's write
+// acknowledgements, ~2-3 µs per tile on the H200. Epochs and flags need no reset between launches
+// (the host passes a new epoch each launch, never 0).
 
 __device__ __forceinline__ unsigned int smem_addr(const void* p) {
     return (unsigned int)__cvta_generic_to_shared(p);
@@ -878,8 +880,8 @@ __device__ __forceinline__ void fused_consume(const unsigned char* base, unsigne
 
 // Tiles whose items the producer warp looks up at once, one lane each (at most 32). With 8, the
 // lookups of a block's down tiles come late enough that their items' activations are mostly
-// published, so the lookup's acquire replaces lane 0's poll (ninth kernel pass: 49.9-50.2 vs
-// 50.7-51.6 µs with 32 at 60 slots of 2560x640, BENCHMARKS.md issue 7).
+// published, so the lookup's acquire replaces lane 0's poll (49.9-50.2 vs
+// 50.7-51.6 µs with 32 at 60 slots of 2560x640: BENCHMARKS.md at commit 225ec1c).
 #define FUSED_LOOKAHEAD 8
 
 // One layer (see the header above). `work`: the launch's work items (4 u32 each: expert
@@ -903,8 +905,8 @@ __device__ __forceinline__ void fused_layer(
     // The next layer's pre-pass (a programmatic launch that waits for this grid before it
     // reads anything) may launch now, and then the next persistent grid, whose blocks start
     // their first weight copies on each multiprocessor this grid's block leaves: layers
-    // enqueued back to back overlap one's tail with the next one's ramp (eleventh kernel
-    // pass: 47.6-47.7 vs 49.3-49.7 µs per layer of 60 slots of 2560x640, BENCHMARKS.md).
+    // enqueued back to back overlap one's tail with the next one's ramp (47.6-47.7 vs
+    // 49.3-49.7 µs per layer of 60 slots of 2560x640: BENCHMARKS.md at commit 225ec1c).
     allow_dependents();
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int stage_bytes = stage_w + stage_s + stage_a;
@@ -1101,7 +1103,7 @@ __device__ __forceinline__ void fused_layer(
                                                      flags, sh, off_dw, off_gus, off_ds,       \
                                                      stage_w, stage_s, stage_a, epoch);        \
     }
-// Eighth pass, the default since the ninth: 60 slots of 2560x640 in 48.6-50.2 µs vs 55.3-57.2
-// for moe_dot_xp_r2j1n3b4 (BENCHMARKS.md issue 7); launches of one wave run the one-wave
-// partner instead.
+// The default: 60 slots of 2560x640 in 48.6-50.2 µs vs 55.3-57.2 for moe_dot_xp_r2j1n3b4
+// (the ranges: BENCHMARKS.md at commit 225ec1c; the current figure: BENCHMARKS.md, "Expert
+// kernels"); launches of one wave run the one-wave partner instead.
 FUSED_ENTRY(moe_dot_fz_r2j1s3b1, 2, 1, 3, 1)

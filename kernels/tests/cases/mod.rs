@@ -29,7 +29,7 @@ impl Case {
 }
 
 /// Tolerance of a GPU result against the f32 CPU reference whose largest magnitude is `scale`:
-/// 1e-4 of it + 1e-5 (stated in BENCHMARKS.md issue 7).
+/// 1e-4 of it + 1e-5 (stated in BENCHMARKS.md, "Expert kernels").
 pub fn tolerance(scale: f32) -> f32 {
     1e-4 * scale + 1e-5
 }
@@ -88,7 +88,7 @@ pub fn ragged(group: usize) -> Case {
     }
 }
 
-/// The persistent kernel's (eighth pass) uneven shapes: 2080x544 with groups of 32 (65 and 17
+/// The persistent kernel's uneven shapes: 2080x544 with groups of 32 (65 and 17
 /// scale groups per row, odd), 36 slots over 3 tokens naming 12 experts, so the launch takes
 /// several waves; its down tiles of 128 rows leave a last tile of 2080 - 16 x 128 = 32 rows.
 pub fn partial_tiles() -> Case {

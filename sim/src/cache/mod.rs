@@ -4,8 +4,8 @@
 //! ([`stream`]), batches and schedules requests ([`schedule`]), resolves budgets
 //! ([`budget`]), and drives the retention policies of `policies::retention` over the stream
 //! ([`driver`]), optionally with a DRAM tier behind VRAM ([`tiers`]). Definitions follow
-//! docs/DESIGN.md ("cache regime", "tiers", "batching") and issue 4. This module does not price
-//! time: the discrete-event engine drives [`CacheSim`] step by step for that.
+//! docs/DESIGN.md ("cache regime", "tiers", "batching") and policies/RETENTION.md. This module does
+//! not price time: the discrete-event engine drives [`CacheSim`] step by step for that.
 
 pub mod budget;
 pub mod driver;

@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_stored_measurement_set_rebuilds_the_shipped_profile() {
-        // The shipped h200-linux profile is the tenth validation pass's calibration: rebuilt
+        // The shipped h200-linux profile is the calibration of commit 0e5365a: rebuilt
         // without a GPU from its raw data, it is the shipped file byte for byte (so a change to
         // how constants are derived shows up here, and the shipped file is regenerated with it).
         let dir = tempfile::tempdir().unwrap();

@@ -60,9 +60,9 @@ pub struct Repetition {
 
 impl Repetition {
     /// Host time of the replay's launches and event records per group, µs (`launch_us` summed
-    /// over the steps / their groups): driver calls without any VMM work, so a probe of the
-    /// host's speed in this repetition (the VMM calls slow down with it: BENCHMARKS.md issue 7,
-    /// eighth validation pass). `None` for a replay without a host breakdown.
+    /// over the steps / their groups): driver calls without any VMM work, so a probe of the host's
+    /// speed in this repetition (the VMM calls slow down with it: launch and commit time correlate,
+    /// r = 0.87, docs/history/validation.md). `None` for a replay without a host breakdown.
     pub fn launch_us_per_group(&self) -> Option<f64> {
         let groups: u64 = self.host.iter().map(|h| u64::from(h.groups)).sum();
         (groups > 0).then(|| self.host.iter().map(|h| h.launch_us).sum::<f64>() / groups as f64)

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use validate::HostBreakdown;
 
 /// The validation goal, percent: a row meets it when its median step-time error is within this
-/// (the project's goal for every mechanism). The table's last lines count the rows that do.
+/// (the goal for every mechanism, BENCHMARKS.md, "Validation"). The table's last lines count the
+/// rows that do.
 pub const GOAL_PCT: f64 = 10.0;
 
 /// The human-readable validation table.
@@ -114,7 +115,8 @@ fn goal_lines(v: &Validation) -> String {
         reports::metrics::count(v.rows.len() as u64, "row")
     );
     // A row's own repetitions bound what one replay can tell: when they disagree by more than
-    // the goal, so may the next replay (BENCHMARKS.md, issue 7, thirteenth validation pass).
+    // the goal, so may the next replay (a row's median moved 5-40% between sets recorded minutes
+    // apart: docs/history/validation.md).
     let widest = v
         .rows
         .iter()

@@ -1,5 +1,5 @@
 #!/bin/bash
-# First device call of the thirteenth validation pass: GPU tests, a full calibration, then the four validation commands
+# First device script of this set: GPU tests, a full calibration, then the four validation commands
 # priced by the shipped profile (re-priced by the new calibration afterwards, without a GPU).
 export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:$LD_LIBRARY_PATH
 S=./dev-s7/sim; K=./dev-s7/gpu

@@ -1,5 +1,5 @@
-//! Calibration arms for two interferences the replay has and the earlier arms lacked
-//! (BENCHMARKS.md issue 7, sixth validation pass):
+//! Calibration arms for two interferences the replay has and the other arms lack
+//! (docs/history/calibration.md, "Interference arms"):
 //! - VMM page-ins and evictions after kernels have READ the live set: in an LRU replay the
 //!   expert kernels read the resident units between page-in cycles, and the same units'
 //!   commits cost 6-40% more (decommits 8-63%) than in a streaming replay, which no arm with an
@@ -26,7 +26,7 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadMode {
-    /// Nothing: no kernel runs (the earlier arms' state).
+    /// Nothing: no kernel runs (the other arms' state).
     None,
     /// A streaming read of an unrelated cuMemAlloc buffer of the live set's bytes, one launch
     /// per live unit's worth (as many launches and bytes as `All`, none of the live set).

@@ -69,7 +69,7 @@ pub struct KernelCalibration {
     pub stream_read_bytes: u64,
     /// Bandwidth of that read, bytes per µs (= MB/s).
     pub stream_read_bytes_per_us: Summary,
-    /// Streaming reads of one 60-slot launch's worth of bytes (diagnostic, seventh pass):
+    /// Streaming reads of one 60-slot launch's worth of bytes (diagnostic):
     /// the ceiling of a read that size, ramp and tail included (absent in older files).
     #[serde(default)]
     pub window_reads: Vec<WindowRead>,
@@ -77,8 +77,8 @@ pub struct KernelCalibration {
     /// (including the load-only twins, `kernels::launch::DotKernel::load_only`, whose arms
     /// time an access pattern, not an FFN; no profile reads them).
     pub kernels: Vec<KernelPoint>,
-    /// The default kernel's layers timed alone and enqueued back to back (absent in files
-    /// written before the eleventh kernel pass).
+    /// The default kernel's layers timed alone and enqueued back to back (absent in sets recorded
+    /// without that arm, such as `validate/tests/fixtures/h200-linux-p8.measurements.json`).
     #[serde(default)]
     pub layer_chain: Option<LayerChain>,
     /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
@@ -351,8 +351,8 @@ fn measure_layer_chain(
     })
 }
 
-/// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue
-/// an event and two launches (3.35 µs per launch measured on the H200, BENCHMARKS.md issue 7).
+/// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue an
+/// event and two launches (3.35 µs per launch measured on the H200, docs/history/calibration.md).
 const KERNEL_QUEUE_FILL_NS: u64 = 200_000;
 
 /// One family of kernel arms sharing a bank of random experts.
@@ -414,8 +414,8 @@ pub(super) fn measure_kernels(
         // Random nibbles and small positive scales, as real int4 experts have (the GPU tests'
         // bank). Random bytes made the scales floats of any magnitude (1e-38 to 3e38, a few NaN
         // or infinite), whose products overflow or underflow, which slows the kernels: the
-        // persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640 (BENCHMARKS.md
-        // issue 7, eighth pass).
+        // persistent kernel took 56-57 µs instead of 48 on 60 slots of 2560x640
+        // (docs/history/kernels.md, "One persistent launch per layer").
         let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
         let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
         let (base, _g) = bank.device_ptr(stream);

@@ -5,9 +5,10 @@
 //! same launch on resident pages, then the experts' migration back to host memory (the
 //! replay's `os*` evictions).
 //!
-//! A first version also ran the page-in arm with a spin kernel keeping the GPU busy: the host
-//! calls were 4-9% faster than on an idle GPU, not slower (BENCHMARKS.md, issue 7, fifth
-//! pass), so only the idle arm is kept; the replay issues its page-ins with the GPU idle.
+//! The page-in arm was also run with a spin kernel keeping the GPU busy: the host calls were
+//! 4-9% faster than on an idle GPU, not slower (docs/history/calibration.md, "Paging at the
+//! replay's granularity"), so only the idle arm is kept; the replay issues its page-ins with the
+//! GPU idle.
 
 use super::{summary, time_events, CalibrateError, Step, MIB};
 use crate::replay_plan::{kernel_geometry, KERNEL_GROUP};
@@ -26,15 +27,16 @@ use std::time::Instant;
 pub const PAGE_IN_UNITS: usize = 8;
 /// Unit slots of the page-in arm's range: its units sit at distinct random slots of a range
 /// of this many units, as a group's page-ins sit among a layer's experts in the replay's bank
-/// (Qwen3-30B-A3B has 128 experts per layer). Where units lie matters: against the same
-/// session's replay, this arm with units 16 MiB apart priced 2-granule commits 5-10% high, with
-/// units 256 MiB apart 35% high (BENCHMARKS.md issue 7, fifth pass).
+/// (Qwen3-30B-A3B has 128 experts per layer). Where units lie matters: against a replay
+/// recorded right after the calibration, this arm with units 16 MiB apart priced 2-granule
+/// commits 5-10% high, with units 256 MiB apart 35% high (docs/history/calibration.md, "Paging
+/// at the replay's granularity"; the 5-10%: BENCHMARKS.md at commit 225ec1c).
 pub const PAGE_IN_SLOTS: usize = 128;
 /// Unit sizes of the page-in arm, in granules (a design choice covering the validation's
 /// units: 2 (Qwen3-30B-A3B int4 `e1`), 8 (granite at 16 MiB `e1`), 32 (granite `e4`) and 128
 /// (`region:256`)). Single-granule units are left out: with units 16 MiB and 256 MiB apart
 /// their commits cost 85 and 179 µs, about as much as 2-granule units or more (92 and 98 µs),
-/// for reasons not understood (BENCHMARKS.md issue 7, fifth pass); they are priced by the fit.
+/// for reasons not understood (BENCHMARKS.md at commit 225ec1c); they are priced by the fit.
 pub const PAGE_IN_GRANULES: [u64; 4] = [2, 8, 32, 128];
 /// Experts faulted by one launch in the fault-concurrency arm.
 pub const FAULT_KS: [usize; 5] = [1, 2, 4, 8, 16];

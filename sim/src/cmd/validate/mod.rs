@@ -62,7 +62,7 @@ pub struct ValidateArgs {
     /// order rotated by one per repetition (so drifts of the machine hit all alike). Reports
     /// each repetition's p50, the median of the repetitions' p50s (the figure the error is
     /// taken against) and their spread. The p50s of back-to-back 12-step replays on an H200
-    /// differed by up to 40% (BENCHMARKS.md, issue 7), so deciding a 10% goal needs 3 or more.
+    /// differed by up to 40% (docs/history/validation.md), so deciding a 10% goal needs 3 or more.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeat: u32,
 
@@ -452,8 +452,8 @@ mod tests {
     }
 
     #[test]
-    fn validation_json_of_earlier_passes_still_reads() {
-        // written before --repeat existed (docs/history/validation.md, final pass)
+    fn validation_json_without_repetitions_still_reads() {
+        // written before --repeat existed (docs/history/validation.md, row "final")
         let text = include_str!("../../../tests/fixtures/validation/final/qwen-lru50.json");
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
         let rows: Vec<ValidationRow> =
@@ -558,8 +558,9 @@ mod tests {
         );
     }
 
-    /// `sim validate` with the flags of the sixth pass's granite replays
-    /// (docs/history/validation.md), re-priced against `file` with `extra` flags on top.
+    /// `sim validate` with the flags of the stored `h200-linux-p6-validation` granite replays (the
+    /// interference arms' check, docs/history/validation.md), re-priced against `file` with `extra`
+    /// flags on top.
     fn granite_p6(file: &str, policies: &str, extra: &[&str]) -> Result<()> {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
         let stored = format!("{root}/sim/tests/fixtures/h200-linux-p6-validation/{file}");
