@@ -36,7 +36,7 @@ const fn m(get: fn(&RunReport) -> Option<f64>, label: &'static str, better: Bett
 /// Bytes to MiB.
 pub const MIB: f64 = 1.0 / (1024.0 * 1024.0);
 
-/// Streaming-regime columns (issue 3's `streaming` block).
+/// Streaming-regime columns (the run's `streaming` block, README.md "sim run").
 pub const STREAMING: &[Metric] = &[
     m(
         |r| Some(r.streaming.as_ref()?.resident_mib_per_layer_step),
@@ -93,7 +93,7 @@ pub const BYTES_PER_TOKEN: Metric = Metric {
     scale: MIB,
 };
 
-/// Cache-regime columns of the detail table (issue 4's `cache` block).
+/// Cache-regime columns of the detail table (the run's `cache` block).
 pub const CACHE: &[Metric] = &[
     BYTES_PER_TOKEN,
     m(
@@ -123,7 +123,7 @@ pub const CACHE: &[Metric] = &[
     ),
 ];
 
-/// Timing columns (issue 5's `timing` block).
+/// Timing columns (the run's `timing` block).
 pub const TIMING: &[Metric] = &[
     m(
         |r| Some(r.timing.as_ref()?.step_ms_p50),
@@ -178,7 +178,7 @@ pub type TimingValue = fn(&TimingReport) -> f64;
 /// Parts of the time-split chart: (value, legend, lane). Lane 0 is the critical path and adds
 /// up to the mean step time (compute + stall, the time compute waits for paging); lane 1 is
 /// the busy time of each paging resource, which overlap each other and compute, so lane 1
-/// need not equal the stall (issue 5's engine: resources have their own timelines).
+/// need not equal the stall (the discrete-event engine gives each resource its own timeline).
 pub const TIME_SPLIT: &[(TimingValue, &str, usize)] = &[
     (|t| t.compute_ms_per_step, "compute", 0),
     (|t| t.stall_ms_per_step, "stall (waiting for paging)", 0),

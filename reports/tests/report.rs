@@ -1,5 +1,5 @@
 //! Reports rendered from a tiny hand-made comparison (2 MoE layers x 4 experts, top-2, 4 tokens)
-//! whose run objects follow the `sim run --json` keys of the run, retention and timing issues.
+//! whose run objects follow the `sim run --json` keys of the run, `cache` and `timing` blocks.
 
 use reports::{Results, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
 use serde_json::{json, Map, Value};

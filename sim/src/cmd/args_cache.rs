@@ -155,7 +155,7 @@ fn parse_schedule(s: &str) -> Schedule {
     }
 }
 
-/// Budgets of the default sweep grid (issue 4): 10, 25, 50, 75 and 90% of the bank.
+/// Budgets of the default sweep grid: 10, 25, 50, 75 and 90% of the bank.
 pub const DEFAULT_SWEEP_BUDGETS: [u128; 5] = [10, 25, 50, 75, 90];
 
 impl CacheArgs {
