@@ -54,7 +54,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cmd::errors::message(&e));
             std::process::ExitCode::FAILURE
         }
     }

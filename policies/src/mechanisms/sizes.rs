@@ -44,24 +44,28 @@ pub struct Sizes {
     pub dtype: Option<DType>,
 }
 
-/// Why the sizes could not be resolved. Messages name the flags to fix.
+/// Why the sizes could not be resolved. The messages say what to change in the settings'
+/// own words (expert size, dtype, granule); the `sim` binary words them with the flags that
+/// set them.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SizeError {
-    #[error("--expert-mib and --dtype both given; give one (--dtype derives the size from the trace header's geometry, --expert-mib sets it directly)")]
+    #[error("both an expert size and a weight dtype given; give one (the dtype derives the size from the trace header's geometry, the expert size sets it directly)")]
     BothGiven,
-    #[error("--expert-mib {0} is not a positive size; give the size of one expert in MiB, e.g. --expert-mib 3")]
+    #[error(
+        "expert size {0} MiB is not a positive size; give the size of one expert in MiB, e.g. 3"
+    )]
     ExpertNotPositive(f64),
-    #[error("--expert-mib {0} rounds to 0 bytes; give the size of one expert in MiB, e.g. --expert-mib 3")]
+    #[error("expert size {0} MiB rounds to 0 bytes; give the size of one expert in MiB, e.g. 3")]
     ExpertZero(f64),
-    #[error("the expert size is unknown: the trace header of model `{model}` has no hidden and expert FFN sizes; give --expert-mib X (MiB per expert)")]
+    #[error("the expert size is unknown: the trace header of model `{model}` has no hidden and expert FFN sizes; give the expert size (MiB per expert)")]
     Missing { model: String },
-    #[error("--expert-mib {0} is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. --expert-mib 3 for 3 MiB), not in bytes or KiB")]
+    #[error("expert size {0} MiB is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. 3 for 3 MiB), not in bytes or KiB")]
     ExpertTooLarge(f64),
-    #[error("the expert size derived from the trace header of model `{model}` is {bytes} bytes, above the limit of 1 TiB per expert; check the header's hidden and expert FFN sizes or give --expert-mib X (MiB per expert)")]
+    #[error("the expert size derived from the trace header of model `{model}` is {bytes} bytes, above the limit of 1 TiB per expert; check the header's hidden and expert FFN sizes or give the expert size (MiB per expert)")]
     HeaderExpertTooLarge { model: String, bytes: u64 },
-    #[error("--granule-mib {0} is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)")]
+    #[error("VMM granule {0} MiB is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)")]
     GranuleTooLarge(f64),
-    #[error("--granule-mib {0} is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)")]
+    #[error("VMM granule {0} MiB is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)")]
     GranuleNotPowerOfTwo(f64),
 }
 
@@ -219,7 +223,7 @@ mod tests {
                 Err(e) => {
                     assert!(!ok, "{mib} MiB refused: {e}");
                     assert_eq!(e, SizeError::ExpertTooLarge(mib));
-                    assert!(e.to_string().contains("--expert-mib"));
+                    assert!(e.to_string().contains("1 TiB"));
                 }
             }
         }

@@ -5,6 +5,7 @@ pub mod args_input;
 pub mod args_timing;
 pub mod calibrate;
 pub mod compare;
+pub mod errors;
 pub mod profile;
 pub mod report;
 pub mod run;

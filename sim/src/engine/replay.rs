@@ -68,6 +68,9 @@ pub struct Replay {
 pub enum EngineError {
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// A prefetch lead outside 1 ..= the MoE layers of a step.
+    #[error("prefetch window {window} is out of range: a predictor needs a lead of 1 to {moe_layers} MoE layers (one step)")]
+    Window { window: usize, moe_layers: usize },
     #[error("{0}")]
     Invalid(String),
 }
@@ -442,10 +445,10 @@ pub fn replay(
     let ng = plans.groups.len();
     let predicting = opts.predictor != PredictorKind::None;
     if predicting && (opts.window == 0 || opts.window > plans.moe_layers.max(1)) {
-        return Err(EngineError::Invalid(format!(
-            "--window {} is out of range: a predictor needs a lead of 1 to {} MoE layers (one step)",
-            opts.window, plans.moe_layers
-        )));
+        return Err(EngineError::Window {
+            window: opts.window,
+            moe_layers: plans.moe_layers,
+        });
     }
     let mut prefetch = predicting.then(|| {
         Prefetcher::new(

@@ -1,0 +1,67 @@
+//! The words of an error for the command line: the libraries' typed errors say what to change
+//! in their own terms (an expert size, a prefetch window); here they name the flag that sets it.
+
+use policies::mechanisms::SizeError;
+use sim::engine::EngineError;
+
+/// The message `sim` prints for `e`: its chain of causes joined by `: ` (as `{:#}` writes an
+/// `anyhow::Error`), each typed cause in the words of its flag.
+pub fn message(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|cause| flag_words(cause).unwrap_or_else(|| cause.to_string()))
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// `cause` worded with the flags that fix it, for the typed errors that have flags.
+fn flag_words(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(e) = cause.downcast_ref::<SizeError>() {
+        return Some(size_words(e));
+    }
+    match cause.downcast_ref::<EngineError>()? {
+        EngineError::Window { window, moe_layers } => Some(format!(
+            "--window {window} is out of range: a predictor needs a lead of 1 to {moe_layers} MoE layers (one step)"
+        )),
+        _ => None,
+    }
+}
+
+/// A size error in terms of `--expert-mib`, `--dtype` and `--granule-mib`.
+fn size_words(e: &SizeError) -> String {
+    match e {
+        SizeError::BothGiven => "--expert-mib and --dtype both given; give one (--dtype derives the size from the trace header's geometry, --expert-mib sets it directly)".into(),
+        SizeError::ExpertNotPositive(x) => format!("--expert-mib {x} is not a positive size; give the size of one expert in MiB, e.g. --expert-mib 3"),
+        SizeError::ExpertZero(x) => format!("--expert-mib {x} rounds to 0 bytes; give the size of one expert in MiB, e.g. --expert-mib 3"),
+        SizeError::Missing { model } => format!("the expert size is unknown: the trace header of model `{model}` has no hidden and expert FFN sizes; give --expert-mib X (MiB per expert)"),
+        SizeError::ExpertTooLarge(x) => format!("--expert-mib {x} is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. --expert-mib 3 for 3 MiB), not in bytes or KiB"),
+        SizeError::HeaderExpertTooLarge { model, bytes } => format!("the expert size derived from the trace header of model `{model}` is {bytes} bytes, above the limit of 1 TiB per expert; check the header's hidden and expert FFN sizes or give --expert-mib X (MiB per expert)"),
+        SizeError::GranuleTooLarge(x) => format!("--granule-mib {x} is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)"),
+        SizeError::GranuleNotPowerOfTwo(x) => format!("--granule-mib {x} is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn typed_causes_name_their_flags_and_the_chain_reads_as_before() {
+        let e = Err::<(), _>(SizeError::ExpertZero(1e-9))
+            .context("sweep row `e1`")
+            .unwrap_err();
+        assert_eq!(
+            message(&e),
+            "sweep row `e1`: --expert-mib 0.000000001 rounds to 0 bytes; give the size of one \
+             expert in MiB, e.g. --expert-mib 3"
+        );
+        let w = anyhow::Error::new(EngineError::Window {
+            window: 30,
+            moe_layers: 24,
+        });
+        assert!(message(&w).starts_with("--window 30 is out of range"));
+        // an untyped chain prints as `{:#}` does
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(message(&plain), format!("{plain:#}"));
+    }
+}
