@@ -66,10 +66,12 @@ pub fn pool_layout(map: &UnitMap, split: Split) -> Result<Vec<u32>, CacheError> 
             .enumerate()
             .map(|(u, info)| {
                 if info.first_moe_layer != info.last_moe_layer {
-                    Err(CacheError::Input(format!(
-                        "--split per-layer needs units inside one layer, but unit {u} of `{}` spans MoE layers {}..={}; use --split global or a per-expert mechanism (e1, eN, os*)",
-                        map.spec, info.first_moe_layer, info.last_moe_layer
-                    )))
+                    Err(CacheError::SplitSpansLayers {
+                        unit: u,
+                        spec: map.spec.clone(),
+                        first: info.first_moe_layer,
+                        last: info.last_moe_layer,
+                    })
                 } else {
                     Ok(info.first_moe_layer)
                 }

@@ -34,9 +34,28 @@ pub enum CacheError {
     /// A profile trace whose model geometry differs from the evaluated trace.
     #[error("{0}")]
     Geometry(String),
-    /// Any other bad input (batch, queue, split, policy).
+    /// Any other bad input (a policy's setup, a stream too long).
     #[error("{0}")]
     Input(String),
+    /// A batch of 0 requests.
+    #[error("a batch of 0: a batch holds at least one request")]
+    BatchZero,
+    /// A scheduler queue shorter than the batch it picks from it.
+    #[error("a queue of {queue} is smaller than the batch of {batch}: the scheduler picks a batch among the queue, so give a queue at least as long as the batch")]
+    QueueBelowBatch { queue: usize, batch: usize },
+    /// A per-layer budget split over a mechanism whose units span layers.
+    #[error("a per-layer split needs units inside one layer, but unit {unit} of `{spec}` spans MoE layers {first}..={last}; split the budget globally or use a per-expert mechanism (e1, eN, os*)")]
+    SplitSpansLayers {
+        unit: usize,
+        spec: String,
+        first: u32,
+        last: u32,
+    },
+    /// A tokens-per-second target or link bandwidth that is not a positive number.
+    #[error(
+        "the target of {target} tokens/s and the link of {link_gbps} GB/s must be positive numbers"
+    )]
+    TargetNotPositive { target: f64, link_gbps: f64 },
 }
 
 /// Everything that selects one cache-regime run besides the stream.

@@ -46,15 +46,11 @@ pub fn form_batches(
     schedule: Schedule,
 ) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
     if batch == 0 {
-        return Err(CacheError::Input(
-            "--batch 0: a batch holds at least one request".into(),
-        ));
+        return Err(CacheError::BatchZero);
     }
     if let Some(q) = queue {
         if q < batch {
-            return Err(CacheError::Input(format!(
-                "--queue {q} is smaller than --batch {batch}: the scheduler picks a batch among the queue, so give --queue >= --batch"
-            )));
+            return Err(CacheError::QueueBelowBatch { queue: q, batch });
         }
     }
     if schedule == Schedule::Fifo {

@@ -20,9 +20,7 @@ pub fn smallest_budget(
 ) -> Result<TargetReport, CacheError> {
     let positive = |x: f64| x > 0.0 && x.is_finite();
     if !positive(target) || !positive(link_gbps) {
-        return Err(CacheError::Input(format!(
-            "--target-tokens-per-s {target} and --link-gbps {link_gbps} must be positive numbers"
-        )));
+        return Err(CacheError::TargetNotPositive { target, link_gbps });
     }
     let link = link_gbps * 1e9;
     let mut evaluations = 0u64;

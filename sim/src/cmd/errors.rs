@@ -2,6 +2,7 @@
 //! in their own terms (an expert size, a prefetch window); here they name the flag that sets it.
 
 use policies::mechanisms::SizeError;
+use sim::cache::CacheError;
 use sim::engine::EngineError;
 
 /// The message `sim` prints for `e`: its chain of causes joined by `: ` (as `{:#}` writes an
@@ -18,12 +19,26 @@ fn flag_words(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
     if let Some(e) = cause.downcast_ref::<SizeError>() {
         return Some(size_words(e));
     }
+    if let Some(e) = cause.downcast_ref::<CacheError>() {
+        return cache_words(e);
+    }
     match cause.downcast_ref::<EngineError>()? {
         EngineError::Window { window, moe_layers } => Some(format!(
             "--window {window} is out of range: a predictor needs a lead of 1 to {moe_layers} MoE layers (one step)"
         )),
         _ => None,
     }
+}
+
+/// A cache-regime error in terms of `--batch`, `--queue`, `--split` and the target flags.
+fn cache_words(e: &CacheError) -> Option<String> {
+    Some(match e {
+        CacheError::BatchZero => "--batch 0: a batch holds at least one request".into(),
+        CacheError::QueueBelowBatch { queue, batch } => format!("--queue {queue} is smaller than --batch {batch}: the scheduler picks a batch among the queue, so give --queue >= --batch"),
+        CacheError::SplitSpansLayers { unit, spec, first, last } => format!("--split per-layer needs units inside one layer, but unit {unit} of `{spec}` spans MoE layers {first}..={last}; use --split global or a per-expert mechanism (e1, eN, os*)"),
+        CacheError::TargetNotPositive { target, link_gbps } => format!("--target-tokens-per-s {target} and --link-gbps {link_gbps} must be positive numbers"),
+        _ => return None,
+    })
 }
 
 /// A size error in terms of `--expert-mib`, `--dtype` and `--granule-mib`.
