@@ -6,7 +6,7 @@ use super::{distinct, expert_mib, figure, slug, trace_of};
 use crate::doc::{Cell, Doc};
 use crate::metrics::fmt;
 use crate::plots::{self, LineChart, Scale, Series};
-use crate::results::Results;
+use crate::results::{Results, TraceInfo};
 use serde_json::Value;
 
 /// The hardware profile: device, every constant with value, unit and provenance, notes.
@@ -70,9 +70,18 @@ fn profile_section(doc: &mut Doc, p: &Value) {
     }
 }
 
-/// The inputs section and the traces section.
-pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
+/// The inputs section: the traces and their provenance, the model geometry, the hardware
+/// profile and the resolved grid.
+pub(super) fn inputs(doc: &mut Doc, res: &Results) {
     doc.h(2, "Inputs");
+    trace_table(doc, res);
+    provenance(doc, res);
+    model_geometry(doc, res);
+    hardware_and_grid(doc, res);
+}
+
+/// One row per trace: model, phase, sizes, distinct keys, recorded or synthetic.
+fn trace_table(doc: &mut Doc, res: &Results) {
     doc.h(3, "Traces");
     let rows = res
         .traces
@@ -113,6 +122,10 @@ pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         .to_vec(),
         rows,
     );
+}
+
+/// Where each trace came from: file, tool, date, prompts, generator, source, licence.
+fn provenance(doc: &mut Doc, res: &Results) {
     let mut prov = Vec::new();
     for t in &res.traces {
         let p = &t.provenance;
@@ -144,7 +157,10 @@ pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         prov.push(s);
     }
     doc.list(prov);
+}
 
+/// Layers, experts, top-k and sizes of each distinct model, and the expert size the runs used.
+fn model_geometry(doc: &mut Doc, res: &Results) {
     doc.h(3, "Model geometry");
     let geo = distinct(res.traces.iter().map(|t| &t.model));
     for m in geo {
@@ -180,7 +196,10 @@ pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             ));
         }
     }
+}
 
+/// The hardware profile (or why there is none) and the grid as `sim compare` resolved it.
+fn hardware_and_grid(doc: &mut Doc, res: &Results) {
     doc.h(3, "Hardware profile");
     match &res.profile {
         Some(p) => profile_section(doc, p),
@@ -198,8 +217,21 @@ pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             .map(|(k, v)| format!("`{k}`: {}", crate::flatten::cell(v)))
             .collect(),
     );
+}
 
+/// The traces section: the concentration curve, then per trace its skew map and statistics.
+pub(super) fn traces(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     doc.h(2, "The traces");
+    concentration(doc, res)?;
+    for t in &res.traces {
+        skew(doc, t)?;
+        trace_stats(doc, t);
+    }
+    Ok(())
+}
+
+/// Share of accesses taken by the hottest keys, one curve per trace.
+fn concentration(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     let curves: Vec<Series> = res
         .traces
         .iter()
@@ -239,55 +271,62 @@ pub(super) fn inputs(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         ),
         "Concentration curve: the hottest x% of (layer, expert) keys take y% of all expert accesses. A diagonal would be uniform routing; the further above it, the more a small pinned set can serve.".into(),
     )?;
-    for t in &res.traces {
-        let rows: Vec<Vec<f64>> = t
-            .expert_counts
-            .iter()
-            .map(|l| {
-                let total: u64 = l.iter().sum();
-                let mut v: Vec<f64> = l
-                    .iter()
-                    .map(|&c| {
-                        if total > 0 {
-                            c as f64 / total as f64 * 100.0
-                        } else {
-                            0.0
-                        }
-                    })
-                    .collect();
-                v.sort_by(|a, b| b.total_cmp(a));
-                v
-            })
-            .collect();
-        let title = format!(
-            "Per-layer skew of `{}`: share of the layer's selections by expert rank",
-            t.name
-        );
-        figure(
-            doc,
-            format!("skew_{}.svg", slug(&t.name)),
-            plots::heat_map(&title.replace('`', ""), "expert rank in its layer (0 = most selected)", "MoE layer", &rows),
-            format!("{title}. Each row is one MoE layer, its experts sorted by selection count; dark cells on the left mean a few experts dominate the layer."),
-        )?;
-        if let Some(stats) = t.stats.as_ref().and_then(Value::as_object) {
-            let items: Vec<String> = stats
+    Ok(())
+}
+
+/// Per MoE layer of `t`, each expert's share of the layer's selections, sorted by rank.
+fn skew(doc: &mut Doc, t: &TraceInfo) -> anyhow::Result<()> {
+    let rows: Vec<Vec<f64>> = t
+        .expert_counts
+        .iter()
+        .map(|l| {
+            let total: u64 = l.iter().sum();
+            let mut v: Vec<f64> = l
                 .iter()
-                .filter_map(|(k, v)| match v {
-                    Value::Number(_) | Value::String(_) | Value::Bool(_) => {
-                        Some(format!("`{k}`: {}", crate::flatten::cell(v)))
+                .map(|&c| {
+                    if total > 0 {
+                        c as f64 / total as f64 * 100.0
+                    } else {
+                        0.0
                     }
-                    Value::Array(a) if k == "always_on_keys" => {
-                        Some(format!("`always_on_keys`: {} keys, {}", a.len(), v))
-                    }
-                    _ => None,
                 })
                 .collect();
-            doc.p(format!(
-                "Statistics of `{}` (`sim trace stats --json`):",
-                t.name
-            ));
-            doc.list(items);
-        }
-    }
+            v.sort_by(|a, b| b.total_cmp(a));
+            v
+        })
+        .collect();
+    let title = format!(
+        "Per-layer skew of `{}`: share of the layer's selections by expert rank",
+        t.name
+    );
+    figure(
+        doc,
+        format!("skew_{}.svg", slug(&t.name)),
+        plots::heat_map(&title.replace('`', ""), "expert rank in its layer (0 = most selected)", "MoE layer", &rows),
+        format!("{title}. Each row is one MoE layer, its experts sorted by selection count; dark cells on the left mean a few experts dominate the layer."),
+    )?;
     Ok(())
+}
+
+/// The scalar statistics `sim trace stats --json` gives for `t`, if the results carry them.
+fn trace_stats(doc: &mut Doc, t: &TraceInfo) {
+    if let Some(stats) = t.stats.as_ref().and_then(Value::as_object) {
+        let items: Vec<String> = stats
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Value::Number(_) | Value::String(_) | Value::Bool(_) => {
+                    Some(format!("`{k}`: {}", crate::flatten::cell(v)))
+                }
+                Value::Array(a) if k == "always_on_keys" => {
+                    Some(format!("`always_on_keys`: {} keys, {}", a.len(), v))
+                }
+                _ => None,
+            })
+            .collect();
+        doc.p(format!(
+            "Statistics of `{}` (`sim trace stats --json`):",
+            t.name
+        ));
+        doc.list(items);
+    }
 }

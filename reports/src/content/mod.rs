@@ -194,7 +194,8 @@ pub fn build(res: &Results) -> anyhow::Result<Doc> {
     doc.h(1, TITLE);
     glance::question(&mut doc, res);
     glance::findings(&mut doc, res);
-    inputs::inputs(&mut doc, res)?;
+    inputs::inputs(&mut doc, res);
+    inputs::traces(&mut doc, res)?;
     streaming::streaming(&mut doc, res)?;
     retention::retention(&mut doc, res)?;
     timing::timing(&mut doc, res)?;

@@ -105,6 +105,10 @@ pub(super) fn other_blocks(doc: &mut Doc, res: &Results) {
     }
 }
 
+/// Per kind of static choice, packing (streaming) then pinning (retention): the largest
+/// relative loss and the run that has it.
+type Worst = [Option<(f64, String)>; 2];
+
 /// Cross-trace stability: the loss of each static choice made on another trace.
 pub(super) fn stability(doc: &mut Doc, res: &Results) {
     let cross: Vec<&RunEntry> = res.runs.iter().filter(|r| r.grid.is_cross()).collect();
@@ -113,55 +117,10 @@ pub(super) fn stability(doc: &mut Doc, res: &Results) {
     }
     doc.h(2, "Cross-trace stability");
     doc.p("A static packing or pin set is chosen on one trace (the profile trace) and evaluated on another. The loss is the extra memory held (streaming) or bytes moved per token (retention) compared with choosing on the evaluated trace itself; 0% means the choice transfers perfectly.");
-    // [packing (streaming), pinning (retention)]: the largest relative loss and its run
-    let mut worst: [Option<(f64, String)>; 2] = [None, None];
+    let mut worst: Worst = [None, None];
     let mut rows = Vec::new();
     for r in cross {
-        let own = res.runs.iter().find(|x| {
-            !x.grid.is_cross()
-                && x.grid.trace == r.grid.trace
-                && x.grid.mechanism == r.grid.mechanism
-                && x.grid.evict == r.grid.evict
-                && x.grid.budget == r.grid.budget
-                && x.grid.split == r.grid.split
-                && x.grid.batch == r.grid.batch
-        });
-        let (get, unit, scale): (fn(&RunEntry) -> Option<f64>, _, _) = if r.grid.evict.is_some() {
-            (bytes_per_token, "MiB/token", metrics::MIB)
-        } else {
-            (resident_mib, "resident MiB/layer step", 1.0)
-        };
-        let v = get(r);
-        let o = own.and_then(get);
-        if let (Some(v), Some(o)) = (v, o) {
-            let slot = &mut worst[usize::from(r.grid.evict.is_some())];
-            let beaten = !matches!(slot, Some((w, _)) if *w >= v / o - 1.0);
-            if o > 0.0 && beaten {
-                *slot = Some((
-                    v / o - 1.0,
-                    format!(
-                        "`{}` chosen on `{}` and evaluated on `{}`",
-                        run_label(r),
-                        r.grid.profile_trace,
-                        r.grid.trace
-                    ),
-                ));
-            }
-        }
-        let loss = match (v, o) {
-            (Some(v), Some(o)) if o > 0.0 => format!("{:+.1}%", (v / o - 1.0) * 100.0),
-            (Some(v), Some(o)) => format!("{:+}", fmt((v - o) * scale)),
-            _ => "–".into(),
-        };
-        rows.push(vec![
-            Cell::plain(run_label(r)),
-            Cell::plain(format!("`{}`", r.grid.profile_trace)),
-            Cell::plain(format!("`{}`", r.grid.trace)),
-            Cell::plain(unit),
-            Cell::plain(v.map(|v| fmt(v * scale)).unwrap_or("–".into())),
-            Cell::plain(o.map(|v| fmt(v * scale)).unwrap_or("–".into())),
-            Cell::plain(loss),
-        ]);
+        rows.push(stability_row(res, r, &mut worst));
     }
     let mut items = Vec::new();
     if let Some((l, what)) = &worst[0] {
@@ -191,6 +150,55 @@ pub(super) fn stability(doc: &mut Doc, res: &Results) {
         .to_vec(),
         rows,
     );
+}
+/// The row of cross run `r` against the run chosen on its own trace; a larger relative loss
+/// than the worst so far replaces it.
+fn stability_row(res: &Results, r: &RunEntry, worst: &mut Worst) -> Vec<Cell> {
+    let own = res.runs.iter().find(|x| {
+        !x.grid.is_cross()
+            && x.grid.trace == r.grid.trace
+            && x.grid.mechanism == r.grid.mechanism
+            && x.grid.evict == r.grid.evict
+            && x.grid.budget == r.grid.budget
+            && x.grid.split == r.grid.split
+            && x.grid.batch == r.grid.batch
+    });
+    let (get, unit, scale): (fn(&RunEntry) -> Option<f64>, _, _) = if r.grid.evict.is_some() {
+        (bytes_per_token, "MiB/token", metrics::MIB)
+    } else {
+        (resident_mib, "resident MiB/layer step", 1.0)
+    };
+    let v = get(r);
+    let o = own.and_then(get);
+    if let (Some(v), Some(o)) = (v, o) {
+        let slot = &mut worst[usize::from(r.grid.evict.is_some())];
+        let beaten = !matches!(slot, Some((w, _)) if *w >= v / o - 1.0);
+        if o > 0.0 && beaten {
+            *slot = Some((
+                v / o - 1.0,
+                format!(
+                    "`{}` chosen on `{}` and evaluated on `{}`",
+                    run_label(r),
+                    r.grid.profile_trace,
+                    r.grid.trace
+                ),
+            ));
+        }
+    }
+    let loss = match (v, o) {
+        (Some(v), Some(o)) if o > 0.0 => format!("{:+.1}%", (v / o - 1.0) * 100.0),
+        (Some(v), Some(o)) => format!("{:+}", fmt((v - o) * scale)),
+        _ => "–".into(),
+    };
+    vec![
+        Cell::plain(run_label(r)),
+        Cell::plain(format!("`{}`", r.grid.profile_trace)),
+        Cell::plain(format!("`{}`", r.grid.trace)),
+        Cell::plain(unit),
+        Cell::plain(v.map(|v| fmt(v * scale)).unwrap_or("–".into())),
+        Cell::plain(o.map(|v| fmt(v * scale)).unwrap_or("–".into())),
+        Cell::plain(loss),
+    ]
 }
 
 /// What the output files hold.
