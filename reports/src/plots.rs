@@ -3,6 +3,7 @@
 //! split) and a heat map (per-layer skew). Each function returns the SVG text; the series
 //! names appear as legend text so a reader (and the tests) can tell the lines apart.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Size of every chart in pixels (width, height).
@@ -166,13 +167,7 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
         let xs = span(series.iter().flat_map(|s| s.points.iter().map(|p| tx(p.0))));
         let ys = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
         let (Some((x0, x1)), Some((y0, y1))) = (xs, ys) else {
-            root.titled(spec.title, ("sans-serif", 20)).map_err(err)?;
-            root.draw_text(
-                "no data",
-                &("sans-serif", 16).into_text_style(&root),
-                (SIZE.0 as i32 / 2 - 30, SIZE.1 as i32 / 2),
-            )
-            .map_err(err)?;
+            no_data(&root, spec.title)?;
             whole.present().map_err(err)?;
             drop((root, side, whole));
             return Ok(svg);
@@ -211,45 +206,76 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
             .map_err(err)?;
         let mut entries: Vec<Entry> = Vec::new();
         for (i, s) in series.iter().enumerate() {
-            let lname = s.name.to_lowercase();
-            let c = if lname.contains("belady") || lname.contains("bound") {
-                BLACK
-            } else {
-                color(s.color.unwrap_or(i))
-            };
-            entries.push((s.name.clone(), c, Some(s.dashed)));
-            let mut pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
-            if s.step {
-                let mut st = Vec::with_capacity(pts.len() * 2);
-                for (j, &(x, y)) in pts.iter().enumerate() {
-                    if j > 0 {
-                        st.push((x, pts[j - 1].1));
-                    }
-                    st.push((x, y));
-                }
-                pts = st;
-            }
-            let style = ShapeStyle::from(&c).stroke_width(2);
-            if s.dashed {
-                chart
-                    .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
-                    .map_err(err)?;
-            } else {
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), style))
-                    .map_err(err)?;
-            }
-            // markers only where the points are few enough to read
-            if !s.step && pts.len() <= 40 {
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                    .map_err(err)?;
-            }
+            entries.push(draw_line(&mut chart, i, s, tx)?);
         }
         legend(&side, &entries)?;
         whole.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// The title and a "no data" note, for a line chart without a point to draw.
+fn no_data(
+    root: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    title: &str,
+) -> anyhow::Result<()> {
+    root.titled(title, ("sans-serif", 20)).map_err(err)?;
+    root.draw_text(
+        "no data",
+        &("sans-serif", 16).into_text_style(root),
+        (SIZE.0 as i32 / 2 - 30, SIZE.1 as i32 / 2),
+    )
+    .map_err(err)?;
+    Ok(())
+}
+
+/// Draw series `s`, the `i`th of its chart, with x mapped by `tx`: black for a bound, solid or
+/// dashed, as steps for a CDF, with markers where the points are few. Returns its legend entry.
+fn draw_line(
+    chart: &mut ChartContext<SVGBackend, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    i: usize,
+    s: &Series,
+    tx: impl Fn(f64) -> f64,
+) -> anyhow::Result<Entry> {
+    let lname = s.name.to_lowercase();
+    let c = if lname.contains("belady") || lname.contains("bound") {
+        BLACK
+    } else {
+        color(s.color.unwrap_or(i))
+    };
+    let mut pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
+    if s.step {
+        pts = steps(&pts);
+    }
+    let style = ShapeStyle::from(&c).stroke_width(2);
+    if s.dashed {
+        chart
+            .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
+            .map_err(err)?;
+    } else {
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(err)?;
+    }
+    // markers only where the points are few enough to read
+    if !s.step && pts.len() <= 40 {
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(err)?;
+    }
+    Ok((s.name.clone(), c, Some(s.dashed)))
+}
+
+/// Points as steps: each y is held until the next point's x.
+fn steps(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut st = Vec::with_capacity(pts.len() * 2);
+    for (j, &(x, y)) in pts.iter().enumerate() {
+        if j > 0 {
+            st.push((x, pts[j - 1].1));
+        }
+        st.push((x, y));
+    }
+    st
 }
 
 /// One stacked part of [`stacked_bars`]: legend name, lane (which of the category's bars it

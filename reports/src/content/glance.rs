@@ -1,0 +1,333 @@
+//! The report's opening: the question it answers, and the answer in brief — per trace an
+//! at-a-glance table of the best figure of each mechanism, then the findings in words.
+
+use super::{
+    belady_of, bytes_per_token, cmp_f64, distinct, expert_mib, is_belady, own, profile_name,
+    resident_mib, run_label, tokens_per_s,
+};
+use crate::doc::{Cell, Doc};
+use crate::metrics::{self, best, fmt, Better};
+use crate::results::{Results, RunEntry, TraceInfo};
+use crate::run::TimingReport;
+
+/// What the report answers, and whether this is only one shard of it.
+pub(super) fn question(doc: &mut Doc, res: &Results) {
+    doc.h(2, "The question");
+    let hw = profile_name(res)
+        .map(|n| format!("what each costs in decode-step time on `{n}`"))
+        .unwrap_or_else(|| "(no hardware profile was given, so time is not simulated)".into());
+    doc.p(format!(
+        "A Mixture-of-Experts model routes every token, in every MoE layer, to its top-k experts. When the experts do not all fit in GPU memory, something must decide how expert weights are committed and paged in. This report replays recorded router selections and answers: which paging mechanism holds the least GPU memory per layer and decode step, which retention policy moves the fewest bytes over PCIe per token under a VRAM budget, how far each is from the bound (the ideal of holding exactly the selected experts; Belady/MIN, the offline optimum, for retention), and {hw}."
+    ));
+    if let Some(s) = res.shard {
+        doc.p(format!(
+            "**Partial result:** this directory holds shard {}/{} ({} of {} runs). Merge all shards with `sim report --merge DIR... --out DIR` for the full comparison.",
+            s.index,
+            s.count,
+            res.runs.len(),
+            res.total_runs
+        ));
+    }
+}
+
+/// A cell of an at-a-glance table: the value the best is marked by, and its text.
+type GlanceCell = (Option<f64>, String);
+
+/// The at-a-glance tables, one per trace, and what their columns mean.
+fn glance(doc: &mut Doc, res: &Results) {
+    for t in &res.traces {
+        glance_table(doc, res, t);
+    }
+    doc.p(format!(
+        "Resident MiB per layer step: memory each mechanism holds when nothing is retained (lower is better; the ideal holds exactly the selected experts). MiB per token: the least any online policy moves at that VRAM budget, with its ratio to Belady/MIN, the offline optimum, on the same mechanism and budget.{} The best cell of each column is highlighted; details follow in the sections below.",
+        if res.runs.iter().any(|r| r.timing().is_some()) {
+            format!(" Tokens per second: the best over the policies and budgets of that mechanism, simulated on `{}`.", profile_name(res).unwrap_or_default())
+        } else {
+            String::new()
+        }
+    ));
+}
+
+/// One row per mechanism of trace `t`: memory held (streaming), the fewest bytes per token of
+/// any policy at each budget with its distance from Belady, and the best tokens/s.
+fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
+    let runs: Vec<&RunEntry> = own(res, &t.name).collect();
+    if runs.is_empty() {
+        return;
+    }
+    // the smallest batch and the first split, so every cell compares like with like
+    let batch = runs.iter().filter_map(|r| r.grid.batch).min();
+    let split = runs.iter().find_map(|r| r.grid.split.clone());
+    let runs: Vec<&RunEntry> = runs
+        .into_iter()
+        .filter(|r| r.grid.evict.is_none() || (r.grid.batch == batch && r.grid.split == split))
+        .collect();
+    let mechs = distinct(runs.iter().map(|r| r.grid.mechanism.clone()));
+    let budgets: Vec<String> = distinct(runs.iter().filter_map(|r| r.grid.budget.clone()));
+    let timed = runs.iter().any(|r| r.timing().is_some());
+    let mut header = vec![
+        "mechanism".to_string(),
+        "memory held: MiB / layer step (x ideal)".to_string(),
+    ];
+    header.extend(
+        budgets
+            .iter()
+            .map(|b| format!("fewest MiB / token at {b} (x Belady)")),
+    );
+    if timed {
+        header.push("best tokens/s (policy @ budget)".into());
+    }
+    let mut cols: Vec<Vec<GlanceCell>> = vec![Vec::new(); header.len() - 1];
+    for m in &mechs {
+        let of_m: Vec<&RunEntry> = runs
+            .iter()
+            .filter(|r| &r.grid.mechanism == m)
+            .cloned()
+            .collect();
+        cols[0].push(held_cell(t, &of_m));
+        for (bi, b) in budgets.iter().enumerate() {
+            cols[1 + bi].push(fewest_cell(res, &of_m, b));
+        }
+        if timed {
+            cols[1 + budgets.len()].push(fastest_cell(&of_m));
+        }
+    }
+    let rows = marked_rows(&mechs, &cols, timed);
+    doc.h(
+        3,
+        format!(
+            "At a glance: `{}`{}",
+            t.name,
+            batch.map(|b| format!(", batch {b}")).unwrap_or_default()
+        ),
+    );
+    doc.table(header, rows);
+}
+
+/// Memory held by the streaming run of one mechanism, with its ratio to the ideal.
+fn held_cell(t: &TraceInfo, of_m: &[&RunEntry]) -> GlanceCell {
+    let stream = of_m.iter().find(|r| r.grid.evict.is_none());
+    let v = stream.and_then(|r| resident_mib(r));
+    let ideal = stream
+        .and_then(|r| expert_mib(r, t))
+        .zip(t.mean_top_k())
+        .map(|(e, k)| e * k);
+    let text = match (v, ideal) {
+        (Some(v), Some(i)) if i > 0.0 => format!("{} ({}x)", fmt(v), fmt(v / i)),
+        (Some(v), _) => fmt(v),
+        _ => "–".into(),
+    };
+    (v, text)
+}
+
+/// The fewest bytes per token any online policy of one mechanism moves at budget `b`, with
+/// the policy and its ratio to Belady.
+fn fewest_cell(res: &Results, of_m: &[&RunEntry], b: &str) -> GlanceCell {
+    let best = of_m
+        .iter()
+        .filter(|r| r.grid.budget.as_deref() == Some(b) && !is_belady(r))
+        .filter_map(|r| Some((*r, bytes_per_token(r)?)))
+        .min_by(|x, y| cmp_f64(x.1, y.1));
+    match best {
+        Some((r, v)) => {
+            let bound = belady_of(res, r).and_then(bytes_per_token);
+            let ratio = bound
+                .filter(|&x| x > 0.0)
+                .map(|x| format!(" ({}x)", fmt(v / x)))
+                .unwrap_or_default();
+            (
+                Some(v),
+                format!(
+                    "{} {}{ratio}",
+                    r.grid.evict.as_deref().unwrap_or("-"),
+                    fmt(v * metrics::MIB)
+                ),
+            )
+        }
+        None => (None, "–".into()),
+    }
+}
+
+/// The most tokens per second of one mechanism over its policies and budgets, and where.
+fn fastest_cell(of_m: &[&RunEntry]) -> GlanceCell {
+    let best = of_m
+        .iter()
+        .filter(|r| !is_belady(r))
+        .filter_map(|r| Some((*r, tokens_per_s(r)?)))
+        .max_by(|x, y| cmp_f64(x.1, y.1));
+    match best {
+        Some((r, v)) => {
+            let how = match (&r.grid.evict, &r.grid.budget) {
+                (Some(e), Some(b)) => format!("{e} @ {b}"),
+                _ => "streaming".into(),
+            };
+            (Some(v), format!("{} ({how})", fmt(v)))
+        }
+        None => (None, "–".into()),
+    }
+}
+
+/// The table rows: per mechanism its cells, the best of each column marked (tokens/s is
+/// better higher, every other column lower).
+fn marked_rows(mechs: &[String], cols: &[Vec<GlanceCell>], timed: bool) -> Vec<Vec<Cell>> {
+    let better: Vec<Better> = (0..cols.len())
+        .map(|c| {
+            if timed && c == cols.len() - 1 {
+                Better::Higher
+            } else {
+                Better::Lower
+            }
+        })
+        .collect();
+    let marks: Vec<Vec<bool>> = cols
+        .iter()
+        .zip(&better)
+        .map(|(c, b)| best(&c.iter().map(|x| x.0).collect::<Vec<_>>(), *b))
+        .collect();
+    mechs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut row = vec![Cell::plain(format!("`{m}`"))];
+            row.extend(cols.iter().zip(&marks).map(|(c, mk)| Cell {
+                text: c[i].1.clone(),
+                best: mk[i],
+            }));
+            row
+        })
+        .collect()
+}
+
+/// The answer in brief: the at-a-glance tables, then the findings per trace in words.
+pub(super) fn findings(doc: &mut Doc, res: &Results) {
+    doc.h(2, "Answer in brief");
+    glance(doc, res);
+    doc.h(3, "In words");
+    let mut items = Vec::new();
+    for t in &res.traces {
+        memory_findings(res, t, &mut items);
+        retention_findings(res, t, &mut items);
+        speed_findings(res, t, &mut items);
+    }
+    let absent = absent_blocks(res);
+    if !absent.is_empty() {
+        items.push(format!("Not in these results: {}.", absent.join("; ")));
+    }
+    doc.list(items);
+}
+
+/// Which mechanism of trace `t` holds the least memory streaming, against the ideal, and
+/// which the most.
+fn memory_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
+    let stream: Vec<(&RunEntry, f64)> = own(res, &t.name)
+        .filter(|r| r.grid.evict.is_none())
+        .filter_map(|r| Some((r, resident_mib(r)?)))
+        .collect();
+    let least = stream.iter().min_by(|a, b| cmp_f64(a.1, b.1));
+    let most = stream.iter().max_by(|a, b| cmp_f64(a.1, b.1));
+    if let (Some(&(b, res_mib)), Some(&(worst, worst_mib))) = (least, most) {
+        let ideal = expert_mib(b, t).zip(t.mean_top_k()).map(|(e, k)| e * k);
+        items.push(format!(
+            "`{}`: least memory held is `{}` at {} MiB per layer step{} (most: `{}` at {} MiB).",
+            t.name,
+            b.grid.mechanism,
+            fmt(res_mib),
+            ideal
+                .map(|i| format!(
+                    ", {}x the ideal of {} MiB (top-k x expert size)",
+                    fmt(res_mib / i),
+                    fmt(i)
+                ))
+                .unwrap_or_default(),
+            worst.grid.mechanism,
+            fmt(worst_mib),
+        ));
+    }
+}
+
+/// Per budget and batch of trace `t`, the online policy that moves the fewest bytes, against
+/// Belady.
+fn retention_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
+    let cache: Vec<(&RunEntry, f64)> = own(res, &t.name)
+        .filter(|r| r.grid.evict.is_some())
+        .filter_map(|r| Some((r, bytes_per_token(r)?)))
+        .collect();
+    for budget in distinct(cache.iter().map(|r| r.0.grid.budget.clone())) {
+        for batch in distinct(cache.iter().map(|r| r.0.grid.batch)) {
+            let Some(&(b, bpt)) = cache
+                .iter()
+                .filter(|(r, _)| r.grid.budget == budget && r.grid.batch == batch && !is_belady(r))
+                .min_by(|a, b| cmp_f64(a.1, b.1))
+            else {
+                continue;
+            };
+            let v = bpt * metrics::MIB;
+            let bound = belady_of(res, b)
+                .and_then(bytes_per_token)
+                .map(|x| x * metrics::MIB);
+            items.push(format!(
+                "`{}`, budget {}{}: fewest bytes moved by `{}` with {} MiB per token{}.",
+                t.name,
+                budget.as_deref().unwrap_or("-"),
+                batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
+                run_label(b),
+                fmt(v),
+                match bound {
+                    Some(x) if x > 0.0 => format!(
+                        "; Belady/MIN needs {} MiB, so it is {}x the bound",
+                        fmt(x),
+                        fmt(v / x)
+                    ),
+                    Some(x) => format!("; Belady/MIN needs {} MiB", fmt(x)),
+                    None => "; no Belady run to compare with".into(),
+                }
+            ));
+        }
+    }
+}
+
+/// Per batch of trace `t`, the fastest run and its step latency.
+fn speed_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
+    let timed: Vec<(&RunEntry, &TimingReport)> = own(res, &t.name)
+        .filter_map(|r| Some((r, r.timing()?)))
+        .collect();
+    for batch in distinct(timed.iter().map(|r| r.0.grid.batch)) {
+        if let Some((b, tm)) = timed
+            .iter()
+            .filter(|(r, _)| r.grid.batch == batch && !is_belady(r))
+            .max_by(|a, b| cmp_f64(a.1.tokens_per_s, b.1.tokens_per_s))
+        {
+            items.push(format!(
+                "`{}`{}: fastest is `{}` at {} tokens/s (step p50 {} ms, p99 {} ms) on `{}`.",
+                t.name,
+                batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
+                run_label(b),
+                fmt(tm.tokens_per_s),
+                fmt(tm.step_ms_p50),
+                fmt(tm.step_ms_p99),
+                profile_name(res).unwrap_or_default()
+            ));
+        }
+    }
+}
+
+/// What the results lack, as sentences, so the reader knows what was not measured.
+fn absent_blocks(res: &Results) -> Vec<String> {
+    let mut v = Vec::new();
+    let any = |has: fn(&RunEntry) -> bool| res.runs.iter().any(has);
+    if !any(|r| r.streaming().is_some()) {
+        v.push("the streaming regime (no run has a `streaming` block)".to_string());
+    }
+    if !any(|r| r.cache().is_some()) {
+        v.push(
+            "retention under a budget (no run has a `cache` block: give `--evict` and `--budgets`)"
+                .to_string(),
+        );
+    }
+    if !any(|r| r.timing().is_some()) {
+        v.push(
+            "time (no run has a `timing` block: give a hardware profile with `--hw`)".to_string(),
+        );
+    }
+    v
+}

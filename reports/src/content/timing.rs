@@ -1,0 +1,277 @@
+//! Time per decode step on the given hardware profile: per trace, batch and budget the timing
+//! table against Belady/MIN, where a step's time goes, the step-latency CDF, and tokens per
+//! second against batch size.
+
+use super::{
+    belady_of, by_metric, distinct, figure, is_belady, metric_table, profile_name, run_label, slug,
+    step_p50, tokens_per_s,
+};
+use crate::doc::Doc;
+use crate::metrics::{self, fmt};
+use crate::plots::{self, LineChart, Scale, Series};
+use crate::results::{Results, RunEntry, TraceInfo};
+use serde_json::Value;
+
+/// The timing section: per trace, batch and budget a table, time split and latency CDF.
+pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
+    doc.h(2, "Time per decode step");
+    let timed: Vec<&RunEntry> = res
+        .runs
+        .iter()
+        .filter(|r| !r.grid.is_cross() && r.timing().is_some())
+        .collect();
+    if timed.is_empty() {
+        doc.p("No run in these results has a `timing` block, so time was not simulated. Give a hardware profile (`--hw rtx4060-laptop-wddm`) to `sim compare` to see step latency, tokens per second and where the time goes.");
+        return Ok(());
+    }
+    let hw = profile_name(res).unwrap_or_default();
+    doc.p(format!("Simulated on `{hw}`. Lower is better except tokens/s; the best cell of each column is highlighted. `vs Belady` is the step p50 divided by that of the Belady/MIN run of the same mechanism and budget."));
+    for t in &res.traces {
+        let tr: Vec<&RunEntry> = timed
+            .iter()
+            .filter(|r| r.grid.trace == t.name)
+            .cloned()
+            .collect();
+        let batches = distinct(tr.iter().map(|r| r.grid.batch));
+        for &batch in &batches {
+            batch_section(doc, res, t, &tr, batch, &hw)?;
+        }
+        if batches.iter().flatten().count() >= 2 {
+            tokens_vs_batch(doc, res, t, &tr, &hw)?;
+        }
+    }
+    Ok(())
+}
+
+/// One batch of trace `t`: its heading, then per budget a table and two figures.
+fn batch_section(
+    doc: &mut Doc,
+    res: &Results,
+    t: &TraceInfo,
+    tr: &[&RunEntry],
+    batch: Option<u32>,
+    hw: &str,
+) -> anyhow::Result<()> {
+    let runs: Vec<&RunEntry> = tr
+        .iter()
+        .filter(|r| r.grid.batch == batch)
+        .cloned()
+        .collect();
+    doc.h(
+        3,
+        format!(
+            "`{}`{}",
+            t.name,
+            batch.map(|b| format!(", batch {b}")).unwrap_or_default()
+        ),
+    );
+    let bsuffix = batch.map(|b| format!("_b{b}")).unwrap_or_default();
+    for budget in distinct(runs.iter().map(|r| r.grid.budget.clone())) {
+        let group: Vec<&RunEntry> = runs
+            .iter()
+            .filter(|r| r.grid.budget == budget)
+            .cloned()
+            .collect();
+        let bname = budget.clone().unwrap_or_else(|| "streaming".into());
+        doc.h(
+            4,
+            match &budget {
+                Some(b) => format!("budget {b}"),
+                None => "streaming (nothing retained)".to_string(),
+            },
+        );
+        budget_table(doc, res, &group);
+        time_split(doc, t, &group, &bname, &bsuffix, hw)?;
+        latency_cdf(doc, t, &group, &budget, &bname, &bsuffix)?;
+    }
+    Ok(())
+}
+
+/// The timing metrics of one budget's runs, with each step p50 against Belady's.
+fn budget_table(doc: &mut Doc, res: &Results, group: &[&RunEntry]) {
+    let vs: Vec<String> = group
+        .iter()
+        .map(|r| {
+            let b = belady_of(res, r).and_then(step_p50);
+            match (step_p50(r), b) {
+                (Some(v), Some(b)) if b > 0.0 && r.grid.evict.is_some() => {
+                    format!("{}x", fmt(v / b))
+                }
+                _ => "–".into(),
+            }
+        })
+        .collect();
+    metric_table(doc, group, metrics::TIMING, Some(("vs Belady", vs)));
+}
+
+/// Where a step's time goes, one pair of stacked bars per run of the budget.
+fn time_split(
+    doc: &mut Doc,
+    t: &TraceInfo,
+    group: &[&RunEntry],
+    bname: &str,
+    bsuffix: &str,
+    hw: &str,
+) -> anyhow::Result<()> {
+    let cats: Vec<String> = group
+        .iter()
+        .map(|r| {
+            let l = run_label(r);
+            l.split(" @ ").next().unwrap_or(&l).to_string()
+        })
+        .collect();
+    let parts: Vec<plots::Part> = metrics::TIME_SPLIT
+        .iter()
+        .map(|(part, n, lane)| {
+            (
+                n.to_string(),
+                *lane,
+                group
+                    .iter()
+                    .map(|r| r.timing().map(part).unwrap_or(0.0))
+                    .collect(),
+            )
+        })
+        .collect();
+    let title = format!("Time split per step, {} @ {bname}", t.name);
+    figure(
+        doc,
+        format!("time_split_{}_{}{bsuffix}.svg", slug(&t.name), slug(bname)),
+        plots::stacked_bars(&title, "ms per decode step", &cats, &parts),
+        format!("Where a decode step's time goes on `{}` ({bname}) on `{hw}`, in ms per step. Upper bar of each run: the critical path, compute plus the stall waiting for paging, which adds up to the mean step time. Lower bar: how long each paging resource (copy engine, driver, fault handler) was busy; these overlap each other and compute, so the lower bar need not equal the stall.", t.name),
+    )?;
+    Ok(())
+}
+
+/// The step-latency CDF: in the streaming group one line per mechanism; under a budget, the
+/// policies of the mechanism with the most tokens/s (a readable number of lines).
+fn latency_cdf(
+    doc: &mut Doc,
+    t: &TraceInfo,
+    group: &[&RunEntry],
+    budget: &Option<String>,
+    bname: &str,
+    bsuffix: &str,
+) -> anyhow::Result<()> {
+    let shown: Vec<&RunEntry> = if budget.is_none() {
+        group.to_vec()
+    } else {
+        let best = group
+            .iter()
+            .filter(|r| !is_belady(r))
+            .max_by(|a, b| by_metric(a, b, tokens_per_s))
+            .map(|r| r.grid.mechanism.clone());
+        group
+            .iter()
+            .filter(|r| Some(&r.grid.mechanism) == best.as_ref())
+            .cloned()
+            .collect()
+    };
+    let series: Vec<Series> = shown
+        .iter()
+        .map(|r| {
+            let pts: Vec<(f64, f64)> = metrics::LATENCY_QUANTILES
+                .iter()
+                .filter_map(|(at, q)| Some((at(r.timing()?), *q * 100.0)))
+                .collect();
+            let l = run_label(r);
+            Series::new(l.split(" @ ").next().unwrap_or(&l).to_string(), pts).step()
+        })
+        .collect();
+    let title = format!("Step latency CDF, {} @ {bname}", t.name);
+    let which = if budget.is_none() {
+        "one line per mechanism".to_string()
+    } else {
+        format!(
+            "one line per policy of `{}`, the mechanism with the most tokens/s here",
+            shown
+                .first()
+                .map(|r| r.grid.mechanism.as_str())
+                .unwrap_or("-")
+        )
+    };
+    figure(
+        doc,
+        format!("step_cdf_{}_{}{bsuffix}.svg", slug(&t.name), slug(bname)),
+        plots::line_chart(
+            &LineChart { title: &title, x_label: "decode step latency (ms)", y_label: "steps at or below (%)", x_scale: Scale::Linear, y_from_zero: true },
+            &series,
+        ),
+        format!("Step-latency CDF on `{}` ({bname}), {which}, through the reported p50, p90, p99 and max.", t.name),
+    )?;
+    Ok(())
+}
+
+/// Tokens per second against batch size. A readable number of lines: the middle budget, and
+/// there the policies of the mechanism with the most tokens/s at the largest batch.
+fn tokens_vs_batch(
+    doc: &mut Doc,
+    res: &Results,
+    t: &TraceInfo,
+    tr: &[&RunEntry],
+    hw: &str,
+) -> anyhow::Result<()> {
+    let budgets = distinct(tr.iter().map(|r| r.grid.budget.clone()));
+    let mid = budgets[budgets.len() / 2].clone();
+    let at: Vec<&RunEntry> = tr
+        .iter()
+        .filter(|r| r.grid.budget == mid)
+        .cloned()
+        .collect();
+    let top_batch = at.iter().filter_map(|r| r.grid.batch).max();
+    let best = at
+        .iter()
+        .filter(|r| r.grid.batch == top_batch && !is_belady(r))
+        .max_by(|a, b| by_metric(a, b, tokens_per_s))
+        .map(|r| r.grid.mechanism.clone());
+    let shown: Vec<&RunEntry> = at
+        .into_iter()
+        .filter(|r| Some(&r.grid.mechanism) == best.as_ref())
+        .collect();
+    let keys = distinct(shown.iter().map(|r| {
+        (
+            r.grid.mechanism.clone(),
+            r.grid.evict.clone(),
+            r.grid.budget.clone(),
+        )
+    }));
+    let series: Vec<Series> = keys
+        .iter()
+        .map(|k| {
+            let mut pts: Vec<(f64, f64)> = shown
+                .iter()
+                .filter(|r| {
+                    (&r.grid.mechanism, &r.grid.evict, &r.grid.budget) == (&k.0, &k.1, &k.2)
+                })
+                .filter_map(|r| Some((r.grid.batch? as f64, tokens_per_s(r)?)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // every key comes from a run of `shown`, so the find succeeds
+            let label = shown
+                .iter()
+                .find(|r| (&r.grid.mechanism, &r.grid.evict, &r.grid.budget) == (&k.0, &k.1, &k.2))
+                .map(|r| run_label(r))
+                .unwrap_or_default();
+            Series::new(label, pts)
+        })
+        .collect();
+    let cap = res.grid.get("admission_cap").and_then(Value::as_f64);
+    let title = format!("Tokens per second vs batch, {}", t.name);
+    figure(
+        doc,
+        format!("tokens_per_s_vs_batch_{}.svg", slug(&t.name)),
+        plots::line_chart(
+            &LineChart { title: &title, x_label: "batch size (sequences, log scale)", y_label: "tokens per second", x_scale: Scale::Log2, y_from_zero: true },
+            &series,
+        ),
+        format!(
+            "Tokens per second against batch size on `{}` on `{hw}` for `{}`{}{}.",
+            t.name,
+            best.as_deref().unwrap_or("-"),
+            mid.as_deref().map(|b| format!(" at budget {b}")).unwrap_or_default(),
+            cap.map(|c| format!(", with the admission cap at {}% of usable VRAM (sequences that would push mapped memory past it are refused)", fmt(c * 100.0)))
+                .unwrap_or_else(|| ", without an admission cap".into())
+        ),
+    )?;
+    Ok(())
+}
