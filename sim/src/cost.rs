@@ -198,78 +198,87 @@ impl CostModel {
                 .map(|(device, host)| device / host),
         };
         match paging {
-            Paging::Vmm => {
-                let why = "VMM page-ins (e*, region:*)";
-                m.h2d_bytes_per_us = p.require(C::H2dBandwidth, why)?;
-                m.prefetch_bytes_per_us = m.h2d_bytes_per_us;
-                if opt.handle_pool {
-                    let why = "--handle-pool (per-call VMM costs)";
-                    m.commit_per_granule_us =
-                        p.require(C::CuMemMap, why)? + p.require(C::CuMemSetAccess, why)?;
-                    m.decommit_per_granule_us = p.require(C::CuMemUnmap, why)?;
-                } else {
-                    m.commit_fixed_us = opt_or_zero(C::VmmCommitFixed);
-                    m.decommit_fixed_us = opt_or_zero(C::VmmDecommitFixed);
-                    m.commit_per_granule_us = match p.get(C::VmmCommit) {
-                        Some(v) => v,
-                        None => {
-                            p.require(C::CuMemCreate, why)?
-                                + p.require(C::CuMemMap, why)?
-                                + p.require(C::CuMemSetAccess, why)?
-                        }
-                    };
-                    m.decommit_per_granule_us = match p.get(C::VmmDecommit) {
-                        Some(v) => v,
-                        None => {
-                            p.require(C::CuMemUnmap, "VMM evictions")?
-                                + p.require(C::CuMemRelease, "VMM evictions")?
-                        }
-                    };
-                    // the live-mapping slopes, when measured, add to the per-call sums; the
-                    // fit's intercept (calls on an idle GPU, one granule at a time) is not
-                    // used: replays on a busy GPU run at or above the per-call sums
-                    m.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
-                    m.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
-                    m.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
-                    m.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
-                    m.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
-                    m.commit_read_unit_slope_us = opt_or_zero(C::VmmCommitReadUnitSlope);
-                    m.decommit_read_unit_slope_us = opt_or_zero(C::VmmDecommitReadUnitSlope);
-                }
-            }
-            Paging::Os => {
-                m.os_evict_run_latency_us = opt_or_zero(C::OsEvictRunLatency);
-                m.os_evict_overlap_run_us = p.get(C::OsEvictOverlapRunLatency);
-                m.os_evict_overlap_bytes_per_us = p.get(C::OsEvictOverlapBandwidth);
-                match (p.get(C::FaultRunLatency), p.get(C::FaultDenseBandwidth)) {
-                    (Some(lat), Some(bw)) => {
-                        m.fault_run_latency_us = lat;
-                        m.fault_bytes_per_us = bw;
-                    }
-                    _ => {
-                        m.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?
-                    }
-                }
-                if opt.prefetch {
-                    let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
-                    if hints == Some(false) {
-                        return Err(ProfileError::Missing {
-                            profile: p.name.clone(),
-                            constant: C::PrefetchBandwidth.as_str(),
-                            needed_for: format!(
-                                "--predictor with os* (this profile has no prefetch hints: {}; use --predictor none)",
-                                p.os_paging.as_ref().map(|o| o.note.as_str()).unwrap_or("")
-                            ),
-                        });
-                    }
-                    m.prefetch_bytes_per_us = p.require(
-                        C::PrefetchBandwidth,
-                        "--predictor with os* (prefetch hints)",
-                    )?;
-                }
-            }
+            Paging::Vmm => m.add_vmm_costs(p, opt)?,
+            Paging::Os => m.add_os_costs(p, opt)?,
         }
         Ok(m)
+    }
+
+    /// The VMM terms: H2D copies, commits and decommits (per call with `--handle-pool`, else
+    /// the fitted per-granule sums), and the live-set and read slopes when measured.
+    fn add_vmm_costs(&mut self, p: &Profile, opt: CostOptions) -> Result<(), ProfileError> {
+        let opt_or_zero = |n: C| p.get(n).unwrap_or(0.0); // optional additive terms only
+        let why = "VMM page-ins (e*, region:*)";
+        self.h2d_bytes_per_us = p.require(C::H2dBandwidth, why)?;
+        self.prefetch_bytes_per_us = self.h2d_bytes_per_us;
+        if opt.handle_pool {
+            let why = "--handle-pool (per-call VMM costs)";
+            self.commit_per_granule_us =
+                p.require(C::CuMemMap, why)? + p.require(C::CuMemSetAccess, why)?;
+            self.decommit_per_granule_us = p.require(C::CuMemUnmap, why)?;
+        } else {
+            self.commit_fixed_us = opt_or_zero(C::VmmCommitFixed);
+            self.decommit_fixed_us = opt_or_zero(C::VmmDecommitFixed);
+            self.commit_per_granule_us = match p.get(C::VmmCommit) {
+                Some(v) => v,
+                None => {
+                    p.require(C::CuMemCreate, why)?
+                        + p.require(C::CuMemMap, why)?
+                        + p.require(C::CuMemSetAccess, why)?
+                }
+            };
+            self.decommit_per_granule_us = match p.get(C::VmmDecommit) {
+                Some(v) => v,
+                None => {
+                    p.require(C::CuMemUnmap, "VMM evictions")?
+                        + p.require(C::CuMemRelease, "VMM evictions")?
+                }
+            };
+            // the live-mapping slopes, when measured, add to the per-call sums; the
+            // fit's intercept (calls on an idle GPU, one granule at a time) is not
+            // used: replays on a busy GPU run at or above the per-call sums
+            self.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
+            self.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
+            self.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
+            self.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
+            self.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
+            self.commit_read_unit_slope_us = opt_or_zero(C::VmmCommitReadUnitSlope);
+            self.decommit_read_unit_slope_us = opt_or_zero(C::VmmDecommitReadUnitSlope);
+        }
+        Ok(())
+    }
+
+    /// The OS-paging terms: demand faults (a per-run latency and dense bandwidth when
+    /// measured, else one bandwidth), evictions, and prefetch hints with a predictor.
+    fn add_os_costs(&mut self, p: &Profile, opt: CostOptions) -> Result<(), ProfileError> {
+        self.os_evict_run_latency_us = p.get(C::OsEvictRunLatency).unwrap_or(0.0);
+        self.os_evict_overlap_run_us = p.get(C::OsEvictOverlapRunLatency);
+        self.os_evict_overlap_bytes_per_us = p.get(C::OsEvictOverlapBandwidth);
+        match (p.get(C::FaultRunLatency), p.get(C::FaultDenseBandwidth)) {
+            (Some(lat), Some(bw)) => {
+                self.fault_run_latency_us = lat;
+                self.fault_bytes_per_us = bw;
+            }
+            _ => self.fault_bytes_per_us = p.require(C::FaultBandwidth, "os* demand faults")?,
+        }
+        if opt.prefetch {
+            let hints = p.os_paging.as_ref().map(|o| o.prefetch_hints);
+            if hints == Some(false) {
+                return Err(ProfileError::Missing {
+                    profile: p.name.clone(),
+                    constant: C::PrefetchBandwidth.as_str(),
+                    needed_for: format!(
+                        "--predictor with os* (this profile has no prefetch hints: {}; use --predictor none)",
+                        p.os_paging.as_ref().map(|o| o.note.as_str()).unwrap_or("")
+                    ),
+                });
+            }
+            self.prefetch_bytes_per_us = p.require(
+                C::PrefetchBandwidth,
+                "--predictor with os* (prefetch hints)",
+            )?;
+        }
+        Ok(())
     }
 
     /// Driver time (µs) to commit a unit of `granules` granules, before oversubscription.
