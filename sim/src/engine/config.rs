@@ -146,6 +146,18 @@ pub fn run_timing(
             replay(&build(batching.batch)?, map, &ks, &cost, &compute, opts)?,
         ),
     };
+    let notes = write_timeline(cfg, &r)?;
+    Ok(TimingOutcome {
+        timing: r.timing,
+        detail: r.detail,
+        admission,
+        notes,
+    })
+}
+
+/// Write the replay's timeline where `--timeline` asked (nothing without it); the notes say
+/// what was written and how many spans were dropped past [`TIMELINE_MAX_SPANS`].
+fn write_timeline(cfg: &TimingConfig, r: &super::Replay) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     if let (Some(path), Some(t)) = (&cfg.timeline, &r.timeline) {
         t.write(path)
@@ -159,10 +171,5 @@ pub fn run_timing(
             ));
         }
     }
-    Ok(TimingOutcome {
-        timing: r.timing,
-        detail: r.detail,
-        admission,
-        notes,
-    })
+    Ok(notes)
 }
