@@ -17,7 +17,7 @@ pub mod text;
 
 pub use predict::{predict, replay_plan, Prediction, PredictionSetup};
 pub use report::*;
-pub use settings::{retention_echo, RetentionSettings};
+pub use settings::{parse_retention_echo, retention_echo, same_trace, RetentionSettings};
 
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
 //! The retention settings a validation records, so a stored replay can be re-priced only
 //! under the settings it was measured with.
 
-use crate::cache::{RetentionConfig, Schedule};
+use crate::cache::{Budget, RetentionConfig, Schedule};
+use policies::PolicyKind;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
+use std::path::{Component, Path, PathBuf};
 
 /// The retention settings of a validation, as the flags that give them (JSON
 /// `retention_settings`; absent in files written before it, and for streaming).
@@ -73,4 +75,57 @@ pub fn retention_echo(r: Option<&RetentionConfig>) -> String {
         Some(r) => format!("{:?}@{:?}", r.cache.policy, r.cache.budget),
         None => "streaming".into(),
     }
+}
+
+/// The policy and budget of a legacy `retention` echo (`Lru@Fraction { num: 50, den: 100 }`,
+/// `Belady@Units(192)`, `Fifo@Bytes(1073741824)`); `None` for `streaming` or a form this build
+/// does not write.
+pub fn parse_retention_echo(echo: &str) -> Option<(PolicyKind, Budget)> {
+    let (policy, budget) = echo.split_once('@')?;
+    let kind = PolicyKind::ALL
+        .into_iter()
+        .find(|k| format!("{k:?}") == policy)?;
+    let num = |s: &str| -> Option<u128> { s.trim().parse().ok() };
+    let budget = if let Some(inner) = budget
+        .strip_prefix("Fraction { num: ")
+        .and_then(|b| b.strip_suffix(" }"))
+    {
+        let (n, d) = inner.split_once(", den: ")?;
+        Budget::Fraction {
+            num: num(n)?,
+            den: num(d)?,
+        }
+    } else if let Some(n) = budget
+        .strip_prefix("Units(")
+        .and_then(|b| b.strip_suffix(')'))
+    {
+        Budget::Units(num(n)? as u64)
+    } else {
+        let n = budget.strip_prefix("Bytes(")?.strip_suffix(')')?;
+        Budget::Bytes(num(n)? as u64)
+    };
+    Some((kind, budget))
+}
+
+/// Whether trace label `now` (this run's trace) names the file a stored validation recorded
+/// as `stored`: the same label, or one path ending with the other (component-wise, `./`
+/// dropped; `now` also resolved to its absolute path), so `traces/x.bin`, `./traces/x.bin`
+/// and `/repo/traces/x.bin` agree but `traces/y.bin` does not.
+pub fn same_trace(stored: &str, now: &str) -> bool {
+    if stored == now {
+        return true;
+    }
+    let plain = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect()
+    };
+    let s = plain(Path::new(stored));
+    let n = plain(Path::new(now));
+    let n_abs = std::fs::canonicalize(now).unwrap_or_else(|_| n.clone());
+    let climbs = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
+    if s.as_os_str().is_empty() || n.as_os_str().is_empty() {
+        return false;
+    }
+    (!climbs(&s) && (n.ends_with(&s) || n_abs.ends_with(&s))) || (!climbs(&n) && s.ends_with(&n))
 }

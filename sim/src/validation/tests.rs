@@ -141,3 +141,20 @@ fn replay_plan_keeps_the_first_steps_in_order() {
     assert_eq!(rp.paging, Paging::Vmm);
     assert_eq!(rp.nonexpert_bytes_per_layer, 7);
 }
+
+#[test]
+fn trace_paths_match_by_their_trailing_components() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let abs = format!("{root}/traces/data/granite/prose.bin");
+    let t = "traces/data/granite/prose.bin";
+    assert!(same_trace(t, t));
+    assert!(same_trace(t, &abs));
+    assert!(same_trace(t, "./traces/data/granite/prose.bin"));
+    assert!(same_trace(
+        "/elsewhere/repo/traces/data/granite/prose.bin",
+        t
+    ));
+    assert!(!same_trace(t, "traces/data/granite/code.bin"));
+    assert!(!same_trace(t, "other/prose.bin"));
+    assert!(!same_trace("embedded:prose", t));
+}

@@ -2,38 +2,14 @@
 //! expert size, retention settings, policies and steps, naming the flag that fixes a mismatch.
 
 use anyhow::{bail, Result};
-use policies::PolicyKind;
 use sim::cache::Budget;
-use sim::validation::Validation;
-use std::path::PathBuf;
+use sim::validation::{parse_retention_echo, same_trace, Validation};
 
 /// A legacy `retention` echo read back as `(text, flags)`: `Lru@Fraction { num: 50, den:
 /// 100 }` -> (`lru, budget 50%`, `--evict lru --budget 50%`); `None` for `streaming` or a
 /// form this build does not write.
 pub(super) fn legacy_retention(echo: &str) -> Option<(String, String)> {
-    let (policy, budget) = echo.split_once('@')?;
-    let kind = PolicyKind::ALL
-        .into_iter()
-        .find(|k| format!("{k:?}") == policy)?;
-    let num = |s: &str| -> Option<u128> { s.trim().parse().ok() };
-    let budget = if let Some(inner) = budget
-        .strip_prefix("Fraction { num: ")
-        .and_then(|b| b.strip_suffix(" }"))
-    {
-        let (n, d) = inner.split_once(", den: ")?;
-        Budget::Fraction {
-            num: num(n)?,
-            den: num(d)?,
-        }
-    } else if let Some(n) = budget
-        .strip_prefix("Units(")
-        .and_then(|b| b.strip_suffix(')'))
-    {
-        Budget::Units(num(n)? as u64)
-    } else {
-        let n = budget.strip_prefix("Bytes(")?.strip_suffix(')')?;
-        Budget::Bytes(num(n)? as u64)
-    };
+    let (kind, budget) = parse_retention_echo(echo)?;
     // the Display of a byte or unit budget is not a flag value; give the flag's own form
     let b = match &budget {
         Budget::Units(n) => n.to_string(),
@@ -44,30 +20,6 @@ pub(super) fn legacy_retention(echo: &str) -> Option<(String, String)> {
         format!("{}, budget {budget}", kind.name()),
         format!("--evict {} --budget {b}", kind.name()),
     ))
-}
-
-/// Whether trace label `now` (this run's `--trace`) names the file a stored validation
-/// recorded as `stored`: the same label, or one path ending with the other (component-wise,
-/// `./` dropped; `now` also resolved to its absolute path), so `traces/x.bin`,
-/// `./traces/x.bin` and `/repo/traces/x.bin` agree but `traces/y.bin` does not.
-pub fn same_trace(stored: &str, now: &str) -> bool {
-    use std::path::{Component, Path};
-    if stored == now {
-        return true;
-    }
-    let plain = |p: &Path| -> PathBuf {
-        p.components()
-            .filter(|c| !matches!(c, Component::CurDir))
-            .collect()
-    };
-    let s = plain(Path::new(stored));
-    let n = plain(Path::new(now));
-    let n_abs = std::fs::canonicalize(now).unwrap_or_else(|_| n.clone());
-    let climbs = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
-    if s.as_os_str().is_empty() || n.as_os_str().is_empty() {
-        return false;
-    }
-    (!climbs(&s) && (n.ends_with(&s) || n_abs.ends_with(&s))) || (!climbs(&n) && s.ends_with(&n))
 }
 
 /// What this run would record, to hold against a `--measured` file: its header and, per
