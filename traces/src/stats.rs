@@ -50,6 +50,7 @@ use crate::model::Header;
 use crate::trace::{KeySpace, Phase, PhaseSel, Trace};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 
 /// The fractions p of the key space at which the concentration curve is reported (README.md,
 /// "Trace statistics").
@@ -251,8 +252,8 @@ struct LayerAcc {
     reuse_slots: u64,
     /// Experts first seen in the current sequence.
     seq_distinct: u64,
-    /// `C[e * next_experts + e']`; empty for the last MoE layer.
-    successors: Vec<u32>,
+    /// The successor counts `C[e][e']` (empty for the last MoE layer).
+    successors: Successors,
     next_experts: usize,
     /// First out-of-range id met (token index, expert); the batch is then rejected.
     bad: Option<(u64, u16)>,
@@ -307,20 +308,8 @@ impl LayerAcc {
                     // The next layer's own task reports it; skip the pair update.
                     continue;
                 }
-                // The hot loop (k x k' increments per token and layer, ~90% of the pass on
-                // DeepSeek-V3 geometry): bounds checks are hoisted into the range checks above.
-                let ne = self.next_experts;
-                debug_assert_eq!(self.successors.len(), self.experts * ne);
-                for &e in ids {
-                    let base = e as usize * ne;
-                    for &f in next {
-                        // SAFETY: e < experts and f < next_experts were checked above, so
-                        // base + f < experts * next_experts == successors.len().
-                        unsafe {
-                            *self.successors.get_unchecked_mut(base + f as usize) += 1;
-                        }
-                    }
-                }
+                self.successors
+                    .add_pairs(ids, next, self.experts, self.next_experts);
             }
         }
     }
@@ -361,6 +350,7 @@ impl StatsAccumulator {
     pub fn new(header: &Header, phases: PhaseSel) -> Self {
         let ks = KeySpace::new(&header.model);
         let m = ks.num_moe_layers();
+        let mut dense_left = DENSE_SUCCESSORS_TOTAL;
         let layers = (0..m)
             .map(|i| {
                 let experts = ks.experts[i] as usize;
@@ -375,7 +365,7 @@ impl StatsAccumulator {
                     reuse_hits: 0,
                     reuse_slots: 0,
                     seq_distinct: 0,
-                    successors: vec![0; experts * next_experts],
+                    successors: Successors::new(experts, next_experts, &mut dense_left),
                     next_experts,
                     bad: None,
                 }
@@ -409,6 +399,18 @@ impl StatsAccumulator {
     /// Results do not depend on it; it trades memory for rayon dispatch overhead.
     pub fn with_batch_tokens(mut self, tokens: usize) -> Self {
         self.batch_capacity = tokens.max(1);
+        self
+    }
+
+    /// Count every layer pair's successors sparsely (only the co-selected pairs), as the
+    /// accumulator does by itself for geometries too large for a dense matrix. Results do
+    /// not depend on it; for tests of the sparse path on small traces. Call before any token.
+    pub fn with_sparse_successors(mut self) -> Self {
+        for l in &mut self.layers {
+            if l.next_experts > 0 {
+                l.successors = Successors::Sparse(HashMap::new());
+            }
+        }
         self
     }
 
@@ -636,11 +638,7 @@ impl StatsAccumulator {
         let top: u64 = sorted.iter().take(k).sum();
         let (pred, chance) = if i + 1 < m {
             let kn = ks.top_k[i + 1] as usize;
-            let hits: u64 = l
-                .successors
-                .chunks_exact(l.next_experts)
-                .map(|row| top_sum(row, kn))
-                .sum();
+            let hits = l.successors.top_hits(l.next_experts, kn);
             let pairs = tokens * k as u64 * kn as u64;
             (
                 Some(hits as f64 / pairs as f64),
@@ -673,11 +671,7 @@ impl StatsAccumulator {
         (0..m.saturating_sub(1)).fold((0u64, 0u64), |(h, p), i| {
             let l = &self.layers[i];
             let kn = ks.top_k[i + 1] as usize;
-            let hits: u64 = l
-                .successors
-                .chunks_exact(l.next_experts)
-                .map(|row| top_sum(row, kn))
-                .sum();
+            let hits = l.successors.top_hits(l.next_experts, kn);
             (h + hits, p + tokens * ks.top_k[i] as u64 * kn as u64)
         })
     }
@@ -711,6 +705,87 @@ fn always_on_in_all(sequences: &[SequenceStats]) -> Vec<[u32; 2]> {
         always_on.retain(|k| s.always_on_keys.binary_search(k).is_ok());
     }
     always_on
+}
+
+/// Successor counters a layer pair may hold densely: 4 Mi counters (16 MiB; DeepSeek-V3's
+/// 256 x 256 experts take 64 Ki). A design limit, not a measurement: above it a declared
+/// geometry would decide the memory, so the pair is counted sparsely.
+const DENSE_SUCCESSORS_PER_PAIR: usize = 1 << 22;
+
+/// Dense successor counters over all layer pairs of one accumulator: 64 Mi (256 MiB); pairs
+/// past it are counted sparsely, so a header declaring many wide layers cannot decide the
+/// memory either.
+const DENSE_SUCCESSORS_TOTAL: usize = 1 << 26;
+
+/// The successor counts `C[e][e']` of one pair of consecutive MoE layers.
+enum Successors {
+    /// `C[e * next_experts + e']`, when the matrix fits the dense limits.
+    Dense(Vec<u32>),
+    /// Only the co-selected pairs, keyed `e << 16 | e'` (expert ids are u16).
+    Sparse(HashMap<u32, u32>),
+}
+
+impl Successors {
+    /// The counters of an `experts x next_experts` pair: dense while the pair and the
+    /// accumulator's running total (`dense_left`, decreased here) allow, else sparse.
+    fn new(experts: usize, next_experts: usize, dense_left: &mut usize) -> Successors {
+        let n = experts.saturating_mul(next_experts);
+        if n <= DENSE_SUCCESSORS_PER_PAIR && n <= *dense_left {
+            *dense_left -= n;
+            Successors::Dense(vec![0; n])
+        } else {
+            Successors::Sparse(HashMap::new())
+        }
+    }
+
+    /// Count every (e in `ids`, e' in `next`) pair once; the ids were range-checked against
+    /// `experts` and `next_experts`.
+    #[inline]
+    fn add_pairs(&mut self, ids: &[u16], next: &[u16], experts: usize, next_experts: usize) {
+        match self {
+            // The hot loop (k x k' increments per token and layer, ~90% of the pass on
+            // DeepSeek-V3 geometry): bounds checks are hoisted into the range checks.
+            Successors::Dense(c) => {
+                debug_assert_eq!(c.len(), experts * next_experts);
+                for &e in ids {
+                    let base = e as usize * next_experts;
+                    for &f in next {
+                        // SAFETY: e < experts and f < next_experts were checked by the
+                        // caller, so base + f < experts * next_experts == c.len().
+                        unsafe {
+                            *c.get_unchecked_mut(base + f as usize) += 1;
+                        }
+                    }
+                }
+            }
+            Successors::Sparse(c) => {
+                for &e in ids {
+                    for &f in next {
+                        *c.entry(u32::from(e) << 16 | u32::from(f)).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Over every expert e of the layer: the sum of e's `k` largest successor counts (the
+    /// pairs e's predicted successors cover). A row with no counts adds 0.
+    fn top_hits(&self, next_experts: usize, k: usize) -> u64 {
+        match self {
+            Successors::Dense(c) if next_experts > 0 => c
+                .chunks_exact(next_experts)
+                .map(|row| top_sum(row, k))
+                .sum(),
+            Successors::Dense(_) => 0,
+            Successors::Sparse(c) => {
+                let mut rows: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+                for (&key, &n) in c {
+                    rows.entry(key >> 16).or_default().push(n);
+                }
+                rows.values().map(|row| top_sum(row, k)).sum()
+            }
+        }
+    }
 }
 
 /// Sum of the `k` largest entries of `row`: the pairs a row's predicted successors cover.

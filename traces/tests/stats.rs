@@ -382,9 +382,18 @@ fn naive(t: &Trace) -> Naive {
 
 #[test]
 fn agrees_with_naive_implementation_on_random_traces() {
-    for (seed, batch) in [(1u64, 1usize), (2, 7), (3, 1000), (4, 1 << 20)] {
+    let runs = [
+        (1u64, 1usize, false),
+        (2, 7, false),
+        (3, 1000, true),
+        (4, 1 << 20, true),
+    ];
+    for (seed, batch, sparse) in runs {
         let t = random_trace(&[300, 1, 0, 700], 5, 16, 3, seed);
         let mut acc = StatsAccumulator::new(&t.header, PhaseSel::Decode).with_batch_tokens(batch);
+        if sparse {
+            acc = acc.with_sparse_successors();
+        }
         let ks = t.keyspace();
         for s in 0..t.sequences.len() {
             for tok in 0..t.tokens(s, Phase::Decode) {
@@ -474,4 +483,35 @@ fn sequences_without_tokens_get_empty_entries_in_header_order() {
     assert_eq!(distinct, [0, 3, 0, 2, 0]);
     assert_eq!(st.sequences[1].always_on_keys, vec![[0, 0]]);
     assert!(st.sequences[2].always_on_keys.is_empty());
+}
+
+/// A header declaring 65,535 experts per layer: the successor counts follow the selections
+/// (a dense matrix would be 65,535^2 counters, 17 GB, per layer pair). Next-layer
+/// predictability by hand: 3 MoE layers, top-2, three tokens.
+#[test]
+fn wide_declared_geometry_counts_successors_sparsely() {
+    let model = ModelSpec::uniform("wide", 3, 65_535, 2);
+    // token records: layer 0, layer 1, layer 2 selections
+    let tokens: Vec<Vec<u16>> = vec![
+        vec![7, 65_534, 1, 2, 9, 9 + 1],
+        vec![7, 3, 1, 5, 9, 10],
+        vec![7, 65_534, 2, 5, 9, 11],
+    ];
+    let t = trace_of(model, vec![(vec![], tokens)]);
+    let st = trace_stats(&t, PhaseSel::Decode).unwrap();
+    // layer 0 -> 1: successors of 7: 1 x2, 2, 5 x2 ... counted per token:
+    //   t0: 7->{1,2}, 65534->{1,2};  t1: 7->{1,5}, 3->{1,5};  t2: 7->{2,5}, 65534->{2,5}
+    //   rows: 7: 1:2 2:2 5:2 -> top-2 = 4; 65534: 1:1 2:2 5:1 -> 3; 3: 1:1 5:1 -> 2
+    //   hits 9 of 3 tokens x 2 x 2 = 12 pairs
+    assert!(close(
+        st.layers[0].next_layer_predictability.unwrap(),
+        9.0 / 12.0
+    ));
+    // layer 1 -> 2: t0: 1->{9,10}, 2->{9,10}; t1: 1->{9,10}, 5->{9,10}; t2: 2->{9,11}, 5->{9,11}
+    //   rows: 1: 9:2 10:2 -> 4; 2: 9:2 10:1 11:1 -> 3; 5: 9:2 10:1 11:1 -> 3; hits 10 of 12
+    assert!(close(
+        st.layers[1].next_layer_predictability.unwrap(),
+        10.0 / 12.0
+    ));
+    assert!(close(st.next_layer_predictability.unwrap(), 19.0 / 24.0));
 }
