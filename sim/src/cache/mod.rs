@@ -37,6 +37,9 @@ pub enum CacheError {
     /// Any other bad input (a policy's setup, a stream too long).
     #[error("{0}")]
     Input(String),
+    /// A DRAM tier budget of 0, above the bank, or unparseable (the message says which).
+    #[error("DRAM tier: {0}")]
+    DramBudget(String),
     /// A batch of 0 requests.
     #[error("a batch of 0: a batch holds at least one request")]
     BatchZero,
@@ -265,7 +268,8 @@ impl Workload {
             .dram
             .as_ref()
             .map(|d| d.resolve(n, max_unit))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| CacheError::DramBudget(e.0))?;
         let mut policies: Vec<Box<P>> = Vec::with_capacity(pools);
         for p in 0..pools {
             let local = |v: &[u64]| -> Vec<u64> {

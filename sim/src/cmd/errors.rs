@@ -33,6 +33,7 @@ fn flag_words(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
 /// A cache-regime error in terms of `--batch`, `--queue`, `--split` and the target flags.
 fn cache_words(e: &CacheError) -> Option<String> {
     Some(match e {
+        CacheError::DramBudget(why) => format!("--dram: {why}"),
         CacheError::BatchZero => "--batch 0: a batch holds at least one request".into(),
         CacheError::QueueBelowBatch { queue, batch } => format!("--queue {queue} is smaller than --batch {batch}: the scheduler picks a batch among the queue, so give --queue >= --batch"),
         CacheError::SplitSpansLayers { unit, spec, first, last } => format!("--split per-layer needs units inside one layer, but unit {unit} of `{spec}` spans MoE layers {first}..={last}; use --split global or a per-expert mechanism (e1, eN, os*)"),
@@ -45,13 +46,24 @@ fn cache_words(e: &CacheError) -> Option<String> {
 fn size_words(e: &SizeError) -> String {
     match e {
         SizeError::BothGiven => "--expert-mib and --dtype both given; give one (--dtype derives the size from the trace header's geometry, --expert-mib sets it directly)".into(),
-        SizeError::ExpertNotPositive(x) => format!("--expert-mib {x} is not a positive size; give the size of one expert in MiB, e.g. --expert-mib 3"),
-        SizeError::ExpertZero(x) => format!("--expert-mib {x} rounds to 0 bytes; give the size of one expert in MiB, e.g. --expert-mib 3"),
+        SizeError::ExpertNotPositive(x) => format!("--expert-mib {} is not a positive size; give the size of one expert in MiB, e.g. --expert-mib 3", mib(*x)),
+        SizeError::ExpertZero(x) => format!("--expert-mib {} rounds to 0 bytes; give the size of one expert in MiB, e.g. --expert-mib 3", mib(*x)),
         SizeError::Missing { model } => format!("the expert size is unknown: the trace header of model `{model}` has no hidden and expert FFN sizes; give --expert-mib X (MiB per expert)"),
-        SizeError::ExpertTooLarge(x) => format!("--expert-mib {x} is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. --expert-mib 3 for 3 MiB), not in bytes or KiB"),
+        SizeError::ExpertTooLarge(x) => format!("--expert-mib {} is above the limit of 1 TiB (1048576 MiB) per expert; give the size of one expert in MiB (e.g. --expert-mib 3 for 3 MiB), not in bytes or KiB", mib(*x)),
         SizeError::HeaderExpertTooLarge { model, bytes } => format!("the expert size derived from the trace header of model `{model}` is {bytes} bytes, above the limit of 1 TiB per expert; check the header's hidden and expert FFN sizes or give --expert-mib X (MiB per expert)"),
-        SizeError::GranuleTooLarge(x) => format!("--granule-mib {x} is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)"),
-        SizeError::GranuleNotPowerOfTwo(x) => format!("--granule-mib {x} is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)"),
+        SizeError::GranuleTooLarge(x) => format!("--granule-mib {} is above the limit of 1024 MiB (1 GiB, the largest page size of x86-64 and ARM64); the measured VMM granule is 2 MiB (the default)", mib(*x)),
+        SizeError::GranuleNotPowerOfTwo(x) => format!("--granule-mib {} is not a power of two in bytes (accepted: 2, 1, 0.5, 4, 64, ... MiB; default 2)", mib(*x)),
+    }
+}
+
+/// A size in MiB as the user would read it back: as given, or in exponent form when it would
+/// print more than a dozen digits (`1e300`, not three hundred of them).
+fn mib(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() > 12 {
+        format!("{x:e}")
+    } else {
+        plain
     }
 }
 
@@ -75,6 +87,11 @@ mod tests {
             moe_layers: 24,
         });
         assert!(message(&w).starts_with("--window 30 is out of range"));
+        let huge = anyhow::Error::new(SizeError::ExpertTooLarge(1e300));
+        assert!(
+            message(&huge).starts_with("--expert-mib 1e300 is above"),
+            "{huge}"
+        );
         // an untyped chain prints as `{:#}` does
         let plain = anyhow::anyhow!("inner").context("outer");
         assert_eq!(message(&plain), format!("{plain:#}"));
