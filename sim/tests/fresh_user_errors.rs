@@ -140,3 +140,23 @@ fn a_failed_import_leaves_no_output_directory() {
     assert!(e.contains("rows.csv"), "{e}");
     assert!(!dir.path().join("new").exists(), "{e}");
 }
+
+#[test]
+fn a_bad_dram_budget_names_dram_and_a_huge_size_stays_short() {
+    for (dram, why) in [
+        ("0", "budget 0 units holds no unit"),
+        ("200%", "budget 200% is above the bank"),
+    ] {
+        let e = fails(&["run", "--evict", "lru", "--budget", "25%", "--dram", dram]);
+        assert!(e.contains(&format!("--dram: {why}")), "{e}");
+    }
+    // the VRAM budget's message is unchanged
+    let e = fails(&["run", "--evict", "lru", "--budget", "0"]);
+    assert!(e.starts_with("error: budget 0 units holds no unit"), "{e}");
+    let e = fails(&["run", "--expert-mib", "1e300"]);
+    assert!(
+        e.contains("--expert-mib 1e300 is above the limit of 1 TiB"),
+        "{e}"
+    );
+    assert!(e.len() < 300, "{e}");
+}
