@@ -56,6 +56,13 @@ pub struct Belady {
     pending: Vec<u64>,
     held: usize,
     held_group: u32,
+    /// A group under which an eviction found every resident unit protected; while that group
+    /// lasts and nothing is admitted, so will every later one (protection only grows within a
+    /// group), and they answer at once instead of stepping over every protected key.
+    exhausted_group: u32,
+    /// Protected keys stepped over so far (heap tops sent back to waiting, timeline slots
+    /// passed): the work a test bounds per access.
+    steps: u64,
 }
 
 /// `loc` of a unit that is not resident.
@@ -110,6 +117,8 @@ impl Belady {
             pending: Vec::new(),
             held: 0,
             held_group: 0,
+            exhausted_group: 0,
+            steps: 0,
         }
     }
 
@@ -279,6 +288,14 @@ impl Belady {
     }
 }
 
+impl Belady {
+    /// Protected keys stepped over by evictions so far, for tests that bound the work per
+    /// access (a count of operations, not a time).
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+}
+
 impl EvictionPolicy for Belady {
     #[inline]
     fn on_hit(&mut self, u: u32, at: At) {
@@ -288,12 +305,16 @@ impl EvictionPolicy for Belady {
     #[inline]
     fn on_miss(&mut self, u: u32, at: At) -> Admission {
         debug_assert_eq!(self.loc[u as usize], FREE, "on_miss for a resident unit");
+        self.exhausted_group = 0;
         self.now = at.pos;
         self.push_pending(pack(at.next_use, u));
         Admission::Retain
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        if protect.group() != 0 && protect.group() == self.exhausted_group {
+            return None;
+        }
         // Place the waiting keys of unprotected units; protected ones keep waiting
         // (compacted to the front of `pending`). Keys held under the same group are still
         // protected (a group's protection only grows), so only the rest is looked at: without
@@ -327,6 +348,7 @@ impl EvictionPolicy for Belady {
             if !protect.is(unit_of(top)) {
                 break;
             }
+            self.steps += 1;
             self.heap_pop();
             self.push_pending(top);
         }
@@ -338,6 +360,7 @@ impl EvictionPolicy for Belady {
             if !protect.is(self.timeline.unit_at(s)) {
                 break;
             }
+            self.steps += 1;
             near = self.timeline.nearer(s, base);
         }
         let near_key = near.map(|s| {
@@ -354,7 +377,10 @@ impl EvictionPolicy for Belady {
                 self.timeline.remove(near_slot(near, &self.timeline));
                 near
             }
-            (None, None) => return None,
+            (None, None) => {
+                self.exhausted_group = protect.group();
+                return None;
+            }
         };
         let u = unit_of(victim);
         self.loc[u as usize] = FREE;
@@ -477,5 +503,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A budget of one unit under groups of 6,144 (`os4k` pages of a granite group, `--budget
+    /// 1`): once the group's protection leaves no victim, later evictions of the group do not
+    /// step over its protected keys again; the steps per access stay a small constant.
+    #[test]
+    fn a_budget_below_the_group_does_not_step_over_the_group_per_eviction() {
+        let (units, size) = (20_000u32, 6_144usize);
+        let mut b = Belady::new(units as usize);
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(9);
+        let mut stamp = vec![0u32; units as usize];
+        let mut resident = vec![false; units as usize];
+        let (mut live, mut pos) = (0usize, 0u32);
+        for g in 1..=6u32 {
+            let group = rand::seq::index::sample(&mut rng, units as usize, size);
+            for u in group.into_iter().map(|u| u as u32) {
+                stamp[u as usize] = g;
+                let at = At {
+                    pos,
+                    next_use: NEVER,
+                };
+                pos += 1;
+                if resident[u as usize] {
+                    b.on_hit(u, at);
+                } else {
+                    b.on_miss(u, at);
+                    resident[u as usize] = true;
+                    live += 1;
+                }
+            }
+            while live > 1 {
+                let v = b
+                    .evict(Protect::new(&stamp, g))
+                    .or_else(|| b.evict(Protect::none()))
+                    .expect("a resident unit to evict");
+                resident[v as usize] = false;
+                live -= 1;
+            }
+        }
+        let per_access = b.steps() as f64 / pos as f64;
+        assert!(per_access < 4.0, "{per_access} steps per access");
     }
 }
