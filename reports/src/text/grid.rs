@@ -1,12 +1,10 @@
 //! The tables `sim sweep` prints, one row per run: the streaming regime, the cache regime, and
 //! tokens per second against the batch size; and the sweep's CSV.
 
+use super::MIB;
 use crate::run::RunReport;
 use policies::Split;
 use std::fmt::Write;
-
-/// Bytes in one MiB, as `f64` for byte-to-MiB conversions.
-const MIB: f64 = policies::mechanisms::MIB as f64;
 
 /// The `sim sweep` table of a retention grid: one row per (mechanism, policy, budget,
 /// split, batch), Belady's bound first within each mechanism.

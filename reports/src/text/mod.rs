@@ -4,3 +4,6 @@
 pub mod grid;
 pub mod profile;
 pub mod run;
+
+/// Bytes in one MiB, as `f64` for byte-to-MiB conversions in the texts.
+const MIB: f64 = policies::mechanisms::MIB as f64;

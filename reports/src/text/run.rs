@@ -1,15 +1,13 @@
 //! The text `sim run` prints: the inputs, the streaming regime, and (when present) the cache
 //! regime with its tiers, schedule and target search, and the timing on a hardware profile.
 
+use super::MIB;
 use crate::metrics::count;
 use crate::run::{
     RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport, TiersReport,
 };
 use policies::{Budget, Schedule};
 use std::fmt::Write;
-
-/// Bytes in one MiB, as `f64` for byte-to-MiB conversions.
-const MIB: f64 = policies::mechanisms::MIB as f64;
 
 /// The human-readable summary of a run.
 pub fn run_summary(r: &RunReport) -> String {
