@@ -167,7 +167,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         batch_given: !args.cache.batch.is_empty(),
         cross_trace: !args.no_cross_trace,
     })
-    .map_err(|e| super::sweep::grid_error(e, "--policies"))?;
+    .map_err(|e| super::errors::grid_error(e, "--policies"))?;
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
         .iter()

@@ -4,6 +4,7 @@
 use policies::mechanisms::SizeError;
 use sim::cache::CacheError;
 use sim::engine::EngineError;
+use sim::grid::GridError;
 
 /// The message `sim` prints for `e`: its chain of causes joined by `: ` (as `{:#}` writes an
 /// `anyhow::Error`), each typed cause in the words of its flag.
@@ -27,6 +28,23 @@ fn flag_words(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
             "--window {window} is out of range: a predictor needs a lead of 1 to {moe_layers} MoE layers (one step)"
         )),
         _ => None,
+    }
+}
+
+/// A grid error in the words of the flag that gave the axis.
+pub fn grid_error(e: GridError, flag: &str) -> anyhow::Error {
+    match e {
+        GridError::ZeroChunk => {
+            anyhow::anyhow!(
+                "bad {flag} value 0; N must be at least 1 (e1 is one expert per commit)"
+            )
+        }
+        GridError::Spec { source, .. } => {
+            anyhow::Error::new(source).context(format!("bad {flag} value"))
+        }
+        GridError::NoSpecs => {
+            anyhow::anyhow!("{flag} is empty; give at least one spec, e.g. {flag} e1,e2")
+        }
     }
 }
 

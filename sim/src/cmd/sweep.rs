@@ -7,12 +7,12 @@
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
 use super::args_timing::TimingArgs;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
 use reports::text::grid as grid_text;
 use sim::engine::Admission;
-use sim::grid::{self, GridError};
+use sim::grid;
 use sim::runner::{self, RunConfig, RunReport};
 use std::path::PathBuf;
 
@@ -86,24 +86,11 @@ pub fn specs(args: &SweepArgs) -> Result<Vec<String>> {
             &args.e[..]
         };
         (
-            grid::chunk_specs(sizes, &orders).map_err(|e| grid_error(e, "--e"))?,
+            grid::chunk_specs(sizes, &orders).map_err(|e| super::errors::grid_error(e, "--e"))?,
             "--e/--orders",
         )
     };
-    grid::canonical_specs(&raw).map_err(|e| grid_error(e, flag))
-}
-
-/// A grid error in the words of the flag that gave the axis.
-pub fn grid_error(e: GridError, flag: &str) -> anyhow::Error {
-    match e {
-        GridError::ZeroChunk => {
-            anyhow!("bad {flag} value 0; N must be at least 1 (e1 is one expert per commit)")
-        }
-        GridError::Spec { source, .. } => {
-            anyhow::Error::new(source).context(format!("bad {flag} value"))
-        }
-        GridError::NoSpecs => anyhow!("{flag} is empty; give at least one spec, e.g. {flag} e1,e2"),
-    }
+    grid::canonical_specs(&raw).map_err(|e| super::errors::grid_error(e, flag))
 }
 
 /// The run configurations of the sweep, in output order.
