@@ -218,6 +218,14 @@ constant_names! {
     /// Evicted bytes per µs of fault time added when the eviction overlaps the next group's
     /// faults (the per-byte part of the same fit).
     OsEvictOverlapBandwidth = "os_evict_overlap_bandwidth": Bandwidth,
+    /// Commit time added per granule for every 1024 granules mapped, while kernels run
+    /// between the calls (a replay's state): the slope of the live-set arm's fit of per-unit
+    /// commit time against unit granules and live granules, GPU busy. The cost model uses it
+    /// in place of [`ConstantName::VmmCommitLiveSlope`] (the idle GPU's slope) when present.
+    VmmCommitBusyLiveSlope = "vmm_commit_busy_live_slope": Time,
+    /// Decommit time added per granule for every 1024 granules mapped, kernels running
+    /// between the calls (same arm and fit as [`ConstantName::VmmCommitBusyLiveSlope`]).
+    VmmDecommitBusyLiveSlope = "vmm_decommit_busy_live_slope": Time,
 }
 
 impl std::fmt::Display for ConstantName {

@@ -22,7 +22,10 @@
 //!
 //! When the profile holds the live-mapping slopes (`vmm_commit_live_slope`,
 //! `vmm_decommit_live_slope`; measured by `sim calibrate`), `slope x live / 1024` is added per
-//! granule, `live` being the granules mapped at that moment. On the H200 the slopes are under
+//! granule, `live` being the granules mapped at that moment. The slopes measured with kernels
+//! running between the calls (`vmm_commit_busy_live_slope`, `vmm_decommit_busy_live_slope`:
+//! the live-set arm, GPU busy) replace them when present, since every decode step the engine
+//! prices runs kernels between its VMM calls. On the H200 the slopes are under
 //! 1% of the call cost per 1024 live granules (docs/history/calibration.md, "Live mappings,
 //! dense faults, router, kernel fit").
 //! When it holds the read slopes (`vmm_commit_read_slope`, `vmm_decommit_read_slope`),
@@ -111,8 +114,9 @@ pub struct CostModel {
     /// Bands 90-100% and above 100%; `Err(constant)` when absent (an error if reached).
     pub band_90_100: Result<Band, &'static str>,
     pub band_above_100: Result<Band, &'static str>,
-    /// Commit / decommit time added per granule per 1024 granules mapped (0 when the profile
-    /// has no live-mapping fit: the per-call constants are then used as measured).
+    /// Commit / decommit time added per granule per 1024 granules mapped: the busy slope
+    /// (kernels between the calls) when measured, else the idle one, else 0 (the per-call
+    /// constants are then used as measured).
     pub commit_live_slope_us: f64,
     pub decommit_live_slope_us: f64,
     /// Fixed fault time per contiguous run of OS pages (0 without the dense-fault fit).
@@ -237,8 +241,12 @@ impl CostModel {
             // the live-mapping slopes, when measured, add to the per-call sums; the
             // fit's intercept (calls on an idle GPU, one granule at a time) is not
             // used: replays on a busy GPU run at or above the per-call sums
-            self.commit_live_slope_us = opt_or_zero(C::VmmCommitLiveSlope);
-            self.decommit_live_slope_us = opt_or_zero(C::VmmDecommitLiveSlope);
+            // a decode step always has kernels running between its VMM calls: the busy
+            // slopes, when measured, replace the idle GPU's
+            let slope = |busy: C, idle: C| p.get(busy).or(p.get(idle)).unwrap_or(0.0);
+            self.commit_live_slope_us = slope(C::VmmCommitBusyLiveSlope, C::VmmCommitLiveSlope);
+            self.decommit_live_slope_us =
+                slope(C::VmmDecommitBusyLiveSlope, C::VmmDecommitLiveSlope);
             self.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
             self.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
             self.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
@@ -492,7 +500,9 @@ mod tests {
             let want = opt("vmm_decommit_fixed") + g as f64 * decommit;
             assert!((m.decommit_us(g) - want).abs() < 1e-9, "{g}");
             // with 2048 granules live, the live slopes add twice their value per granule
-            let live = 2.0 * g as f64 * opt("vmm_commit_live_slope");
+            let slope = |busy: &str, idle: &str| h200_file(busy).unwrap_or(opt(idle));
+            let live =
+                2.0 * g as f64 * slope("vmm_commit_busy_live_slope", "vmm_commit_live_slope");
             let none = ReadLive::default();
             assert!((m.commit_us_at(g, 2048.0, none) - m.commit_us(g) - live).abs() < 1e-9);
             // with 1024 granules in 512 units read: the granule slope once, the unit slope
@@ -507,7 +517,8 @@ mod tests {
             assert!((at - m.commit_us(g) - live - read).abs() < 1e-9);
             let dread = g as f64
                 * (opt("vmm_decommit_read_slope") + 0.5 * opt("vmm_decommit_read_unit_slope"));
-            let dlive = 2.0 * g as f64 * opt("vmm_decommit_live_slope");
+            let dlive =
+                2.0 * g as f64 * slope("vmm_decommit_busy_live_slope", "vmm_decommit_live_slope");
             let at = m.decommit_us_at(g, 2048.0, r);
             assert!((at - m.decommit_us(g) - dlive - dread).abs() < 1e-9);
         }
@@ -541,6 +552,44 @@ mod tests {
             (run, bw) => 8.0 * run.unwrap_or(0.0) + bw.map_or(0.0, |bw| 8.0 * 2433024.0 / bw),
         };
         assert!((o.os_evict_us(8, 8 * 2433024) - ev).abs() < 1e-9);
+    }
+
+    #[test]
+    fn busy_live_slopes_replace_the_idle_ones_when_measured() {
+        let mut p = profile::load("h200-linux").unwrap();
+        let set = |p: &mut Profile, n: C, v: f64| {
+            p.set(
+                n,
+                profile::Constant::measured(
+                    v,
+                    "us",
+                    profile::Measurement {
+                        gpu: "test".into(),
+                        driver: "test".into(),
+                        cuda: "test".into(),
+                        date: "2026-12-01".into(),
+                        method: "set by the test".into(),
+                        repetitions: None,
+                        spread: None,
+                        statistic: None,
+                        source: None,
+                    },
+                ),
+            );
+        };
+        set(&mut p, C::VmmCommitLiveSlope, 0.5);
+        set(&mut p, C::VmmDecommitLiveSlope, 0.25);
+        let none = ReadLive::default();
+        let idle = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // 8 granules with 3072 live: 8 x 0.5 x 3 = 12 µs more commit, 8 x 0.25 x 3 = 6 decommit
+        assert!((idle.commit_us_at(8, 3072.0, none) - idle.commit_us(8) - 12.0).abs() < 1e-9);
+        assert!((idle.decommit_us_at(8, 3072.0, none) - idle.decommit_us(8) - 6.0).abs() < 1e-9);
+        set(&mut p, C::VmmCommitBusyLiveSlope, 1.75);
+        set(&mut p, C::VmmDecommitBusyLiveSlope, 1.0);
+        let busy = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        // 8 x 1.75 x 3 = 42 µs, 8 x 1.0 x 3 = 24 µs: the busy slopes, not idle + busy
+        assert!((busy.commit_us_at(8, 3072.0, none) - busy.commit_us(8) - 42.0).abs() < 1e-9);
+        assert!((busy.decommit_us_at(8, 3072.0, none) - busy.decommit_us(8) - 24.0).abs() < 1e-9);
     }
 
     #[test]

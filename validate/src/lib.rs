@@ -2,7 +2,7 @@
 //! cudarc with dynamic loading.
 //!
 //! Owned here: the measurements ([`mod@calibrate`]), their statistics ([`stats`]), the
-//! conversion into a hardware profile ([`to_profile`]), the pooling of several calibrations'
+//! conversion into a hardware profile ([`to_profile`]; the live-set arm's fit in [`live_set_fit`]), the pooling of several calibrations'
 //! measurement sets ([`pool`]), the VMM call wrappers ([`vmm`]) and the
 //! real-GPU replay of a simulator plan ([`replay_plan`]: the plan as plain data and its layout;
 //! [`mod@replay`]: executing and timing it).
@@ -12,6 +12,7 @@
 
 pub mod calibrate;
 pub mod device;
+pub mod live_set_fit;
 pub mod pool;
 pub mod replay;
 pub mod replay_plan;

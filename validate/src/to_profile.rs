@@ -288,6 +288,7 @@ fn fit_stat(meas: Measurement) -> Measurement {
 /// did not run or its fit is not physical (a negative intercept or rate).
 fn add_model_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     add_vmm_live_fits(c, p, m);
+    add_live_set_fits(c, p, m);
     add_dense_fault_fits(c, p, m);
     add_router_sync(c, p, m);
     add_expert_kernel_fit(c, p, m);
@@ -348,6 +349,87 @@ fn add_vmm_live_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                     )),
                 ),
             );
+        }
+    }
+}
+
+/// The live-set arm's fits ([`crate::live_set_fit`]): with the GPU idle they replace the
+/// live-mapping arm's slopes (the arm measures whole units in randomised blocks), with kernels
+/// between the calls they give the busy slopes the cost model prefers. A slope below 0 is
+/// recorded as 0 (noise around a flat cost), as the live-mapping fit does.
+fn add_live_set_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
+    use crate::calibrate::{GpuWork, LIVE_SET_READ_GRANULES};
+    use crate::live_set_fit::{cell_medians, fit, Call};
+    let arm = &c.live_set;
+    let blocks = arm.probes.len();
+    let probes: Vec<f64> = arm.probes.iter().map(|p| p.launch_us).collect();
+    let probe = Summary::of(&probes);
+    for (work, call, name, what) in [
+        (
+            GpuWork::Idle,
+            Call::Commit,
+            N::VmmCommitLiveSlope,
+            "commit (cuMemCreate + cuMemMap + cuMemSetAccess per granule)",
+        ),
+        (
+            GpuWork::Idle,
+            Call::Decommit,
+            N::VmmDecommitLiveSlope,
+            "decommit (cuMemUnmap + cuMemRelease per granule)",
+        ),
+        (
+            GpuWork::Kernels,
+            Call::Commit,
+            N::VmmCommitBusyLiveSlope,
+            "commit (cuMemCreate + cuMemMap + cuMemSetAccess per granule)",
+        ),
+        (
+            GpuWork::Kernels,
+            Call::Decommit,
+            N::VmmDecommitBusyLiveSlope,
+            "decommit (cuMemUnmap + cuMemRelease per granule)",
+        ),
+    ] {
+        let cells = cell_medians(arm, work, call);
+        let Some(f) = fit(&cells) else { continue };
+        let samples = arm
+            .points
+            .iter()
+            .find(|q| q.work == work)
+            .map(|q| q.commit_us.n)
+            .unwrap_or(0);
+        let sizes: std::collections::BTreeSet<u64> = cells.iter().map(|c| c.0).collect();
+        let levels: std::collections::BTreeSet<u64> = cells.iter().map(|c| c.1).collect();
+        let gpu = match work {
+            GpuWork::Idle => "GPU idle".to_string(),
+            GpuWork::Kernels => format!("a streaming read of {LIVE_SET_READ_GRANULES} live granules in flight at each call and the new unit read between commit and decommit"),
+        };
+        let method = format!(
+            "live-set arm: per-unit {what}, host clock, units of {sizes:?} granules with {levels:?} single-granule mappings live, {gpu}; {blocks} randomised blocks of {samples} samples per cell (a host probe of empty-kernel launches before each block: median {:.2} µs), cell = median over blocks of block medians; least-squares fit on relative residuals of t = fixed + g x (per granule + slope x live / 1024): fixed {:.2} µs, per granule {:.2} µs, slope {:.3} (r2 {:.4}); µs per granule per 1024 live granules, clamped at 0",
+            probe.as_ref().map_or(f64::NAN, |s| s.median), f.fixed_us, f.per_granule_us, f.slope_us, f.r2
+        );
+        let meas = |method| Measurement {
+            repetitions: Some(blocks as u32),
+            spread: None,
+            ..fit_stat(m(method, None))
+        };
+        p.set(
+            name,
+            Constant::measured(f.slope_us.max(0.0), "us", meas(method)),
+        );
+        if work == GpuWork::Idle {
+            let base = if call == Call::Commit {
+                N::VmmCommitLiveBase
+            } else {
+                N::VmmDecommitLiveBase
+            };
+            if f.per_granule_us > 0.0 {
+                let method = format!("live-set arm, {what}, GPU idle: the per-granule part of the same fit with nothing live (fixed {:.2} µs per unit apart; r2 {:.4})", f.fixed_us, f.r2);
+                p.set(
+                    base,
+                    Constant::measured(f.per_granule_us, "us", meas(method)),
+                );
+            }
         }
     }
 }
@@ -1053,10 +1135,80 @@ mod tests {
             N::VmmDecommitReadUnitSlope,
             N::OsEvictOverlapRunLatency,
             N::OsEvictOverlapBandwidth,
+            N::VmmCommitBusyLiveSlope,
+            N::VmmDecommitBusyLiveSlope,
         ] {
             assert_eq!(p.get(n), None, "{n}");
         }
         // the one-run-per-launch dense-fault fit remains
         assert!(p.get(N::FaultRunLatency).is_some());
+    }
+
+    #[test]
+    fn live_set_fits_by_hand() {
+        use crate::calibrate::{GpuWork, LiveSetArm, LiveSetPoint, LiveSetProbe};
+        let text = include_str!("../tests/fixtures/h200-linux-p5-diag/cal.measurements.json");
+        let mut c: Calibration = serde_json::from_str(text).unwrap();
+        let idle_live_slope = to_profile(&c, "t").get(N::VmmCommitLiveSlope);
+        // commit = 3 + g (40 + s L / 1024), s = 0.5 idle and 1.5 busy; decommit = g (30 + s'
+        // L / 1024), s' = 0.25 idle and a negative -0.1 busy (recorded as 0)
+        let mut points = Vec::new();
+        for block in 0..2 {
+            for g in [2u64, 8, 32] {
+                for l in [0u64, 1024, 3072] {
+                    for (work, cs, ds) in
+                        [(GpuWork::Idle, 0.5, 0.25), (GpuWork::Kernels, 1.5, -0.1)]
+                    {
+                        let x = l as f64 / 1024.0;
+                        points.push(LiveSetPoint {
+                            block,
+                            granules: g,
+                            live_granules: l,
+                            work,
+                            commit_us: one(3.0 + g as f64 * (40.0 + cs * x)),
+                            decommit_us: one(g as f64 * (30.0 + ds * x)),
+                        });
+                    }
+                }
+            }
+        }
+        c.live_set = LiveSetArm {
+            points,
+            probes: vec![
+                LiveSetProbe {
+                    block: 0,
+                    launch_us: 2.0,
+                },
+                LiveSetProbe {
+                    block: 1,
+                    launch_us: 2.2,
+                },
+            ],
+            skipped_levels: vec![6144],
+        };
+        let p = to_profile(&c, "t");
+        let near = |n: N, want: f64| {
+            let v = p.get(n).unwrap_or_else(|| panic!("{n} absent"));
+            assert!((v - want).abs() < 1e-6, "{n}: {v} vs {want}");
+        };
+        near(N::VmmCommitLiveSlope, 0.5);
+        near(N::VmmDecommitLiveSlope, 0.25);
+        near(N::VmmCommitBusyLiveSlope, 1.5);
+        near(N::VmmDecommitBusyLiveSlope, 0.0);
+        near(N::VmmCommitLiveBase, 40.0);
+        near(N::VmmDecommitLiveBase, 30.0);
+        assert_ne!(
+            idle_live_slope,
+            Some(0.5),
+            "the live-set arm replaced the old fit"
+        );
+        let meas = |n: N| match &p.constant(n).unwrap().provenance {
+            profile::Provenance::Measured(m) => m.clone(),
+            other => panic!("{other:?}"),
+        };
+        let m = meas(N::VmmCommitBusyLiveSlope);
+        assert_eq!(m.repetitions, Some(2), "two blocks");
+        assert!(m.method.contains("slope 1.500"), "{}", m.method);
+        assert!(m.method.contains("median 2.10 µs"), "{}", m.method);
     }
 }

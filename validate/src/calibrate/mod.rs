@@ -20,6 +20,7 @@ use std::time::Instant;
 
 mod interference_arms;
 mod kernel_arms;
+mod live_set_arms;
 mod paging_arms;
 use interference_arms::{measure_fault_evict_overlap, measure_read_page_in};
 pub use interference_arms::{
@@ -28,6 +29,12 @@ pub use interference_arms::{
 };
 pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
 use kernel_arms::{measure_kernels, measure_stream_read};
+use live_set_arms::measure_live_set;
+pub use live_set_arms::{
+    block_order, GpuWork, LiveSetArm, LiveSetPoint, LiveSetProbe, GPU_WORK, LIVE_SET_BLOCKS,
+    LIVE_SET_LEVELS, LIVE_SET_PROBE_LAUNCHES, LIVE_SET_READ_GRANULES, LIVE_SET_SAMPLES,
+    LIVE_SET_UNIT_GRANULES,
+};
 use paging_arms::{measure_fault_launches, measure_page_in};
 pub use paging_arms::{
     FaultLaunchPoint, PageInPoint, FAULT_GEOMETRIES, FAULT_KS, FRESH_GRANULES, FRESH_UNITS,
@@ -197,6 +204,11 @@ pub struct Calibration {
     /// (empty where managed memory cannot fault, or when the arm failed).
     #[serde(default)]
     pub fault_evict: Vec<FaultEvictPoint>,
+    /// Per-unit commit and decommit against the live set, GPU idle and with kernels between
+    /// the calls, in randomised blocks with a host probe each (empty when the arm did not run
+    /// or failed).
+    #[serde(default, skip_serializing_if = "LiveSetArm::is_empty")]
+    pub live_set: LiveSetArm,
     /// Wall time of the whole calibration, s (pooled sets: the median of theirs).
     pub wall_s: f64,
     /// How many calibrations this set pools ([`crate::pool::pool`]); absent for one.
@@ -315,6 +327,15 @@ pub fn calibrate(
 
     let (read_page_in, fault_evict) =
         measure_interference(&ctx, &k, &device, gmin, reps, opts.quick, log);
+    let live_set = match measure_live_set(&ctx, &k, gmin, device.vram_free, opts.quick, log) {
+        Ok(a) => a,
+        Err(e) => {
+            log(&format!(
+                "live-set arm failed, its constants stay absent: {e}"
+            ));
+            LiveSetArm::default()
+        }
+    };
 
     Ok(Calibration {
         device,
@@ -337,6 +358,7 @@ pub fn calibrate(
         fault_launches,
         read_page_in,
         fault_evict,
+        live_set,
         wall_s: t0.elapsed().as_secs_f64(),
         pooled_from: None,
     })

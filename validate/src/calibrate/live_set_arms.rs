@@ -1,0 +1,372 @@
+//! The live-set VMM arm: per-unit commit and decommit against the number of granules mapped
+//! at the moment of the call, with the GPU idle and with kernels running between the calls as
+//! in a replay.
+//!
+//! Why: commits during stored LRU replays cost 1.07-1.19x the streaming ones in the same set
+//! and unit size, rising with the live set while kernels run between the calls, and the
+//! live-mapping arm (`vmm_live`: one granule at a time on an idle GPU) resolves no slope
+//! (docs/history/validation.md, "The live-set price"). This arm measures the dependence
+//! directly, in randomised interleaved blocks so that a host state that lasts minutes hits
+//! every cell alike, with a host probe before each block so that the analysis can condition
+//! on the host's speed.
+
+use super::{summary, CalibrateError, Step};
+use crate::stats::Summary;
+use crate::vmm;
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
+use kernels::Kernels;
+use rand::seq::{index, SliceRandom};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Unit sizes, granules: Qwen3-30B-A3B int4 `e1` (2), an odd size (5), granite at 16 MiB `e1`
+/// (8), `e4` of granite (32) and a `region:`-sized run (128).
+pub const LIVE_SET_UNIT_GRANULES: [u64; 5] = [2, 5, 8, 32, 128];
+/// Live-set sizes, granules: empty, and the range the stored LRU replays reach (a granite LRU
+/// 50% replay holds 3,072 granules, a Qwen3-30B-A3B one up to about 4,500).
+pub const LIVE_SET_LEVELS: [u64; 4] = [0, 1024, 3072, 6144];
+/// Blocks of the full pass; each block visits every cell once, in its own random order.
+pub const LIVE_SET_BLOCKS: usize = 5;
+/// Samples per cell and block: [`LIVE_SET_BLOCKS`] x 40 = 200 per cell (the fidelity target).
+pub const LIVE_SET_SAMPLES: usize = 40;
+/// Empty-kernel launches of the host probe before each block.
+pub const LIVE_SET_PROBE_LAUNCHES: u32 = 200;
+/// Live granules the kernels read between two calls (16 MiB at 2 MiB granules: one granite
+/// expert, about four Qwen3-30B-A3B int4 experts), rotating over the live set.
+pub const LIVE_SET_READ_GRANULES: usize = 8;
+/// Seed of the arm's block orders and placements (a design choice).
+pub const LIVE_SET_SEED: u64 = 17;
+
+/// What runs on the GPU around the VMM calls of a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuWork {
+    /// Nothing: the calls run on an idle GPU.
+    Idle,
+    /// A streaming read of [`LIVE_SET_READ_GRANULES`] live granules is in flight when the
+    /// commit starts and another when the decommit starts, and the new unit is read between
+    /// them: as a replay's expert kernels run while the host pages in the next group.
+    Kernels,
+}
+
+/// Both modes, in their base order.
+pub const GPU_WORK: [GpuWork; 2] = [GpuWork::Idle, GpuWork::Kernels];
+
+/// One cell of one block: per-unit host time of the calls.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LiveSetPoint {
+    /// Block (0-based) in which the cell ran.
+    pub block: u32,
+    /// Granules per unit.
+    pub granules: u64,
+    /// Other granules mapped (each its own handle) while measuring.
+    pub live_granules: u64,
+    /// What the GPU did around the calls.
+    pub work: GpuWork,
+    /// cuMemCreate + cuMemMap + cuMemSetAccess per granule of one unit, µs per unit.
+    pub commit_us: Summary,
+    /// cuMemUnmap + cuMemRelease per granule of the same unit, µs per unit.
+    pub decommit_us: Summary,
+}
+
+/// The host probe taken before a block.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LiveSetProbe {
+    /// Block (0-based) the probe precedes.
+    pub block: u32,
+    /// Host time per launch of [`LIVE_SET_PROBE_LAUNCHES`] back-to-back empty kernels, µs.
+    pub launch_us: f64,
+}
+
+/// The arm's result: every cell of every block and the probes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LiveSetArm {
+    /// Cells, in the order they ran.
+    pub points: Vec<LiveSetPoint>,
+    /// One probe per block.
+    pub probes: Vec<LiveSetProbe>,
+    /// Levels of [`LIVE_SET_LEVELS`] left out because they did not fit a quarter of free VRAM.
+    #[serde(default)]
+    pub skipped_levels: Vec<u64>,
+}
+
+impl LiveSetArm {
+    /// True when the arm did not run (or failed before its first cell).
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+}
+
+/// The cells of one block in a random order: the live levels shuffled, and within each level
+/// the (unit size, GPU work) pairs shuffled. Pure, so the order is tested without a GPU.
+pub fn block_order(
+    rng: &mut Pcg64,
+    levels: &[u64],
+    sizes: &[u64],
+) -> Vec<(u64, Vec<(u64, GpuWork)>)> {
+    let mut lv = levels.to_vec();
+    lv.shuffle(rng);
+    lv.into_iter()
+        .map(|l| {
+            let mut cells: Vec<(u64, GpuWork)> = sizes
+                .iter()
+                .flat_map(|&g| GPU_WORK.iter().map(move |&w| (g, w)))
+                .collect();
+            cells.shuffle(rng);
+            (l, cells)
+        })
+        .collect()
+}
+
+/// Single-granule live mappings scattered over the first part of a range, and a tail of
+/// unit slots where the measured units are committed.
+struct Rig<'a> {
+    k: &'a Kernels,
+    compute: &'a Arc<CudaStream>,
+    sink: &'a mut CudaSlice<u32>,
+    granule: u64,
+    dev: i32,
+    /// Base of the unit-slot tail of the range.
+    tail: u64,
+    /// Unit slots of the tail (each holds the largest unit).
+    tail_slots: u64,
+    /// Live granules: (address, handle).
+    live: Vec<(u64, sys::CUmemGenericAllocationHandle)>,
+    /// Unrelated buffer the kernels read when nothing is live.
+    other: u64,
+    /// Next live granule the kernels read (rotates).
+    cursor: usize,
+}
+
+impl Rig<'_> {
+    /// Launches streaming reads of [`LIVE_SET_READ_GRANULES`] live granules (or of the
+    /// unrelated buffer when none is live), without waiting.
+    fn launch_reads(&mut self) -> Result<(), CalibrateError> {
+        for i in 0..LIVE_SET_READ_GRANULES {
+            let at = if self.live.is_empty() {
+                self.other + i as u64 * self.granule
+            } else {
+                self.cursor = (self.cursor + 1) % self.live.len();
+                self.live[self.cursor].0
+            };
+            self.k
+                .launch_stream_read_range(self.compute, at, self.granule, self.sink)?;
+        }
+        Ok(())
+    }
+
+    /// One sample: commit a unit of `g` granules at a random tail slot, decommit it; returns
+    /// the host times (µs) of the two.
+    fn sample(
+        &mut self,
+        rng: &mut Pcg64,
+        g: u64,
+        work: GpuWork,
+    ) -> Result<(f64, f64), CalibrateError> {
+        let at0 = self.tail + rng.gen_range(0..self.tail_slots) * 128 * self.granule;
+        if work == GpuWork::Kernels {
+            self.launch_reads()?;
+        }
+        let mut hs = Vec::with_capacity(g as usize);
+        let t = Instant::now();
+        for i in 0..g {
+            let at = at0 + i * self.granule;
+            let h = vmm::create(self.granule as usize, self.dev).during("cuMemCreate")?;
+            vmm::map(at, self.granule as usize, h).during("cuMemMap")?;
+            vmm::set_access(at, self.granule as usize, self.dev).during("cuMemSetAccess")?;
+            hs.push((at, h));
+        }
+        let commit = t.elapsed().as_secs_f64() * 1e6;
+        if work == GpuWork::Kernels {
+            self.k
+                .launch_stream_read_range(self.compute, at0, g * self.granule, self.sink)?;
+            // the unit is unmapped next: its read must be done; other reads stay in flight
+            self.compute
+                .synchronize()
+                .during("live-set arm unit read")?;
+            self.launch_reads()?;
+        }
+        let t = Instant::now();
+        for (at, h) in hs {
+            vmm::unmap(at, self.granule as usize).during("cuMemUnmap")?;
+            vmm::release(h).during("cuMemRelease")?;
+        }
+        let decommit = t.elapsed().as_secs_f64() * 1e6;
+        self.compute.synchronize().during("live-set arm reads")?;
+        Ok((commit, decommit))
+    }
+
+    /// Grows or shrinks the live set to `level` granules at the seeded slots `slots`.
+    fn set_live(&mut self, level: u64, slots: &[u64], base: u64) -> Result<(), CalibrateError> {
+        while self.live.len() as u64 > level {
+            let (at, h) = self.live.pop().expect("live granule");
+            vmm::unmap(at, self.granule as usize).during("live cuMemUnmap")?;
+            vmm::release(h).during("live cuMemRelease")?;
+        }
+        while (self.live.len() as u64) < level {
+            let at = base + slots[self.live.len()] * self.granule;
+            let h = vmm::create(self.granule as usize, self.dev).during("live cuMemCreate")?;
+            vmm::map(at, self.granule as usize, h).during("live cuMemMap")?;
+            self.live.push((at, h));
+            vmm::set_access(at, self.granule as usize, self.dev).during("live cuMemSetAccess")?;
+        }
+        self.cursor = 0;
+        Ok(())
+    }
+
+    fn release_all(&mut self) {
+        for (at, h) in self.live.drain(..) {
+            let _ = vmm::unmap(at, self.granule as usize);
+            let _ = vmm::release(h);
+        }
+    }
+}
+
+/// Host time per launch of [`LIVE_SET_PROBE_LAUNCHES`] empty kernels (the replay's probe of
+/// the host's speed), µs.
+fn probe(k: &Kernels, s: &Arc<CudaStream>) -> Result<f64, CalibrateError> {
+    let t = Instant::now();
+    for _ in 0..LIVE_SET_PROBE_LAUNCHES {
+        k.launch_empty(s)?;
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / LIVE_SET_PROBE_LAUNCHES as f64;
+    s.synchronize().during("live-set arm probe")?;
+    Ok(us)
+}
+
+/// Runs the arm: [`LIVE_SET_BLOCKS`] blocks (quick: 2 blocks, levels 0 and 3072, sizes 2 and
+/// 8) of every (live level, unit size, GPU work) cell in a random order per block, each cell
+/// [`LIVE_SET_SAMPLES`] samples (quick: 10) after one discarded sample; the live set is
+/// single-granule mappings at seeded random slots of a range twice its largest level, the
+/// measured units at random slots of a tail after it. Levels over a quarter of free VRAM are
+/// skipped (recorded). Host clock.
+pub(crate) fn measure_live_set(
+    ctx: &Arc<CudaContext>,
+    k: &Kernels,
+    granule: usize,
+    vram_free: u64,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<LiveSetArm, CalibrateError> {
+    let (blocks, samples) = if quick {
+        (2, 10)
+    } else {
+        (LIVE_SET_BLOCKS, LIVE_SET_SAMPLES)
+    };
+    let sizes: &[u64] = if quick {
+        &[2, 8]
+    } else {
+        &LIVE_SET_UNIT_GRANULES
+    };
+    let all: &[u64] = if quick { &[0, 3072] } else { &LIVE_SET_LEVELS };
+    let g = granule as u64;
+    let (levels, skipped): (Vec<u64>, Vec<u64>) =
+        all.iter().partition(|&&l| (l + 128) * g <= vram_free / 4);
+    let top = levels.iter().copied().max().unwrap_or(0);
+    let tail_slots = 4u64;
+    let live_slots = 2 * top.max(1);
+    let res = vmm::Reservation::new(((live_slots + tail_slots * 128) * g) as usize, granule)
+        .during("cuMemAddressReserve")?;
+    let mut rng = Pcg64::seed_from_u64(LIVE_SET_SEED);
+    let slots: Vec<u64> = index::sample(&mut rng, live_slots as usize, top as usize)
+        .into_iter()
+        .map(|s| s as u64)
+        .collect();
+    let compute = ctx.new_stream().during("live-set arm stream")?;
+    let mut sink = compute.alloc_zeros::<u32>(1).during("sink")?;
+    let other = compute
+        .alloc_zeros::<u8>(LIVE_SET_READ_GRANULES * granule)
+        .during("live-set arm read buffer")?;
+    let other_ptr = other.device_ptr(&compute).0;
+    let mut rig = Rig {
+        k,
+        compute: &compute,
+        sink: &mut sink,
+        granule: g,
+        dev: ctx.ordinal() as i32,
+        tail: res.base + live_slots * g,
+        tail_slots,
+        live: Vec::new(),
+        other: other_ptr,
+        cursor: 0,
+    };
+    let mut arm = LiveSetArm {
+        skipped_levels: skipped,
+        ..LiveSetArm::default()
+    };
+    let result = (|| -> Result<(), CalibrateError> {
+        for block in 0..blocks as u32 {
+            arm.probes.push(LiveSetProbe {
+                block,
+                launch_us: probe(k, &compute)?,
+            });
+            for (level, cells) in block_order(&mut rng, &levels, sizes) {
+                rig.set_live(level, &slots, res.base)?;
+                for (gr, work) in cells {
+                    let (mut c, mut d) = (Vec::new(), Vec::new());
+                    for i in 0..=samples {
+                        let (ci, di) = rig.sample(&mut rng, gr, work)?;
+                        if i > 0 {
+                            c.push(ci);
+                            d.push(di);
+                        }
+                    }
+                    arm.points.push(LiveSetPoint {
+                        block,
+                        granules: gr,
+                        live_granules: level,
+                        work,
+                        commit_us: summary(&c)?,
+                        decommit_us: summary(&d)?,
+                    });
+                }
+            }
+            log(&format!(
+                "live-set arm block {}/{blocks}: probe {:.2} µs per launch",
+                block + 1,
+                arm.probes[block as usize].launch_us
+            ));
+        }
+        Ok(())
+    })();
+    let _ = compute.synchronize();
+    rig.release_all();
+    drop(res);
+    result?;
+    Ok(arm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_visits_every_cell_once_in_a_seeded_order() {
+        let levels = [0, 1024, 3072];
+        let sizes = [2, 8];
+        let a = block_order(&mut Pcg64::seed_from_u64(1), &levels, &sizes);
+        let b = block_order(&mut Pcg64::seed_from_u64(1), &levels, &sizes);
+        let key = |o: &Vec<(u64, Vec<(u64, GpuWork)>)>| format!("{o:?}");
+        assert_eq!(key(&a), key(&b), "same seed, same order");
+        let mut lv: Vec<u64> = a.iter().map(|x| x.0).collect();
+        lv.sort();
+        assert_eq!(lv, levels);
+        for (_, cells) in &a {
+            assert_eq!(cells.len(), sizes.len() * GPU_WORK.len());
+            for &g in &sizes {
+                for &w in &GPU_WORK {
+                    assert_eq!(cells.iter().filter(|c| **c == (g, w)).count(), 1);
+                }
+            }
+        }
+        // over many blocks the first level is not always the same: the order is random
+        let mut rng = Pcg64::seed_from_u64(2);
+        let firsts: std::collections::BTreeSet<u64> = (0..20)
+            .map(|_| block_order(&mut rng, &levels, &sizes)[0].0)
+            .collect();
+        assert!(firsts.len() > 1);
+    }
+}
