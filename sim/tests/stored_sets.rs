@@ -1,0 +1,62 @@
+//! Every stored calibration under `validate/data/` whose profile sits beside its measurement
+//! set (`X.json` next to `X.measurements.json`) rebuilds from those measurements byte for byte,
+//! so a change to how constants are derived shows up here (the shipped profile's own check is
+//! in `sim/src/cmd/calibrate.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn measurement_sets(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            measurement_sets(&p, out);
+        } else if p.to_string_lossy().ends_with(".measurements.json") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn stored_calibrations_rebuild_byte_for_byte() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../validate/data");
+    let mut sets = Vec::new();
+    measurement_sets(&data, &mut sets);
+    sets.sort();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for m in &sets {
+        let profile = PathBuf::from(m.to_string_lossy().replace(".measurements.json", ".json"));
+        let Ok(stored) = std::fs::read_to_string(&profile) else {
+            continue; // a pooled or shipped set whose profile lives elsewhere
+        };
+        let name = serde_json::from_str::<serde_json::Value>(&stored).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let out = tmp.path().join(format!("{checked}.json"));
+        let st = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["calibrate", "--from-measurements"])
+            .arg(m)
+            .arg("--out")
+            .arg(&out)
+            .args(["--name", &name])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}: {}",
+            m.display(),
+            String::from_utf8_lossy(&st.stderr)
+        );
+        assert!(
+            std::fs::read_to_string(&out).unwrap() == stored,
+            "{} no longer rebuilds {} byte for byte",
+            m.display(),
+            profile.display()
+        );
+        checked += 1;
+    }
+    // the fifteenth pass's two calibrations and the fourteenth's five at least
+    assert!(checked >= 7, "only {checked} stored calibrations found");
+}
