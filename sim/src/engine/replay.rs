@@ -13,12 +13,15 @@
 //! decommit finishes); then each demand page-in commits on the driver and copies on the copy
 //! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
-//! the same way. Units paged in and evicted by the same group are decommitted once its expert
-//! compute ends (the kernels read them until then) and the host has learnt it (one round
-//! trip). OS-paged evictions hold the fault handler for the fault time they add (the cost
-//! model's eviction price). A unit counts as read once a group's expert compute has run over
-//! it; VMM calls are priced with the read live set (the read slopes). Deferred work lives in
-//! an [`EventQueue`] keyed by (time, push order).
+//! the same way, once the predictor has seen the history up to this group. A prefetch a group
+//! then pages in is used (late when still in flight at that group's router); one no group paged
+//! in is unmapped once its target group has passed (wasted). Units paged in and evicted by
+//! the same group are decommitted once its expert compute ends (the kernels read them until
+//! then) and the host has learnt it (one round trip). OS-paged evictions hold the fault
+//! handler for the fault time they add (the cost model's eviction price). A unit counts as
+//! read once a group's expert compute has run over it; VMM calls are priced with the read
+//! live set (the read slopes). Deferred work lives in an [`EventQueue`] keyed by (time, push
+//! order).
 
 use super::plan::{GroupRec, Plans};
 use super::predict::{Learning, Predictor, PredictorKind, Target};

@@ -294,7 +294,10 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
     let rep = prefetch::report(PredictorKind::Oracle, 1, &learning, &plans, &r, price).unwrap();
     // without prefetch all 12 groups stall commit + copy
     assert!(close(rep.stall_ms_per_step_none * 3e3, 12.0 * first));
-    assert!(close(rep.stall_hidden_ms_per_step * 3e3, 12.0 * first - with));
+    assert!(close(
+        rep.stall_hidden_ms_per_step * 3e3,
+        12.0 * first - with
+    ));
     assert_eq!(rep.stall_hidden_of_oracle, Some(1.0));
     assert_eq!((rep.precision, rep.recall), (Some(1.0), Some(11.0 / 12.0)));
     assert_eq!((rep.page_ins, rep.learns_from.as_str()), (12, "future"));
@@ -304,7 +307,10 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
     let rep = prefetch::report(PredictorKind::PrevToken, 1, &learning, &plans, &r, price).unwrap();
     assert_eq!((rep.issued, rep.used + rep.late, rep.wasted), (8, 0, 8));
     assert_eq!((rep.precision, rep.recall), (Some(0.0), Some(0.0)));
-    assert!(close(rep.wasted_bytes_per_token, 8.0 * 2.0 * MIB as f64 / 3.0));
+    assert!(close(
+        rep.wasted_bytes_per_token,
+        8.0 * 2.0 * MIB as f64 / 3.0
+    ));
     assert!(close(rep.stall_ms_per_step_oracle * 3e3, with));
     assert_eq!(rep.learns_from, "online");
 }
