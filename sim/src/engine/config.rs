@@ -96,35 +96,9 @@ pub fn run_timing(
     retention: Option<&RetentionConfig>,
     recorded: Option<Plans>,
 ) -> Result<TimingOutcome> {
-    let hw = &*cfg.profile;
-    let cost = CostModel::new(
-        hw,
-        map.paging,
-        CostOptions {
-            handle_pool: cfg.handle_pool,
-            prefetch: cfg.predictor != PredictorKind::None,
-        },
-    )?;
-    let compute = ComputeModel::new(
-        cfg.compute,
-        &trace.header.model,
-        map.expert_bytes,
-        hw,
-        &cfg.overrides,
-    )?;
+    let (cost, compute) = models(cfg, trace, map)?;
     let ks = trace.keyspace();
-    let opts = EngineOptions {
-        deferred_unmap: cfg.deferred_unmap,
-        serial_loader: cfg.serial_loader,
-        predictor: cfg.predictor,
-        window: cfg.window,
-        seed: cfg.seed,
-        timeline_cap: if cfg.timeline.is_some() {
-            TIMELINE_MAX_SPANS
-        } else {
-            0
-        },
-    };
+    let opts = engine_options(cfg);
     let batching = retention.map(|r| r.batching).unwrap_or_default();
     let cache_cfg = retention.map(|r| &r.cache);
     let build = |n: usize| {
@@ -172,17 +146,17 @@ pub fn run_timing(
             (None, p, r)
         }
     };
+    // the baselines replay the same plan with another predictor, without a timeline
+    let baseline = |k| {
+        let o = EngineOptions {
+            predictor: k,
+            timeline_cap: 0,
+            ..opts
+        };
+        price(&plans, o)
+    };
     let prefetch = (cfg.predictor != PredictorKind::None)
-        .then(|| {
-            prefetch::report(cfg.predictor, cfg.window, &learning, &plans, &r, |k| {
-                let o = EngineOptions {
-                    predictor: k,
-                    timeline_cap: 0,
-                    ..opts
-                };
-                replay_learning(&plans, map, &ks, &cost, &compute, o, learning)
-            })
-        })
+        .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &plans, &r, baseline))
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;
     Ok(TimingOutcome {
@@ -192,6 +166,44 @@ pub fn run_timing(
         prefetch,
         notes,
     })
+}
+
+/// The cost and compute models of a run of `cfg` on `trace` under `map` (prefetch costs
+/// checked only with a predictor).
+fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel, ComputeModel)> {
+    let hw = &*cfg.profile;
+    let cost = CostModel::new(
+        hw,
+        map.paging,
+        CostOptions {
+            handle_pool: cfg.handle_pool,
+            prefetch: cfg.predictor != PredictorKind::None,
+        },
+    )?;
+    let compute = ComputeModel::new(
+        cfg.compute,
+        &trace.header.model,
+        map.expert_bytes,
+        hw,
+        &cfg.overrides,
+    )?;
+    Ok((cost, compute))
+}
+
+/// The engine's switches from `cfg`; spans are recorded only for `--timeline`.
+fn engine_options(cfg: &TimingConfig) -> EngineOptions {
+    EngineOptions {
+        deferred_unmap: cfg.deferred_unmap,
+        serial_loader: cfg.serial_loader,
+        predictor: cfg.predictor,
+        window: cfg.window,
+        seed: cfg.seed,
+        timeline_cap: if cfg.timeline.is_some() {
+            TIMELINE_MAX_SPANS
+        } else {
+            0
+        },
+    }
 }
 
 /// Write the replay's timeline where `--timeline` asked (nothing without it); the notes say

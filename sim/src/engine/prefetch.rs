@@ -4,7 +4,7 @@
 
 use super::plan::Plans;
 use super::predict::{Learning, PredictorKind};
-use super::replay::{EngineError, Replay};
+use super::replay::Replay;
 use reports::run::PrefetchReport;
 
 /// The fate of a replay's prefetches; `issued = used + late + wasted`.
@@ -24,14 +24,14 @@ pub struct PrefetchCounts {
 /// The `prefetch` block of a run that replayed `plans` with predictor `kind` at `window`
 /// (learning from `learning`) as `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
-pub fn report(
+pub fn report<E>(
     kind: PredictorKind,
     window: usize,
     learning: &Learning<'_>,
     plans: &Plans,
     run: &Replay,
-    mut price: impl FnMut(PredictorKind) -> Result<Replay, EngineError>,
-) -> Result<PrefetchReport, EngineError> {
+    mut price: impl FnMut(PredictorKind) -> Result<Replay, E>,
+) -> Result<PrefetchReport, E> {
     let stall = |r: &Replay| r.timing.stall_ms_per_step;
     let none = stall(&price(PredictorKind::None)?);
     let oracle = if kind == PredictorKind::Oracle {
