@@ -135,6 +135,12 @@ pub struct RunCoords {
     pub split: Option<String>,
     /// Batch size, `None` when the grid did not vary it (the run's default).
     pub batch: Option<u32>,
+    /// Prefetch predictor, `None` when the grid had no prefetch axis (no prefetch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictor: Option<String>,
+    /// Prefetch window (MoE layers), beside `predictor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
 }
 
 impl RunCoords {

@@ -96,6 +96,48 @@ pub struct TimingReport {
     pub prefetch_used: u64,
 }
 
+/// The `prefetch` block of a timed run with a predictor (`--predictor` other than `none`):
+/// what the predictor issued, what became of it, and how much stall it hid, against the same
+/// plan replayed without prefetch (`none`) and with the `oracle` bound. Every issued prefetch
+/// ends as exactly one of used, late or wasted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchReport {
+    /// The `--predictor` name.
+    pub predictor: String,
+    /// The prefetch lead, MoE layers (`--window`).
+    pub window: usize,
+    /// Where the predictor's knowledge came from: `profile` (the profile trace only),
+    /// `online` (the evaluated trace's earlier tokens only) or `future` (the oracle).
+    pub learns_from: String,
+    /// Units prefetched (predicted and neither resident nor already in flight).
+    pub issued: u64,
+    /// Prefetched units a group then paged in, resident by that group's router.
+    pub used: u64,
+    /// Prefetched units a group then paged in while still in flight: it waited for the rest.
+    pub late: u64,
+    /// Prefetched units no group paged in before their target group passed (unmapped again).
+    pub wasted: u64,
+    /// Page-ins of the plan: all of them on demand with `--predictor none`.
+    pub page_ins: u64,
+    /// (used + late) / issued; `None` when nothing was issued.
+    pub precision: Option<f64>,
+    /// (used + late) / page_ins; `None` when the plan pages nothing in.
+    pub recall: Option<f64>,
+    /// Useful bytes of the wasted prefetches / tokens.
+    pub wasted_bytes_per_token: f64,
+    /// Stall per step of this run, ms (`timing.stall_ms_per_step`).
+    pub stall_ms_per_step: f64,
+    /// Stall per step of the same plan without prefetch, ms.
+    pub stall_ms_per_step_none: f64,
+    /// Stall per step of the same plan with the oracle at the same window, ms.
+    pub stall_ms_per_step_oracle: f64,
+    /// stall_ms_per_step_none - stall_ms_per_step (negative when the prefetches delay
+    /// demand page-ins more than they save).
+    pub stall_hidden_ms_per_step: f64,
+    /// stall_hidden_ms_per_step / the oracle's; `None` when the oracle hides nothing.
+    pub stall_hidden_of_oracle: Option<f64>,
+}
+
 /// Details of a timed replay beyond the `timing` block.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimingDetail {
@@ -210,6 +252,9 @@ pub struct RunReport {
     /// Details of the timed replay beside the `timing` block (profile, totals, wasted prefetches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_detail: Option<TimingDetail>,
+    /// The predictor's accuracy and the stall it hid, with a `--predictor` other than `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<PrefetchReport>,
     /// Batch admission under `--admission-cap`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Admission>,

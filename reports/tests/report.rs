@@ -96,6 +96,8 @@ fn entry(
             budget: budget.map(Into::into),
             split: budget.map(|_| "global".into()),
             batch: None,
+            predictor: None,
+            window: None,
         },
         result,
     }

@@ -3,11 +3,12 @@
 //! count.
 //!
 //! Owned here: the packing axis (chunk sizes x chunk orders), the retention axes (policy x
-//! budget x split x batch), the sweep's nesting (mechanism outermost) and the comparison's
-//! points (streaming, retention and cross-trace runs) with what the report says about each
-//! trace. Not here: the flags that give the axes and the output formats (the `sim` binary).
+//! budget x split x batch), the prefetch axis (predictor x window), the sweep's nesting
+//! (mechanism outermost) and the comparison's points (streaming, retention and cross-trace
+//! runs) with what the report says about each trace. Not here: the flags that give the axes and the output formats (the `sim` binary).
 
 use crate::cache::{Budget, RetentionConfig, Split};
+use crate::engine::PredictorKind;
 use crate::runner::RunConfig;
 use policies::mechanisms::{self, ChunkOrder, ProfileStats, SpecError};
 use reports::{RunCoords, TraceInfo};
@@ -74,6 +75,42 @@ pub fn canonical_specs<S: AsRef<str>>(specs: &[S]) -> Result<Vec<String>, GridEr
     Ok(out)
 }
 
+/// One point of the prefetch axis: a predictor and its window (prefetch lead, MoE layers).
+pub type PrefetchPoint = (PredictorKind, usize);
+
+/// The prefetch axis: every predictor of `predictors` at every window of `windows` (windows
+/// innermost), `none` once at window 1 (it prefetches nothing, so its window changes
+/// nothing), repeats dropped; `[(none, 1)]` when both lists are empty.
+pub fn prefetch_points(predictors: &[PredictorKind], windows: &[usize]) -> Vec<PrefetchPoint> {
+    let windows = if windows.is_empty() {
+        &[1][..]
+    } else {
+        windows
+    };
+    let mut out: Vec<PrefetchPoint> = Vec::new();
+    for &k in predictors {
+        for &w in windows {
+            let p = if k == PredictorKind::None {
+                (k, 1)
+            } else {
+                (k, w)
+            };
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push((PredictorKind::None, 1));
+    }
+    out
+}
+
+/// True when the prefetch axis is only `none`: the grid then has no prefetch coordinates.
+pub fn no_prefetch(points: &[PrefetchPoint]) -> bool {
+    points.iter().all(|&(k, _)| k == PredictorKind::None)
+}
+
 /// The retention axes of a grid; every list holds at least one value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetentionAxes {
@@ -132,14 +169,15 @@ pub fn sweep_grid(
         .collect()
 }
 
-/// One point of a comparison: indices into its traces, the report's coordinates, and the
-/// retention config (`None`: streaming).
+/// One point of a comparison: indices into its traces, the report's coordinates, the
+/// retention config (`None`: streaming) and the prefetch point.
 #[derive(Clone, Debug)]
 pub struct ComparePoint {
     pub trace: usize,
     pub profile: usize,
     pub coords: RunCoords,
     pub retention: Option<RetentionConfig>,
+    pub prefetch: PrefetchPoint,
 }
 
 /// The comparison's axes.
@@ -154,32 +192,46 @@ pub struct CompareAxes<'a> {
     pub batch_given: bool,
     /// Whether to add the cross-trace stability runs (with more than one trace).
     pub cross_trace: bool,
+    /// The prefetch axis ([`prefetch_points`]), innermost; only `none`: no coordinates.
+    pub prefetch: &'a [PrefetchPoint],
 }
 
 /// The comparison grid in its fixed order: per evaluated trace, the streaming run of every
 /// mechanism, then per mechanism its retention runs; then the cross-trace runs (mechanisms
-/// that order units by a profile trace, and the policies that pin by one), packed or pinned
-/// on every other trace. Errors: a mechanism spec that does not parse.
+/// that order units by a profile trace, the policies that pin by one, and every run of a
+/// predictor that learns from one), on every other trace. The prefetch axis is innermost.
+/// Errors: a mechanism spec that does not parse.
 pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
-    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>| ComparePoint {
-        trace: t,
-        profile: p,
-        coords: RunCoords {
-            trace: a.traces[t].clone(),
-            profile_trace: a.traces[p].clone(),
-            mechanism: mech.to_string(),
-            evict: r.map(|r| r.cache.policy.name().to_string()),
-            budget: r.map(|r| r.cache.budget.to_string()),
-            split: r.map(|r| r.cache.split.name().to_string()),
-            batch: r.filter(|_| a.batch_given).map(|r| r.batching.batch as u32),
-        },
-        retention: r.cloned(),
+    let coords = !no_prefetch(a.prefetch);
+    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>, pf: PrefetchPoint| {
+        ComparePoint {
+            trace: t,
+            profile: p,
+            coords: RunCoords {
+                trace: a.traces[t].clone(),
+                profile_trace: a.traces[p].clone(),
+                mechanism: mech.to_string(),
+                evict: r.map(|r| r.cache.policy.name().to_string()),
+                budget: r.map(|r| r.cache.budget.to_string()),
+                split: r.map(|r| r.cache.split.name().to_string()),
+                batch: r.filter(|_| a.batch_given).map(|r| r.batching.batch as u32),
+                predictor: coords.then(|| pf.0.name().to_string()),
+                window: coords.then_some(pf.1),
+            },
+            retention: r.cloned(),
+            prefetch: pf,
+        }
     };
     let mut pts = Vec::new();
+    let axis = a.prefetch;
     for t in 0..a.traces.len() {
-        pts.extend(a.mechanisms.iter().map(|m| point(t, t, m, None)));
         for m in a.mechanisms {
-            pts.extend(a.retention.iter().map(|r| point(t, t, m, Some(r))));
+            pts.extend(axis.iter().map(|&pf| point(t, t, m, None, pf)));
+        }
+        for m in a.mechanisms {
+            for r in a.retention {
+                pts.extend(axis.iter().map(|&pf| point(t, t, m, Some(r), pf)));
+            }
         }
     }
     if a.traces.len() < 2 || !a.cross_trace {
@@ -193,18 +245,22 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
         })?;
         profiled.push(mech.needs_profile());
     }
-    let pinning: Vec<&RetentionConfig> = a
-        .retention
-        .iter()
-        .filter(|r| r.cache.policy.needs_profile())
-        .collect();
+    // a run is cross-traced when its mechanism or policy uses the profile, or its predictor
+    // learns from it
+    let uses = |base: bool, pf: &PrefetchPoint| base || pf.0.learns();
     for t in 0..a.traces.len() {
         for p in (0..a.traces.len()).filter(|&p| p != t) {
-            for (m, _) in a.mechanisms.iter().zip(&profiled).filter(|(_, &n)| n) {
-                pts.push(point(t, p, m, None));
+            for (m, &prof) in a.mechanisms.iter().zip(&profiled) {
+                let pfs = axis.iter().filter(|pf| uses(prof, pf));
+                pts.extend(pfs.map(|&pf| point(t, p, m, None, pf)));
             }
             for m in a.mechanisms {
-                pts.extend(pinning.iter().map(|r| point(t, p, m, Some(r))));
+                for r in a.retention {
+                    let pfs = axis
+                        .iter()
+                        .filter(|pf| uses(r.cache.policy.needs_profile(), pf));
+                    pts.extend(pfs.map(|&pf| point(t, p, m, Some(r), pf)));
+                }
             }
         }
     }
@@ -372,6 +428,7 @@ mod tests {
             retention: &retention,
             batch_given: false,
             cross_trace: true,
+            prefetch: &[(PredictorKind::None, 1)],
         };
         let label = |p: &ComparePoint| {
             format!(

@@ -271,6 +271,7 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         notes: timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default(),
         timing: timing.as_ref().map(|t| t.timing.clone()),
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
+        prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
         admission: timing.and_then(|t| t.admission),
     })
 }

@@ -113,6 +113,11 @@ fn retention_md_names_the_registered_policies() {
 }
 
 #[test]
+fn design_md_names_the_registered_predictors() {
+    check("docs/DESIGN.md", &["predictor"]);
+}
+
+#[test]
 fn every_kind_has_a_registry() {
     for kind in ["retention", "predictor", "import-format"] {
         assert!(!registry(kind).is_empty(), "{kind}");

@@ -243,3 +243,212 @@ fn out_and_timeline_files_are_mode_0644_and_named_on_stderr() {
     assert_eq!(mode(&sweep_out), 0o644);
     assert_eq!(err.trim(), format!("wrote {}", sweep_out.display()));
 }
+
+const GRANITE_CODE: &str = "../traces/data/granite/code.bin";
+const GRANITE_PROSE: &str = "../traces/data/granite/prose.bin";
+
+/// `sim CMD` on granite code, e1 under LRU 50% (global), timed on h200-linux, then `extra`.
+fn granite_lru<'a>(cmd: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let policy = if cmd == "sweep" {
+        "--policies"
+    } else {
+        "--policy"
+    };
+    let mut args = vec![
+        cmd,
+        "--trace",
+        GRANITE_CODE,
+        policy,
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "50%",
+        "--split",
+        "global",
+        "--hw",
+        "h200-linux",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `sim run --json` of [`granite_lru`] with `extra` flags.
+fn prefetch_run(extra: &[&str]) -> serde_json::Value {
+    let mut extra = extra.to_vec();
+    extra.push("--json");
+    let (ok, out, err) = sim(&granite_lru("run", &extra));
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+const PREFETCH_KEYS: [&str; 16] = [
+    "predictor",
+    "window",
+    "learns_from",
+    "issued",
+    "used",
+    "late",
+    "wasted",
+    "page_ins",
+    "precision",
+    "recall",
+    "wasted_bytes_per_token",
+    "stall_ms_per_step",
+    "stall_ms_per_step_none",
+    "stall_ms_per_step_oracle",
+    "stall_hidden_ms_per_step",
+    "stall_hidden_of_oracle",
+];
+
+#[test]
+fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_oracle() {
+    let none = prefetch_run(&[]);
+    assert!(none.get("prefetch").is_none(), "no predictor, no block");
+    let stall = |v: &serde_json::Value| v["timing"]["stall_ms_per_step"].as_f64().unwrap();
+    let oracle = prefetch_run(&["--predictor", "oracle", "--window", "2"]);
+    for (flags, from) in [
+        (vec!["--profile-trace", GRANITE_PROSE], "profile"),
+        (vec![], "online"),
+    ] {
+        let mut f = flags.clone();
+        f.extend(["--predictor", "next-layer", "--window", "2"]);
+        let v = prefetch_run(&f);
+        let p = &v["prefetch"];
+        let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, PREFETCH_KEYS, "{from}");
+        assert_eq!(
+            (p["predictor"].as_str(), p["learns_from"].as_str()),
+            (Some("next-layer"), Some(from))
+        );
+        let n = |k: &str| p[k].as_u64().unwrap();
+        let x = |k: &str| p[k].as_f64().unwrap();
+        assert_eq!(n("issued"), n("used") + n("late") + n("wasted"));
+        assert_eq!(
+            n("issued"),
+            v["timing"]["prefetch_issued"].as_u64().unwrap()
+        );
+        assert_eq!(
+            n("used") + n("late"),
+            v["timing"]["prefetch_used"].as_u64().unwrap()
+        );
+        assert_eq!(n("page_ins"), none["cache"]["page_ins"].as_u64().unwrap());
+        let caught = (n("used") + n("late")) as f64;
+        assert_eq!(x("precision"), caught / n("issued") as f64);
+        assert_eq!(x("recall"), caught / n("page_ins") as f64);
+        // the baselines are the separate runs' stalls, to the bit
+        assert_eq!(x("stall_ms_per_step"), stall(&v));
+        assert_eq!(x("stall_ms_per_step_none"), stall(&none));
+        assert_eq!(x("stall_ms_per_step_oracle"), stall(&oracle));
+        assert_eq!(x("stall_hidden_ms_per_step"), stall(&none) - stall(&v));
+        let bound = stall(&none) - stall(&oracle);
+        assert_eq!(
+            x("stall_hidden_of_oracle"),
+            (stall(&none) - stall(&v)) / bound
+        );
+    }
+    assert_eq!(oracle["prefetch"]["learns_from"], "future");
+    assert_eq!(oracle["prefetch"]["stall_hidden_of_oracle"], 1.0);
+}
+
+#[test]
+fn predictor_and_window_lists_are_a_sweep_axis_and_one_value_in_run() {
+    let (ok, _, err) = sim(&["run", "--hw", "h200-linux", "--predictor", "static,eam"]);
+    assert!(!ok);
+    assert!(err.contains("`sim sweep` or `sim compare`"), "{err}");
+    let axis = ["--predictor", "none,oracle,static", "--window", "1,2"];
+    let mut extra = vec!["--profile-trace", GRANITE_PROSE, "--format", "json"];
+    extra.extend(axis);
+    let (ok, out, err) = sim(&granite_lru("sweep", &extra));
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let point = |r: &serde_json::Value| {
+        let p = &r["prefetch"];
+        (
+            p["predictor"].as_str().map(String::from),
+            p["window"].as_u64(),
+        )
+    };
+    // Belady's bound rows come first, then LRU's; each runs the whole prefetch axis
+    let lru = rows.iter().filter(|r| r["retention"]["evict"] == "lru");
+    let got: Vec<_> = lru.map(point).collect();
+    let s = |p: &str, w: u64| (Some(p.to_string()), Some(w));
+    // none once (its window changes nothing), windows innermost
+    assert_eq!(
+        got,
+        [
+            (None, None),
+            s("oracle", 1),
+            s("oracle", 2),
+            s("static", 1),
+            s("static", 2)
+        ]
+    );
+    assert_eq!(rows.len(), 10);
+    assert_eq!(rows[8]["prefetch"]["learns_from"], "profile");
+    let axis = ["--predictor", "none,eam", "--window", "1,2"];
+    let (ok, table, err) = sim(&granite_lru("sweep", &axis));
+    assert!(ok, "{err}");
+    // the retention table once, then one prefetch row per run with a predictor
+    assert_eq!(table.matches("\ne1         lru").count(), 1, "{table}");
+    assert_eq!(table.matches(" eam ").count(), 4, "{table}"); // Belady and LRU, w 1 and 2
+    assert!(table.contains(" online "), "{table}");
+}
+
+#[test]
+fn compare_runs_the_prefetch_axis_and_cross_traces_only_the_learning_predictors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let (ok, _, err) = sim(&[
+        "compare",
+        "--trace",
+        GRANITE_CODE,
+        "--trace",
+        GRANITE_PROSE,
+        "--policies",
+        "e1",
+        "--hw",
+        "h200-linux",
+        "--predictor",
+        "oracle,static",
+        "--window",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let res: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let runs = res["runs"].as_array().unwrap();
+    let coords: Vec<(String, String, String)> = runs
+        .iter()
+        .map(|r| {
+            let g = &r["grid"];
+            let s = |k: &str| g[k].as_str().unwrap().to_string();
+            (s("trace"), s("profile_trace"), s("predictor"))
+        })
+        .collect();
+    let c = |t: &str, p: &str, k: &str| (t.to_string(), p.to_string(), k.to_string());
+    assert_eq!(
+        coords,
+        [
+            c("code", "code", "oracle"),
+            c("code", "code", "static"),
+            c("prose", "prose", "oracle"),
+            c("prose", "prose", "static"),
+            c("code", "prose", "static"),
+            c("prose", "code", "static"),
+        ]
+    );
+    assert_eq!(runs[4]["prefetch"]["learns_from"], "profile");
+    assert_eq!(runs[1]["prefetch"]["learns_from"], "online");
+    assert_eq!(res["grid"]["prefetch"][1]["predictor"], "static");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Prefetch predictors"));
+    assert!(
+        md.contains("### `code`, e1, learning from profile `prose`"),
+        "{md}"
+    );
+    assert!(md.contains("| e1 + static w1 |"));
+}

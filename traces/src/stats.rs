@@ -788,6 +788,65 @@ impl Successors {
     }
 }
 
+/// The successor counts `C[e][e']` of one pair of MoE layers, for a caller that learns them
+/// itself (the prefetch predictor `next-layer`): the same counters
+/// `next_layer_predictability` is computed from, dense or sparse under the same limits.
+pub struct SuccessorTable {
+    experts: usize,
+    next_experts: usize,
+    counts: Successors,
+}
+
+impl SuccessorTable {
+    /// One table per `(source experts, target experts)` pair, dense while the per-pair and
+    /// total limits of the statistics' counters allow (4 Mi and 64 Mi counters), else sparse.
+    pub fn for_pairs(pairs: impl IntoIterator<Item = (usize, usize)>) -> Vec<SuccessorTable> {
+        let mut dense_left = DENSE_SUCCESSORS_TOTAL;
+        pairs
+            .into_iter()
+            .map(|(experts, next_experts)| SuccessorTable {
+                experts,
+                next_experts,
+                counts: Successors::new(experts, next_experts, &mut dense_left),
+            })
+            .collect()
+    }
+
+    /// Count every (e in `ids`, e' in `next`) pair once. Ids at or above their layer's
+    /// expert count are not counted (a trace read from a file never holds one).
+    pub fn add_pairs(&mut self, ids: &[u16], next: &[u16]) {
+        let in_range = |v: &[u16], n: usize| v.iter().all(|&e| (e as usize) < n);
+        if in_range(ids, self.experts) && in_range(next, self.next_experts) {
+            self.counts
+                .add_pairs(ids, next, self.experts, self.next_experts);
+        }
+    }
+
+    /// Add row `e` (the counts of each target expert e' with source expert `e`) to `acc`,
+    /// which holds one entry per target expert. A source id out of range adds nothing.
+    pub fn add_row(&self, e: u16, acc: &mut [u64]) {
+        let (e, n) = (e as usize, self.next_experts.min(acc.len()));
+        if e >= self.experts {
+            return;
+        }
+        match &self.counts {
+            Successors::Dense(c) => {
+                let row = &c[e * self.next_experts..e * self.next_experts + n];
+                for (a, &x) in acc.iter_mut().zip(row) {
+                    *a += x as u64;
+                }
+            }
+            Successors::Sparse(c) => {
+                for (f, a) in acc.iter_mut().enumerate().take(n) {
+                    if let Some(&x) = c.get(&((e as u32) << 16 | f as u32)) {
+                        *a += x as u64;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Sum of the `k` largest entries of `row`: the pairs a row's predicted successors cover.
 /// (Which of several tied entries is "predicted" does not change the sum.)
 fn top_sum(row: &[u32], k: usize) -> u64 {

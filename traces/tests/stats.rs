@@ -515,3 +515,31 @@ fn wide_declared_geometry_counts_successors_sparsely() {
     ));
     assert!(close(st.next_layer_predictability.unwrap(), 19.0 / 24.0));
 }
+
+/// The successor table a predictor learns: rows summed by hand, the same whether the pair is
+/// counted densely (a small pair) or sparsely (a pair above the dense limit).
+#[test]
+fn successor_table_rows_count_each_pair_once_dense_or_sparse() {
+    use traces::stats::SuccessorTable;
+    // 3000 x 3000 counters are above the 4 Mi dense limit of one pair: sparse
+    let mut t = SuccessorTable::for_pairs([(4, 3), (3000, 3000)]);
+    for tab in &mut t {
+        tab.add_pairs(&[0, 2], &[1, 2]);
+        tab.add_pairs(&[2], &[1]);
+        tab.add_pairs(&[9], &[0]); // a source id out of range of the small pair: not counted
+    }
+    for tab in &t {
+        let mut row = [0u64; 3];
+        tab.add_row(2, &mut row);
+        assert_eq!(row, [0, 2, 1]);
+        tab.add_row(0, &mut row);
+        assert_eq!(row, [0, 3, 2]);
+        let mut none = [0u64; 3];
+        tab.add_row(1, &mut none);
+        tab.add_row(3999, &mut none);
+        assert_eq!(none, [0, 0, 0]);
+    }
+    let mut big = [0u64; 1];
+    t[1].add_row(9, &mut big);
+    assert_eq!(big, [1], "the wide pair counts id 9");
+}

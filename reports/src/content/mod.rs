@@ -12,6 +12,7 @@
 
 mod glance;
 mod inputs;
+mod prefetch;
 mod retention;
 mod stability;
 mod streaming;
@@ -25,7 +26,8 @@ use serde_json::Value;
 /// Title of every report.
 pub const TITLE: &str = "MoE expert paging: mechanism and policy comparison";
 
-/// Readable label of a run: `e2:hot`, `e2:hot / lru @ 25%`, with ` x8` for batch 8.
+/// Readable label of a run: `e2:hot`, `e2:hot / lru @ 25%`, with ` + static w2` for a
+/// prefetch predictor at window 2.
 pub fn run_label(r: &RunEntry) -> String {
     run_label_of(&r.grid)
 }
@@ -44,6 +46,9 @@ pub fn run_label_of(g: &RunCoords) -> String {
     if let Some(sp) = g.split.as_deref().filter(|&sp| sp != "global") {
         s.push(' ');
         s.push_str(sp);
+    }
+    if let (Some(p), Some(w)) = (&g.predictor, g.window) {
+        s.push_str(&format!(" + {p} w{w}"));
     }
     s
 }
@@ -199,6 +204,7 @@ pub fn build(res: &Results) -> anyhow::Result<Doc> {
     streaming::streaming(&mut doc, res)?;
     retention::retention(&mut doc, res)?;
     timing::timing(&mut doc, res)?;
+    prefetch::prefetch(&mut doc, res)?;
     stability::other_blocks(&mut doc, res);
     stability::stability(&mut doc, res);
     stability::files(&mut doc, res);
@@ -242,5 +248,7 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
             && x.grid.budget == r.grid.budget
             && x.grid.split == r.grid.split
             && x.grid.batch == r.grid.batch
+            && x.grid.predictor == r.grid.predictor
+            && x.grid.window == r.grid.window
     })
 }

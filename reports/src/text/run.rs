@@ -4,7 +4,8 @@
 use super::MIB;
 use crate::metrics::count;
 use crate::run::{
-    RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport, TiersReport,
+    PrefetchReport, RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport,
+    TiersReport,
 };
 use policies::{Budget, Schedule};
 use std::fmt::Write;
@@ -296,12 +297,16 @@ pub fn timing_summary(r: &RunReport) -> String {
         "  memory      peak mapped {:.1} MiB   map calls {}   unmap calls {}   page-ins {} ({} above 90% of usable VRAM)",
         t.peak_mapped_mib, t.map_calls, t.unmap_calls, d.page_ins, d.oversubscribed_page_ins
     );
-    if t.prefetch_issued > 0 {
-        let _ = writeln!(
-            s,
-            "  prefetch    issued {}   used {}   wasted {}",
-            t.prefetch_issued, t.prefetch_used, d.prefetch_wasted
-        );
+    match &r.prefetch {
+        Some(p) => s += &prefetch_summary(p, &r.inputs.profile_trace),
+        None if t.prefetch_issued > 0 => {
+            let _ = writeln!(
+                s,
+                "  prefetch    issued {}   used {}   wasted {}",
+                t.prefetch_issued, t.prefetch_used, d.prefetch_wasted
+            );
+        }
+        None => {}
     }
     if let Some(a) = &r.admission {
         if let (Some(cap), Some(limit)) = (a.cap, a.limit_mib) {
@@ -311,6 +316,61 @@ pub fn timing_summary(r: &RunReport) -> String {
                 a.admitted, a.requested
             );
         }
+    }
+    s
+}
+
+/// The prefetch lines of a timed run with a predictor: what it learned from (`profile`, the
+/// run's profile trace), the fate of its prefetches, its accuracy and the stall it hid.
+pub fn prefetch_summary(p: &PrefetchReport, profile: &str) -> String {
+    let mut s = String::new();
+    let source = match p.learns_from.as_str() {
+        "profile" => format!("learned from the profile trace {profile} only"),
+        "online" => "online: learned from the evaluated trace's earlier tokens only".to_string(),
+        "future" => "reads the plan's future: the bound".to_string(),
+        other => other.to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "  prefetch    {} (window {}), {source}",
+        p.predictor, p.window
+    );
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1} %", v * 100.0));
+    let rows = [
+        (
+            "issued",
+            p.issued.to_string(),
+            format!("used {} (in time), late {}, wasted {}", p.used, p.late, p.wasted),
+        ),
+        (
+            "precision",
+            pct(p.precision),
+            "(used + late) / issued".to_string(),
+        ),
+        (
+            "recall",
+            pct(p.recall),
+            format!("(used + late) / the {} page-ins without prefetch", p.page_ins),
+        ),
+        (
+            "wasted",
+            format!("{:.3} MiB", p.wasted_bytes_per_token / MIB),
+            "per token, prefetched and unmapped unused".to_string(),
+        ),
+        (
+            "stall hidden",
+            format!("{:.3} ms", p.stall_hidden_ms_per_step),
+            format!(
+                "per step: {:.3} without prefetch, {:.3} with it, {:.3} with the oracle ({} of its hidden stall)",
+                p.stall_ms_per_step_none,
+                p.stall_ms_per_step,
+                p.stall_ms_per_step_oracle,
+                pct(p.stall_hidden_of_oracle)
+            ),
+        ),
+    ];
+    for (k, v, note) in rows {
+        let _ = writeln!(s, "    {k:<15} {v:>12}   {note}");
     }
     s
 }

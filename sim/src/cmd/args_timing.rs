@@ -6,6 +6,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use sim::engine::predict::PREDICTORS;
 use sim::engine::{PredictorKind, TimingConfig};
+use sim::grid::PrefetchPoint;
 use sim::model_profile::{ComputeMode, ComputeOverrides};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,13 +75,20 @@ pub struct TimingArgs {
     pub serial_loader: bool,
 
     // Help and values: the predictor registry (see `predictor_help`).
-    #[arg(long, default_value = "none", help_heading = "Timing", help = predictor_help(),
-          value_parser = predictor_parser())]
-    pub predictor: PredictorKind,
+    #[arg(long, default_value = "none", value_delimiter = ',', value_name = "PREDICTOR",
+          help_heading = "Timing", help = predictor_help(), value_parser = predictor_parser())]
+    pub predictor: Vec<PredictorKind>,
 
-    /// Prefetch lead in MoE layers (1 to the number of MoE layers).
-    #[arg(long, default_value_t = 1, value_name = "L", help_heading = "Timing")]
-    pub window: usize,
+    /// Prefetch lead in MoE layers (1 to the number of MoE layers). `sim sweep` and
+    /// `sim compare` take a comma-separated list (an axis, crossed with --predictor).
+    #[arg(
+        long,
+        default_value = "1",
+        value_delimiter = ',',
+        value_name = "L",
+        help_heading = "Timing"
+    )]
+    pub window: Vec<usize>,
 
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
     /// would push mapped memory past cap x usable are refused.
@@ -118,7 +126,10 @@ fn predictor_help() -> String {
         })
         .collect();
     format!(
-        "Prefetch predictor naming the units of the MoE layer `--window` layers ahead: {}",
+        "Prefetch predictor naming the units of the MoE layer `--window` layers ahead: {}. \
+         All but oracle learn only from --profile-trace, or without it online from the \
+         evaluated trace's earlier tokens. `sim sweep` and `sim compare` take a \
+         comma-separated list (an axis)",
         names.join(", ")
     )
 }
@@ -135,14 +146,34 @@ fn predictor_parser() -> impl TypedValueParser<Value = PredictorKind> {
 }
 
 impl TimingArgs {
-    /// The timing configuration of a run; `None` without `--hw`. `seed` (the run's `--seed`)
-    /// drives the oversubscription jitter.
+    /// Whether any `--predictor` other than `none` was given.
+    pub fn predicts(&self) -> bool {
+        self.predictor.iter().any(|&k| k != PredictorKind::None)
+    }
+
+    /// The prefetch axis of a sweep or comparison: every `--predictor` at every `--window`.
+    pub fn prefetch_points(&self) -> Vec<PrefetchPoint> {
+        sim::grid::prefetch_points(&self.predictor, &self.window)
+    }
+
+    /// The timing configuration of `sim run`; `None` without `--hw`. Errors when
+    /// `--predictor` or `--window` lists more than one value (an axis of sweep and compare).
     pub fn for_run(&self, seed: u64) -> Result<Option<TimingConfig>> {
+        if self.predictor.len() > 1 || self.window.len() > 1 {
+            bail!("--predictor and --window take one value in `sim run`; give lists to `sim sweep` or `sim compare`, which run every predictor at every window");
+        }
+        self.for_grid(seed)
+    }
+
+    /// The timing configuration shared by a grid's runs (predictor and window from the first
+    /// prefetch point; [`with_prefetch`] sets each run's); `None` without `--hw`. `seed`
+    /// (the run's `--seed`) drives the oversubscription jitter.
+    pub fn for_grid(&self, seed: u64) -> Result<Option<TimingConfig>> {
         let Some(hw) = &self.hw else {
             let used = self.handle_pool
                 || self.deferred_unmap
                 || self.serial_loader
-                || self.predictor != PredictorKind::None
+                || self.predicts()
                 || self.admission_cap.is_some()
                 || self.timeline.is_some();
             if used {
@@ -166,9 +197,10 @@ impl TimingArgs {
                 bail!("--admission-cap {c}: give a positive fraction of usable VRAM, e.g. 0.90");
             }
         }
-        if self.predictor != PredictorKind::None && self.window == 0 {
+        if self.predicts() && self.window.contains(&0) {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
+        let (predictor, window) = self.prefetch_points()[0];
         Ok(Some(TimingConfig {
             compute: self.compute,
             overrides: ComputeOverrides {
@@ -180,8 +212,8 @@ impl TimingArgs {
             handle_pool: self.handle_pool,
             deferred_unmap: self.deferred_unmap,
             serial_loader: self.serial_loader,
-            predictor: self.predictor,
-            window: self.window,
+            predictor,
+            window,
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
             seed,
@@ -190,18 +222,33 @@ impl TimingArgs {
     }
 }
 
-/// Give every sweep configuration the timing options; with `--admission-cap` each
-/// configuration runs twice, without and with the cap (adjacent rows), for [`batch_table`].
+/// `t` with the predictor and window of prefetch point `p`.
+pub fn with_prefetch(t: &TimingConfig, p: PrefetchPoint) -> TimingConfig {
+    TimingConfig {
+        predictor: p.0,
+        window: p.1,
+        ..t.clone()
+    }
+}
+
+/// Give every sweep configuration the timing options, once per prefetch point (innermost);
+/// with `--admission-cap` each runs twice, without and with the cap (adjacent rows), for
+/// [`batch_table`].
 pub fn with_timing(
     configs: Vec<sim::runner::RunConfig>,
     args: &TimingArgs,
     seed: u64,
 ) -> Result<Vec<sim::runner::RunConfig>> {
-    let Some(t) = args.for_run(seed)? else {
+    let Some(base) = args.for_grid(seed)? else {
         return Ok(configs);
     };
-    let mut out = Vec::with_capacity(configs.len() * 2);
-    for c in configs {
+    let points = args.prefetch_points();
+    let mut out = Vec::with_capacity(configs.len() * 2 * points.len());
+    for (c, &p) in configs
+        .iter()
+        .flat_map(|c| points.iter().map(move |p| (c, p)))
+    {
+        let (c, t) = (c.clone(), with_prefetch(&base, p));
         if t.admission_cap.is_some() {
             let mut free = t.clone();
             free.admission_cap = None;

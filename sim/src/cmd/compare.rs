@@ -141,7 +141,9 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
             granule_mib: args.granule_mib,
         },
         retention: p.retention.clone(),
-        timing: timing.clone(),
+        timing: timing
+            .as_ref()
+            .map(|t| super::args_timing::with_prefetch(t, p.prefetch)),
         ..RunConfig::default()
     }
 }
@@ -155,7 +157,8 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if args.timing.timeline.is_some() {
         bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim compare` one");
     }
-    let timing = args.timing.for_run(args.cache.seed)?;
+    let timing = args.timing.for_grid(args.cache.seed)?;
+    let prefetch = args.timing.prefetch_points();
     let profile = match &timing {
         Some(t) => Some(serde_json::to_value(&*t.profile)?),
         None => None,
@@ -166,6 +169,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         retention: &retention,
         batch_given: !args.cache.batch.is_empty(),
         cross_trace: !args.no_cross_trace,
+        prefetch: &prefetch,
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
     let total = points.len();
@@ -308,7 +312,7 @@ fn grid_json(
         out
     };
     let c = &args.cache;
-    Ok(json!({
+    let mut grid = json!({
         "traces": names,
         "mechanisms": args.policies,
         "evict": distinct(retention.iter().map(|r| r.cache.policy.name().to_string()).collect()),
@@ -327,7 +331,17 @@ fn grid_json(
         "cross_trace": names.len() > 1 && !args.no_cross_trace,
         "timing": timing.as_ref().map(serde_json::to_value).transpose()?,
         "admission_cap": args.timing.admission_cap,
-    }))
+    });
+    // the prefetch axis, only when it has a predictor (earlier results files have no key)
+    let points = args.timing.prefetch_points();
+    if !grid::no_prefetch(&points) {
+        let axis: Vec<Value> = points
+            .iter()
+            .map(|&(k, w)| json!({ "predictor": k.name(), "window": w }))
+            .collect();
+        grid["prefetch"] = Value::Array(axis);
+    }
+    Ok(grid)
 }
 
 /// Write the report directory (replacing an earlier report in place, which regeneration

@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
 use reports::text::grid as grid_text;
+use reports::text::prefetch as prefetch_text;
 use sim::engine::Admission;
 use sim::grid;
 use sim::runner::{self, RunConfig, RunReport};
@@ -113,7 +114,16 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
     let workload = args.input.workload()?;
     let mut reports = Vec::with_capacity(configs.len());
+    // with a prefetch axis the tables other than the prefetch one show its first point only
+    // (retention does not depend on the predictor)
+    let first = args.timing.prefetch_points()[0];
+    let mut first_point = Vec::with_capacity(configs.len());
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
+        first_point.push(
+            cfg.timing
+                .as_ref()
+                .is_none_or(|t| (t.predictor, t.window) == first),
+        );
         let mut r = r.with_context(|| format!("sweep row `{}`", cfg.policy))?;
         super::run::print_notes(&r);
         // With --admission-cap every configuration also runs without it: say so in its row.
@@ -126,17 +136,31 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
         Format::Csv => grid_text::sweep_csv(&reports)?,
-        Format::Table if reports.iter().any(|r| r.cache.is_some()) => {
-            // The capped twin of a configuration has the same retention inputs: its cache row
-            // would repeat the uncapped one; the batch table shows the two side by side.
-            let once: Vec<RunReport> = reports
+        Format::Table => {
+            let shown: Vec<RunReport> = reports
                 .iter()
-                .filter(|r| r.admission.as_ref().is_none_or(|a| a.cap.is_none()))
-                .cloned()
+                .zip(&first_point)
+                .filter(|(_, &f)| f)
+                .map(|(r, _)| r.clone())
                 .collect();
-            grid_text::retention_table(&once) + &grid_text::batch_table(&reports)
+            tables(&shown) + &prefetch_text::prefetch_table(&reports)
         }
-        Format::Table => grid_text::streaming_table(&reports) + &grid_text::batch_table(&reports),
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// The retention (or streaming) table and the batch table of `reports`.
+fn tables(reports: &[RunReport]) -> String {
+    if reports.iter().any(|r| r.cache.is_some()) {
+        // The capped twin of a configuration has the same retention inputs: its cache row
+        // would repeat the uncapped one; the batch table shows the two side by side.
+        let once: Vec<RunReport> = reports
+            .iter()
+            .filter(|r| r.admission.as_ref().is_none_or(|a| a.cap.is_none()))
+            .cloned()
+            .collect();
+        grid_text::retention_table(&once) + &grid_text::batch_table(reports)
+    } else {
+        grid_text::streaming_table(reports) + &grid_text::batch_table(reports)
+    }
 }

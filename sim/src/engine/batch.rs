@@ -2,7 +2,8 @@
 //! KV caches, committed expert units) stays within `cap x usable VRAM` for the whole replay.
 
 use super::plan::Plans;
-use super::replay::{replay, EngineOptions, Replay};
+use super::predict::Learning;
+use super::replay::{replay_learning, EngineOptions, Replay};
 use crate::cost::CostModel;
 use crate::model_profile::ComputeModel;
 use policies::UnitMap;
@@ -50,7 +51,8 @@ pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -
 }
 
 /// Admit sequences under `cap`: from `requested` down, build the plans of `n` sequences with
-/// `build(n)` and keep the first `n` whose replay never maps more than `cap x usable VRAM`.
+/// `build(n)` and keep the first `n` whose replay (the predictor learning from `learning`)
+/// never maps more than `cap x usable VRAM`; returns the admission, that plan and its replay.
 /// Errors when even one sequence does not fit, naming the memory it needs.
 #[allow(clippy::too_many_arguments)]
 pub fn admit(
@@ -61,8 +63,9 @@ pub fn admit(
     cost: &CostModel,
     compute: &ComputeModel,
     opts: EngineOptions,
+    learning: Learning<'_>,
     mut build: impl FnMut(usize) -> anyhow::Result<Plans>,
-) -> anyhow::Result<(Admission, Replay)> {
+) -> anyhow::Result<(Admission, Plans, Replay)> {
     anyhow::ensure!(
         cap > 0.0 && cap.is_finite(),
         "--admission-cap {cap} must be a positive fraction of usable VRAM, e.g. 0.90"
@@ -76,7 +79,7 @@ pub fn admit(
         if need > limit {
             continue;
         }
-        let r = replay(&plans, units, ks, cost, compute, opts)?;
+        let r = replay_learning(&plans, units, ks, cost, compute, opts, learning)?;
         if r.peak_mapped_bytes > limit {
             smallest_need = smallest_need.min(r.peak_mapped_bytes);
             continue;
@@ -87,7 +90,7 @@ pub fn admit(
             cap: Some(cap),
             limit_mib: Some(limit / crate::MIB),
         };
-        return Ok((admission, r));
+        return Ok((admission, plans, r));
     }
     anyhow::bail!(
         "the admission cap admits no sequence: one sequence maps {:.0} MiB but {cap} x usable VRAM of profile '{}' is {:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU",

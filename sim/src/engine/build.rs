@@ -50,8 +50,11 @@ pub fn record(
         None => None,
     };
     let mut group = GroupBuf::new(ks.num_keys(), map.num_units());
+    let mut seqs = Vec::new();
     for batch in &batches {
-        plans.begin_step(batch.len() as u32, kv_tokens(trace, batch));
+        seqs.clear();
+        seqs.extend(batch.iter().map(|r| r.sequence));
+        plans.begin_step_of(&seqs, kv_tokens(trace, batch));
         for layer in 0..ks.num_moe_layers() {
             group.gather(trace, &ks, map, batch, layer);
             match &mut sim {

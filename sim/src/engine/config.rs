@@ -5,8 +5,9 @@
 use super::batch::{admit, Admission};
 use super::build::plans;
 use super::plan::Plans;
-use super::predict::PredictorKind;
-use super::replay::{replay, EngineOptions};
+use super::predict::{Learning, PredictorKind};
+use super::prefetch;
+use super::replay::{replay_learning, EngineOptions, Replay};
 use super::report::{TimingDetail, TimingReport};
 use crate::cache::{Batching, RetentionConfig};
 use crate::cost::{CostModel, CostOptions};
@@ -74,6 +75,8 @@ pub struct TimingOutcome {
     pub detail: TimingDetail,
     /// Sequences asked for and admitted (all of them without an admission cap).
     pub admission: Option<Admission>,
+    /// The predictor's prefetches and the stall they hid; `None` without a predictor.
+    pub prefetch: Option<reports::run::PrefetchReport>,
     /// What the run wrote and what it left out, for the user (one line each).
     pub notes: Vec<String>,
 }
@@ -81,7 +84,9 @@ pub struct TimingOutcome {
 /// Time the replay of `trace` under `map`: retention per `retention` (streaming when None),
 /// batch size from its batching, costs from `cfg.profile`. `recorded`: the plans the retention
 /// run already recorded for this batch (priced as they are); without them (streaming, or an
-/// admission cap, which replans per admitted batch size) the plans are recorded here.
+/// admission cap, which replans per admitted batch size) the plans are recorded here. A
+/// learning predictor learns from `profile_trace` when given, else online; with a predictor
+/// the plan is priced again without prefetch and with the oracle (the `prefetch` block).
 pub fn run_timing(
     cfg: &TimingConfig,
     trace: &Trace,
@@ -91,6 +96,81 @@ pub fn run_timing(
     retention: Option<&RetentionConfig>,
     recorded: Option<Plans>,
 ) -> Result<TimingOutcome> {
+    let (cost, compute) = models(cfg, trace, map)?;
+    let ks = trace.keyspace();
+    let opts = engine_options(cfg);
+    let batching = retention.map(|r| r.batching).unwrap_or_default();
+    let cache_cfg = retention.map(|r| &r.cache);
+    let build = |n: usize| {
+        plans(
+            trace,
+            phases,
+            map,
+            Batching {
+                batch: n,
+                ..batching
+            },
+            profile_trace,
+            cache_cfg,
+        )
+    };
+    let learning = match profile_trace {
+        Some(trace) => Learning::Profile { trace, phases },
+        None => Learning::Online,
+    };
+    let price = |p: &Plans, o: EngineOptions| -> Result<Replay> {
+        Ok(replay_learning(p, map, &ks, &cost, &compute, o, learning)?)
+    };
+    let (admission, plans, r) = match (cfg.admission_cap, recorded) {
+        (Some(cap), _) => {
+            let (a, p, r) = admit(
+                batching.batch,
+                cap,
+                map,
+                &ks,
+                &cost,
+                &compute,
+                opts,
+                learning,
+                build,
+            )?;
+            (Some(a), p, r)
+        }
+        (None, Some(p)) => {
+            let r = price(&p, opts)?;
+            (None, p, r)
+        }
+        (None, None) => {
+            let p = build(batching.batch)?;
+            let r = price(&p, opts)?;
+            (None, p, r)
+        }
+    };
+    // the baselines replay the same plan with another predictor, without a timeline
+    let baseline = |k| {
+        let o = EngineOptions {
+            predictor: k,
+            timeline_cap: 0,
+            ..opts
+        };
+        price(&plans, o)
+    };
+    let prefetch = (cfg.predictor != PredictorKind::None)
+        .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &plans, &r, baseline))
+        .transpose()?;
+    let notes = write_timeline(cfg, &r)?;
+    Ok(TimingOutcome {
+        timing: r.timing,
+        detail: r.detail,
+        admission,
+        prefetch,
+        notes,
+    })
+}
+
+/// The cost and compute models of a run of `cfg` on `trace` under `map` (prefetch costs
+/// checked only with a predictor).
+fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
     let cost = CostModel::new(
         hw,
@@ -107,8 +187,12 @@ pub fn run_timing(
         hw,
         &cfg.overrides,
     )?;
-    let ks = trace.keyspace();
-    let opts = EngineOptions {
+    Ok((cost, compute))
+}
+
+/// The engine's switches from `cfg`; spans are recorded only for `--timeline`.
+fn engine_options(cfg: &TimingConfig) -> EngineOptions {
+    EngineOptions {
         deferred_unmap: cfg.deferred_unmap,
         serial_loader: cfg.serial_loader,
         predictor: cfg.predictor,
@@ -119,40 +203,7 @@ pub fn run_timing(
         } else {
             0
         },
-    };
-    let batching = retention.map(|r| r.batching).unwrap_or_default();
-    let cache_cfg = retention.map(|r| &r.cache);
-    let build = |n: usize| {
-        plans(
-            trace,
-            phases,
-            map,
-            Batching {
-                batch: n,
-                ..batching
-            },
-            profile_trace,
-            cache_cfg,
-        )
-    };
-    let (admission, r) = match (cfg.admission_cap, recorded) {
-        (Some(cap), _) => {
-            let (a, r) = admit(batching.batch, cap, map, &ks, &cost, &compute, opts, build)?;
-            (Some(a), r)
-        }
-        (None, Some(p)) => (None, replay(&p, map, &ks, &cost, &compute, opts)?),
-        (None, None) => (
-            None,
-            replay(&build(batching.batch)?, map, &ks, &cost, &compute, opts)?,
-        ),
-    };
-    let notes = write_timeline(cfg, &r)?;
-    Ok(TimingOutcome {
-        timing: r.timing,
-        detail: r.detail,
-        admission,
-        notes,
-    })
+    }
 }
 
 /// Write the replay's timeline where `--timeline` asked (nothing without it); the notes say

@@ -33,6 +33,10 @@ pub struct Plans {
     /// Units resident before the first step (static pins), never page-ins.
     pub preloaded: Vec<u32>,
     ids: Vec<u32>,
+    /// The sequence of each request of each step, step-major: step `s`'s are
+    /// `step_seqs[seq_end[s - 1] .. seq_end[s]]` (prefetch predictors that track a sequence read them).
+    step_seqs: Vec<u32>,
+    seq_end: Vec<u32>,
 }
 
 impl Plans {
@@ -44,12 +48,45 @@ impl Plans {
         }
     }
 
-    /// Start a step with `sequences` sequences holding `kv_tokens` tokens of KV in total.
+    /// Start a step with `sequences` sequences holding `kv_tokens` tokens of KV in total;
+    /// they are sequences `0 .. sequences` (a fixed batch, as hand-made plans have).
     pub fn begin_step(&mut self, sequences: u32, kv_tokens: u64) {
+        self.step_seqs.extend(0..sequences);
+        self.push_step(sequences, kv_tokens);
+    }
+
+    /// Start a step whose requests belong to sequences `seqs` (trace sequence indices, in
+    /// batch order), holding `kv_tokens` tokens of KV in total.
+    pub fn begin_step_of(&mut self, seqs: &[u32], kv_tokens: u64) {
+        self.step_seqs.extend_from_slice(seqs);
+        self.push_step(seqs.len() as u32, kv_tokens);
+    }
+
+    fn push_step(&mut self, sequences: u32, kv_tokens: u64) {
+        self.seq_end.push(self.step_seqs.len() as u32);
         self.steps.push(StepRec {
             sequences,
             kv_tokens,
         });
+    }
+
+    /// The sequences of step `s`'s requests, in batch order.
+    pub fn step_sequences(&self, s: usize) -> &[u32] {
+        let start = if s == 0 { 0 } else { self.seq_end[s - 1] };
+        &self.step_seqs[start as usize..self.seq_end[s] as usize]
+    }
+
+    /// What a prefetch predictor may see at group `now`: groups `0 ..= now` and their steps.
+    pub fn history(&self, now: usize) -> History<'_> {
+        let g = &self.groups[now];
+        let step = g.step as usize;
+        History {
+            moe_layers: self.moe_layers,
+            groups: &self.groups[..=now],
+            ids: &self.ids[..g.end as usize],
+            step_seqs: &self.step_seqs[..self.seq_end[step] as usize],
+            seq_end: &self.seq_end[..=step],
+        }
     }
 
     /// Append the group of MoE layer `moe_layer` to the current step. `keys`: distinct
@@ -108,5 +145,63 @@ impl Plans {
     /// Total tokens decoded (sum of sequences over steps).
     pub fn tokens(&self) -> u64 {
         self.steps.iter().map(|s| s.sequences as u64).sum()
+    }
+}
+
+/// The past of a replay as a prefetch predictor sees it at group `now`: groups `0 ..= now`
+/// (keys, accessed units, page-ins; the router of `now` has just picked its keys) and the
+/// sequences of their steps. It holds only those prefixes of the plan, so nothing it returns
+/// can come from a later group: a predictor built on it cannot read the future.
+#[derive(Clone, Copy)]
+pub struct History<'a> {
+    moe_layers: usize,
+    groups: &'a [GroupRec],
+    ids: &'a [u32],
+    step_seqs: &'a [u32],
+    seq_end: &'a [u32],
+}
+
+/// One group as [`History`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    pub step: usize,
+    pub moe_layer: usize,
+    /// Distinct selected keys (the batch's union).
+    pub keys: &'a [u32],
+    /// Units the group accessed.
+    pub accessed: &'a [u32],
+    /// The sequences of the group's step, in batch order.
+    pub sequences: &'a [u32],
+}
+
+impl<'a> History<'a> {
+    /// The index of the current group.
+    pub fn now(&self) -> usize {
+        self.groups.len() - 1
+    }
+
+    /// MoE layers per step.
+    pub fn moe_layers(&self) -> usize {
+        self.moe_layers
+    }
+
+    /// Group `g`, or `None` when it comes after the current one.
+    pub fn group(&self, g: usize) -> Option<Seen<'a>> {
+        let r = self.groups.get(g)?;
+        let step = r.step as usize;
+        let start = if step == 0 { 0 } else { self.seq_end[step - 1] };
+        Some(Seen {
+            step,
+            moe_layer: r.moe_layer as usize,
+            keys: &self.ids[r.k0 as usize..r.a0 as usize],
+            accessed: &self.ids[r.a0 as usize..r.p0 as usize],
+            sequences: &self.step_seqs[start as usize..self.seq_end[step] as usize],
+        })
+    }
+
+    /// The current group.
+    pub fn current(&self) -> Seen<'a> {
+        self.group(self.now())
+            .expect("a history holds its current group")
     }
 }

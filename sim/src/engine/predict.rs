@@ -1,5 +1,22 @@
 //! Prefetch predictors: at the router of group `gi`, name the units group `gi + window` will
 //! need, so the engine can page them in early.
+//!
+//! A predictor sees the replay through a [`History`]: the groups up to the current one, so it
+//! cannot read a token not routed yet. Only `oracle`, the bound, reads the plan's future. The
+//! predictors that learn (`static`, `next-layer`, `eam`) learn from one [`Learning`] source:
+//! the profile trace, before the replay and never after, or (without one) the replay's own
+//! groups, each as its router picks it.
+
+mod eam;
+mod learn;
+mod popular;
+mod recent;
+mod successor;
+#[cfg(test)]
+mod tests;
+
+pub use super::plan::{History, Seen};
+pub use learn::{Learning, LearnsFrom};
 
 use super::plan::Plans;
 use policies::UnitMap;
@@ -24,25 +41,45 @@ pub struct PredictorEntry {
     pub summary: &'static str,
     /// What the `--predictor` help says in parentheses after the name, if anything.
     pub help_note: Option<&'static str>,
-    /// Needs a profile trace (none of the current predictors does: `static` counts over the
-    /// evaluated run itself).
-    pub needs_profile: bool,
+    /// Reads groups after the current one (the oracle bound); every other predictor sees
+    /// only a [`History`], which the tests hold it to.
+    pub reads_future: bool,
+    /// Learns from the [`Learning`] source (the profile trace, or online); `false`: it uses
+    /// nothing beyond what its summary says.
+    pub learns: bool,
     /// Build the predictor for one replay.
     pub build: for<'a> fn(PredictInputs<'a>) -> Box<dyn Predict + 'a>,
 }
 
-/// What a predictor is built from: the replay's plans, its units and the trace's key space.
+/// What a predictor is built from.
 #[derive(Clone, Copy)]
 pub struct PredictInputs<'a> {
-    pub plans: &'a Plans,
+    /// The whole plan, future included: only a predictor with `reads_future` may read it.
+    pub plan: &'a Plans,
     pub units: &'a UnitMap,
     pub ks: &'a KeySpace,
+    /// Prefetch lead in groups (MoE layers), >= 1.
+    pub window: usize,
+    pub learning: Learning<'a>,
+}
+
+/// The group a prediction is for: its index in the plan and its MoE layer. The index lets
+/// `oracle` look the group up and `prev-token` find the step before it; the others use only
+/// the layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub group: usize,
+    pub moe_layer: usize,
 }
 
 /// A predictor bound to one replay.
 pub trait Predict {
-    /// Append to `out` the units predicted for group `gt`, predicting at group `gi`.
-    fn predict(&self, gi: usize, gt: usize, out: &mut Vec<u32>);
+    /// Called at every group's router, in group order, before any prediction made there:
+    /// `h.current()` is the group whose router just ran. Default: nothing to learn.
+    fn observe(&mut self, _h: &History<'_>) {}
+
+    /// Append to `out` the units predicted for `target`, predicting at `h.current()`.
+    fn predict(&mut self, h: &History<'_>, target: Target, out: &mut Vec<u32>);
 }
 
 /// Every predictor, in the order `--help` lists them.
@@ -53,8 +90,9 @@ pub const PREDICTORS: &[PredictorEntry] = &[
         debug_name: "None",
         summary: "No prefetch: every page-in is on demand",
         help_note: None,
-        needs_profile: false,
-        build: |_| Box::new(NoPrefetch),
+        reads_future: false,
+        learns: false,
+        build: |_| Box::new(recent::NoPrefetch),
     },
     PredictorEntry {
         name: "oracle",
@@ -62,36 +100,52 @@ pub const PREDICTORS: &[PredictorEntry] = &[
         debug_name: "Oracle",
         summary: "The exact page-ins of the target group (the bound no real predictor beats)",
         help_note: Some("the bound"),
-        needs_profile: false,
-        build: |i| Box::new(Oracle(i.plans)),
+        reads_future: true,
+        learns: false,
+        build: |i| Box::new(recent::Oracle(i.plan)),
     },
     PredictorEntry {
         name: "prev-token",
         aliases: &[],
         debug_name: "PrevToken",
-        summary: "The units the same layer accessed in the previous step",
+        summary: "The units the target's layer accessed one step before the target's step",
         help_note: None,
-        needs_profile: false,
-        build: |i| Box::new(PrevToken(i.plans)),
+        reads_future: false,
+        learns: false,
+        build: |i| Box::new(recent::PrevToken::new(i)),
     },
     PredictorEntry {
         name: "static",
         aliases: &[],
         debug_name: "Static",
-        summary: "The most frequently accessed units of the target layer over the whole run, \
-                  as many as the layer accesses per group on average",
-        help_note: Some("most used units per layer"),
-        needs_profile: false,
-        build: |i| Box::new(Static::new(i)),
+        summary: "The target layer's most selected experts in what it learned from (the \
+                  profile trace, or the run so far)",
+        help_note: Some("most used experts per layer"),
+        reads_future: false,
+        learns: true,
+        build: |i| Box::new(popular::Static::new(i)),
     },
     PredictorEntry {
         name: "next-layer",
         aliases: &[],
         debug_name: "NextLayer",
-        summary: "The expert ids the current layer selected, looked up in the target layer",
-        help_note: None,
-        needs_profile: false,
-        build: |i| Box::new(NextLayer(i)),
+        summary: "The successor table: the experts most often selected `--window` MoE layers \
+                  after the current group's experts",
+        help_note: Some("successor table"),
+        reads_future: false,
+        learns: true,
+        build: |i| Box::new(successor::NextLayer::new(i)),
+    },
+    PredictorEntry {
+        name: "eam",
+        aliases: &[],
+        debug_name: "Eam",
+        summary: "MoE-Infinity's expert activation matrix: the target layer's experts in the \
+                  past request most similar (cosine) to the current one so far",
+        help_note: Some("activation matrix"),
+        reads_future: false,
+        learns: true,
+        build: |i| Box::new(eam::Eam::new(i)),
     },
 ];
 
@@ -105,8 +159,10 @@ impl PredictorKind {
     pub const PrevToken: PredictorKind = PredictorKind::named("prev-token");
     /// The most used units of the target layer.
     pub const Static: PredictorKind = PredictorKind::named("static");
-    /// The current layer's expert ids in the target layer.
+    /// The successor table of the current group's experts.
     pub const NextLayer: PredictorKind = PredictorKind::named("next-layer");
+    /// The expert activation matrix of the most similar past request.
+    pub const Eam: PredictorKind = PredictorKind::named("eam");
 
     /// Every registered predictor, in registry order.
     pub const ALL: [PredictorKind; PREDICTORS.len()] = {
@@ -149,9 +205,23 @@ impl PredictorKind {
         self.entry().name
     }
 
-    /// True when the predictor needs a profile trace.
-    pub fn needs_profile(self) -> bool {
-        self.entry().needs_profile
+    /// True for the bound that reads the plan's future (`oracle`).
+    pub fn reads_future(self) -> bool {
+        self.entry().reads_future
+    }
+
+    /// True when the predictor learns from a [`Learning`] source.
+    pub fn learns(self) -> bool {
+        self.entry().learns
+    }
+
+    /// Where this predictor's knowledge comes from under `learning`, as its output says.
+    pub fn learns_from(self, learning: &Learning<'_>) -> LearnsFrom {
+        match (self.reads_future(), self.learns(), learning) {
+            (true, _, _) => LearnsFrom::Future,
+            (false, true, Learning::Profile { .. }) => LearnsFrom::Profile,
+            _ => LearnsFrom::Online,
+        }
     }
 
     /// Parse a `--predictor` name or alias (exact, lower case).
@@ -201,13 +271,22 @@ pub struct Predictor<'a> {
 }
 
 impl<'a> Predictor<'a> {
+    /// Build `kind` for a replay of `plan` with prefetch lead `window`.
     pub fn new(
         kind: PredictorKind,
-        plans: &'a Plans,
+        plan: &'a Plans,
         units: &'a UnitMap,
         ks: &'a KeySpace,
+        window: usize,
+        learning: Learning<'a>,
     ) -> Self {
-        let inner = (kind.entry().build)(PredictInputs { plans, units, ks });
+        let inner = (kind.entry().build)(PredictInputs {
+            plan,
+            units,
+            ks,
+            window,
+            learning,
+        });
         Predictor { kind, inner }
     }
 
@@ -215,110 +294,14 @@ impl<'a> Predictor<'a> {
         self.kind
     }
 
-    /// Append to `out` the units predicted for group `gt`, predicting at group `gi`.
-    pub fn predict(&self, gi: usize, gt: usize, out: &mut Vec<u32>) {
-        self.inner.predict(gi, gt, out)
+    /// See [`Predict::observe`].
+    pub fn observe(&mut self, h: &History<'_>) {
+        self.inner.observe(h)
     }
-}
 
-/// `none`.
-struct NoPrefetch;
-
-impl Predict for NoPrefetch {
-    fn predict(&self, _gi: usize, _gt: usize, _out: &mut Vec<u32>) {}
-}
-
-/// `oracle`: the target group's page-ins.
-struct Oracle<'a>(&'a Plans);
-
-impl Predict for Oracle<'_> {
-    fn predict(&self, _gi: usize, gt: usize, out: &mut Vec<u32>) {
-        out.extend_from_slice(self.0.page_ins(&self.0.groups[gt]))
-    }
-}
-
-/// `prev-token`: what the target's layer accessed one step earlier.
-struct PrevToken<'a>(&'a Plans);
-
-impl Predict for PrevToken<'_> {
-    fn predict(&self, _gi: usize, gt: usize, out: &mut Vec<u32>) {
-        let p = self.0;
-        if gt >= p.moe_layers {
-            out.extend_from_slice(p.accessed(&p.groups[gt - p.moe_layers]));
-        }
-    }
-}
-
-/// `static`: the top units of each MoE layer over the whole run.
-struct Static<'a> {
-    plans: &'a Plans,
-    /// Top units of each MoE layer.
-    top: Vec<Vec<u32>>,
-}
-
-impl<'a> Static<'a> {
-    fn new(i: PredictInputs<'a>) -> Self {
-        let (plans, units) = (i.plans, i.units);
-        let mut top = Vec::new();
-        let m = plans.moe_layers;
-        let mut counts = vec![0u64; units.num_units()];
-        let mut per_layer = vec![(0u64, 0u64); m]; // (accessed units, groups)
-        for g in &plans.groups {
-            let acc = plans.accessed(g);
-            for &u in acc {
-                counts[u as usize] += 1;
-            }
-            let e = &mut per_layer[g.moe_layer as usize];
-            e.0 += acc.len() as u64;
-            e.1 += 1;
-        }
-        for (layer, &(acc, groups)) in per_layer.iter().enumerate() {
-            let want = if groups == 0 {
-                0
-            } else {
-                ((acc as f64 / groups as f64).round()) as usize
-            };
-            let mut cand: Vec<u32> = (0..units.num_units() as u32)
-                .filter(|&u| {
-                    let i = &units.units[u as usize];
-                    i.first_moe_layer as usize <= layer
-                        && layer <= i.last_moe_layer as usize
-                        && counts[u as usize] > 0
-                })
-                .collect();
-            // most accessed first, ties by unit id: deterministic
-            cand.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
-            cand.truncate(want);
-            top.push(cand);
-        }
-        Static { plans, top }
-    }
-}
-
-impl Predict for Static<'_> {
-    fn predict(&self, _gi: usize, gt: usize, out: &mut Vec<u32>) {
-        let target = &self.plans.groups[gt];
-        out.extend_from_slice(&self.top[target.moe_layer as usize])
-    }
-}
-
-/// `next-layer`: the current group's expert ids, looked up in the target layer.
-struct NextLayer<'a>(PredictInputs<'a>);
-
-impl Predict for NextLayer<'_> {
-    fn predict(&self, gi: usize, gt: usize, out: &mut Vec<u32>) {
-        let PredictInputs {
-            plans: p,
-            units,
-            ks,
-        } = self.0;
-        let mt = p.groups[gt].moe_layer as usize;
-        for &k in p.keys(&p.groups[gi]) {
-            let (_, e) = ks.split(k);
-            if e < ks.experts[mt] {
-                out.extend(units.units_of(ks.key(mt, e)));
-            }
-        }
+    /// See [`Predict::predict`].
+    pub fn predict(&mut self, h: &History<'_>, target: Target, out: &mut Vec<u32>) {
+        self.inner.predict(h, target, out)
     }
 }
 

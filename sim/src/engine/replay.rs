@@ -13,15 +13,19 @@
 //! decommit finishes); then each demand page-in commits on the driver and copies on the copy
 //! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
 //! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
-//! the same way. Units paged in and evicted by the same group are decommitted once its expert
-//! compute ends (the kernels read them until then) and the host has learnt it (one round
-//! trip). OS-paged evictions hold the fault handler for the fault time they add (the cost
-//! model's eviction price). A unit counts as read once a group's expert compute has run over
-//! it; VMM calls are priced with the read live set (the read slopes). Deferred work lives in
-//! an [`EventQueue`] keyed by (time, push order).
+//! the same way, once the predictor has seen the history up to this group. A prefetch a group
+//! then pages in is used (late when still in flight at that group's router); one no group paged
+//! in is unmapped once its target group has passed (wasted). Units paged in and evicted by
+//! the same group are decommitted once its expert compute ends (the kernels read them until
+//! then) and the host has learnt it (one round trip). OS-paged evictions hold the fault
+//! handler for the fault time they add (the cost model's eviction price). A unit counts as
+//! read once a group's expert compute has run over it; VMM calls are priced with the read
+//! live set (the read slopes). Deferred work lives in an [`EventQueue`] keyed by (time, push
+//! order).
 
 use super::plan::{GroupRec, Plans};
-use super::predict::{Predictor, PredictorKind};
+use super::predict::{Learning, Predictor, PredictorKind, Target};
+use super::prefetch::PrefetchCounts;
 use super::queue::EventQueue;
 use super::report::{StepParts, TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
@@ -61,6 +65,8 @@ pub struct Replay {
     /// Peak mapped bytes (the same figure as `peak_mapped_mib`, unrounded).
     pub peak_mapped_bytes: f64,
     pub timeline: Option<Timeline>,
+    /// What became of the prefetches (all zero without a predictor).
+    pub prefetch: PrefetchCounts,
 }
 
 /// Errors of a replay.
@@ -123,10 +129,13 @@ struct State<'a> {
     unmap_calls: u64,
     bytes_in: u64,
     oversubscribed: u64,
-    /// Prefetches issued, consumed by a page-in, and unmapped unused.
+    /// Prefetches issued, consumed by a page-in (of which late: still in flight at that
+    /// group's router), and unmapped unused (with their useful bytes).
     prefetch_issued: u64,
     prefetch_used: u64,
+    prefetch_late: u64,
     prefetch_wasted: u64,
+    prefetch_wasted_bytes: u64,
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
@@ -428,12 +437,7 @@ fn step_ns(us: f64) -> Result<u64, EngineError> {
 }
 
 /// Replay `plans` (made for `units`) on the resources, priced by `cost` and `compute`.
-/// `ks` is the trace's key space (for the next-layer predictor).
-///
-/// Each group runs the same phases in order: step bookkeeping, non-expert compute up to the
-/// router, evictions of units resident before the group, demand page-ins, prefetches for
-/// the group `window` ahead, expert compute, evictions of units the group paged in and out,
-/// and the unmapping of prefetches aimed at this group that no group used.
+/// `ks` is the trace's key space (for the predictors); a learning predictor learns online.
 pub fn replay(
     plans: &Plans,
     units: &UnitMap,
@@ -441,6 +445,24 @@ pub fn replay(
     cost: &CostModel,
     compute: &ComputeModel,
     opts: EngineOptions,
+) -> Result<Replay, EngineError> {
+    replay_learning(plans, units, ks, cost, compute, opts, Learning::Online)
+}
+
+/// [`replay`] with the predictor learning from `learning`.
+///
+/// Each group runs the same phases in order: step bookkeeping, non-expert compute up to the
+/// router, evictions of units resident before the group, demand page-ins, prefetches for
+/// the group `window` ahead, expert compute, evictions of units the group paged in and out,
+/// and the unmapping of prefetches aimed at this group that no group used.
+pub fn replay_learning(
+    plans: &Plans,
+    units: &UnitMap,
+    ks: &KeySpace,
+    cost: &CostModel,
+    compute: &ComputeModel,
+    opts: EngineOptions,
+    learning: Learning<'_>,
 ) -> Result<Replay, EngineError> {
     let ng = plans.groups.len();
     let predicting = opts.predictor != PredictorKind::None;
@@ -452,7 +474,7 @@ pub fn replay(
     }
     let mut prefetch = predicting.then(|| {
         Prefetcher::new(
-            Predictor::new(opts.predictor, plans, units, ks),
+            Predictor::new(opts.predictor, plans, units, ks, opts.window, learning),
             opts.window,
         )
     });
@@ -469,7 +491,7 @@ pub fn replay(
         let mut ready = st.demand_page_ins(plans.page_ins(&g), router)?;
         if let Some(p) = &mut prefetch {
             ready = st.await_prefetched(plans.accessed(&g), ready);
-            p.issue(&mut st, gi, ng, router)?;
+            p.issue(&mut st, plans, gi, router)?;
         }
         let done = st.expert_compute(plans.keys(&g).len(), plans.accessed(&g), ready)?;
         st.evict_late(&mut evictions, done);
@@ -594,22 +616,29 @@ impl<'p> Prefetcher<'p> {
         }
     }
 
-    /// At group `gi` (of `ng`), prefetch what the predictor names for the group `window`
-    /// ahead, issued from the router time `router`.
+    /// At group `gi` of `plans`, show the predictor the history up to `gi`, then prefetch
+    /// what it names for the group `window` ahead, issued from the router time `router`.
     #[inline]
     fn issue(
         &mut self,
         st: &mut State,
+        plans: &Plans,
         gi: usize,
-        ng: usize,
         router: f64,
     ) -> Result<(), EngineError> {
+        let history = plans.history(gi);
+        self.predictor.observe(&history);
         let gt = gi + self.window;
-        if gt >= ng {
+        let Some(target) = plans.groups.get(gt) else {
             return Ok(());
-        }
+        };
+        let target = Target {
+            group: gt,
+            moe_layer: target.moe_layer as usize,
+        };
         self.predicted.clear();
-        self.predictor.predict(gi, gt, &mut self.predicted);
+        self.predictor
+            .predict(&history, target, &mut self.predicted);
         let slots = self.targets.len();
         let slot = &mut self.targets[gt % slots];
         slot.clear();
@@ -623,6 +652,7 @@ impl<'p> Prefetcher<'p> {
             if st.inflight[u as usize] {
                 st.inflight[u as usize] = false;
                 st.prefetch_wasted += 1;
+                st.prefetch_wasted_bytes += st.units.units[u as usize].useful_bytes;
                 let at = st.ready_at[u as usize];
                 st.defer(u, at);
             }
@@ -676,7 +706,9 @@ impl<'a> State<'a> {
             oversubscribed: 0,
             prefetch_issued: 0,
             prefetch_used: 0,
+            prefetch_late: 0,
             prefetch_wasted: 0,
+            prefetch_wasted_bytes: 0,
             timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
             step: 0,
             layer: 0,
@@ -765,6 +797,9 @@ impl<'a> State<'a> {
             if self.inflight[ui] {
                 self.inflight[ui] = false;
                 self.prefetch_used += 1;
+                if self.ready_at[ui] > router {
+                    self.prefetch_late += 1;
+                }
                 ready = ready.max(self.ready_at[ui]);
                 continue;
             }
@@ -920,6 +955,13 @@ impl<'a> State<'a> {
             step_parts: log.step_parts,
             peak_mapped_bytes: self.peak_mapped,
             timeline: self.timeline,
+            prefetch: PrefetchCounts {
+                issued: self.prefetch_issued,
+                used: self.prefetch_used - self.prefetch_late,
+                late: self.prefetch_late,
+                wasted: self.prefetch_wasted,
+                wasted_bytes: self.prefetch_wasted_bytes,
+            },
         })
     }
 }

@@ -268,6 +268,54 @@ fn oracle_prefetch_with_enough_window_removes_every_stall_but_the_first() {
 }
 
 #[test]
+fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_much_they_hid() {
+    let (plans, map) = chain_plans();
+    let p = test_profile(None);
+    // non-expert compute 1000 µs < commit + copy 2107.152 µs: each prefetch, issued at the
+    // router before its group, is still copying at that group's router
+    let c = compute(1000.0, 0.0);
+    let price = |k: PredictorKind| {
+        let o = EngineOptions {
+            predictor: k,
+            window: 1,
+            ..Default::default()
+        };
+        replay(&plans, &map, &ks(4, 3), &vmm_cost(&p), &c, o)
+    };
+    let r = price(PredictorKind::Oracle).unwrap();
+    let f = r.prefetch;
+    assert_eq!((f.issued, f.used, f.late, f.wasted), (11, 0, 11, 0));
+    // by hand: group 0 stalls commit + copy; the copy engine then runs the prefetches back
+    // to back, so each later group waits copy - 1000 µs of the 1000 µs its router took
+    let first = 10.0 + COPY_2MIB;
+    let with = first + 11.0 * (COPY_2MIB - 1000.0);
+    assert!(close(r.timing.stall_ms_per_step * 3e3, with));
+    let learning = Learning::Online;
+    let rep = prefetch::report(PredictorKind::Oracle, 1, &learning, &plans, &r, price).unwrap();
+    // without prefetch all 12 groups stall commit + copy
+    assert!(close(rep.stall_ms_per_step_none * 3e3, 12.0 * first));
+    assert!(close(
+        rep.stall_hidden_ms_per_step * 3e3,
+        12.0 * first - with
+    ));
+    assert_eq!(rep.stall_hidden_of_oracle, Some(1.0));
+    assert_eq!((rep.precision, rep.recall), (Some(1.0), Some(11.0 / 12.0)));
+    assert_eq!((rep.page_ins, rep.learns_from.as_str()), (12, "future"));
+    assert_eq!(rep.wasted_bytes_per_token, 0.0);
+    // a wrong predictor: prev-token's 8 prefetches all wasted, 2 MiB each over 3 tokens
+    let r = price(PredictorKind::PrevToken).unwrap();
+    let rep = prefetch::report(PredictorKind::PrevToken, 1, &learning, &plans, &r, price).unwrap();
+    assert_eq!((rep.issued, rep.used + rep.late, rep.wasted), (8, 0, 8));
+    assert_eq!((rep.precision, rep.recall), (Some(0.0), Some(0.0)));
+    assert!(close(
+        rep.wasted_bytes_per_token,
+        8.0 * 2.0 * MIB as f64 / 3.0
+    ));
+    assert!(close(rep.stall_ms_per_step_oracle * 3e3, with));
+    assert_eq!(rep.learns_from, "online");
+}
+
+#[test]
 fn a_wrong_predictor_wastes_its_prefetches() {
     let (plans, map) = chain_plans();
     let p = test_profile(None);
@@ -384,7 +432,7 @@ fn admission_cap_never_lets_mapped_memory_pass_the_cap() {
     };
     let p = test_profile(None);
     let cost = vmm_cost(&p);
-    let (adm, r) = admit(
+    let (adm, plans, r) = admit(
         4,
         0.9,
         &map,
@@ -392,11 +440,13 @@ fn admission_cap_never_lets_mapped_memory_pass_the_cap() {
         &cost,
         &c,
         EngineOptions::default(),
+        Learning::Online,
         build,
     )
     .unwrap();
     // by hand: peak = 6 n MiB of KV + 2 MiB unit <= 9 MiB  =>  n = 1
     assert_eq!(adm.admitted, 1);
+    assert_eq!(plans.steps[0].sequences, 1);
     assert!(r.peak_mapped_bytes <= 0.9 * 10.0 * MIB as f64);
     assert!(close(r.timing.peak_mapped_mib, 8.0));
     // and a cap that holds nobody is an error naming the memory needed
@@ -408,6 +458,7 @@ fn admission_cap_never_lets_mapped_memory_pass_the_cap() {
         &cost,
         &c,
         EngineOptions::default(),
+        Learning::Online,
         build,
     )
     .unwrap_err()

@@ -17,7 +17,7 @@ use clap::Args;
 use policies::PolicyKind;
 use sim::cache::{Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::cost::Paging;
-use sim::engine::{PredictorKind, TimingConfig};
+use sim::engine::TimingConfig;
 use sim::runner::parse_policy;
 use sim::validation::text::{breakdown_table, table};
 use sim::validation::*;
@@ -283,7 +283,7 @@ fn checked_config(args: &ValidateArgs) -> Result<(TimingConfig, Option<Retention
     }
     let cache_args = args.cache.to_cache_args()?;
     let t = &args.timing;
-    if t.predictor != PredictorKind::None
+    if t.predicts()
         || t.handle_pool
         || t.deferred_unmap
         || t.serial_loader
@@ -291,7 +291,7 @@ fn checked_config(args: &ValidateArgs) -> Result<(TimingConfig, Option<Retention
         || t.timeline.is_some()
         || t.nonexpert_us.is_some()
         || t.expert_us.is_some()
-        || t.window != 1
+        || t.window != [1]
     {
         bail!("`sim validate` replays the default engine (no --predictor, --window, --handle-pool, --deferred-unmap, --serial-loader, --admission-cap, --timeline, --nonexpert-us or --expert-us): the real replay runs those paths as the engine's defaults do; leave these flags out");
     }

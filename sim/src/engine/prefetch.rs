@@ -1,0 +1,64 @@
+//! What a predictor's prefetches came to: the counts a replay keeps, and the `prefetch`
+//! block of a run report, which prices the same plan again without prefetch and with the
+//! oracle to say how much of the stall the predictor hid.
+
+use super::plan::Plans;
+use super::predict::{Learning, PredictorKind};
+use super::replay::Replay;
+use reports::run::PrefetchReport;
+
+/// The fate of a replay's prefetches; `issued = used + late + wasted`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefetchCounts {
+    pub issued: u64,
+    /// Paged in by a group, resident by that group's router.
+    pub used: u64,
+    /// Paged in by a group while still in flight at its router.
+    pub late: u64,
+    /// Unmapped unused once their target group passed.
+    pub wasted: u64,
+    /// Useful bytes of the wasted ones.
+    pub wasted_bytes: u64,
+}
+
+/// The `prefetch` block of a run that replayed `plans` with predictor `kind` at `window`
+/// (learning from `learning`) as `run`; `price(k)` replays the same plan with predictor `k`
+/// (`none`, and `oracle` unless `kind` is the oracle).
+pub fn report<E>(
+    kind: PredictorKind,
+    window: usize,
+    learning: &Learning<'_>,
+    plans: &Plans,
+    run: &Replay,
+    mut price: impl FnMut(PredictorKind) -> Result<Replay, E>,
+) -> Result<PrefetchReport, E> {
+    let stall = |r: &Replay| r.timing.stall_ms_per_step;
+    let none = stall(&price(PredictorKind::None)?);
+    let oracle = if kind == PredictorKind::Oracle {
+        stall(run)
+    } else {
+        stall(&price(PredictorKind::Oracle)?)
+    };
+    let c = run.prefetch;
+    let page_ins = plans.total_page_ins();
+    let caught = (c.used + c.late) as f64;
+    let hidden = none - stall(run);
+    Ok(PrefetchReport {
+        predictor: kind.name().to_string(),
+        window,
+        learns_from: kind.learns_from(learning).as_str().to_string(),
+        issued: c.issued,
+        used: c.used,
+        late: c.late,
+        wasted: c.wasted,
+        page_ins,
+        precision: (c.issued > 0).then(|| caught / c.issued as f64),
+        recall: (page_ins > 0).then(|| caught / page_ins as f64),
+        wasted_bytes_per_token: c.wasted_bytes as f64 / plans.tokens().max(1) as f64,
+        stall_ms_per_step: stall(run),
+        stall_ms_per_step_none: none,
+        stall_ms_per_step_oracle: oracle,
+        stall_hidden_ms_per_step: hidden,
+        stall_hidden_of_oracle: (none - oracle > 0.0).then(|| hidden / (none - oracle)),
+    })
+}
