@@ -10,14 +10,17 @@
 //! simulator's prediction (`sim` runs it and compares). Every entry point checks that the CUDA
 //! driver and NVRTC load and returns an error, never a panic, when they do not.
 
+pub mod blocks;
 pub mod calibrate;
 pub mod device;
+pub mod host_context;
 pub mod pool;
 pub mod replay;
 pub mod replay_plan;
 pub mod stats;
 pub mod to_profile;
 pub mod vmm;
+pub mod warmup;
 
 pub use calibrate::{
     calibrate, calibrate_kernels, CalibrateError, CalibrateOptions, Calibration, KernelCalibration,
