@@ -15,6 +15,7 @@ pub mod calibrate;
 pub mod device;
 pub mod host_context;
 pub mod pool;
+pub mod probe;
 pub mod replay;
 pub mod replay_plan;
 pub mod stats;

@@ -19,11 +19,13 @@ use sim::cache::{Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::cost::Paging;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::runner::parse_policy;
-use sim::validation::text::{breakdown_table, table};
+use sim::validation::analysis::analyse;
+use sim::validation::text::{analysis_table, breakdown_table, table};
 use sim::validation::*;
 use std::path::PathBuf;
-use validate::{ReplayMeasurement, ReplayOptions};
 
+mod gpu;
+mod reprice;
 mod same_run;
 pub use same_run::*;
 
@@ -45,7 +47,7 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    #[arg(long, value_delimiter = ',', required = true, value_name = "SPEC",
+    #[arg(long, value_delimiter = ',', required_unless_present = "reprice", value_name = "SPEC",
           help = format!(
               "Mechanisms to replay, comma-separated: {} (each is predicted and measured on the \
                same plans)",
@@ -65,6 +67,34 @@ pub struct ValidateArgs {
     /// differed by up to 40% (docs/history/validation.md), so deciding a 10% goal needs 3 or more.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeat: u32,
+
+    /// Replay B blocks: each block replays every policy --repeat times (each round in an
+    /// order drawn from --seed with PCG64), bracketed by a host probe (launch µs per group)
+    /// and a small VMM arm (commits, H2D copies and decommits of a 16 MiB unit) before and
+    /// after. The JSON records the blocks and the host's state; the output adds per policy a
+    /// verdict (the bias log(measured / predicted) per block, adjusted for the probe, with a
+    /// block-bootstrap 95% interval: pass inside +-10%, fail outside, undecided otherwise) and
+    /// a table of the measured per-call prices against the profile's. Without --blocks: one
+    /// run of --repeat repetitions, order rotated, no probes.
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub blocks: Option<u32>,
+
+    /// Untimed warm-up steps before the measured ones, replayed for real (commits, copies,
+    /// kernels, evictions) and priced alike: `auto` (default) runs retention rows until their
+    /// cache is at its budget and 3 steps in a row evict within 10% of what they page in (at
+    /// most 64 steps, and leaving --steps to measure), streaming rows none; or N steps for
+    /// every row. With --measured each row's recorded warm-up is used.
+    #[arg(long, value_name = "auto|N")]
+    pub warm_up: Option<String>,
+
+    /// Re-price every stored replay (a JSON `sim validate --json` wrote) found under the DIRs,
+    /// each with the flags it records, under --hw (default: the profile each was recorded
+    /// with, when shipped), and print per row its error and verdict, per family (trace x
+    /// retention x mechanism) the median error and its sign counts, and the composition check
+    /// (the model fed each repetition's measured VMM time). Files that cannot be re-priced
+    /// (trace missing, settings this build cannot reproduce) are listed with the reason. No GPU.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["measured", "policy", "trace", "steps", "blocks", "warm_up"])]
+    pub reprice: Vec<PathBuf>,
 
     /// Also print, per policy, where the time of a step went: the real replay's host phases
     /// (router wait, VMM commit and decommit calls, H2D enqueues, launches) next to the
@@ -204,7 +234,42 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
-    let (tc, retention) = checked_config(&args)?;
+    if !args.reprice.is_empty() {
+        return reprice::run(&args);
+    }
+    let p = priced(&args)?;
+    if let Some(note) = &p.gpu_note {
+        eprintln!("{note}");
+    }
+    let v = &p.validation;
+    let text = if args.json {
+        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
+    } else {
+        let mut t = table(v);
+        if args.breakdown {
+            t = t + "\n" + &breakdown_table(v);
+        }
+        if let Some(a) = &v.analysis {
+            t = t + "\n" + &analysis_table(a);
+        }
+        t
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// A validation with its rows: measured on the GPU or read from `--measured`, and priced.
+pub(crate) struct Priced {
+    pub validation: Validation,
+    pub predictions: Vec<Prediction>,
+    /// The note when the profile describes another GPU than the replay ran on.
+    pub gpu_note: Option<String>,
+}
+
+/// Check the arguments, price every policy (deterministic, no GPU), then take the
+/// measurements (the GPU replay, or the `--measured` file) and build the rows; with recorded
+/// blocks, the analysis too.
+pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
+    let (tc, retention) = checked_config(args)?;
     let w = args.input.workload()?;
     let model = &w.trace.trace.header.model;
     let Some(hidden) = model.hidden_size else {
@@ -221,7 +286,6 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             None
         }
     };
-    // Price every policy first (deterministic, no GPU), then replay them.
     let setup = PredictionSetup {
         workload: &w,
         phase: args.input.phase,
@@ -232,10 +296,12 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         seed: tc.seed,
         hidden: hidden as u64,
     };
+    let choice = warm_up_choice(args, earlier.as_ref().map(|e| &e.1))?;
     let predictions: Vec<Prediction> = args
         .policy
         .iter()
-        .map(|spec| predict(spec, &setup))
+        .enumerate()
+        .map(|(i, spec)| predict(spec, &setup, choice(i)))
         .collect::<Result<_>>()?;
     let mut v = header(
         &w.trace.label,
@@ -245,31 +311,83 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         retention.as_ref(),
     );
     let measured = match &earlier {
-        Some((path, stored)) => stored_measurements(&args, path, stored, &v, &predictions)?,
-        None => replay_on_gpu(&args, &w.trace.label, &predictions)?,
+        Some((path, stored)) => {
+            v.host_context = stored.host_context.clone();
+            v.blocks = stored.blocks.clone();
+            stored_measurements(args, path, stored, &v, &predictions)?
+        }
+        None => {
+            let (reps, ctx, blocks) = gpu::replay_on_gpu(args, &w.trace.label, &predictions)?;
+            v.host_context = Some(ctx);
+            v.blocks = blocks;
+            reps
+        }
     };
     // A profile of another GPU prices this replay: its errors then compare two GPUs.
-    if let Some((_, m)) = measured.iter().flatten().next() {
-        if !hw.device.gpu.starts_with(&m.device.gpu) {
-            eprintln!(
+    let gpu_note = measured
+        .iter()
+        .flatten()
+        .next()
+        .filter(|r| !hw.device.gpu.starts_with(&r.measurement.device.gpu))
+        .map(|r| {
+            format!(
                 "validate: note: the replay ran on {}, profile {} describes {}: the errors \
                  compare two GPUs, not the model with its GPU",
-                m.device.gpu, hw.name, hw.device.gpu
-            );
-        }
-    }
-    for (pp, reps) in predictions.into_iter().zip(measured) {
-        let row = ValidationRow::new(pp.spec, pp.steps, pp.page_ins, pp.step_us, pp.parts, reps)?;
+                r.measurement.device.gpu, hw.name, hw.device.gpu
+            )
+        });
+    for (i, (pp, reps)) in predictions.iter().zip(measured).enumerate() {
+        let warm = match &earlier {
+            Some((_, stored)) => stored.rows.get(i).and_then(ValidationRow::warm_up),
+            None => Some(pp.warm_up),
+        };
+        let row = ValidationRow::new(
+            pp.spec.clone(),
+            pp.steps,
+            pp.page_ins,
+            pp.step_us.clone(),
+            pp.parts.clone(),
+            reps,
+        )?
+        .with_warm_up(warm);
         v.rows.push(row);
     }
-    let text = if args.json {
-        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
-    } else if args.breakdown {
-        table(&v) + "\n" + &breakdown_table(&v)
-    } else {
-        table(&v)
+    if !v.blocks.is_empty() {
+        v.analysis = Some(analyse(&v, &predictions, None));
+    }
+    Ok(Priced {
+        validation: v,
+        predictions,
+        gpu_note,
+    })
+}
+
+/// The warm-up of each row (by index): a `--measured` file's own (none for files written
+/// before the warm-up), else `--warm-up` (default `auto`). Errors: `--warm-up` given with
+/// `--measured`, or not `auto` or a step count.
+fn warm_up_choice(
+    args: &ValidateArgs,
+    stored: Option<&Validation>,
+) -> Result<impl Fn(usize) -> WarmUpChoice> {
+    let given = match args.warm_up.as_deref() {
+        None | Some("auto") => None,
+        Some(n) => Some(n.parse::<usize>().map_err(|_| {
+            anyhow::anyhow!("--warm-up {n}: give `auto` (the steady rule, retention rows only) or a number of steps, e.g. 0")
+        })?),
     };
-    emit(args.out.as_deref(), &text)
+    if let (Some(path), Some(_)) = (&args.measured, &args.warm_up) {
+        bail!(
+            "--warm-up is taken from --measured {} (each row records its own); leave --warm-up out",
+            path.display()
+        );
+    }
+    let stored: Option<Vec<usize>> =
+        stored.map(|v| v.rows.iter().map(|r| r.warmup_steps.unwrap_or(0)).collect());
+    Ok(move |i: usize| match (&stored, given) {
+        (Some(s), _) => WarmUpChoice::Fixed(s.get(i).copied().unwrap_or(0)),
+        (None, Some(n)) => WarmUpChoice::Fixed(n),
+        (None, None) => WarmUpChoice::Auto,
+    })
 }
 
 /// The timing and retention configurations of a validation, after refusing every flag the
@@ -328,6 +446,9 @@ fn header(
             .map_or("streaming".into(), RetentionSettings::text),
         retention_settings: settings,
         rows: Vec::new(),
+        host_context: None,
+        blocks: Vec::new(),
+        analysis: None,
     }
 }
 
@@ -339,7 +460,7 @@ fn stored_measurements(
     stored: &Validation,
     header: &Validation,
     predictions: &[Prediction],
-) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
+) -> Result<Vec<Vec<StoredRep>>> {
     let now = RunEcho {
         header,
         rows: predictions
@@ -361,38 +482,6 @@ fn stored_measurements(
             path.display(),
             reports::metrics::count(held as u64, "repetition")
         );
-    }
-    Ok(measured)
-}
-
-/// Replay every prediction's plan on the GPU `--repeat` times, the policies interleaved and
-/// their order rotated per repetition; per policy its `(position, measurement)`s.
-fn replay_on_gpu(
-    args: &ValidateArgs,
-    trace: &str,
-    predictions: &[Prediction],
-) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
-    let n = predictions.len();
-    let mut measured = vec![Vec::new(); n];
-    for r in 0..args.repeat as usize {
-        for (position, i) in rotation(r, n).enumerate() {
-            let pp = &predictions[i];
-            eprintln!(
-                "validate: {} on {}: {} steps, {} page-ins, replaying on the GPU (repetition {} of {})",
-                pp.spec,
-                trace,
-                pp.steps,
-                pp.page_ins,
-                r + 1,
-                args.repeat
-            );
-            let options = ReplayOptions {
-                device: args.device,
-            };
-            let meas = validate::replay(&pp.plan, &pp.map, pp.peak_bytes, options)
-                .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))?;
-            measured[i].push((position as u32, meas));
-        }
     }
     Ok(measured)
 }
