@@ -476,3 +476,130 @@ fn arm_rows(v: &Validation, cost: &CostModel) -> Vec<ArmRow> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks whose error (the prediction against the measurement) is `err_pct` exactly, with
+    /// no probe.
+    fn blocks_at(errs_pct: &[f64]) -> Vec<BlockBias> {
+        // error e = p/m - 1, so bias ln(m/p) = -ln(1 + e)
+        errs_pct
+            .iter()
+            .map(|e| BlockBias {
+                bias: -(1.0 + e / 100.0).ln(),
+                probe_us: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn verdicts_flip_at_the_goal() {
+        assert_eq!(Verdict::of(-10.0, 10.0, 10.0), Verdict::Pass);
+        assert_eq!(Verdict::of(-10.001, 5.0, 10.0), Verdict::Undecided);
+        assert_eq!(Verdict::of(10.001, 30.0, 10.0), Verdict::Fail);
+        assert_eq!(Verdict::of(-30.0, -10.001, 10.0), Verdict::Fail);
+        assert_eq!(Verdict::of(-30.0, 30.0, 10.0), Verdict::Undecided);
+        // identical blocks: the interval is the point, so the verdict flips exactly at 10%
+        for (e, v) in [
+            (-9.99, Verdict::Pass),
+            (-10.01, Verdict::Fail),
+            (9.99, Verdict::Pass),
+            (10.01, Verdict::Fail),
+        ] {
+            let r = row_verdict("e1", &blocks_at(&[e; 4]), None);
+            assert!((r.error_pct - e).abs() < 1e-9, "{e}: {}", r.error_pct);
+            assert!((r.error_pct_lo - e).abs() < 1e-9 && (r.error_pct_hi - e).abs() < 1e-9);
+            assert_eq!(r.verdict, v, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_spread_across_the_goal_is_undecided_and_one_block_never_decides() {
+        // blocks at -2% and -18%: the resamples' means span about -2..-18 (all-first to
+        // all-second), straddling -10%
+        let r = row_verdict("e1", &blocks_at(&[-2.0, -18.0, -2.0, -18.0]), None);
+        assert_eq!(r.verdict, Verdict::Undecided);
+        assert!(r.error_pct_lo < -10.0 && r.error_pct_hi > -10.0, "{r:?}");
+        assert!(r.error_pct_lo >= -18.0 - 1e-9 && r.error_pct_hi <= -2.0 + 1e-9);
+        // the point estimate: the mean bias, read as an error
+        let mean_bias = (-(0.98f64).ln() - (0.82f64).ln()) / 2.0;
+        assert!((r.bias - mean_bias).abs() < 1e-12);
+        let one = row_verdict("e1", &blocks_at(&[-1.0]), None);
+        assert_eq!(one.verdict, Verdict::Undecided);
+        assert!((one.error_pct + 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_probe_adjustment_recovers_the_bias_at_the_reference() {
+        // bias = 0.05 + 0.01 (x - 40): blocks in a slow host state (x = 60) look 20 points
+        // worse; at the reference x = 40 the bias is 0.05 in every resample with two distinct
+        // probes, and the rest (one probe value drawn n times) fall back to the mean
+        let xs = [40.0, 40.0, 60.0, 40.0, 60.0, 40.0];
+        let blocks: Vec<BlockBias> = xs
+            .iter()
+            .map(|&x| BlockBias {
+                bias: 0.05 + 0.01 * (x - 40.0),
+                probe_us: Some(x),
+            })
+            .collect();
+        let r = row_verdict("e1", &blocks, Some(40.0));
+        assert!((r.bias - 0.05).abs() < 1e-12, "{}", r.bias);
+        assert!((r.probe_slope_per_us.unwrap() - 0.01).abs() < 1e-12);
+        assert_eq!(r.probe_reference_us, Some(40.0));
+        // without a reference: the median probe (40) is used
+        let r2 = row_verdict("e1", &blocks, None);
+        assert_eq!(r2.probe_reference_us, Some(40.0));
+        assert!((r2.bias - 0.05).abs() < 1e-12);
+        // unadjusted, the mean bias is 0.05 + 0.01 x 20 x 2/6
+        let plain: Vec<BlockBias> = blocks
+            .iter()
+            .map(|b| BlockBias {
+                probe_us: None,
+                ..*b
+            })
+            .collect();
+        let r3 = row_verdict("e1", &plain, None);
+        assert!((r3.bias - (0.05 + 0.2 / 3.0)).abs() < 1e-12);
+        assert_eq!(r3.probe_reference_us, None);
+        // error at 0.05: 100 (exp(-0.05) - 1) = -4.88%. A resample of x = 40 blocks only (a
+        // chance of (4/6)^6 = 8.8%) falls back to their mean, 0.05 too; one of x = 60 blocks
+        // only ((2/6)^6 = 0.14%, under the 2.5% tail) to 0.25: the interval is the point
+        let e = 100.0 * ((-0.05f64).exp() - 1.0);
+        assert!((r.error_pct - e).abs() < 1e-9);
+        assert!((r.error_pct_lo - e).abs() < 1e-9 && (r.error_pct_hi - e).abs() < 1e-9);
+        assert_eq!(r.verdict, Verdict::Pass);
+        // unadjusted, the slow blocks pull the row past the goal: -11.0%
+        assert!((r3.error_pct - 100.0 * ((-(0.05 + 0.2 / 3.0f64)).exp() - 1.0)).abs() < 1e-9);
+        assert!(r3.error_pct < -10.0 && r3.verdict != Verdict::Pass);
+    }
+
+    #[test]
+    fn the_bootstrap_is_the_seeds_and_percentiles_of_resampled_means() {
+        let b = blocks_at(&[-3.0, -7.0, -5.0]);
+        let (lo, hi) = bootstrap(&b, None);
+        assert_eq!(bootstrap(&b, None), (lo, hi));
+        // an independent bootstrap of the mean with the same generator and draws
+        let mut rng = Pcg64::seed_from_u64(BOOTSTRAP_SEED);
+        let mut means: Vec<f64> = (0..RESAMPLES)
+            .map(|_| (0..3).map(|_| b[rng.gen_range(0..3)].bias).sum::<f64>() / 3.0)
+            .collect();
+        means.sort_by(f64::total_cmp);
+        assert_eq!((lo, hi), (means[49], means[1949]));
+        // the interval lies inside the blocks' range and holds the estimate
+        let r = row_verdict("e1", &b, None);
+        assert!(r.bias_lo <= r.bias && r.bias <= r.bias_hi);
+        assert!(r.error_pct_lo >= -7.0 - 1e-9 && r.error_pct_hi <= -3.0 + 1e-9);
+        assert_eq!(r.verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn live_bands_follow_the_calibration_cells() {
+        assert_eq!(band_label(0.0), "0-1024");
+        assert_eq!(band_label(1023.9), "0-1024");
+        assert_eq!(band_label(1024.0), "1024-3072");
+        assert_eq!(band_label(3072.0), "3072-6144");
+        assert_eq!(band_label(1e6), "6144-");
+    }
+}

@@ -137,7 +137,7 @@ impl Prediction {
 /// Per measured step of `plan`, the mean over its groups of the VMM granules resident at the
 /// group's router, after the evictions of units resident before it (the replay's and the
 /// engine's order): preloaded units, then each group's page-ins in, its evictions out.
-fn live_granules(plan: &ReplayPlan, map: &UnitMap) -> Vec<f64> {
+pub(super) fn live_granules(plan: &ReplayPlan, map: &UnitMap) -> Vec<f64> {
     let measured = plan.steps - plan.warmup_steps;
     if plan.paging != Paging::Vmm {
         return vec![0.0; measured];

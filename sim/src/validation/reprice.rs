@@ -66,10 +66,11 @@ pub struct Repricing {
 }
 
 impl RepricedRow {
-    /// The rows of one re-priced file, with their verdicts and composition checks (same order
-    /// as `v.rows`).
+    /// The rows of one re-priced file (its trace as the file records it), with their verdicts
+    /// and composition checks (same order as `v.rows`).
     pub fn of(
         file: &str,
+        trace: &str,
         v: &Validation,
         verdicts: &[RowVerdict],
         compositions: &[Option<CompositionRow>],
@@ -80,7 +81,7 @@ impl RepricedRow {
             .zip(compositions)
             .map(|((r, verdict), c)| RepricedRow {
                 file: file.to_string(),
-                trace: v.trace.clone(),
+                trace: trace.to_string(),
                 retention: if v.retention_text.is_empty() {
                     v.retention.clone()
                 } else {

@@ -761,6 +761,9 @@ mod tests {
             retention_text: "streaming".into(),
             retention_settings: None,
             rows: Vec::new(),
+            host_context: None,
+            blocks: Vec::new(),
+            analysis: None,
         };
         let path = std::path::Path::new("f.json");
         let check = |stored: Option<u64>, now: Option<u64>| {
@@ -804,6 +807,9 @@ mod tests {
             retention_text: st.text(),
             retention_settings: Some(st),
             rows: Vec::new(),
+            host_context: None,
+            blocks: Vec::new(),
+            analysis: None,
         };
         let path = std::path::Path::new("f.json");
         let stored = header(settings(1, "global"));
@@ -917,6 +923,261 @@ mod tests {
         assert!(e.contains("replays the default engine"), "{e}");
         // one --evict value: `all` is a sweep's
         assert!(Cli::try_parse_from(["validate", "--policy", "e1", "--evict", "all"]).is_err());
+    }
+
+    /// `sim validate --reprice DIRS... --json`, parsed.
+    fn reprice_json(dirs: &[&str], extra: &[&str]) -> Result<serde_json::Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let mut argv = vec!["validate", "--reprice"];
+        argv.extend(dirs);
+        argv.extend(extra);
+        argv.extend(["--json", "--out", out.to_str().unwrap()]);
+        run(Cli::try_parse_from(argv).unwrap().a)?;
+        Ok(serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn reprice_gives_each_row_the_error_measured_gives_it() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let set = format!("{root}/validate/data/h200-linux-p9-validation");
+        let r = reprice_json(&[&set], &[]).unwrap();
+        let rows = r["reprice"]["rows"].as_array().unwrap();
+        // gs 4 + gl 3 + qs 4 + ql 2 policies (run.sh beside them)
+        assert_eq!(rows.len(), 13);
+        assert!(r["reprice"]["skipped"].as_array().unwrap().is_empty());
+        // the granite streaming rows against `--measured` with the flags of run.sh
+        let gs = format!("{set}/gs.json");
+        let trace = format!("{root}/traces/data/granite/prose.bin");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("m.json");
+        run(Cli::try_parse_from([
+            "validate",
+            "--trace",
+            &trace,
+            "--expert-mib",
+            "16",
+            "--steps",
+            "12",
+            "--policy",
+            "e1,e4,region:256,os4k",
+            "--hw",
+            "h200-linux",
+            "--json",
+            "--measured",
+            &gs,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap()
+        .a)
+        .unwrap();
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let by_hand: Vec<f64> = m["validation"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["error_pct_p50"].as_f64().unwrap())
+            .collect();
+        let repriced: Vec<f64> = rows
+            .iter()
+            .filter(|x| x["file"].as_str().unwrap().ends_with("/gs.json"))
+            .map(|x| x["error_pct_p50"].as_f64().unwrap())
+            .collect();
+        assert_eq!(repriced, by_hand);
+        // families: one per (trace, retention, policy), here one set each, the sign counted
+        let fams = r["reprice"]["families"].as_array().unwrap();
+        assert_eq!(fams.len(), 13);
+        for f in fams {
+            let row = rows
+                .iter()
+                .find(|x| {
+                    x["policy"] == f["policy"]
+                        && x["retention"] == f["retention"]
+                        && x["trace"] == f["trace"]
+                })
+                .unwrap();
+            let e = row["error_pct_p50"].as_f64().unwrap();
+            assert_eq!(f["median_error_pct"].as_f64().unwrap(), e);
+            assert_eq!(
+                (f["under"].as_u64().unwrap(), f["over"].as_u64().unwrap()),
+                (u64::from(e < 0.0), u64::from(e > 0.0))
+            );
+        }
+        // the composition check on every VMM row (os4k has none), repetitions as blocks
+        let vmm: Vec<&serde_json::Value> = rows.iter().filter(|x| x["policy"] != "os4k").collect();
+        assert!(vmm
+            .iter()
+            .all(|x| x["composition"]["repetitions"].as_array().unwrap().len() == 3));
+        assert!(rows
+            .iter()
+            .filter(|x| x["policy"] == "os4k")
+            .all(|x| x.get("composition").is_none()));
+        assert!(rows
+            .iter()
+            .all(|x| x["verdict"]["blocks"].as_array().unwrap().len() == 3));
+    }
+
+    #[test]
+    fn reprice_lists_what_it_cannot_re_price_and_goes_on() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let dir = tempfile::tempdir().unwrap();
+        let qs = std::fs::read_to_string(format!(
+            "{root}/validate/data/h200-linux-p9-validation/qs.json"
+        ))
+        .unwrap();
+        let moved = qs.replace(
+            "validate/data/validation/qwen3-30b-a3b.trace",
+            "traces/gone.trace",
+        );
+        std::fs::write(dir.path().join("moved.json"), moved).unwrap();
+        // a replay that still re-prices (its trace found above the repository's data folder is
+        // not above a temporary one: give the trace's absolute path)
+        let here = qs.replace(
+            "\"validate/data/validation/qwen3-30b-a3b.trace\"",
+            &format!("\"{root}/validate/data/validation/qwen3-30b-a3b.trace\""),
+        );
+        std::fs::write(dir.path().join("here.json"), here).unwrap();
+        // JSON without a validation block is passed over
+        std::fs::write(dir.path().join("profile.json"), "{\"constants\": {}}").unwrap();
+        let r = reprice_json(&[dir.path().to_str().unwrap()], &["--hw", "h200-linux"]).unwrap();
+        let skipped = r["reprice"]["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0]["file"].as_str().unwrap().ends_with("moved.json"));
+        assert!(
+            skipped[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("its trace traces/gone.trace is not there"),
+            "{skipped:?}"
+        );
+        assert_eq!(r["reprice"]["rows"].as_array().unwrap().len(), 4);
+        assert_eq!(r["reprice"]["hw"], "h200-linux");
+        // a folder without replays, and a path that is no folder, are errors naming --reprice
+        let empty = tempfile::tempdir().unwrap();
+        let e = format!(
+            "{:#}",
+            reprice_json(&[empty.path().to_str().unwrap()], &[]).unwrap_err()
+        );
+        assert!(
+            e.contains("--reprice") && e.contains("no stored replay"),
+            "{e}"
+        );
+        let e = format!("{:#}", reprice_json(&["/no/such/dir"], &[]).unwrap_err());
+        assert!(e.contains("--reprice /no/such/dir: not a directory"), "{e}");
+        // --reprice reads each file's flags: the per-file ones are refused by clap
+        assert!(Cli::try_parse_from(["validate", "--reprice", "x", "--policy", "e1"]).is_err());
+    }
+
+    #[test]
+    fn a_file_with_blocks_gets_its_verdicts_from_them() {
+        // p9 gl.json as a blocked validation would have written it: each repetition its own
+        // block, probes around them (40, 60, 40 µs), the warm-up recorded
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let text = std::fs::read_to_string(format!(
+            "{root}/validate/data/h200-linux-p9-validation/gl.json"
+        ))
+        .unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let arm = serde_json::json!({"unit_granules": 8, "granule_bytes": 2097152, "cycles": 16,
+            "commit_us_per_granule": {"median": 45.0, "min": 44.0, "max": 50.0, "spread": 0.13, "n": 16},
+            "decommit_us_per_granule": {"median": 33.0, "min": 32.0, "max": 36.0, "spread": 0.12, "n": 16},
+            "h2d_us": {"median": 310.0, "min": 300.0, "max": 330.0, "spread": 0.1, "n": 16}});
+        let probe = |x: f64| serde_json::json!({"launch_us_per_group": x, "groups": 48, "vmm": arm, "host": {}});
+        v["validation"]["blocks"] = serde_json::json!([0, 1, 2]
+            .iter()
+            .zip([40.0, 60.0, 40.0])
+            .map(|(&b, x)| serde_json::json!({"block": b, "before": probe(x), "after": probe(x)}))
+            .collect::<Vec<_>>());
+        for row in v["validation"]["rows"].as_array_mut().unwrap() {
+            row["warmup_steps"] = 0.into();
+            row["warmup_steady"] = false.into();
+            for (b, rep) in row["repetitions"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .enumerate()
+            {
+                rep["block"] = b.into();
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let stored = dir.path().join("blocked.json");
+        std::fs::write(&stored, serde_json::to_string(&v).unwrap()).unwrap();
+        let out = dir.path().join("out.json");
+        let trace = format!("{root}/traces/data/granite/prose.bin");
+        let argv = |json: bool| {
+            let mut a = vec![
+                "validate",
+                "--trace",
+                &trace,
+                "--expert-mib",
+                "16",
+                "--steps",
+                "12",
+                "--policy",
+                "e1,e4,region:256",
+                "--evict",
+                "lru",
+                "--budget",
+                "50%",
+                "--hw",
+                "h200-linux",
+                "--measured",
+                stored.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            if json {
+                a.push("--json");
+            }
+            Cli::try_parse_from(a).unwrap().a
+        };
+        run(argv(true)).unwrap();
+        let got: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let a = &got["validation"]["analysis"];
+        assert_eq!(a["blocks_from"], "blocks");
+        assert_eq!(got["validation"]["blocks"].as_array().unwrap().len(), 3);
+        assert_eq!(got["validation"]["rows"][0]["warmup_steps"], 0);
+        for (i, r) in a["rows"].as_array().unwrap().iter().enumerate() {
+            // each block's bias by hand: ln(repetition p50 / predicted p50); the probe (40)
+            // is the median of the blocks' probes
+            let row = &got["validation"]["rows"][i];
+            let pred = row["predicted"]["p50_ms"].as_f64().unwrap();
+            for (b, rep) in row["repetitions"].as_array().unwrap().iter().enumerate() {
+                let m = rep["measured"]["p50_ms"].as_f64().unwrap();
+                let bias = r["blocks"][b]["bias"].as_f64().unwrap();
+                assert!((bias - (m / pred).ln()).abs() < 1e-12);
+                assert_eq!(r["blocks"][b]["probe_us"], [40.0, 60.0, 40.0][b]);
+            }
+            assert_eq!(r["probe_reference_us"], 40.0);
+            // the line through (40, mean of blocks 0 and 2) and (60, block 1) at 40
+            let bb = |b: usize| r["blocks"][b]["bias"].as_f64().unwrap();
+            assert!((r["bias"].as_f64().unwrap() - (bb(0) + bb(2)) / 2.0).abs() < 1e-12);
+        }
+        // arms: 6 (before and after 3 blocks) against the profile's prices
+        let arms = a["arms"].as_array().unwrap();
+        assert_eq!(arms.len(), 6);
+        assert_eq!(arms[0]["commit_us_per_granule"], 45.0);
+        // components: the VMM rows' bands, each measured beside the model
+        let comps = a["components"].as_array().unwrap();
+        assert!(
+            comps.iter().any(|c| c["policy"] == "e1")
+                && comps.iter().all(|c| c["steps"].as_u64().unwrap() > 0)
+        );
+        // the text adds the verdicts and the tables
+        run(argv(false)).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            text.contains("verdicts: bias ln(measured/predicted) per recorded block"),
+            "{text}"
+        );
+        assert!(
+            text.contains("per-call VMM prices") && text.contains("VMM arm before block 1"),
+            "{text}"
+        );
     }
 
     #[test]

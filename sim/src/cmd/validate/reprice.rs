@@ -112,6 +112,7 @@ fn reprice_one(
         .collect::<Result<Vec<_>>>()?;
     let rows = RepricedRow::of(
         &path.display().to_string(),
+        &v.trace,
         &p.validation,
         &verdicts,
         &compositions,
@@ -124,9 +125,9 @@ fn reprice_one(
 /// it was recorded with when shipped). Errors: the trace is missing, the rows disagree on
 /// their steps, or the profile is not shipped and no --hw was given.
 fn recorded_flags(args: &ValidateArgs, path: &Path, v: &Validation) -> Result<Vec<String>> {
-    if !Path::new(&v.trace).is_file() {
-        bail!("its trace {} is not there (paths are relative to the directory it was recorded in, the repository root)", v.trace);
-    }
+    let Some(trace) = find_trace(&v.trace, path) else {
+        bail!("its trace {} is not there (a relative path is looked for under the current directory and every folder above the file)", v.trace);
+    };
     let hw = match &args.timing.hw {
         Some(hw) => hw.clone(),
         None if profile::shipped_names().contains(&v.hw.as_str()) => v.hw.clone(),
@@ -143,7 +144,7 @@ fn recorded_flags(args: &ValidateArgs, path: &Path, v: &Validation) -> Result<Ve
     let mut argv: Vec<String> = [
         "validate",
         "--trace",
-        &v.trace,
+        &trace,
         "--expert-mib",
         &mib(v.expert_bytes),
     ]
@@ -167,6 +168,25 @@ fn recorded_flags(args: &ValidateArgs, path: &Path, v: &Validation) -> Result<Ve
         path.display().to_string(),
     ]);
     Ok(argv)
+}
+
+/// The stored trace path `trace` as it resolves now: as given (absolute, or relative to the
+/// current directory), else relative to a folder above `file` (a replay is recorded from the
+/// repository root and stored below it). `None` when no such file exists.
+fn find_trace(trace: &str, file: &Path) -> Option<String> {
+    let given = Path::new(trace);
+    if given.is_file() {
+        return Some(trace.to_string());
+    }
+    if given.is_absolute() {
+        return None;
+    }
+    let dir = std::fs::canonicalize(file).ok()?;
+    dir.ancestors()
+        .skip(1)
+        .map(|a| a.join(given))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
 }
 
 /// The retention flags of `v` (none for streaming).
