@@ -5,7 +5,9 @@
 //! conversion into a hardware profile ([`to_profile`]), the pooling of several calibrations'
 //! measurement sets ([`pool`]), the VMM call wrappers ([`vmm`]) and the
 //! real-GPU replay of a simulator plan ([`replay_plan`]: the plan as plain data and its layout;
-//! [`mod@replay`]: executing and timing it).
+//! [`mod@replay`]: executing and timing it; [`warmup`]: how many untimed steps a retention
+//! replay runs first), and what a blocked validation adds ([`blocks`]: the seeded order;
+//! [`probe`]: the host probe and VMM arm around each block; [`host_context`]: the host's state).
 //! Not here: the kernels themselves (`kernels`), the profile schema (`profile`) or the
 //! simulator's prediction (`sim` runs it and compares). Every entry point checks that the CUDA
 //! driver and NVRTC load and returns an error, never a panic, when they do not.

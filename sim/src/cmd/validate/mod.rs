@@ -1,12 +1,14 @@
 //! `sim validate`: replay a trace for real on the local GPU and compare with the simulator.
 //!
 //! Per mechanism the library (`sim::validation`) records the plans and prices them (the
-//! prediction); the `validate` crate executes the same plans on the GPU (the measurement: VMM
-//! commits and pinned H2D copies, or managed memory with demand faults, and the int4 expert
-//! kernels), timing each decode step with CUDA events. `--repeat N` replays every policy N times (interleaved, order rotated) and
-//! takes the error against the median of the repetitions' p50s; `--breakdown` sets the replay's
-//! host time per phase beside the engine's split of the same steps; `--measured FILE` re-prices
-//! a stored replay without a GPU.
+//! prediction, after a retention row's warm-up); the `validate` crate executes the same plans
+//! on the GPU (the measurement: VMM commits and pinned H2D copies, or managed memory with demand
+//! faults, and the int4 expert kernels), timing each decode step with CUDA events. `--repeat N`
+//! replays every policy N times (interleaved, order rotated); `--blocks B` replays B blocks in
+//! a seeded order, each bracketed by a host probe and a VMM arm ([`gpu`]), and adds the
+//! verdicts; `--breakdown` sets the replay's host time per phase beside the engine's split of
+//! the same steps; `--measured FILE` re-prices a stored replay without a GPU, `--reprice DIR...`
+//! every stored replay under the DIRs ([`reprice`]).
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
