@@ -103,28 +103,21 @@ impl Prediction {
 
     /// Granules committed by each measured step (VMM page-ins x their granules).
     pub fn committed_granules_per_step(&self) -> Vec<u64> {
-        let g = self.map.granule_bytes.max(1);
-        let mut out = vec![0u64; self.steps];
-        for grp in &self.plan.groups {
-            if let Some(i) = (grp.step as usize).checked_sub(self.warm_up.steps) {
-                out[i] += grp
-                    .page_ins
-                    .iter()
-                    .map(|&u| self.map.units[u as usize].committed_bytes.div_ceil(g))
-                    .sum::<u64>();
-            }
-        }
-        out
+        self.granules_per_step(|g| &g.page_ins)
     }
 
-    /// Granules decommitted by each measured step.
+    /// Granules decommitted by each measured step (evictions x their granules).
     pub fn decommitted_granules_per_step(&self) -> Vec<u64> {
+        self.granules_per_step(|g| &g.evicted)
+    }
+
+    /// Per measured step, the granules of the units `units` lists in each of its groups.
+    fn granules_per_step(&self, units: impl Fn(&ReplayGroup) -> &Vec<u32>) -> Vec<u64> {
         let g = self.map.granule_bytes.max(1);
         let mut out = vec![0u64; self.steps];
         for grp in &self.plan.groups {
             if let Some(i) = (grp.step as usize).checked_sub(self.warm_up.steps) {
-                out[i] += grp
-                    .evicted
+                out[i] += units(grp)
                     .iter()
                     .map(|&u| self.map.units[u as usize].committed_bytes.div_ceil(g))
                     .sum::<u64>();

@@ -87,11 +87,11 @@ fn host_speed_probe_is_launch_time_per_group_by_hand() {
     assert_eq!(empty.launch_us_per_group(), None);
 }
 
-#[test]
-fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
-    let meas = |steps: Vec<f64>| ReplayMeasurement {
+/// A replay's measurement of `step_us` with nothing else recorded.
+fn measurement(step_us: Vec<f64>) -> ReplayMeasurement {
+    ReplayMeasurement {
         device: validate::DeviceInfo::default(),
-        step_us: steps,
+        step_us,
         kernel_hidden: 0,
         kernel_ffn: 0,
         kernel_expert_bytes: 0,
@@ -102,7 +102,12 @@ fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
         wall_s: 0.0,
         host: Vec::new(),
         warmup_steps: 0,
-    };
+    }
+}
+
+#[test]
+fn a_row_reports_the_error_against_the_median_of_repetition_medians() {
+    let meas = measurement;
     // repetition p50s (nearest rank of 3 steps = the middle one): 1.0, 1.2, 0.8 ms
     let rep = |position, step_us| StoredRep {
         position,
@@ -337,18 +342,9 @@ mod warm_up_and_composition {
                 position: 0,
                 block: None,
                 measurement: ReplayMeasurement {
-                    device: validate::DeviceInfo::default(),
-                    step_us,
-                    kernel_hidden: 0,
-                    kernel_ffn: 0,
-                    kernel_expert_bytes: 0,
-                    map_calls: 0,
-                    unmap_calls: 0,
-                    os_evict_calls: 0,
-                    bytes_copied: 0,
-                    wall_s: 0.0,
                     host,
                     warmup_steps: p.warm_up.steps,
+                    ..measurement(step_us)
                 },
             }
         };
