@@ -335,36 +335,8 @@ pub fn replay(
     let mut gpu = Launcher::new(&ctx, &k, &compute, &copy, plan, &ne_bufs)?;
     gpu.start(&mut sink)?;
     let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
-    // the warm-up steps' groups, then the measured ones: the counts start at the boundary
-    let first = plan
-        .groups
-        .iter()
-        .position(|g| g.step as usize >= plan.warmup_steps)
-        .unwrap_or(plan.groups.len());
-    run_groups(
-        &mut st,
-        &mut gpu,
-        &mut launches,
-        0..first,
-        &mut sink,
-        &mut host,
-    )?;
-    let counts0 = (
-        st.map_calls,
-        st.unmap_calls,
-        st.os_evict_calls,
-        st.bytes_copied,
-    );
-    let t0 = Instant::now();
-    let all = launches.len();
-    run_groups(
-        &mut st,
-        &mut gpu,
-        &mut launches,
-        first..all,
-        &mut sink,
-        &mut host,
-    )?;
+    let (counts0, t0) =
+        run_warm_up_then_measured(&mut st, &mut gpu, &mut launches, &mut sink, &mut host)?;
     let (mut step_us, wall_s) = gpu.finish(&side, t0)?;
     step_us.drain(..plan.warmup_steps.min(step_us.len()));
     host.drain(..plan.warmup_steps);
@@ -389,6 +361,35 @@ pub fn replay(
     drop(managed);
     drop(staging);
     Ok(out)
+}
+
+/// Every group of the plan: the warm-up steps' groups, then the measured ones. Returns the
+/// call and byte counts (map, unmap, OS evict, bytes copied) and the host clock at the
+/// boundary, where the measurement's counts and wall time start.
+fn run_warm_up_then_measured(
+    st: &mut Exec,
+    gpu: &mut Launcher,
+    launches: &mut [Option<MoeLaunch>],
+    sink: &mut CudaSlice<u32>,
+    host: &mut [HostBreakdown],
+) -> Result<((u64, u64, u64, u64), Instant), ReplayError> {
+    let plan = st.plan;
+    let first = plan
+        .groups
+        .iter()
+        .position(|g| g.step as usize >= plan.warmup_steps)
+        .unwrap_or(plan.groups.len());
+    run_groups(st, gpu, launches, 0..first, sink, host)?;
+    let counts = (
+        st.map_calls,
+        st.unmap_calls,
+        st.os_evict_calls,
+        st.bytes_copied,
+    );
+    let t0 = Instant::now();
+    let all = launches.len();
+    run_groups(st, gpu, launches, first..all, sink, host)?;
+    Ok((counts, t0))
 }
 
 /// The int4 expert kernel geometry the replay runs for `map`'s experts.

@@ -338,22 +338,7 @@ pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
                 r.measurement.device.gpu, hw.name, hw.device.gpu
             )
         });
-    for (i, (pp, reps)) in predictions.iter().zip(measured).enumerate() {
-        let warm = match &earlier {
-            Some((_, stored)) => stored.rows.get(i).and_then(ValidationRow::warm_up),
-            None => Some(pp.warm_up),
-        };
-        let row = ValidationRow::new(
-            pp.spec.clone(),
-            pp.steps,
-            pp.page_ins,
-            pp.step_us.clone(),
-            pp.parts.clone(),
-            reps,
-        )?
-        .with_warm_up(warm);
-        v.rows.push(row);
-    }
+    v.rows = rows(&predictions, measured, earlier.as_ref().map(|e| &e.1))?;
     if !v.blocks.is_empty() {
         v.analysis = Some(analyse(&v, &predictions, None));
     }
@@ -362,6 +347,35 @@ pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
         predictions,
         gpu_note,
     })
+}
+
+/// The rows of `predictions` with their repetitions `measured`, each with its warm-up: the
+/// `stored` file's (absent for files written before it), else the prediction's.
+fn rows(
+    predictions: &[Prediction],
+    measured: Vec<Vec<StoredRep>>,
+    stored: Option<&Validation>,
+) -> Result<Vec<ValidationRow>> {
+    predictions
+        .iter()
+        .zip(measured)
+        .enumerate()
+        .map(|(i, (pp, reps))| {
+            let warm = match stored {
+                Some(v) => v.rows.get(i).and_then(ValidationRow::warm_up),
+                None => Some(pp.warm_up),
+            };
+            Ok(ValidationRow::new(
+                pp.spec.clone(),
+                pp.steps,
+                pp.page_ins,
+                pp.step_us.clone(),
+                pp.parts.clone(),
+                reps,
+            )?
+            .with_warm_up(warm))
+        })
+        .collect()
 }
 
 /// The warm-up of each row (by index): a `--measured` file's own (none for files written
