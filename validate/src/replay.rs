@@ -348,10 +348,10 @@ pub fn replay(
         kernel_hidden: geom.hidden,
         kernel_ffn: geom.ffn,
         kernel_expert_bytes: geom.expert_bytes() as u64,
-        map_calls: st.map_calls - counts0.0,
-        unmap_calls: st.unmap_calls - counts0.1,
-        os_evict_calls: st.os_evict_calls - counts0.2,
-        bytes_copied: st.bytes_copied - counts0.3,
+        map_calls: st.map_calls - counts0.map_calls,
+        unmap_calls: st.unmap_calls - counts0.unmap_calls,
+        os_evict_calls: st.os_evict_calls - counts0.os_evict_calls,
+        bytes_copied: st.bytes_copied - counts0.bytes_copied,
         wall_s,
         host,
         warmup_steps: plan.warmup_steps,
@@ -363,6 +363,14 @@ pub fn replay(
     Ok(out)
 }
 
+/// The call and byte counts of [`Exec`] at one moment.
+struct Counts {
+    map_calls: u64,
+    unmap_calls: u64,
+    os_evict_calls: u64,
+    bytes_copied: u64,
+}
+
 /// Every group of the plan: the warm-up steps' groups, then the measured ones. Returns the
 /// call and byte counts (map, unmap, OS evict, bytes copied) and the host clock at the
 /// boundary, where the measurement's counts and wall time start.
@@ -372,7 +380,7 @@ fn run_warm_up_then_measured(
     launches: &mut [Option<MoeLaunch>],
     sink: &mut CudaSlice<u32>,
     host: &mut [HostBreakdown],
-) -> Result<((u64, u64, u64, u64), Instant), ReplayError> {
+) -> Result<(Counts, Instant), ReplayError> {
     let plan = st.plan;
     let first = plan
         .groups
@@ -380,12 +388,12 @@ fn run_warm_up_then_measured(
         .position(|g| g.step as usize >= plan.warmup_steps)
         .unwrap_or(plan.groups.len());
     run_groups(st, gpu, launches, 0..first, sink, host)?;
-    let counts = (
-        st.map_calls,
-        st.unmap_calls,
-        st.os_evict_calls,
-        st.bytes_copied,
-    );
+    let counts = Counts {
+        map_calls: st.map_calls,
+        unmap_calls: st.unmap_calls,
+        os_evict_calls: st.os_evict_calls,
+        bytes_copied: st.bytes_copied,
+    };
     let t0 = Instant::now();
     let all = launches.len();
     run_groups(st, gpu, launches, first..all, sink, host)?;
