@@ -59,7 +59,7 @@ impl DeviceInfo {
 }
 
 /// The NVIDIA kernel module version from `/proc/driver/nvidia/version` (Linux); `None` elsewhere.
-fn kernel_module_version() -> Option<String> {
+pub fn kernel_module_version() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     let line = text.lines().next()?;
     let after = line.split("Kernel Module").nth(1)?;

@@ -21,6 +21,11 @@
 //! the wait for a group's kernels before its late decommits) is recorded per step
 //! ([`HostBreakdown`]), for comparing with the engine's split of the same steps.
 //!
+//! The plan's first [`ReplayPlan::warmup_steps`] steps run the same way, back to back with the
+//! measured ones, and are left out of every figure the measurement reports (step times, host
+//! breakdown, call and byte counts, wall time): a retention row's cache is at its budget when
+//! the measured steps start.
+//!
 //! Every kernel launch is prepared before timing starts (unit addresses are fixed inside one
 //! reserved range), so the timed loop allocates nothing on the device. Copies all read one
 //! pinned staging buffer of the largest unit's bytes: an H2D copy's time does not depend on
@@ -94,6 +99,14 @@ pub struct ReplayMeasurement {
     /// Where the host's time went, per decode step (host clock), in step order.
     #[serde(default)]
     pub host: Vec<HostBreakdown>,
+    /// Untimed warm-up steps replayed before the measured ones (0, and absent from the JSON,
+    /// for a replay without warm-up and in files written before it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_steps: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Host time of one decode step of the replay by what the host was doing, µs (host clock,
@@ -165,11 +178,11 @@ fn lap(t: &mut Instant) -> f64 {
 }
 
 /// Pinned host memory from cuMemHostAlloc, freed on drop.
-struct Pinned {
-    ptr: *mut u8,
+pub(crate) struct Pinned {
+    pub(crate) ptr: *mut u8,
 }
 impl Pinned {
-    fn new(len: usize) -> Result<Self, ReplayError> {
+    pub(crate) fn new(len: usize) -> Result<Self, ReplayError> {
         let mut p = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
         unsafe { sys::cuMemHostAlloc(&mut p, len.max(1), 0) }
@@ -265,6 +278,12 @@ pub fn replay(
     let ctx = kernels::open_device(opts.device)?;
     let device = DeviceInfo::read(&ctx).during("device query")?;
     let geom = expert_kernel(plan, map)?;
+    if plan.warmup_steps >= plan.steps {
+        return Err(ReplayError::Invalid(format!(
+            "a warm-up of {} steps leaves none of the plan's {} steps to measure",
+            plan.warmup_steps, plan.steps
+        )));
+    }
     let layout = Layout::of(map);
     check_room(plan, &layout, peak_bytes, &device)?;
     let k = Kernels::load(&ctx)?;
@@ -312,14 +331,15 @@ pub fn replay(
     warm_up(&k, &compute, &ne_bufs, &mut sink, geom)?;
     copy.synchronize().during("warm-up")?;
     compute.synchronize().during("warm-up")?;
-    let (map_calls0, unmap_calls0, bytes0) = (st.map_calls, st.unmap_calls, st.bytes_copied);
 
     let mut gpu = Launcher::new(&ctx, &k, &compute, &copy, plan, &ne_bufs)?;
-    let t0 = Instant::now();
     gpu.start(&mut sink)?;
     let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
-    run_groups(&mut st, &mut gpu, &mut launches, &mut sink, &mut host)?;
-    let (step_us, wall_s) = gpu.finish(&side, t0)?;
+    let (counts0, t0) =
+        run_warm_up_then_measured(&mut st, &mut gpu, &mut launches, &mut sink, &mut host)?;
+    let (mut step_us, wall_s) = gpu.finish(&side, t0)?;
+    step_us.drain(..plan.warmup_steps.min(step_us.len()));
+    host.drain(..plan.warmup_steps);
 
     st.evict_all()?;
     let out = ReplayMeasurement {
@@ -328,18 +348,56 @@ pub fn replay(
         kernel_hidden: geom.hidden,
         kernel_ffn: geom.ffn,
         kernel_expert_bytes: geom.expert_bytes() as u64,
-        map_calls: st.map_calls - map_calls0,
-        unmap_calls: st.unmap_calls - unmap_calls0,
-        os_evict_calls: st.os_evict_calls,
-        bytes_copied: st.bytes_copied - bytes0,
+        map_calls: st.map_calls - counts0.map_calls,
+        unmap_calls: st.unmap_calls - counts0.unmap_calls,
+        os_evict_calls: st.os_evict_calls - counts0.os_evict_calls,
+        bytes_copied: st.bytes_copied - counts0.bytes_copied,
         wall_s,
         host,
+        warmup_steps: plan.warmup_steps,
     };
     drop(st);
     drop(launches);
     drop(managed);
     drop(staging);
     Ok(out)
+}
+
+/// The call and byte counts of [`Exec`] at one moment.
+struct Counts {
+    map_calls: u64,
+    unmap_calls: u64,
+    os_evict_calls: u64,
+    bytes_copied: u64,
+}
+
+/// Every group of the plan: the warm-up steps' groups, then the measured ones. Returns the
+/// call and byte counts (map, unmap, OS evict, bytes copied) and the host clock at the
+/// boundary, where the measurement's counts and wall time start.
+fn run_warm_up_then_measured(
+    st: &mut Exec,
+    gpu: &mut Launcher,
+    launches: &mut [Option<MoeLaunch>],
+    sink: &mut CudaSlice<u32>,
+    host: &mut [HostBreakdown],
+) -> Result<(Counts, Instant), ReplayError> {
+    let plan = st.plan;
+    let first = plan
+        .groups
+        .iter()
+        .position(|g| g.step as usize >= plan.warmup_steps)
+        .unwrap_or(plan.groups.len());
+    run_groups(st, gpu, launches, 0..first, sink, host)?;
+    let counts = Counts {
+        map_calls: st.map_calls,
+        unmap_calls: st.unmap_calls,
+        os_evict_calls: st.os_evict_calls,
+        bytes_copied: st.bytes_copied,
+    };
+    let t0 = Instant::now();
+    let all = launches.len();
+    run_groups(st, gpu, launches, first..all, sink, host)?;
+    Ok((counts, t0))
 }
 
 /// The int4 expert kernel geometry the replay runs for `map`'s experts.
@@ -477,19 +535,21 @@ fn prepare_launches(
     Ok(launches)
 }
 
-/// The timed loop over the plan's groups: per group, the router wait, the evictions of units
-/// resident before it, its page-ins, the launches, and its late evictions, each phase's host
-/// time added to the group's step in `host`.
+/// The loop over the plan's groups `range`: per group, the router wait, the evictions of
+/// units resident before it, its page-ins, the launches, and its late evictions, each phase's
+/// host time added to the group's step in `host`.
 fn run_groups(
     st: &mut Exec,
     gpu: &mut Launcher,
     launches: &mut [Option<MoeLaunch>],
+    range: std::ops::Range<usize>,
     sink: &mut CudaSlice<u32>,
     host: &mut [HostBreakdown],
 ) -> Result<(), ReplayError> {
     let plan = st.plan;
     let mut late: Vec<u32> = Vec::new();
-    for (gi, launch) in launches.iter_mut().enumerate() {
+    for gi in range {
+        let launch = &mut launches[gi];
         let g = &plan.groups[gi];
         let mut clock = Instant::now();
         gpu.router.synchronize().during("router wait")?;

@@ -39,8 +39,13 @@ pub struct ReplayPlan {
     pub groups: Vec<ReplayGroup>,
     /// Units resident before the first step (static pins): committed before timing starts.
     pub preloaded: Vec<u32>,
-    /// Decode steps (the groups' `step` runs over `0..steps`).
+    /// Decode steps (the groups' `step` runs over `0..steps`), warm-up steps included.
     pub steps: usize,
+    /// The first steps, replayed for real (commits, copies, kernels, evictions) but left out of
+    /// the measurement: a retention row's cache fills during them
+    /// ([`crate::warmup::SteadyRule`] chooses how many). The measured steps are
+    /// `warmup_steps..steps`.
+    pub warmup_steps: usize,
     /// MoE layers per step (the groups' `moe_layer` runs over `0..moe_layers`).
     pub moe_layers: usize,
     /// Model hidden size: the expert kernels' input width.

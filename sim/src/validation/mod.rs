@@ -6,16 +6,21 @@
 //! `validate` crate executes on the GPU (the measurement). Both see the same steps, so the
 //! step-time distributions compare one to one ([`ValidationRow::new`]).
 //!
-//! Owned here: the prediction, the `validation` block's types ([`Validation`]) and how
-//! repetitions combine, and its text tables ([`text`]). Not here: the GPU replay (`validate`),
-//! reading and checking a stored `--measured` file (the `sim` binary).
+//! Owned here: the prediction (with a retention row's warm-up), the `validation` block's types
+//! ([`Validation`]) and how repetitions combine, the verdicts and component table
+//! ([`analysis`]), the composition check ([`composition`]), the re-pricing summary of many
+//! stored replays ([`reprice`]), and the text tables ([`text`]). Not here: the GPU replay
+//! (`validate`), reading and checking a stored `--measured` file (the `sim` binary).
 
+pub mod analysis;
+pub mod composition;
 mod predict;
 mod report;
+pub mod reprice;
 mod settings;
 pub mod text;
 
-pub use predict::{predict, replay_plan, Prediction, PredictionSetup};
+pub use predict::{predict, replay_plan, Prediction, PredictionSetup, WarmUpChoice};
 pub use report::*;
 pub use settings::{parse_retention_echo, retention_echo, same_trace, RetentionSettings};
 

@@ -1,5 +1,6 @@
-//! The prediction of one mechanism: record its plans, price them with the engine, and turn
-//! the first steps into the plain-data plan the GPU replay executes.
+//! The prediction of one mechanism: record its plans, price them with the engine, choose the
+//! untimed warm-up of a retention row, and turn the warm-up and measured steps into the
+//! plain-data plan the GPU replay executes.
 
 use crate::cache::RetentionConfig;
 use crate::cost::{CostModel, CostOptions, Paging};
@@ -10,7 +11,19 @@ use anyhow::{bail, Result};
 use policies::mechanisms::SizeOptions;
 use policies::UnitMap;
 use traces::PhaseSel;
+use validate::warmup::{StepChurn, WarmUp, DEFAULT_RULE};
 use validate::{ReplayGroup, ReplayPlan};
+
+/// How many untimed steps a row's replay runs before the steps it measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarmUpChoice {
+    /// Retention rows: [`DEFAULT_RULE`] on the plan's churn; streaming rows: none (every
+    /// streamed step pages in and evicts alike: there is no cache to fill).
+    Auto,
+    /// Exactly this many steps (a stored replay's, or `--warm-up N`), for any row; whether
+    /// they are steady is judged by [`DEFAULT_RULE`]'s window and tolerance.
+    Fixed(usize),
+}
 
 /// Everything a prediction needs besides the mechanism spec.
 pub struct PredictionSetup<'a> {
@@ -22,7 +35,7 @@ pub struct PredictionSetup<'a> {
     /// The profile and compute options that price the prediction (the engine's defaults
     /// otherwise: the real replay runs those paths).
     pub timing: &'a TimingConfig,
-    /// Replay only the first N steps (`None`: every step).
+    /// Measure N steps after the warm-up (`None`: every step after it).
     pub steps: Option<usize>,
     /// Seed of the engine.
     pub seed: u64,
@@ -36,22 +49,176 @@ pub struct Prediction {
     pub spec: String,
     pub map: UnitMap,
     pub paging: Paging,
-    /// The plan of the first [`Prediction::steps`] steps, for the GPU replay.
+    /// The plan of the warm-up and the measured steps, for the GPU replay.
     pub plan: ReplayPlan,
     /// Peak mapped bytes of expert units the engine predicts (non-expert memory excluded).
     pub peak_bytes: u64,
+    /// Measured steps (after the warm-up).
     pub steps: usize,
-    /// Page-ins over the replayed steps.
+    /// The untimed steps before them.
+    pub warm_up: WarmUp,
+    /// Page-ins over the measured steps.
     pub page_ins: u64,
-    /// Predicted time of every replayed step, µs, and its split.
+    /// Predicted time of every measured step, µs, and its split.
     pub step_us: Vec<f64>,
     pub parts: Vec<StepParts>,
+    /// What priced it, kept to price the same plans again with another cost model
+    /// ([`Prediction::reprice`]).
+    pricing: Pricing,
+}
+
+/// The recorded plans and the models that priced them.
+struct Pricing {
+    plans: Plans,
+    cost: CostModel,
+    compute: ComputeModel,
+    keyspace: traces::KeySpace,
+    opts: EngineOptions,
+}
+
+impl Prediction {
+    /// The profile's cost model the prediction was priced with.
+    pub fn cost(&self) -> &CostModel {
+        &self.pricing.cost
+    }
+
+    /// The same plans priced with `cost` instead (the same compute model, seed and engine):
+    /// every measured step's time, µs, and split.
+    pub fn reprice(&self, cost: &CostModel) -> Result<(Vec<f64>, Vec<StepParts>)> {
+        let p = &self.pricing;
+        let r = replay(&p.plans, &self.map, &p.keyspace, cost, &p.compute, p.opts)?;
+        let range = self.warm_up.steps..self.warm_up.steps + self.steps;
+        Ok((
+            r.step_us[range.clone()].to_vec(),
+            r.step_parts[range].to_vec(),
+        ))
+    }
+
+    /// Granules mapped at each measured step's groups, averaged over the groups: the live set
+    /// the step's VMM calls ran among (resident units after the group's early evictions,
+    /// before its page-ins), from the plan. 0 for OS-paged mechanisms.
+    pub fn live_granules_per_step(&self) -> Vec<f64> {
+        live_granules(&self.plan, &self.map)
+    }
+
+    /// Granules committed by each measured step (VMM page-ins x their granules).
+    pub fn committed_granules_per_step(&self) -> Vec<u64> {
+        self.granules_per_step(|g| &g.page_ins)
+    }
+
+    /// Granules decommitted by each measured step (evictions x their granules).
+    pub fn decommitted_granules_per_step(&self) -> Vec<u64> {
+        self.granules_per_step(|g| &g.evicted)
+    }
+
+    /// Per measured step, the granules of the units `units` lists in each of its groups.
+    fn granules_per_step(&self, units: impl Fn(&ReplayGroup) -> &Vec<u32>) -> Vec<u64> {
+        let g = self.map.granule_bytes.max(1);
+        let mut out = vec![0u64; self.steps];
+        for grp in &self.plan.groups {
+            if let Some(i) = (grp.step as usize).checked_sub(self.warm_up.steps) {
+                out[i] += units(grp)
+                    .iter()
+                    .map(|&u| self.map.units[u as usize].committed_bytes.div_ceil(g))
+                    .sum::<u64>();
+            }
+        }
+        out
+    }
+}
+
+/// Per measured step of `plan`, the mean over its groups of the VMM granules resident at the
+/// group's router, after the evictions of units resident before it (the replay's and the
+/// engine's order): preloaded units, then each group's page-ins in, its evictions out.
+pub(super) fn live_granules(plan: &ReplayPlan, map: &UnitMap) -> Vec<f64> {
+    let measured = plan.steps - plan.warmup_steps;
+    if plan.paging != Paging::Vmm {
+        return vec![0.0; measured];
+    }
+    let g = map.granule_bytes.max(1);
+    let granules = |u: u32| map.units[u as usize].committed_bytes.div_ceil(g);
+    let mut resident = vec![false; map.units.len()];
+    let mut live = 0u64;
+    for &u in &plan.preloaded {
+        if !std::mem::replace(&mut resident[u as usize], true) {
+            live += granules(u);
+        }
+    }
+    let (mut sum, mut n) = (vec![0.0; measured], vec![0u32; measured]);
+    for grp in &plan.groups {
+        // evictions of units resident before the group come first
+        let early: Vec<u32> = grp
+            .evicted
+            .iter()
+            .copied()
+            .filter(|&u| resident[u as usize])
+            .collect();
+        for &u in &early {
+            resident[u as usize] = false;
+            live -= granules(u);
+        }
+        if let Some(i) = (grp.step as usize).checked_sub(plan.warmup_steps) {
+            sum[i] += live as f64;
+            n[i] += 1;
+        }
+        for &u in &grp.page_ins {
+            if !std::mem::replace(&mut resident[u as usize], true) {
+                live += granules(u);
+            }
+        }
+        for &u in &grp.evicted {
+            if !early.contains(&u) && std::mem::replace(&mut resident[u as usize], false) {
+                live -= granules(u);
+            }
+        }
+    }
+    sum.iter()
+        .zip(&n)
+        .map(|(s, &k)| if k > 0 { s / k as f64 } else { 0.0 })
+        .collect()
+}
+
+/// Page-ins and evictions of every step of `p`.
+fn churn(p: &Plans) -> Vec<StepChurn> {
+    let mut out = vec![StepChurn::default(); p.steps.len()];
+    for g in &p.groups {
+        let c = &mut out[g.step as usize];
+        c.page_ins += p.page_ins(g).len() as u64;
+        c.evictions += p.evicted(g).len() as u64;
+    }
+    out
+}
+
+/// The warm-up of a row whose plans are `p`, measuring `steps` steps (`None`: every step
+/// after the warm-up; the automatic warm-up then leaves at least one).
+fn choose_warm_up(
+    p: &Plans,
+    choice: WarmUpChoice,
+    retention: bool,
+    steps: Option<usize>,
+) -> WarmUp {
+    let c = churn(p);
+    match choice {
+        WarmUpChoice::Fixed(n) => {
+            let window = DEFAULT_RULE.window.max(1);
+            let steady = n >= window
+                && n <= c.len()
+                && c[n - window..n].iter().all(|&x| DEFAULT_RULE.is_steady(x));
+            WarmUp { steps: n, steady }
+        }
+        WarmUpChoice::Auto if !retention => WarmUp {
+            steps: 0,
+            steady: false,
+        },
+        WarmUpChoice::Auto => DEFAULT_RULE.warm_up(&c, steps.unwrap_or(1)),
+    }
 }
 
 /// Predict mechanism `spec`: record its plans under `s.retention`, price them on `s.timing`'s
-/// profile (no KV cache read: the replay runs no attention), and keep the first `s.steps`.
-/// Errors: a bad spec or profile constant, or no steps of the phase to replay.
-pub fn predict(spec: &str, s: &PredictionSetup) -> Result<Prediction> {
+/// profile (no KV cache read: the replay runs no attention), choose the warm-up (`warm_up`),
+/// and keep the `s.steps` steps after it. Errors: a bad spec or profile constant, a warm-up
+/// that leaves no step, or no steps of the phase to replay.
+pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result<Prediction> {
     let trace = &s.workload.trace.trace;
     let cfg = RunConfig {
         policy: spec.to_string(),
@@ -90,8 +257,18 @@ pub fn predict(spec: &str, s: &PredictionSetup) -> Result<Prediction> {
         ..EngineOptions::default()
     };
     let pred = replay(&p, &map, &ks, &cost, &compute, opts)?;
-    let steps = s.steps.unwrap_or(p.steps.len()).min(p.steps.len());
+    let w = choose_warm_up(&p, warm_up, s.retention.is_some(), s.steps);
+    let left = p.steps.len().saturating_sub(w.steps);
+    let steps = s.steps.unwrap_or(left).min(left);
     if steps == 0 {
+        if w.steps > 0 {
+            bail!(
+                "the trace has {} {} steps: none is left to measure after a warm-up of {} steps",
+                p.steps.len(),
+                s.phase.as_str(),
+                w.steps
+            );
+        }
         bail!("the trace has no {} steps to replay", s.phase.as_str());
     }
     let moe_layers = p.moe_layers.max(1);
@@ -100,21 +277,43 @@ pub fn predict(spec: &str, s: &PredictionSetup) -> Result<Prediction> {
     } else {
         0
     };
-    let plan = replay_plan(&p, steps, paging, s.hidden, nonexpert_bytes_per_layer);
+    let mut plan = replay_plan(
+        &p,
+        w.steps + steps,
+        paging,
+        s.hidden,
+        nonexpert_bytes_per_layer,
+    );
+    plan.warmup_steps = w.steps;
+    let range = w.steps..w.steps + steps;
     Ok(Prediction {
         spec: map.spec.clone(),
-        page_ins: plan.groups.iter().map(|g| g.page_ins.len() as u64).sum(),
+        page_ins: plan
+            .groups
+            .iter()
+            .filter(|g| g.step as usize >= w.steps)
+            .map(|g| g.page_ins.len() as u64)
+            .sum(),
         peak_bytes: (pred.peak_mapped_bytes - compute.nonexpert_bytes).max(0.0) as u64,
         map,
         paging,
         plan,
         steps,
-        step_us: pred.step_us[..steps].to_vec(),
-        parts: pred.step_parts[..steps].to_vec(),
+        warm_up: w,
+        step_us: pred.step_us[range.clone()].to_vec(),
+        parts: pred.step_parts[range].to_vec(),
+        pricing: Pricing {
+            plans: p,
+            cost,
+            compute,
+            keyspace: ks,
+            opts,
+        },
     })
 }
 
-/// The plain-data plan of the first `steps` steps of `p` for the GPU replay.
+/// The plain-data plan of the first `steps` steps of `p` for the GPU replay (no warm-up: the
+/// caller sets [`ReplayPlan::warmup_steps`]).
 pub fn replay_plan(
     p: &Plans,
     steps: usize,
@@ -124,6 +323,7 @@ pub fn replay_plan(
 ) -> ReplayPlan {
     ReplayPlan {
         paging,
+        warmup_steps: 0,
         groups: p
             .groups
             .iter()

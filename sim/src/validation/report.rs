@@ -1,10 +1,14 @@
 //! The `validation` block of `sim validate`'s output: per-step statistics, repetitions, rows,
 //! and how repetitions combine (median of their p50s, spread).
 
+use super::analysis::Analysis;
 use super::RetentionSettings;
 use crate::engine::StepParts;
 use serde::{Deserialize, Serialize};
+use validate::host_context::HostContext;
+use validate::probe::BlockProbe;
 use validate::stats::Summary;
+use validate::warmup::WarmUp;
 use validate::{HostBreakdown, ReplayMeasurement};
 
 /// p50, p99 and mean of step times, ms.
@@ -56,6 +60,10 @@ pub struct Repetition {
     pub step_us: Vec<f64>,
     /// Every step's host breakdown.
     pub host: Vec<HostBreakdown>,
+    /// The block (`--blocks`) this repetition ran in, from 0; absent in files written before
+    /// blocks (their repetitions all ran back to back, in one block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<u32>,
 }
 
 impl Repetition {
@@ -108,6 +116,14 @@ pub struct ValidationRow {
     /// The engine's time split of every replayed step.
     #[serde(default)]
     pub predicted_parts: Vec<StepParts>,
+    /// Untimed warm-up steps before the measured ones, in the replay and in the prediction
+    /// alike; absent in files written before the warm-up (they had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_steps: Option<usize>,
+    /// Whether the warm-up reached the steady rule (`validate::warmup::DEFAULT_RULE`); false
+    /// when its cap or the trace's length ended it first (and for rows without a warm-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_steady: Option<bool>,
 }
 
 fn one() -> u32 {
@@ -158,6 +174,33 @@ pub struct Validation {
     #[serde(default)]
     pub retention_settings: Option<RetentionSettings>,
     pub rows: Vec<ValidationRow>,
+    /// The host when the validation started (absent in files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_context: Option<HostContext>,
+    /// The probes bracketing each block of replays (`--blocks`), in block order; empty in
+    /// files written before blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockRecord>,
+    /// The verdicts and the component table ([`super::analysis`]); written for validations
+    /// that recorded blocks (stored files without them: `sim validate --reprice`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
+}
+
+/// One block of a blocked validation: the probes before and after its replays.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockRecord {
+    /// Block index, from 0.
+    pub block: u32,
+    pub before: BlockProbe,
+    pub after: BlockProbe,
+}
+
+impl BlockRecord {
+    /// The block's host probe: the mean of the launch probes before and after it, µs per group.
+    pub fn probe_us(&self) -> f64 {
+        (self.before.launch_us_per_group + self.after.launch_us_per_group) / 2.0
+    }
 }
 
 impl ValidationRow {
@@ -170,15 +213,16 @@ impl ValidationRow {
         page_ins: u64,
         predicted_step_us: Vec<f64>,
         predicted_parts: Vec<StepParts>,
-        reps: Vec<(u32, ReplayMeasurement)>,
+        reps: Vec<StoredRep>,
     ) -> anyhow::Result<ValidationRow> {
         let repetitions: Vec<Repetition> = reps
             .iter()
-            .map(|(position, m)| Repetition {
-                position: *position,
-                measured: StepStats::of(&m.step_us),
-                step_us: m.step_us.clone(),
-                host: m.host.clone(),
+            .map(|r| Repetition {
+                position: r.position,
+                measured: StepStats::of(&r.measurement.step_us),
+                step_us: r.measurement.step_us.clone(),
+                host: r.measurement.host.clone(),
+                block: r.block,
             })
             .collect();
         let stats: Vec<StepStats> = repetitions.iter().map(|r| r.measured).collect();
@@ -188,7 +232,10 @@ impl ValidationRow {
             );
         };
         let predicted = StepStats::of(&predicted_step_us);
-        let Some((_, first)) = reps.into_iter().next() else {
+        let Some(StoredRep {
+            measurement: first, ..
+        }) = reps.into_iter().next()
+        else {
             anyhow::bail!("--policy {policy} was not replayed");
         };
         Ok(ValidationRow {
@@ -212,27 +259,56 @@ impl ValidationRow {
             repetitions,
             predicted_step_us,
             predicted_parts,
+            warmup_steps: None,
+            warmup_steady: None,
         })
     }
 
-    /// The repetitions `(position, measurement)` a stored row holds (one, the `replay`, for
-    /// files written before repetitions were recorded).
-    pub fn stored_repetitions(&self) -> Vec<(u32, ReplayMeasurement)> {
+    /// The row with its warm-up recorded (`None`: a stored file's row without one, left so).
+    pub fn with_warm_up(mut self, w: Option<WarmUp>) -> ValidationRow {
+        self.warmup_steps = w.map(|w| w.steps);
+        self.warmup_steady = w.map(|w| w.steady);
+        self
+    }
+
+    /// The warm-up the row recorded (`None` in files written before it).
+    pub fn warm_up(&self) -> Option<WarmUp> {
+        self.warmup_steps.map(|steps| WarmUp {
+            steps,
+            steady: self.warmup_steady.unwrap_or(false),
+        })
+    }
+
+    /// The repetitions a stored row holds (one, the `replay`, for files written before
+    /// repetitions were recorded).
+    pub fn stored_repetitions(&self) -> Vec<StoredRep> {
         if self.repetitions.is_empty() {
-            return vec![(0, self.replay.clone())];
+            return vec![StoredRep {
+                position: 0,
+                block: None,
+                measurement: self.replay.clone(),
+            }];
         }
         self.repetitions
             .iter()
-            .map(|x| {
-                (
-                    x.position,
-                    ReplayMeasurement {
-                        step_us: x.step_us.clone(),
-                        host: x.host.clone(),
-                        ..self.replay.clone()
-                    },
-                )
+            .map(|x| StoredRep {
+                position: x.position,
+                block: x.block,
+                measurement: ReplayMeasurement {
+                    step_us: x.step_us.clone(),
+                    host: x.host.clone(),
+                    ..self.replay.clone()
+                },
             })
             .collect()
     }
+}
+
+/// One repetition's measurement with where it ran: its position within its round and its
+/// block (`None`: no blocks recorded).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRep {
+    pub position: u32,
+    pub block: Option<u32>,
+    pub measurement: ReplayMeasurement,
 }

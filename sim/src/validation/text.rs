@@ -1,6 +1,7 @@
 //! The text tables of `sim validate`: measured vs predicted per policy, and the host-time
 //! breakdown of the real replay beside the engine's split.
 
+use super::analysis::{Analysis, BlocksFrom, RowVerdict};
 use super::{Validation, ValidationRow};
 use crate::engine::StepParts;
 use std::fmt::Write;
@@ -224,6 +225,106 @@ fn breakdown_rows(r: &ValidationRow) -> String {
             per(h(|b| b.h2d_enqueue_us), pi),
             per(h(|b| b.evict_us + b.late_evict_us), ev),
             per(p(|x| x.decommit_us), ev),
+        );
+    }
+    s
+}
+
+/// The analysis's text: per row the verdict and its interval, the component table, the host
+/// calls per row and the blocks' VMM arms.
+pub fn analysis_table(a: &Analysis) -> String {
+    let mut s = String::new();
+    let from = match a.blocks_from {
+        BlocksFrom::Blocks => "per recorded block",
+        BlocksFrom::Repetitions => {
+            "no blocks recorded: each repetition taken as a block (they ran back to back, so the interval is too narrow if the host's state held for all of them)"
+        }
+    };
+    let _ = writeln!(
+        s,
+        "verdicts: bias ln(measured/predicted) {from}; probe-adjusted where every block has a probe; block bootstrap of {} resamples (seed {}), 95% interval read as error %; pass inside +-{GOAL_PCT}%, fail outside",
+        a.resamples, a.seed
+    );
+    for r in &a.rows {
+        s += &verdict_line(r);
+    }
+    s += &components_lines(a);
+    s
+}
+
+/// One row's verdict line.
+fn verdict_line(r: &RowVerdict) -> String {
+    let biases: Vec<String> = r.blocks.iter().map(|b| format!("{:+.3}", b.bias)).collect();
+    let adjusted = match (r.probe_reference_us, r.probe_slope_per_us) {
+        (Some(x), Some(k)) => format!(" at probe {x:.1} µs (slope {k:+.4}/µs)"),
+        _ => " (not probe-adjusted)".to_string(),
+    };
+    format!(
+        "{:<14} {:<9} error {:+.1}% [{:+.1}, {:+.1}]{adjusted}; block biases {}\n",
+        r.policy,
+        r.verdict.name(),
+        r.error_pct,
+        r.error_pct_lo,
+        r.error_pct_hi,
+        biases.join(" ")
+    )
+}
+
+/// The component table, the host calls and the VMM arms.
+fn components_lines(a: &Analysis) -> String {
+    let mut s = String::new();
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    if !a.components.is_empty() {
+        let _ = writeln!(
+            s,
+            "per-call VMM prices, µs per granule, measured / model, by live set (granules mapped at the step's groups, from the plan)"
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} {:>6} {:>10} {:>8} {:>6}   {:>17}   {:>17}",
+            "policy", "unit", "live band", "live", "steps", "commit", "decommit"
+        );
+        for c in &a.components {
+            let _ = writeln!(
+                s,
+                "{:<14} {:>6.1} {:>10} {:>8.0} {:>6}   {:>8} {:>8}   {:>8} {:>8}",
+                c.policy,
+                c.unit_granules,
+                c.live_band,
+                c.live_granules,
+                c.steps,
+                opt(c.commit_us_per_granule),
+                opt(c.commit_model_us_per_granule),
+                opt(c.decommit_us_per_granule),
+                opt(c.decommit_model_us_per_granule)
+            );
+        }
+    }
+    for c in &a.calls {
+        let _ = writeln!(
+            s,
+            "{:<14} host per group: launches {:.1} µs (not priced), router wait {:.1} µs (model router_sync {:.1}); per page-in: H2D enqueue {} µs, model copy {} µs",
+            c.policy,
+            c.launch_us_per_group,
+            c.router_wait_us_per_group,
+            c.router_sync_model_us,
+            opt(c.h2d_enqueue_us_per_page_in),
+            opt(c.h2d_copy_model_us_per_page_in)
+        );
+    }
+    for r in &a.arms {
+        let _ = writeln!(
+            s,
+            "VMM arm {} block {}: {} granules, commit {:.2} (model {:.2}) µs/granule, decommit {:.2} (model {:.2}), H2D {:.1} µs (model {:.1})",
+            r.when,
+            r.block + 1,
+            r.unit_granules,
+            r.commit_us_per_granule,
+            r.commit_model_us_per_granule,
+            r.decommit_us_per_granule,
+            r.decommit_model_us_per_granule,
+            r.h2d_us,
+            r.h2d_model_us
         );
     }
     s

@@ -1,12 +1,14 @@
 //! `sim validate`: replay a trace for real on the local GPU and compare with the simulator.
 //!
 //! Per mechanism the library (`sim::validation`) records the plans and prices them (the
-//! prediction); the `validate` crate executes the same plans on the GPU (the measurement: VMM
-//! commits and pinned H2D copies, or managed memory with demand faults, and the int4 expert
-//! kernels), timing each decode step with CUDA events. `--repeat N` replays every policy N times (interleaved, order rotated) and
-//! takes the error against the median of the repetitions' p50s; `--breakdown` sets the replay's
-//! host time per phase beside the engine's split of the same steps; `--measured FILE` re-prices
-//! a stored replay without a GPU.
+//! prediction, after a retention row's warm-up); the `validate` crate executes the same plans
+//! on the GPU (the measurement: VMM commits and pinned H2D copies, or managed memory with demand
+//! faults, and the int4 expert kernels), timing each decode step with CUDA events. `--repeat N`
+//! replays every policy N times (interleaved, order rotated); `--blocks B` replays B blocks in
+//! a seeded order, each bracketed by a host probe and a VMM arm ([`gpu`]), and adds the
+//! verdicts; `--breakdown` sets the replay's host time per phase beside the engine's split of
+//! the same steps; `--measured FILE` re-prices a stored replay without a GPU, `--reprice DIR...`
+//! every stored replay under the DIRs ([`reprice`]).
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
@@ -19,11 +21,13 @@ use sim::cache::{Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::cost::Paging;
 use sim::engine::TimingConfig;
 use sim::runner::parse_policy;
-use sim::validation::text::{breakdown_table, table};
+use sim::validation::analysis::analyse;
+use sim::validation::text::{analysis_table, breakdown_table, table};
 use sim::validation::*;
 use std::path::PathBuf;
-use validate::{ReplayMeasurement, ReplayOptions};
 
+mod gpu;
+mod reprice;
 mod same_run;
 pub use same_run::*;
 
@@ -45,7 +49,7 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    #[arg(long, value_delimiter = ',', required = true, value_name = "SPEC",
+    #[arg(long, value_delimiter = ',', required_unless_present = "reprice", value_name = "SPEC",
           help = format!(
               "Mechanisms to replay, comma-separated: {} (each is predicted and measured on the \
                same plans)",
@@ -65,6 +69,34 @@ pub struct ValidateArgs {
     /// differed by up to 40% (docs/history/validation.md), so deciding a 10% goal needs 3 or more.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeat: u32,
+
+    /// Replay B blocks: each block replays every policy --repeat times (each round in an
+    /// order drawn from --seed with PCG64), bracketed by a host probe (launch µs per group)
+    /// and a small VMM arm (commits, H2D copies and decommits of a 16 MiB unit) before and
+    /// after. The JSON records the blocks and the host's state; the output adds per policy a
+    /// verdict (the bias log(measured / predicted) per block, adjusted for the probe, with a
+    /// block-bootstrap 95% interval: pass inside +-10%, fail outside, undecided otherwise) and
+    /// a table of the measured per-call prices against the profile's. Without --blocks: one
+    /// run of --repeat repetitions, order rotated, no probes.
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub blocks: Option<u32>,
+
+    /// Untimed warm-up steps before the measured ones, replayed for real (commits, copies,
+    /// kernels, evictions) and priced alike: `auto` (default) runs retention rows until their
+    /// cache is at its budget and 3 steps in a row evict within 10% of what they page in (at
+    /// most 64 steps, and leaving --steps to measure), streaming rows none; or N steps for
+    /// every row. With --measured each row's recorded warm-up is used.
+    #[arg(long, value_name = "auto|N")]
+    pub warm_up: Option<String>,
+
+    /// Re-price every stored replay (a JSON `sim validate --json` wrote) found under the DIRs,
+    /// each with the flags it records, under --hw (default: the profile each was recorded
+    /// with, when shipped), and print per row its error and verdict, per family (trace x
+    /// retention x mechanism) the median error and its sign counts, and the composition check
+    /// (the model fed each repetition's measured VMM time). Files that cannot be re-priced
+    /// (trace missing, settings this build cannot reproduce) are listed with the reason. No GPU.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["measured", "policy", "trace", "steps", "blocks", "warm_up"])]
+    pub reprice: Vec<PathBuf>,
 
     /// Also print, per policy, where the time of a step went: the real replay's host phases
     /// (router wait, VMM commit and decommit calls, H2D enqueues, launches) next to the
@@ -204,7 +236,42 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
-    let (tc, retention) = checked_config(&args)?;
+    if !args.reprice.is_empty() {
+        return reprice::run(&args);
+    }
+    let p = priced(&args)?;
+    if let Some(note) = &p.gpu_note {
+        eprintln!("{note}");
+    }
+    let v = &p.validation;
+    let text = if args.json {
+        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
+    } else {
+        let mut t = table(v);
+        if args.breakdown {
+            t = t + "\n" + &breakdown_table(v);
+        }
+        if let Some(a) = &v.analysis {
+            t = t + "\n" + &analysis_table(a);
+        }
+        t
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// A validation with its rows: measured on the GPU or read from `--measured`, and priced.
+pub(crate) struct Priced {
+    pub validation: Validation,
+    pub predictions: Vec<Prediction>,
+    /// The note when the profile describes another GPU than the replay ran on.
+    pub gpu_note: Option<String>,
+}
+
+/// Check the arguments, price every policy (deterministic, no GPU), then take the
+/// measurements (the GPU replay, or the `--measured` file) and build the rows; with recorded
+/// blocks, the analysis too.
+pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
+    let (tc, retention) = checked_config(args)?;
     let w = args.input.workload()?;
     let model = &w.trace.trace.header.model;
     let Some(hidden) = model.hidden_size else {
@@ -221,7 +288,6 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             None
         }
     };
-    // Price every policy first (deterministic, no GPU), then replay them.
     let setup = PredictionSetup {
         workload: &w,
         phase: args.input.phase,
@@ -232,10 +298,12 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         seed: tc.seed,
         hidden: hidden as u64,
     };
+    let choice = warm_up_choice(args, earlier.as_ref().map(|e| &e.1))?;
     let predictions: Vec<Prediction> = args
         .policy
         .iter()
-        .map(|spec| predict(spec, &setup))
+        .enumerate()
+        .map(|(i, spec)| predict(spec, &setup, choice(i)))
         .collect::<Result<_>>()?;
     let mut v = header(
         &w.trace.label,
@@ -245,31 +313,97 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         retention.as_ref(),
     );
     let measured = match &earlier {
-        Some((path, stored)) => stored_measurements(&args, path, stored, &v, &predictions)?,
-        None => replay_on_gpu(&args, &w.trace.label, &predictions)?,
+        Some((path, stored)) => {
+            v.host_context = stored.host_context.clone();
+            v.blocks = stored.blocks.clone();
+            stored_measurements(args, path, stored, &v, &predictions)?
+        }
+        None => {
+            let (reps, ctx, blocks) = gpu::replay_on_gpu(args, &w.trace.label, &predictions)?;
+            v.host_context = Some(ctx);
+            v.blocks = blocks;
+            reps
+        }
     };
     // A profile of another GPU prices this replay: its errors then compare two GPUs.
-    if let Some((_, m)) = measured.iter().flatten().next() {
-        if !hw.device.gpu.starts_with(&m.device.gpu) {
-            eprintln!(
+    let gpu_note = measured
+        .iter()
+        .flatten()
+        .next()
+        .filter(|r| !hw.device.gpu.starts_with(&r.measurement.device.gpu))
+        .map(|r| {
+            format!(
                 "validate: note: the replay ran on {}, profile {} describes {}: the errors \
                  compare two GPUs, not the model with its GPU",
-                m.device.gpu, hw.name, hw.device.gpu
-            );
-        }
+                r.measurement.device.gpu, hw.name, hw.device.gpu
+            )
+        });
+    v.rows = rows(&predictions, measured, earlier.as_ref().map(|e| &e.1))?;
+    if !v.blocks.is_empty() {
+        v.analysis = Some(analyse(&v, &predictions, None));
     }
-    for (pp, reps) in predictions.into_iter().zip(measured) {
-        let row = ValidationRow::new(pp.spec, pp.steps, pp.page_ins, pp.step_us, pp.parts, reps)?;
-        v.rows.push(row);
-    }
-    let text = if args.json {
-        serde_json::to_string_pretty(&serde_json::json!({ "validation": v }))? + "\n"
-    } else if args.breakdown {
-        table(&v) + "\n" + &breakdown_table(&v)
-    } else {
-        table(&v)
+    Ok(Priced {
+        validation: v,
+        predictions,
+        gpu_note,
+    })
+}
+
+/// The rows of `predictions` with their repetitions `measured`, each with its warm-up: the
+/// `stored` file's (absent for files written before it), else the prediction's.
+fn rows(
+    predictions: &[Prediction],
+    measured: Vec<Vec<StoredRep>>,
+    stored: Option<&Validation>,
+) -> Result<Vec<ValidationRow>> {
+    predictions
+        .iter()
+        .zip(measured)
+        .enumerate()
+        .map(|(i, (pp, reps))| {
+            let warm = match stored {
+                Some(v) => v.rows.get(i).and_then(ValidationRow::warm_up),
+                None => Some(pp.warm_up),
+            };
+            Ok(ValidationRow::new(
+                pp.spec.clone(),
+                pp.steps,
+                pp.page_ins,
+                pp.step_us.clone(),
+                pp.parts.clone(),
+                reps,
+            )?
+            .with_warm_up(warm))
+        })
+        .collect()
+}
+
+/// The warm-up of each row (by index): a `--measured` file's own (none for files written
+/// before the warm-up), else `--warm-up` (default `auto`). Errors: `--warm-up` given with
+/// `--measured`, or not `auto` or a step count.
+fn warm_up_choice(
+    args: &ValidateArgs,
+    stored: Option<&Validation>,
+) -> Result<impl Fn(usize) -> WarmUpChoice> {
+    let given = match args.warm_up.as_deref() {
+        None | Some("auto") => None,
+        Some(n) => Some(n.parse::<usize>().map_err(|_| {
+            anyhow::anyhow!("--warm-up {n}: give `auto` (the steady rule, retention rows only) or a number of steps, e.g. 0")
+        })?),
     };
-    emit(args.out.as_deref(), &text)
+    if let (Some(path), Some(_)) = (&args.measured, &args.warm_up) {
+        bail!(
+            "--warm-up is taken from --measured {} (each row records its own); leave --warm-up out",
+            path.display()
+        );
+    }
+    let stored: Option<Vec<usize>> =
+        stored.map(|v| v.rows.iter().map(|r| r.warmup_steps.unwrap_or(0)).collect());
+    Ok(move |i: usize| match (&stored, given) {
+        (Some(s), _) => WarmUpChoice::Fixed(s.get(i).copied().unwrap_or(0)),
+        (None, Some(n)) => WarmUpChoice::Fixed(n),
+        (None, None) => WarmUpChoice::Auto,
+    })
 }
 
 /// The timing and retention configurations of a validation, after refusing every flag the
@@ -328,6 +462,9 @@ fn header(
             .map_or("streaming".into(), RetentionSettings::text),
         retention_settings: settings,
         rows: Vec::new(),
+        host_context: None,
+        blocks: Vec::new(),
+        analysis: None,
     }
 }
 
@@ -339,7 +476,7 @@ fn stored_measurements(
     stored: &Validation,
     header: &Validation,
     predictions: &[Prediction],
-) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
+) -> Result<Vec<Vec<StoredRep>>> {
     let now = RunEcho {
         header,
         rows: predictions
@@ -361,38 +498,6 @@ fn stored_measurements(
             path.display(),
             reports::metrics::count(held as u64, "repetition")
         );
-    }
-    Ok(measured)
-}
-
-/// Replay every prediction's plan on the GPU `--repeat` times, the policies interleaved and
-/// their order rotated per repetition; per policy its `(position, measurement)`s.
-fn replay_on_gpu(
-    args: &ValidateArgs,
-    trace: &str,
-    predictions: &[Prediction],
-) -> Result<Vec<Vec<(u32, ReplayMeasurement)>>> {
-    let n = predictions.len();
-    let mut measured = vec![Vec::new(); n];
-    for r in 0..args.repeat as usize {
-        for (position, i) in rotation(r, n).enumerate() {
-            let pp = &predictions[i];
-            eprintln!(
-                "validate: {} on {}: {} steps, {} page-ins, replaying on the GPU (repetition {} of {})",
-                pp.spec,
-                trace,
-                pp.steps,
-                pp.page_ins,
-                r + 1,
-                args.repeat
-            );
-            let options = ReplayOptions {
-                device: args.device,
-            };
-            let meas = validate::replay(&pp.plan, &pp.map, pp.peak_bytes, options)
-                .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))?;
-            measured[i].push((position as u32, meas));
-        }
     }
     Ok(measured)
 }
@@ -672,6 +777,9 @@ mod tests {
             retention_text: "streaming".into(),
             retention_settings: None,
             rows: Vec::new(),
+            host_context: None,
+            blocks: Vec::new(),
+            analysis: None,
         };
         let path = std::path::Path::new("f.json");
         let check = |stored: Option<u64>, now: Option<u64>| {
@@ -715,6 +823,9 @@ mod tests {
             retention_text: st.text(),
             retention_settings: Some(st),
             rows: Vec::new(),
+            host_context: None,
+            blocks: Vec::new(),
+            analysis: None,
         };
         let path = std::path::Path::new("f.json");
         let stored = header(settings(1, "global"));
@@ -828,6 +939,261 @@ mod tests {
         assert!(e.contains("replays the default engine"), "{e}");
         // one --evict value: `all` is a sweep's
         assert!(Cli::try_parse_from(["validate", "--policy", "e1", "--evict", "all"]).is_err());
+    }
+
+    /// `sim validate --reprice DIRS... --json`, parsed.
+    fn reprice_json(dirs: &[&str], extra: &[&str]) -> Result<serde_json::Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let mut argv = vec!["validate", "--reprice"];
+        argv.extend(dirs);
+        argv.extend(extra);
+        argv.extend(["--json", "--out", out.to_str().unwrap()]);
+        run(Cli::try_parse_from(argv).unwrap().a)?;
+        Ok(serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn reprice_gives_each_row_the_error_measured_gives_it() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let set = format!("{root}/validate/data/h200-linux-p9-validation");
+        let r = reprice_json(&[&set], &[]).unwrap();
+        let rows = r["reprice"]["rows"].as_array().unwrap();
+        // gs 4 + gl 3 + qs 4 + ql 2 policies (run.sh beside them)
+        assert_eq!(rows.len(), 13);
+        assert!(r["reprice"]["skipped"].as_array().unwrap().is_empty());
+        // the granite streaming rows against `--measured` with the flags of run.sh
+        let gs = format!("{set}/gs.json");
+        let trace = format!("{root}/traces/data/granite/prose.bin");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("m.json");
+        run(Cli::try_parse_from([
+            "validate",
+            "--trace",
+            &trace,
+            "--expert-mib",
+            "16",
+            "--steps",
+            "12",
+            "--policy",
+            "e1,e4,region:256,os4k",
+            "--hw",
+            "h200-linux",
+            "--json",
+            "--measured",
+            &gs,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap()
+        .a)
+        .unwrap();
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let by_hand: Vec<f64> = m["validation"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["error_pct_p50"].as_f64().unwrap())
+            .collect();
+        let repriced: Vec<f64> = rows
+            .iter()
+            .filter(|x| x["file"].as_str().unwrap().ends_with("/gs.json"))
+            .map(|x| x["error_pct_p50"].as_f64().unwrap())
+            .collect();
+        assert_eq!(repriced, by_hand);
+        // families: one per (trace, retention, policy), here one set each, the sign counted
+        let fams = r["reprice"]["families"].as_array().unwrap();
+        assert_eq!(fams.len(), 13);
+        for f in fams {
+            let row = rows
+                .iter()
+                .find(|x| {
+                    x["policy"] == f["policy"]
+                        && x["retention"] == f["retention"]
+                        && x["trace"] == f["trace"]
+                })
+                .unwrap();
+            let e = row["error_pct_p50"].as_f64().unwrap();
+            assert_eq!(f["median_error_pct"].as_f64().unwrap(), e);
+            assert_eq!(
+                (f["under"].as_u64().unwrap(), f["over"].as_u64().unwrap()),
+                (u64::from(e < 0.0), u64::from(e > 0.0))
+            );
+        }
+        // the composition check on every VMM row (os4k has none), repetitions as blocks
+        let vmm: Vec<&serde_json::Value> = rows.iter().filter(|x| x["policy"] != "os4k").collect();
+        assert!(vmm
+            .iter()
+            .all(|x| x["composition"]["repetitions"].as_array().unwrap().len() == 3));
+        assert!(rows
+            .iter()
+            .filter(|x| x["policy"] == "os4k")
+            .all(|x| x.get("composition").is_none()));
+        assert!(rows
+            .iter()
+            .all(|x| x["verdict"]["blocks"].as_array().unwrap().len() == 3));
+    }
+
+    #[test]
+    fn reprice_lists_what_it_cannot_re_price_and_goes_on() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let dir = tempfile::tempdir().unwrap();
+        let qs = std::fs::read_to_string(format!(
+            "{root}/validate/data/h200-linux-p9-validation/qs.json"
+        ))
+        .unwrap();
+        let moved = qs.replace(
+            "validate/data/validation/qwen3-30b-a3b.trace",
+            "traces/gone.trace",
+        );
+        std::fs::write(dir.path().join("moved.json"), moved).unwrap();
+        // a replay that still re-prices (its trace found above the repository's data folder is
+        // not above a temporary one: give the trace's absolute path)
+        let here = qs.replace(
+            "\"validate/data/validation/qwen3-30b-a3b.trace\"",
+            &format!("\"{root}/validate/data/validation/qwen3-30b-a3b.trace\""),
+        );
+        std::fs::write(dir.path().join("here.json"), here).unwrap();
+        // JSON without a validation block is passed over
+        std::fs::write(dir.path().join("profile.json"), "{\"constants\": {}}").unwrap();
+        let r = reprice_json(&[dir.path().to_str().unwrap()], &["--hw", "h200-linux"]).unwrap();
+        let skipped = r["reprice"]["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0]["file"].as_str().unwrap().ends_with("moved.json"));
+        assert!(
+            skipped[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("its trace traces/gone.trace is not there"),
+            "{skipped:?}"
+        );
+        assert_eq!(r["reprice"]["rows"].as_array().unwrap().len(), 4);
+        assert_eq!(r["reprice"]["hw"], "h200-linux");
+        // a folder without replays, and a path that is no folder, are errors naming --reprice
+        let empty = tempfile::tempdir().unwrap();
+        let e = format!(
+            "{:#}",
+            reprice_json(&[empty.path().to_str().unwrap()], &[]).unwrap_err()
+        );
+        assert!(
+            e.contains("--reprice") && e.contains("no stored replay"),
+            "{e}"
+        );
+        let e = format!("{:#}", reprice_json(&["/no/such/dir"], &[]).unwrap_err());
+        assert!(e.contains("--reprice /no/such/dir: not a directory"), "{e}");
+        // --reprice reads each file's flags: the per-file ones are refused by clap
+        assert!(Cli::try_parse_from(["validate", "--reprice", "x", "--policy", "e1"]).is_err());
+    }
+
+    #[test]
+    fn a_file_with_blocks_gets_its_verdicts_from_them() {
+        // p9 gl.json as a blocked validation would have written it: each repetition its own
+        // block, probes around them (40, 60, 40 µs), the warm-up recorded
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let text = std::fs::read_to_string(format!(
+            "{root}/validate/data/h200-linux-p9-validation/gl.json"
+        ))
+        .unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let arm = serde_json::json!({"unit_granules": 8, "granule_bytes": 2097152, "cycles": 16,
+            "commit_us_per_granule": {"median": 45.0, "min": 44.0, "max": 50.0, "spread": 0.13, "n": 16},
+            "decommit_us_per_granule": {"median": 33.0, "min": 32.0, "max": 36.0, "spread": 0.12, "n": 16},
+            "h2d_us": {"median": 310.0, "min": 300.0, "max": 330.0, "spread": 0.1, "n": 16}});
+        let probe = |x: f64| serde_json::json!({"launch_us_per_group": x, "groups": 48, "vmm": arm, "host": {}});
+        v["validation"]["blocks"] = serde_json::json!([0, 1, 2]
+            .iter()
+            .zip([40.0, 60.0, 40.0])
+            .map(|(&b, x)| serde_json::json!({"block": b, "before": probe(x), "after": probe(x)}))
+            .collect::<Vec<_>>());
+        for row in v["validation"]["rows"].as_array_mut().unwrap() {
+            row["warmup_steps"] = 0.into();
+            row["warmup_steady"] = false.into();
+            for (b, rep) in row["repetitions"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .enumerate()
+            {
+                rep["block"] = b.into();
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let stored = dir.path().join("blocked.json");
+        std::fs::write(&stored, serde_json::to_string(&v).unwrap()).unwrap();
+        let out = dir.path().join("out.json");
+        let trace = format!("{root}/traces/data/granite/prose.bin");
+        let argv = |json: bool| {
+            let mut a = vec![
+                "validate",
+                "--trace",
+                &trace,
+                "--expert-mib",
+                "16",
+                "--steps",
+                "12",
+                "--policy",
+                "e1,e4,region:256",
+                "--evict",
+                "lru",
+                "--budget",
+                "50%",
+                "--hw",
+                "h200-linux",
+                "--measured",
+                stored.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            if json {
+                a.push("--json");
+            }
+            Cli::try_parse_from(a).unwrap().a
+        };
+        run(argv(true)).unwrap();
+        let got: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let a = &got["validation"]["analysis"];
+        assert_eq!(a["blocks_from"], "blocks");
+        assert_eq!(got["validation"]["blocks"].as_array().unwrap().len(), 3);
+        assert_eq!(got["validation"]["rows"][0]["warmup_steps"], 0);
+        for (i, r) in a["rows"].as_array().unwrap().iter().enumerate() {
+            // each block's bias by hand: ln(repetition p50 / predicted p50); the probe (40)
+            // is the median of the blocks' probes
+            let row = &got["validation"]["rows"][i];
+            let pred = row["predicted"]["p50_ms"].as_f64().unwrap();
+            for (b, rep) in row["repetitions"].as_array().unwrap().iter().enumerate() {
+                let m = rep["measured"]["p50_ms"].as_f64().unwrap();
+                let bias = r["blocks"][b]["bias"].as_f64().unwrap();
+                assert!((bias - (m / pred).ln()).abs() < 1e-12);
+                assert_eq!(r["blocks"][b]["probe_us"], [40.0, 60.0, 40.0][b]);
+            }
+            assert_eq!(r["probe_reference_us"], 40.0);
+            // the line through (40, mean of blocks 0 and 2) and (60, block 1) at 40
+            let bb = |b: usize| r["blocks"][b]["bias"].as_f64().unwrap();
+            assert!((r["bias"].as_f64().unwrap() - (bb(0) + bb(2)) / 2.0).abs() < 1e-12);
+        }
+        // arms: 6 (before and after 3 blocks) against the profile's prices
+        let arms = a["arms"].as_array().unwrap();
+        assert_eq!(arms.len(), 6);
+        assert_eq!(arms[0]["commit_us_per_granule"], 45.0);
+        // components: the VMM rows' bands, each measured beside the model
+        let comps = a["components"].as_array().unwrap();
+        assert!(
+            comps.iter().any(|c| c["policy"] == "e1")
+                && comps.iter().all(|c| c["steps"].as_u64().unwrap() > 0)
+        );
+        // the text adds the verdicts and the tables
+        run(argv(false)).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            text.contains("verdicts: bias ln(measured/predicted) per recorded block"),
+            "{text}"
+        );
+        assert!(
+            text.contains("per-call VMM prices") && text.contains("VMM arm before block 1"),
+            "{text}"
+        );
     }
 
     #[test]
