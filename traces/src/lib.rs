@@ -11,9 +11,12 @@ pub mod export;
 pub mod file_mode;
 pub mod format;
 pub mod gen;
+pub mod import_fields;
 pub mod import_formats;
 pub mod import_onnx;
 pub mod import_rows;
+mod import_rows_read;
+mod import_warmup;
 pub mod model;
 pub mod presets;
 pub mod reader;
@@ -25,6 +28,7 @@ pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 
 pub use error::{TokenPos, TraceError};
+pub use import_fields::{FieldMap, RowField, RowFilter};
 pub use import_formats::{
     import_format, FileKind, ImportFormat, ImportOutput, Imported, IMPORT_FORMATS,
 };
