@@ -25,7 +25,7 @@ use crate::error::TraceError;
 use crate::import_fields::{FieldMap, RowFilter};
 use crate::import_onnx::ImportOptions;
 use crate::import_rows_read::{read_csv, read_jsonl, RowSink};
-use crate::model::{Header, LayerSpec, ModelSpec, SequenceInfo};
+use crate::model::{Header, LayerSpec, SequenceInfo};
 use crate::trace::{Phase, SequenceData, TokenBlock, Trace};
 use std::io::BufRead;
 use std::path::Path;
@@ -43,6 +43,15 @@ pub struct RowImportOptions {
     pub filters: Vec<RowFilter>,
     /// CSV/JSONL: remove vLLM's profiling dummy batch, the first sequence (`--drop-warmup`).
     pub drop_warmup: bool,
+    /// Engine arrays: prompt tokens of every request (`--prompt-tokens`), when the input
+    /// does not say.
+    pub prompt_tokens: Option<u64>,
+    /// vLLM arrays: a JSON or CSV file of prompt lengths by request (`--prompt-lengths`).
+    pub prompt_lengths: Option<std::path::PathBuf>,
+    /// SGLang: MoE layers in each flat routed-experts array (`--moe-layers`).
+    pub moe_layers: Option<usize>,
+    /// SGLang and llama.cpp: experts selected per token and layer (`--top-k`).
+    pub top_k: Option<u16>,
 }
 
 /// One parsed row, whatever the input format.
@@ -130,16 +139,13 @@ fn build(
     }
     let geometry = Geometry::infer(&rows, file, opts)?;
     let common = &opts.common;
-    let model = ModelSpec {
-        name: common
-            .model_name
-            .clone()
-            .unwrap_or_else(|| "unknown".into()),
-        revision: common.revision.clone(),
-        layers: geometry.layers,
-        hidden_size: common.hidden_size,
-        expert_ffn: common.expert_ffn,
-    };
+    let model = common
+        .model("unknown", geometry.layers)
+        .map_err(|detail| TraceError::Import {
+            file: file.to_string(),
+            location: "options".into(),
+            detail,
+        })?;
     crate::format::validate_geometry(&model, file)?;
     let ks = crate::trace::KeySpace::new(&model);
     // MoE index of each model layer.
