@@ -12,6 +12,21 @@ use traces::KeySpace;
 /// other report blocks.
 pub use reports::run::Admission;
 
+/// Not even one sequence fits under the admission cap: the error of [`admit`], typed so that
+/// a grid (`sim compare`, `sim plan`) can mark the configuration "does not fit" and go on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the admission cap admits no sequence: one sequence maps {need_mib:.0} MiB but {cap} x usable VRAM of profile '{profile}' is {limit_mib:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU")]
+pub struct NoSequenceFits {
+    /// The smallest peak mapped memory of one sequence the replays priced, MiB.
+    pub need_mib: f64,
+    /// The cap, a fraction of usable VRAM.
+    pub cap: f64,
+    /// The hardware profile's name.
+    pub profile: String,
+    /// cap x usable VRAM, MiB.
+    pub limit_mib: f64,
+}
+
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
 /// the plan itself needs), counted like the engine counts it.
 pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -> f64 {
@@ -89,10 +104,11 @@ pub fn admit(
         };
         return Ok((admission, r));
     }
-    anyhow::bail!(
-        "the admission cap admits no sequence: one sequence maps {:.0} MiB but {cap} x usable VRAM of profile '{}' is {:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU",
-        smallest_need / crate::MIB,
-        cost.profile,
-        limit / crate::MIB
-    )
+    Err(NoSequenceFits {
+        need_mib: smallest_need / crate::MIB,
+        cap,
+        profile: cost.profile.clone(),
+        limit_mib: limit / crate::MIB,
+    }
+    .into())
 }
