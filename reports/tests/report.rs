@@ -97,6 +97,7 @@ fn entry(
             split: budget.map(|_| "global".into()),
             batch: None,
         },
+        does_not_fit: None,
         result,
     }
 }

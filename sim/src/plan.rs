@@ -11,7 +11,6 @@
 //! An offline policy (Belady/MIN) is ranked as the bound it is and never recommended.
 
 use crate::cache::RetentionConfig;
-use crate::engine::NoSequenceFits;
 use crate::runner::{self, RunConfig, RunReport, Workload};
 use anyhow::Result;
 use policies::{Budget, PolicyKind};
@@ -169,7 +168,7 @@ fn trial(
                 _ => Ok(Trial::Fits(Box::new(r))),
             }
         }
-        Err(e) => match e.chain().find_map(|c| c.downcast_ref::<NoSequenceFits>()) {
+        Err(e) => match crate::grid::does_not_fit(&e) {
             Some(n) => Ok(Trial::Over(n.to_string())),
             None => Err(e),
         },

@@ -281,14 +281,45 @@ fn run_point(
     timing: &Option<TimingConfig>,
 ) -> Result<RunEntry> {
     let cfg = config(args, p, timing);
-    let report = runner::run(&cfg, workload)
-        .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
+    let label = || format!("run {i} ({})", reports::content::run_label_of(&p.coords));
+    let (report, does_not_fit) = match runner::run(&cfg, workload) {
+        Ok(r) => (r, None),
+        Err(e) => match grid::does_not_fit(&e) {
+            Some(n) => over_cap(&cfg, workload, n).with_context(label)?,
+            None => return Err(e.context(label())),
+        },
+    };
     super::run::print_notes(&report);
+    if let Some(why) = &does_not_fit {
+        eprintln!("{}: does not fit: {why}", label());
+    }
     Ok(RunEntry {
         run: i,
         grid: p.coords.clone(),
+        does_not_fit,
         result: report,
     })
+}
+
+/// A cell over the admission cap: its untimed run (streaming and cache blocks) with an
+/// `admission` block of 0 admitted, and the reason.
+fn over_cap(
+    cfg: &RunConfig,
+    workload: &Workload,
+    n: &sim::engine::NoSequenceFits,
+) -> Result<(sim::runner::RunReport, Option<String>)> {
+    let untimed = RunConfig {
+        timing: None,
+        ..cfg.clone()
+    };
+    let mut report = runner::run(&untimed, workload)?;
+    report.admission = Some(sim::engine::Admission {
+        requested: cfg.retention.as_ref().map_or(1, |r| r.batching.batch),
+        admitted: 0,
+        cap: Some(n.cap),
+        limit_mib: Some(n.limit_mib),
+    });
+    Ok((report, Some(n.to_string())))
 }
 
 /// The `grid` block of results.json: the axes as given and the shared settings.
