@@ -159,7 +159,10 @@ impl Cell<'_> {
         match self {
             Cell::Text(s) => s == value,
             Cell::Json(Value::String(s)) => s == value,
-            Cell::Json(v) => v.to_string() == value,
+            Cell::Json(v) => {
+                let text = v.to_string();
+                text == value
+            }
         }
     }
 
