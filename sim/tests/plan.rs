@@ -208,3 +208,30 @@ fn the_cli_prints_the_answer_first_and_json_on_request() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--hw"));
 }
+
+#[test]
+fn an_admission_refusal_names_a_peak_above_the_cap() {
+    // with prefetch the replay maps more than the plan; whichever peak refused the sequence
+    // is the one named, so the message never says "maps X but the cap is Y" with X <= Y
+    let w = workload();
+    let mut s = spec(1);
+    let t = s.base.timing.as_mut().unwrap();
+    t.predictor = sim::engine::PredictorKind::Oracle;
+    t.window = 2;
+    let mut refusals = 0;
+    for units in 1..=32 {
+        let mut r = s.retention.clone();
+        r.cache.budget = Budget::Units(units);
+        let cfg = RunConfig {
+            policy: "e1".into(),
+            retention: Some(r),
+            ..s.base.clone()
+        };
+        if let Err(e) = runner::run(&cfg, &w) {
+            let n = sim::grid::does_not_fit(&e).expect("only the cap refuses");
+            assert!(n.need_mib > n.limit_mib, "{n}");
+            refusals += 1;
+        }
+    }
+    assert!(refusals > 0, "the cap refuses the larger budgets");
+}
