@@ -168,6 +168,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         cross_trace: !args.no_cross_trace,
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
+    let points = same_model_cross_runs(points, &inputs, &names);
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
         .iter()
@@ -194,6 +195,47 @@ pub fn run(args: CompareArgs) -> Result<()> {
         runs,
     };
     write(&results, &args.out, total)
+}
+
+/// The grid without the cross-trace runs between traces of different models (a profile of
+/// one model cannot order or pin the experts of another); a note names each such pair.
+fn same_model_cross_runs(
+    points: Vec<ComparePoint>,
+    inputs: &[TraceInput],
+    names: &[String],
+) -> Vec<ComparePoint> {
+    let geometry: Vec<Vec<u16>> = inputs.iter().map(|t| t.trace.keyspace().experts).collect();
+    let describe = |i: usize| {
+        let t = &inputs[i].trace;
+        let ks = t.keyspace();
+        let mut experts = ks.experts.clone();
+        experts.dedup();
+        format!(
+            "`{}` ({}, {} MoE layers of {:?} experts)",
+            names[i],
+            t.header.model.name,
+            ks.num_moe_layers(),
+            experts
+        )
+    };
+    for a in 0..inputs.len() {
+        for b in a + 1..inputs.len() {
+            let crossed = points
+                .iter()
+                .any(|p| (p.trace, p.profile) == (a, b) || (p.trace, p.profile) == (b, a));
+            if crossed && geometry[a] != geometry[b] {
+                eprintln!(
+                    "note: traces {} and {} come from different models, so the cross-trace runs between them (one trace's profile applied to the other) are left out",
+                    describe(a),
+                    describe(b)
+                );
+            }
+        }
+    }
+    points
+        .into_iter()
+        .filter(|p| geometry[p.trace] == geometry[p.profile])
+        .collect()
 }
 
 /// Every trace loaded once, and its name (the file stem; names must be distinct).
