@@ -109,6 +109,22 @@ fn finish(
     format: &str,
     opts: &RowImportOptions,
 ) -> Result<Trace, TraceError> {
+    if sink.rows.is_empty() && sink.filtered > 0 {
+        let filters: Vec<String> = opts
+            .filters
+            .iter()
+            .map(|f| format!("--where {}={}", f.field, f.value))
+            .collect();
+        return Err(TraceError::Import {
+            file: file.to_string(),
+            location: "input".into(),
+            detail: format!(
+                "no rows: {} skipped every one of the {} rows",
+                filters.join(" "),
+                sink.filtered
+            ),
+        });
+    }
     let (mut rows, mut names) = (sink.rows, sink.names);
     if opts.drop_warmup && !rows.is_empty() {
         crate::import_warmup::drop_warmup(&mut rows, &mut names).map_err(|detail| {

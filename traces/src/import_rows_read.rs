@@ -21,6 +21,8 @@ pub(crate) struct RowSink<'a> {
     index: HashMap<String, usize>,
     pub(crate) names: Vec<String>,
     pub(crate) rows: Vec<Row>,
+    /// Rows a `--where` filter skipped.
+    pub(crate) filtered: u64,
     /// Whether rows carry a token field: decided by the first kept row, with its line.
     tokens_given: Option<(bool, u64)>,
     /// Next token per (sequence, phase, layer), when tokens are numbered in row order.
@@ -45,6 +47,7 @@ impl<'a> RowSink<'a> {
             index: HashMap::new(),
             names: Vec::new(),
             rows: Vec::new(),
+            filtered: 0,
             tokens_given: None,
             next_token: HashMap::new(),
             id_range,
@@ -81,6 +84,7 @@ impl<'a> RowSink<'a> {
             .iter()
             .all(|f| get(&f.field).is_some_and(|c| c.equals(&f.value)))
         {
+            self.filtered += 1;
             return Ok(());
         }
         // An empty optional field (CSV "", JSON null) is absent; a required one must be valid.

@@ -148,6 +148,15 @@ fn where_filters_keep_only_matching_rows() {
              {\"sequence\":\"a\",\"note\":\"no type: skipped\"}\n\
              {\"type\":\"route\",\"sequence\":\"a\",\"token\":1,\"layer\":0,\"experts\":[0,1]}\n";
     assert_eq!(ids(&jsonl(j, &o).unwrap()), [3, 1, 0, 1]);
+    let none = RowImportOptions {
+        filters: vec![RowFilter::parse("type=rout").unwrap()],
+        ..opts()
+    };
+    let e = jsonl(j, &none).unwrap_err().to_string();
+    assert!(
+        e.contains("no rows: --where type=rout skipped every one of the 4 rows"),
+        "{e}"
+    );
 }
 
 #[test]
