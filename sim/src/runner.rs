@@ -290,8 +290,9 @@ fn batch_notes(cfg: &RunConfig, trace: &Trace) -> Vec<String> {
     if batch <= live {
         return Vec::new();
     }
+    // One text for every batch size, so that a sweep over batch sizes warns once.
     vec![format!(
-        "warning: --batch {batch} is larger than the {live} sequence(s) of the trace with {} tokens: each batch is filled with consecutive tokens of the same sequences, which a real server decodes one after another; give a trace with at least {batch} sequences (e.g. `sim trace gen --sequences {batch}`)",
+        "warning: the trace has {live} sequence(s) with {} tokens, fewer than --batch: each batch is then filled with consecutive tokens of the same sequences, which a real server decodes one after another; give a trace with at least as many sequences as the batch (e.g. `sim trace gen --sequences N`)",
         cfg.phase.as_str()
     )]
 }

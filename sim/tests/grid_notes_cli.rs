@@ -24,11 +24,10 @@ const PROSE: &str = concat!(
 #[test]
 fn a_batch_larger_than_the_sequences_warns_once() {
     let (ok, _, err) = sim(&[
-        "sweep", "--trace", PROSE, "--evict", "lru,lfu", "--budget", "25%", "--batch", "4",
+        "sweep", "--trace", PROSE, "--evict", "lru,lfu", "--budget", "25%", "--batch", "2,4",
     ]);
     assert!(ok, "{err}");
-    let warning =
-        "warning: --batch 4 is larger than the 1 sequence(s) of the trace with decode tokens";
+    let warning = "warning: the trace has 1 sequence(s) with decode tokens, fewer than --batch";
     assert_eq!(err.matches(warning).count(), 1, "{err}");
     let (ok, _, err) = sim(&[
         "run", "--trace", PROSE, "--policy", "e1", "--evict", "lru", "--budget", "25%", "--batch",
