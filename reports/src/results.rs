@@ -164,6 +164,11 @@ pub struct RunEntry {
     pub run: usize,
     /// The run's coordinates in the grid (trace, mechanism, policy, budget, ...).
     pub grid: RunCoords,
+    /// Why the cell does not fit under the admission cap (not even one sequence is admitted):
+    /// its `result` then has no timing and an `admission` block with 0 admitted. Absent for
+    /// cells that fit, so results written before it existed read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub does_not_fit: Option<String>,
     /// The `sim run --json` object.
     #[serde(flatten)]
     pub result: RunReport,

@@ -99,6 +99,7 @@ fn entry(
             predictor: None,
             window: None,
         },
+        does_not_fit: None,
         result,
     }
 }

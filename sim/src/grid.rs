@@ -267,6 +267,14 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
     Ok(pts)
 }
 
+/// The reason a run does not fit under the admission cap, when that is why it failed (not
+/// even one sequence is admitted); `None` for any other error. Grids mark such a cell
+/// "does not fit" and go on.
+pub fn does_not_fit(e: &anyhow::Error) -> Option<&crate::engine::NoSequenceFits> {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<crate::engine::NoSequenceFits>())
+}
+
 /// What the report says about one trace, computed from the loaded trace, and a note when its
 /// statistics could not be computed (they are context for the reader: the report leaves them
 /// out, and the note says so instead of dropping them silently).

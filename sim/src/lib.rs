@@ -8,6 +8,7 @@ pub mod engine;
 pub mod grid;
 pub mod model_profile;
 pub mod output;
+pub mod plan;
 pub mod runner;
 pub mod streaming;
 pub mod validation;

@@ -35,6 +35,9 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Compare mechanisms and policies on traces and write a report (Markdown, HTML, CSV, JSON, SVG).
     Compare(cmd::compare::CompareArgs),
+    /// Find, for each mechanism and retention policy, the largest expert budget that fits on
+    /// the GPU with the non-expert weights and KV caches, ranked by tokens/s.
+    Plan(cmd::plan::PlanArgs),
     /// Regenerate a report from a results.json, or merge sharded results.
     Report(cmd::report::ReportArgs),
 }
@@ -49,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
         Command::Report(a) => cmd::report::run(a),
     };
     match result {

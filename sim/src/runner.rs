@@ -248,6 +248,8 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         })
         .transpose()?;
     let retention = retention.map(|(r, _)| r);
+    let mut notes = batch_notes(cfg, trace);
+    notes.extend(timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default());
     Ok(RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
@@ -268,12 +270,32 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
         schedule: retention.as_ref().and_then(|r| r.schedule.clone()),
         target: retention.and_then(|r| r.target),
-        notes: timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default(),
+        notes,
         timing: timing.as_ref().map(|t| t.timing.clone()),
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
         admission: timing.and_then(|t| t.admission),
     })
+}
+
+/// A warning when the batch is larger than the sequences that have tokens in the phase:
+/// requests are the sequences' tokens round-robin, so the extra slots of a batch are filled
+/// with later tokens of the same sequences, which decode one after the other in reality.
+fn batch_notes(cfg: &RunConfig, trace: &Trace) -> Vec<String> {
+    let Some(batch) = cfg.retention.as_ref().map(|r| r.batching.batch) else {
+        return Vec::new();
+    };
+    let live = (0..trace.sequences.len())
+        .filter(|&s| cfg.phase.phases().iter().any(|&p| trace.tokens(s, p) > 0))
+        .count();
+    if batch <= live {
+        return Vec::new();
+    }
+    // One text for every batch size, so that a sweep over batch sizes warns once.
+    vec![format!(
+        "warning: the trace has {live} sequence(s) with {} tokens, fewer than --batch: each batch is then filled with consecutive tokens of the same sequences, which a real server decodes one after another; give a trace with at least as many sequences as the batch (e.g. `sim trace gen --sequences N`)",
+        cfg.phase.as_str()
+    )]
 }
 
 /// Run every configuration in parallel on the current rayon pool; results in `configs` order

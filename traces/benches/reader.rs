@@ -35,6 +35,7 @@ fn deepseek_header() -> Header {
             layers,
             hidden_size: Some(7168),
             expert_ffn: Some(2048),
+            expert_matrices: traces::GATED_EXPERT_MATRICES,
         },
         provenance: Provenance {
             synthetic: true,

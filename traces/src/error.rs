@@ -42,7 +42,7 @@ pub enum TraceError {
     #[error("{file}: not a MoE trace file: bytes 0..8 are {found:02x?}, expected the magic \"MOETRACE\" (convert other formats with `sim trace import`)")]
     BadMagic { file: String, found: Vec<u8> },
     /// The format version is not one this build reads.
-    #[error("{file}: trace format version {found} is not supported (this build reads version {supported}); re-create the trace with this build's `sim trace import` / `sim trace gen`")]
+    #[error("{file}: trace format version {found} is not supported (this build reads versions 1 to {supported}); re-create the trace with this build's `sim trace import` / `sim trace gen`")]
     UnsupportedVersion {
         file: String,
         found: u32,

@@ -1,10 +1,10 @@
-//! The binary trace format, version 1: constants, the header codec, the payload layout and the
+//! The binary trace format, versions 1 and 2: constants, the header codec, the payload layout and the
 //! validation rules shared by the reader and the writer. `FORMAT.md` documents the byte layout.
 //!
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"MOETRACE"
-//! 8       4     format version, u32 LE (= 1)
+//! 8       4     format version, u32 LE (1 or 2: see `format_v1`)
 //! 12      4     header length H in bytes, u32 LE (<= MAX_HEADER_BYTES)
 //! 16      4     CRC-32 (IEEE) of the header bytes, u32 LE
 //! 20      H     header: bincode 2 (standard config: little-endian, varint) of `Header`
@@ -20,8 +20,12 @@ use crate::trace::KeySpace;
 
 /// The 8 magic bytes every trace file starts with.
 pub const MAGIC: [u8; 8] = *b"MOETRACE";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The newest format version this build writes and reads. A trace is written in the oldest
+/// version that holds its header ([`version_for`]), so traces that use nothing new stay
+/// version 1, byte for byte.
+pub const VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const OLDEST_VERSION: u32 = 1;
 /// Bytes before the header: magic (8), version (4), header length (4), header CRC-32 (4).
 pub const PREAMBLE_LEN: u64 = 20;
 /// Bytes of the trailing payload checksum.
@@ -45,24 +49,49 @@ fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<{ MAX_HEADER_BYTES as usize }>()
 }
 
-/// Encode a header with bincode 2 (standard configuration). Fails only when the encoding
-/// exceeds [`MAX_HEADER_BYTES`]; the message says so.
+/// The format version a header is written in: 1 unless it needs version 2's fields.
+pub fn version_for(header: &Header) -> u32 {
+    if crate::format_layouts::needs_v2(header) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Encode a header with bincode 2 (standard configuration) in the layout of
+/// [`version_for`]`(header)`. Fails only when the encoding exceeds [`MAX_HEADER_BYTES`]; the
+/// message says so.
 pub fn encode_header(header: &Header) -> Result<Vec<u8>, String> {
-    bincode::serde::encode_to_vec(header, bincode_config()).map_err(|e| {
+    crate::format_layouts::encode(header, version_for(header), bincode_config()).map_err(|e| {
         format!("the header does not encode within the {MAX_HEADER_BYTES}-byte cap ({e}); split the trace into several files")
     })
 }
 
-/// Decode a header; every byte of `bytes` must be consumed.
-pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceError> {
+/// Decode a header of format `version` (1 or 2); every byte of `bytes` must be consumed.
+pub(crate) fn decode_header(bytes: &[u8], version: u32, file: &str) -> Result<Header, TraceError> {
     let err = |detail: String| TraceError::HeaderDecode {
         file: file.to_string(),
         len: bytes.len() as u64,
         detail,
     };
-    let (header, used): (Header, usize) =
-        bincode::serde::decode_from_slice(bytes, bincode_config())
-            .map_err(|e| err(e.to_string()))?;
+    let (header, used) = crate::format_layouts::decode(bytes, version, bincode_config())
+        .map_err(|e| err(e.to_string()))?;
+    if version == 1 {
+        if let Some(i) = header
+            .model
+            .layers
+            .iter()
+            .position(|l| l.is_unrecorded_moe())
+        {
+            return Err(TraceError::Geometry {
+                file: file.to_string(),
+                detail: format!(
+                    "layer {i} has {} experts but top-k 0 (in format version 1 a dense layer must have 0 experts)",
+                    header.model.layers[i].experts
+                ),
+            });
+        }
+    }
     if used != bytes.len() {
         return Err(err(format!(
             "the header decodes from {used} bytes but the length field says {}",
@@ -73,9 +102,10 @@ pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceErr
 }
 
 /// Check the model geometry: at most [`MAX_LAYERS`] layers (so the expert instances of all
-/// layers fit the u32 key numbering), every layer dense (0 experts, top-k 0) or with
-/// 1 <= top-k <= experts (experts <= 65,535 by the u16 type), at least one layer MoE, and a
-/// hidden and expert FFN size, where given, above 0 with 3 x hidden x FFN within u64.
+/// layers fit the u32 key numbering), every layer dense (0 experts, top-k 0), MoE but not
+/// recorded (experts, top-k 0) or with 1 <= top-k <= experts (experts <= 65,535 by the u16
+/// type), at least one layer with recorded selections, at least one matrix per expert, and a
+/// hidden and expert FFN size, where given, above 0 with matrices x hidden x FFN within u64.
 pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError> {
     let err = |detail: String| TraceError::Geometry {
         file: file.to_string(),
@@ -89,14 +119,17 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
             return Err(err(format!("the {what} is 0")));
         }
     }
+    if model.expert_matrices == 0 {
+        return Err(err("an expert has 0 weight matrices".into()));
+    }
     if let (Some(h), Some(f)) = (model.hidden_size, model.expert_ffn) {
-        if 3u64
+        if u64::from(model.expert_matrices)
             .checked_mul(u64::from(h))
             .and_then(|x| x.checked_mul(u64::from(f)))
             .is_none()
         {
             return Err(err(format!(
-                "hidden size {h} x expert FFN size {f}: an expert's 3 x hidden x FFN parameters overflow 64 bits"
+                "hidden size {h} x expert FFN size {f}: an expert's {} x hidden x FFN parameters overflow 64 bits", model.expert_matrices
             )));
         }
     }
@@ -115,12 +148,6 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
                 l.top_k
             )));
         }
-        if l.experts > 0 && l.top_k == 0 {
-            return Err(err(format!(
-                "layer {i} has {} experts but top-k 0 (a dense layer must have 0 experts)",
-                l.experts
-            )));
-        }
         if l.top_k > l.experts {
             return Err(err(format!(
                 "layer {i} selects top-{} of only {} experts",
@@ -130,7 +157,7 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
     }
     if !model.layers.iter().any(|l| l.is_moe()) {
         return Err(err(format!(
-            "the model has {} layers and none with routed experts",
+            "the model has {} layers and none with routed experts whose selections were recorded",
             model.layers.len()
         )));
     }

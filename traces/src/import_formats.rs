@@ -17,6 +17,10 @@ pub enum FileKind {
     Csv,
     /// JSON Lines: one object per line.
     JsonLines,
+    /// NumPy arrays: one `.npy`, a directory of them, or one `.npz` archive.
+    NumPy,
+    /// Plain text rows, comma-separated, without a required header.
+    TextRows,
 }
 
 /// What an import produces, which decides the output files.
@@ -50,9 +54,9 @@ pub struct ImportFormat {
     pub file_kind: FileKind,
     /// What it produces.
     pub output: ImportOutput,
-    /// Whether it reads `RowImportOptions::num_experts` (`--num-experts`); the others read
-    /// only `common`.
-    pub takes_num_experts: bool,
+    /// The format-specific flags it reads (beyond the model and provenance flags every
+    /// format reads); the CLI refuses the others for this format.
+    pub flags: &'static [&'static str],
     /// Read and convert the file.
     pub import: fn(&Path, &RowImportOptions) -> Result<Imported, TraceError>,
 }
@@ -66,7 +70,7 @@ pub const IMPORT_FORMATS: &[ImportFormat] = &[
                   trace",
         file_kind: FileKind::JsonDocument,
         output: ImportOutput::PerPrompt,
-        takes_num_experts: false,
+        flags: &[],
         import: |path, opts| {
             crate::import_onnx::import_onnx_genai_json(path, &opts.common).map(Imported::PerPrompt)
         },
@@ -77,7 +81,7 @@ pub const IMPORT_FORMATS: &[ImportFormat] = &[
         summary: "CSV rows `sequence,phase,token,layer,experts[,weights]` (see traces/FORMAT.md)",
         file_kind: FileKind::Csv,
         output: ImportOutput::OneTrace,
-        takes_num_experts: true,
+        flags: ROW_FLAGS,
         import: |path, opts| crate::import_rows::import_csv(path, opts).map(Imported::OneTrace),
     },
     ImportFormat {
@@ -86,10 +90,49 @@ pub const IMPORT_FORMATS: &[ImportFormat] = &[
         summary: "JSON Lines rows `{\"sequence\",\"phase\",\"token\",\"layer\",\"experts\"[,\"weights\"]}`",
         file_kind: FileKind::JsonLines,
         output: ImportOutput::OneTrace,
-        takes_num_experts: true,
+        flags: ROW_FLAGS,
         import: |path, opts| crate::import_rows::import_jsonl(path, opts).map(Imported::OneTrace),
     },
+    ImportFormat {
+        name: "vllm-routed-experts",
+        aliases: &["vllm"],
+        summary: "vLLM's RequestOutput.routed_experts saved with numpy.save: a .npy [tokens, \
+                  layers, top_k] per request, a directory of them or one .npz",
+        file_kind: FileKind::NumPy,
+        output: ImportOutput::OneTrace,
+        flags: &["--num-experts", "--prompt-tokens", "--prompt-lengths"],
+        import: |path, opts| {
+            crate::import_vllm::import_vllm_routed_experts(path, opts).map(Imported::OneTrace)
+        },
+    },
+    ImportFormat {
+        name: "sglang-routed-experts",
+        aliases: &["sglang"],
+        summary: "SGLang responses with meta_info.routed_experts (base64 int32 [tokens, layers, \
+                  top_k]), one JSON response per line",
+        file_kind: FileKind::JsonLines,
+        output: ImportOutput::OneTrace,
+        flags: &["--num-experts", "--moe-layers", "--top-k", "--prompt-tokens"],
+        import: |path, opts| {
+            crate::import_sglang::import_sglang_routed_experts(path, opts).map(Imported::OneTrace)
+        },
+    },
+    ImportFormat {
+        name: "llama-moe-trace",
+        aliases: &["llama"],
+        summary: "llama.cpp MoE trace rows `layer,expert` in evaluation order (tokens rebuilt \
+                  from --top-k and the layer order)",
+        file_kind: FileKind::TextRows,
+        output: ImportOutput::OneTrace,
+        flags: &["--num-experts", "--top-k"],
+        import: |path, opts| {
+            crate::import_llama::import_llama_moe_trace(path, opts).map(Imported::OneTrace)
+        },
+    },
 ];
+
+/// The flags the CSV and JSON Lines row importers read.
+const ROW_FLAGS: &[&str] = &["--num-experts", "--map", "--where", "--drop-warmup"];
 
 /// The import format called `name` (or an alias of it).
 pub fn import_format(name: &str) -> Option<&'static ImportFormat> {

@@ -35,6 +35,16 @@ pub struct ImportOptions {
     /// Recording date (ISO 8601); defaults to "unknown" (the JSON has none, and using the
     /// conversion date would make imports non-reproducible).
     pub date: Option<String>,
+    /// Shared (always-active) experts of every MoE layer (`--shared-experts`), e.g. 1 for
+    /// Qwen1.5-MoE-A2.7B (`shared_expert_intermediate_size` in its config.json, one expert
+    /// four times the routed size); absent leaves 0.
+    pub shared_experts: Option<u16>,
+    /// Weight matrices of one routed expert (`--expert-matrices`); absent means
+    /// [`crate::GATED_EXPERT_MATRICES`] (gate, up, down).
+    pub expert_matrices: Option<u8>,
+    /// Model layers that are MoE but whose selections the input does not record
+    /// (`--unrecorded-layers`), distinct from dense layers.
+    pub unrecorded_layers: Vec<usize>,
 }
 
 impl ImportOptions {
@@ -120,15 +130,10 @@ pub fn parse_onnx_genai_json(
             ),
         ));
     }
-    let mut model = ModelSpec::uniform(
-        opts.model_name.as_deref().unwrap_or(&doc.model),
-        doc.num_layers,
-        doc.num_experts,
-        doc.top_k,
-    );
-    model.revision = opts.revision.clone();
-    model.hidden_size = opts.hidden_size;
-    model.expert_ffn = opts.expert_ffn;
+    let uniform = ModelSpec::uniform(&doc.model, doc.num_layers, doc.num_experts, doc.top_k);
+    let model = opts
+        .model(&doc.model, uniform.layers)
+        .map_err(|d| err("options".into(), d))?;
     crate::format::validate_geometry(&model, file)?;
     let (layers, k) = (doc.num_layers, doc.top_k as usize);
 

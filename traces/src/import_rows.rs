@@ -3,14 +3,18 @@
 //!
 //! One row per (sequence, phase, token, MoE layer):
 //!
-//! | column     | type                    | meaning |
+//! | field      | type                    | meaning |
 //! |------------|-------------------------|---------|
 //! | `sequence` | string (or JSON number) | sequence name; sequences are ordered by first appearance |
 //! | `phase`    | `prefill` or `decode`   | optional; default `decode` |
-//! | `token`    | integer >= 0            | token index inside that phase of that sequence |
+//! | `token`    | integer >= 0            | token index inside that phase of that sequence; when the input has no token field, tokens are numbered in row order within each (sequence, phase, layer) |
 //! | `layer`    | integer >= 0            | model layer index (layers never named are dense) |
 //! | `experts`  | ids                     | the top-k expert ids in router order (CSV: separated by spaces or `;`; JSONL: an array) |
 //! | `weights`  | floats                  | optional router weights, same count as `experts`; all rows or none |
+//!
+//! The input's own field names map onto these with [`FieldMap`] (`--map`), rows are kept or
+//! skipped by [`RowFilter`]s (`--where`), and the value rules shared by both formats are in
+//! [`crate::import_fields`]; reading is in [`crate::import_rows_read`].
 //!
 //! Rows may come in any order. Each named layer must have the same number of ids in every
 //! row (its top-k); every token of a (sequence, phase) must be present from 0 up to its count
@@ -18,11 +22,11 @@
 //! else the largest id seen + 1 (the same for every MoE layer).
 
 use crate::error::TraceError;
+use crate::import_fields::{FieldMap, RowFilter};
 use crate::import_onnx::ImportOptions;
-use crate::model::{Header, LayerSpec, ModelSpec, SequenceInfo};
+use crate::import_rows_read::{read_csv, read_jsonl, RowSink};
+use crate::model::{Header, LayerSpec, SequenceInfo};
 use crate::trace::{Phase, SequenceData, TokenBlock, Trace};
-use serde::Deserialize;
-use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;
 
@@ -33,98 +37,33 @@ pub struct RowImportOptions {
     pub common: ImportOptions,
     /// Routed experts per MoE layer; default: the largest id seen + 1.
     pub num_experts: Option<u16>,
+    /// CSV/JSONL: which input field holds which row field (`--map`).
+    pub map: FieldMap,
+    /// CSV/JSONL: keep only rows whose fields hold these values (`--where`, all must hold).
+    pub filters: Vec<RowFilter>,
+    /// CSV/JSONL: remove vLLM's profiling dummy batch, the first sequence (`--drop-warmup`).
+    pub drop_warmup: bool,
+    /// Engine arrays: prompt tokens of every request (`--prompt-tokens`), when the input
+    /// does not say.
+    pub prompt_tokens: Option<u64>,
+    /// vLLM arrays: a JSON or CSV file of prompt lengths by request (`--prompt-lengths`).
+    pub prompt_lengths: Option<std::path::PathBuf>,
+    /// SGLang: MoE layers in each flat routed-experts array (`--moe-layers`).
+    pub moe_layers: Option<usize>,
+    /// SGLang and llama.cpp: experts selected per token and layer (`--top-k`).
+    pub top_k: Option<u16>,
 }
 
 /// One parsed row, whatever the input format.
-struct Row {
+pub(crate) struct Row {
     /// Line number in the input (1-based), for errors.
-    line: u64,
-    sequence: usize,
-    phase: Phase,
-    token: u64,
-    layer: usize,
-    experts: Vec<u16>,
-    weights: Option<Vec<f32>>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NameOrNumber {
-    Name(String),
-    Number(u64),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonRow {
-    sequence: NameOrNumber,
-    #[serde(default)]
-    phase: Option<String>,
-    token: u64,
-    layer: usize,
-    experts: Vec<u16>,
-    #[serde(default)]
-    weights: Option<Vec<f32>>,
-}
-
-#[derive(Deserialize)]
-struct CsvRow {
-    sequence: String,
-    #[serde(default)]
-    phase: Option<String>,
-    token: u64,
-    layer: usize,
-    experts: String,
-    #[serde(default)]
-    weights: Option<String>,
-}
-
-/// Interns sequence names in order of first appearance.
-#[derive(Default)]
-struct Names {
-    index: HashMap<String, usize>,
-    order: Vec<String>,
-}
-
-impl Names {
-    fn get(&mut self, name: String) -> usize {
-        if let Some(&i) = self.index.get(&name) {
-            return i;
-        }
-        self.order.push(name.clone());
-        self.index.insert(name, self.order.len() - 1);
-        self.order.len() - 1
-    }
-}
-
-fn parse_phase(p: Option<&str>) -> Result<Phase, String> {
-    match p.map(str::trim) {
-        None | Some("") | Some("decode") => Ok(Phase::Decode),
-        Some("prefill") => Ok(Phase::Prefill),
-        Some(other) => Err(format!(
-            "phase {other:?} is neither \"prefill\" nor \"decode\""
-        )),
-    }
-}
-
-/// The entries of one list cell (`s`, space- or `;`-separated) as `T`; `what` names the
-/// column and `range` the values `T` holds, for the out-of-range message.
-fn split_list<T: std::str::FromStr>(s: &str, what: &str, range: &str) -> Result<Vec<T>, String> {
-    s.split([' ', ';'])
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.parse::<T>().map_err(|_| {
-                // an integer the field's type cannot hold (e.g. an expert id above 65535, or
-                // negative) is out of range, not malformed
-                let digits = x.strip_prefix('-').unwrap_or(x);
-                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                    format!("{what} entry {x:?} is out of range: {range}")
-                } else {
-                    format!("{what} entry {x:?} is not a valid number")
-                }
-            })
-        })
-        .collect()
+    pub(crate) line: u64,
+    pub(crate) sequence: usize,
+    pub(crate) phase: Phase,
+    pub(crate) token: u64,
+    pub(crate) layer: usize,
+    pub(crate) experts: Vec<u16>,
+    pub(crate) weights: Option<Vec<f32>>,
 }
 
 /// Import a CSV file with a header row naming the columns above.
@@ -140,60 +79,9 @@ pub fn parse_csv(
     file: &str,
     opts: &RowImportOptions,
 ) -> Result<Trace, TraceError> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(input);
-    let csv_err = |e: csv::Error| {
-        let line = e.position().map(|p| p.line()).unwrap_or(1);
-        TraceError::Import {
-            file: file.to_string(),
-            location: format!("line {line}"),
-            detail: format!("{e} (expected columns sequence,phase,token,layer,experts[,weights])"),
-        }
-    };
-    let headers = rdr.headers().map_err(csv_err)?.clone();
-    let id_range = match opts.num_experts {
-        Some(n) => format!(
-            "expert ids run from 0 to {} (--num-experts)",
-            n.saturating_sub(1)
-        ),
-        // 65535 itself would need 65,536 experts, one more than a u16 count holds.
-        None => "expert ids run from 0 to 65534".to_string(),
-    };
-    let mut names = Names::default();
-    let mut rows = Vec::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(csv_err)?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
-        let rec: CsvRow = rec
-            .deserialize(Some(&headers))
-            .map_err(|e| TraceError::Import {
-                file: file.to_string(),
-                location: format!("line {line}"),
-                detail: format!(
-                    "{e} (expected columns sequence,phase,token,layer,experts[,weights])"
-                ),
-            })?;
-        let err = |detail: String| TraceError::Import {
-            file: file.to_string(),
-            location: format!("line {line}"),
-            detail,
-        };
-        let weights = match rec.weights.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(w) => Some(split_list::<f32>(w, "weights", "a 32-bit float").map_err(err)?),
-        };
-        rows.push(Row {
-            line,
-            sequence: names.get(rec.sequence),
-            phase: parse_phase(rec.phase.as_deref()).map_err(err)?,
-            token: rec.token,
-            layer: rec.layer,
-            experts: split_list::<u16>(&rec.experts, "experts", &id_range).map_err(err)?,
-            weights,
-        });
-    }
-    build(rows, names.order, file, "csv", opts)
+    let mut sink = RowSink::new(opts, file);
+    read_csv(input, &mut sink)?;
+    finish(sink, file, "csv", opts)
 }
 
 /// Import a JSON Lines file, one object per line (blank lines are skipped).
@@ -209,39 +97,45 @@ pub fn parse_jsonl(
     file: &str,
     opts: &RowImportOptions,
 ) -> Result<Trace, TraceError> {
-    let mut names = Names::default();
-    let mut rows = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        let line_no = i as u64 + 1;
-        let err = |detail: String| TraceError::Import {
+    let mut sink = RowSink::new(opts, file);
+    read_jsonl(input, &mut sink)?;
+    finish(sink, file, "jsonl", opts)
+}
+
+/// Drop the warmup batch when asked, then build the trace.
+fn finish(
+    sink: RowSink<'_>,
+    file: &str,
+    format: &str,
+    opts: &RowImportOptions,
+) -> Result<Trace, TraceError> {
+    if sink.rows.is_empty() && sink.filtered > 0 {
+        let filters: Vec<String> = opts
+            .filters
+            .iter()
+            .map(|f| format!("--where {}={}", f.field, f.value))
+            .collect();
+        return Err(TraceError::Import {
             file: file.to_string(),
-            location: format!("line {line_no}"),
-            detail,
-        };
-        let text = line.map_err(|e| TraceError::io(file, "reading", e))?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let r: JsonRow = serde_json::from_str(&text).map_err(|e| {
-            err(format!(
-                "{e} (expected {{\"sequence\", \"phase\"?, \"token\", \"layer\", \"experts\": [ids], \"weights\"?: [floats]}})"
-            ))
-        })?;
-        let name = match r.sequence {
-            NameOrNumber::Name(s) => s,
-            NameOrNumber::Number(n) => n.to_string(),
-        };
-        rows.push(Row {
-            line: line_no,
-            sequence: names.get(name),
-            phase: parse_phase(r.phase.as_deref()).map_err(err)?,
-            token: r.token,
-            layer: r.layer,
-            experts: r.experts,
-            weights: r.weights,
+            location: "input".into(),
+            detail: format!(
+                "no rows: {} skipped every one of the {} rows",
+                filters.join(" "),
+                sink.filtered
+            ),
         });
     }
-    build(rows, names.order, file, "jsonl", opts)
+    let (mut rows, mut names) = (sink.rows, sink.names);
+    if opts.drop_warmup && !rows.is_empty() {
+        crate::import_warmup::drop_warmup(&mut rows, &mut names).map_err(|detail| {
+            TraceError::Import {
+                file: file.to_string(),
+                location: "rows".into(),
+                detail,
+            }
+        })?;
+    }
+    build(rows, names, file, format, opts)
 }
 
 /// Infer the geometry, check completeness and assemble the trace.
@@ -261,16 +155,13 @@ fn build(
     }
     let geometry = Geometry::infer(&rows, file, opts)?;
     let common = &opts.common;
-    let model = ModelSpec {
-        name: common
-            .model_name
-            .clone()
-            .unwrap_or_else(|| "unknown".into()),
-        revision: common.revision.clone(),
-        layers: geometry.layers,
-        hidden_size: common.hidden_size,
-        expert_ffn: common.expert_ffn,
-    };
+    let model = common
+        .model("unknown", geometry.layers)
+        .map_err(|detail| TraceError::Import {
+            file: file.to_string(),
+            location: "options".into(),
+            detail,
+        })?;
     crate::format::validate_geometry(&model, file)?;
     let ks = crate::trace::KeySpace::new(&model);
     // MoE index of each model layer.

@@ -10,10 +10,19 @@ pub mod error;
 pub mod export;
 pub mod file_mode;
 pub mod format;
+mod format_layouts;
 pub mod gen;
+mod import_arrays;
+pub mod import_fields;
 pub mod import_formats;
+pub mod import_llama;
+mod import_model;
 pub mod import_onnx;
 pub mod import_rows;
+mod import_rows_read;
+pub mod import_sglang;
+pub mod import_vllm;
+mod import_warmup;
 pub mod model;
 pub mod presets;
 pub mod reader;
@@ -21,10 +30,13 @@ pub mod stats;
 pub mod trace;
 pub mod writer;
 
-pub use model::{DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo};
+pub use model::{
+    DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES,
+};
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 
 pub use error::{TokenPos, TraceError};
+pub use import_fields::{FieldMap, RowField, RowFilter};
 pub use import_formats::{
     import_format, FileKind, ImportFormat, ImportOutput, Imported, IMPORT_FORMATS,
 };

@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 ///
 /// A dense layer (no routed experts, such as DeepSeek-V3's first three) has `experts == 0`
 /// and `top_k == 0`; it appears in the geometry but holds no selections in the payload.
+/// A MoE layer whose selections were not recorded (format version 2 on) has `experts > 0`
+/// and `top_k == 0`: its experts exist and take memory, but the trace has no accesses to them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerSpec {
     /// Routed experts in this layer (0 for a dense layer). At most 65,535 (ids are u16).
@@ -21,6 +23,25 @@ impl LayerSpec {
     pub fn is_moe(&self) -> bool {
         self.experts > 0 && self.top_k > 0
     }
+
+    /// True for a MoE layer whose selections were not recorded (`experts > 0`, `top_k == 0`),
+    /// which is distinct from a dense layer.
+    pub fn is_unrecorded_moe(&self) -> bool {
+        self.experts > 0 && self.top_k == 0
+    }
+}
+
+/// Weight matrices of a gated (SwiGLU) expert: gate, up and down projections, each
+/// hidden x expert FFN, as in Mixtral, Qwen-MoE, DeepSeek-MoE and granite-MoE (their
+/// `modeling_*.py` expert modules). The default of [`ModelSpec::expert_matrices`].
+pub const GATED_EXPERT_MATRICES: u8 = 3;
+
+fn gated_expert_matrices() -> u8 {
+    GATED_EXPERT_MATRICES
+}
+
+fn is_gated_expert(m: &u8) -> bool {
+    *m == GATED_EXPERT_MATRICES
 }
 
 /// Model geometry recorded in the trace header.
@@ -36,6 +57,16 @@ pub struct ModelSpec {
     pub hidden_size: Option<u32>,
     /// Intermediate (FFN) dimension of one routed expert, when known.
     pub expert_ffn: Option<u32>,
+    /// Weight matrices of one routed expert, each hidden x expert FFN:
+    /// [`GATED_EXPERT_MATRICES`] (3: gate, up, down) unless the model says otherwise, e.g. 2
+    /// (up, down) for Switch Transformer's ReLU experts (`SwitchTransformersDenseActDense`:
+    /// `wi` and `wo`). Stored from format version 2 on; version-1 files read as 3. In JSON
+    /// it is left out when 3, so results written before it existed read the same.
+    #[serde(
+        default = "gated_expert_matrices",
+        skip_serializing_if = "is_gated_expert"
+    )]
+    pub expert_matrices: u8,
 }
 
 impl ModelSpec {
@@ -54,6 +85,7 @@ impl ModelSpec {
             ],
             hidden_size: None,
             expert_ffn: None,
+            expert_matrices: GATED_EXPERT_MATRICES,
         }
     }
 
@@ -67,10 +99,10 @@ impl ModelSpec {
             .collect()
     }
 
-    /// Parameters of one routed expert (gate, up and down projections: 3 x hidden x ffn),
-    /// when both sizes are known.
+    /// Parameters of one routed expert (`expert_matrices` x hidden x ffn; 3 x hidden x ffn
+    /// for gate, up and down projections), when both sizes are known.
     pub fn expert_params(&self) -> Option<u64> {
-        Some(3 * self.hidden_size? as u64 * self.expert_ffn? as u64)
+        Some(u64::from(self.expert_matrices) * self.hidden_size? as u64 * self.expert_ffn? as u64)
     }
 }
 

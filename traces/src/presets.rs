@@ -59,6 +59,7 @@ impl Preset {
             layers,
             hidden_size: Some(self.hidden_size),
             expert_ffn: Some(self.expert_ffn),
+            expert_matrices: crate::model::GATED_EXPERT_MATRICES,
         }
     }
 }

@@ -9,7 +9,7 @@
 use crate::error::{TokenPos, TraceError};
 use crate::format::{
     decode_header, validate_geometry, Layout, SelectionChecker, TokenCursor, CHECKSUM_LEN,
-    ID_BYTES, MAGIC, MAX_HEADER_BYTES, PREAMBLE_LEN, VERSION, WEIGHT_BYTES,
+    ID_BYTES, MAGIC, MAX_HEADER_BYTES, OLDEST_VERSION, PREAMBLE_LEN, VERSION, WEIGHT_BYTES,
 };
 use crate::model::Header;
 use crate::trace::{KeySpace, Phase, SequenceData, TokenBlock, Trace};
@@ -162,7 +162,7 @@ impl<R: Read> TraceReader<R> {
         let version = u32::from_le_bytes(pre[0..4].try_into().unwrap());
         let header_len = u32::from_le_bytes(pre[4..8].try_into().unwrap()) as u64;
         let header_crc = u32::from_le_bytes(pre[8..12].try_into().unwrap());
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(TraceError::UnsupportedVersion {
                 file: file.to_string(),
                 found: version,
@@ -192,7 +192,7 @@ impl<R: Read> TraceReader<R> {
                 end: PREAMBLE_LEN + header_len,
             });
         }
-        let header = decode_header(&hbytes, file)?;
+        let header = decode_header(&hbytes, version, file)?;
         validate_geometry(&header.model, file)?;
         let layout = Layout::of(&header);
         let found = len - fixed;

@@ -6,8 +6,8 @@
 
 use crate::error::{TokenPos, TraceError};
 use crate::format::{
-    encode_header, validate_geometry, Layout, SelectionChecker, TokenCursor, MAGIC,
-    MAX_HEADER_BYTES, VERSION,
+    encode_header, validate_geometry, version_for, Layout, SelectionChecker, TokenCursor, MAGIC,
+    MAX_HEADER_BYTES,
 };
 use crate::model::Header;
 use crate::trace::{KeySpace, PhaseSel, Trace};
@@ -75,7 +75,7 @@ impl TraceWriter {
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
         let mut pre = Vec::with_capacity(20 + header_bytes.len());
         pre.extend_from_slice(&MAGIC);
-        pre.extend_from_slice(&VERSION.to_le_bytes());
+        pre.extend_from_slice(&version_for(header).to_le_bytes());
         pre.extend_from_slice(&(header_bytes.len() as u32).to_le_bytes());
         pre.extend_from_slice(&crc32fast::hash(&header_bytes).to_le_bytes());
         pre.extend_from_slice(&header_bytes);

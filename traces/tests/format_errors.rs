@@ -35,6 +35,7 @@ fn model() -> ModelSpec {
         ],
         hidden_size: Some(64),
         expert_ffn: None,
+        expert_matrices: traces::GATED_EXPERT_MATRICES,
     }
 }
 
@@ -336,14 +337,14 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     let mut f = valid_file();
-    f[8..12].copy_from_slice(&2u32.to_le_bytes());
+    f[8..12].copy_from_slice(&3u32.to_le_bytes());
     let e = read(&f).unwrap_err();
     assert!(
         matches!(
             e,
             TraceError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             }
         ),
@@ -398,7 +399,7 @@ fn header_that_does_not_decode() {
 
 #[test]
 fn invalid_geometry() {
-    let cases: [(LayerSpec, &str); 3] = [
+    let cases: [(LayerSpec, &str); 2] = [
         (
             LayerSpec {
                 experts: 4,
@@ -414,14 +415,6 @@ fn invalid_geometry() {
                 shared_experts: 0,
             },
             "has no experts but top-k 2",
-        ),
-        (
-            LayerSpec {
-                experts: 3,
-                top_k: 0,
-                shared_experts: 0,
-            },
-            "top-k 0",
         ),
     ];
     // Bounds on what a header may claim: layer count, sizes, 3 x hidden x FFN within u64.

@@ -39,6 +39,7 @@ fn small(has_weights: bool) -> Trace {
         ],
         hidden_size: None,
         expert_ffn: None,
+        expert_matrices: traces::GATED_EXPERT_MATRICES,
     };
     let seqs = vec![
         SequenceInfo {

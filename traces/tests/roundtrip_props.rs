@@ -38,6 +38,7 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                     .collect(),
                 hidden_size: None,
                 expert_ffn: None,
+                expert_matrices: traces::GATED_EXPERT_MATRICES,
             };
             // Distinct ids per selection: a seeded rotation of 0..experts.
             let mut x = seed | 1;

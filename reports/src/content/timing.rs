@@ -20,6 +20,10 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         .iter()
         .filter(|r| !r.grid.is_cross() && r.timing().is_some())
         .collect();
+    let over_cap = does_not_fit(doc, res);
+    if timed.is_empty() && over_cap {
+        return Ok(());
+    }
     if timed.is_empty() {
         doc.p("No run in these results has a `timing` block, so time was not simulated. Give a hardware profile (`--hw rtx4060-laptop-wddm`) to `sim compare` to see step latency, tokens per second and where the time goes.");
         return Ok(());
@@ -41,6 +45,29 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The cells that do not fit under the admission cap, each with its reason (they have no
+/// timing, so the tables below leave them out); whether there were any.
+fn does_not_fit(doc: &mut Doc, res: &Results) -> bool {
+    let items: Vec<String> = res
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let why = r.does_not_fit.as_deref()?;
+            Some(format!(
+                "`{}` on `{}`: does not fit: {why}",
+                run_label(r),
+                r.grid.trace
+            ))
+        })
+        .collect();
+    if items.is_empty() {
+        return false;
+    }
+    doc.p("These cells do not fit under the admission cap: not even one sequence is admitted, so they have no timing and the timing tables leave them out.");
+    doc.list(items);
+    true
 }
 
 /// One batch of trace `t`: its heading, then per budget a table and two figures.

@@ -172,6 +172,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         prefetch: &prefetch,
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
+    let points = same_model_cross_runs(points, &inputs, &names);
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
         .iter()
@@ -198,6 +199,47 @@ pub fn run(args: CompareArgs) -> Result<()> {
         runs,
     };
     write(&results, &args.out, total)
+}
+
+/// The grid without the cross-trace runs between traces of different models (a profile of
+/// one model cannot order or pin the experts of another); a note names each such pair.
+fn same_model_cross_runs(
+    points: Vec<ComparePoint>,
+    inputs: &[TraceInput],
+    names: &[String],
+) -> Vec<ComparePoint> {
+    let geometry: Vec<Vec<u16>> = inputs.iter().map(|t| t.trace.keyspace().experts).collect();
+    let describe = |i: usize| {
+        let t = &inputs[i].trace;
+        let ks = t.keyspace();
+        let mut experts = ks.experts.clone();
+        experts.dedup();
+        format!(
+            "`{}` ({}, {} MoE layers of {:?} experts)",
+            names[i],
+            t.header.model.name,
+            ks.num_moe_layers(),
+            experts
+        )
+    };
+    for a in 0..inputs.len() {
+        for b in a + 1..inputs.len() {
+            let crossed = points
+                .iter()
+                .any(|p| (p.trace, p.profile) == (a, b) || (p.trace, p.profile) == (b, a));
+            if crossed && geometry[a] != geometry[b] {
+                eprintln!(
+                    "note: traces {} and {} come from different models, so the cross-trace runs between them (one trace's profile applied to the other) are left out",
+                    describe(a),
+                    describe(b)
+                );
+            }
+        }
+    }
+    points
+        .into_iter()
+        .filter(|p| geometry[p.trace] == geometry[p.profile])
+        .collect()
 }
 
 /// Every trace loaded once, and its name (the file stem; names must be distinct).
@@ -285,14 +327,45 @@ fn run_point(
     timing: &Option<TimingConfig>,
 ) -> Result<RunEntry> {
     let cfg = config(args, p, timing);
-    let report = runner::run(&cfg, workload)
-        .with_context(|| format!("run {i} ({})", reports::content::run_label_of(&p.coords)))?;
+    let label = || format!("run {i} ({})", reports::content::run_label_of(&p.coords));
+    let (report, does_not_fit) = match runner::run(&cfg, workload) {
+        Ok(r) => (r, None),
+        Err(e) => match grid::does_not_fit(&e) {
+            Some(n) => over_cap(&cfg, workload, n).with_context(label)?,
+            None => return Err(e.context(label())),
+        },
+    };
     super::run::print_notes(&report);
+    if let Some(why) = &does_not_fit {
+        eprintln!("{}: does not fit: {why}", label());
+    }
     Ok(RunEntry {
         run: i,
         grid: p.coords.clone(),
+        does_not_fit,
         result: report,
     })
+}
+
+/// A cell over the admission cap: its untimed run (streaming and cache blocks) with an
+/// `admission` block of 0 admitted, and the reason.
+fn over_cap(
+    cfg: &RunConfig,
+    workload: &Workload,
+    n: &sim::engine::NoSequenceFits,
+) -> Result<(sim::runner::RunReport, Option<String>)> {
+    let untimed = RunConfig {
+        timing: None,
+        ..cfg.clone()
+    };
+    let mut report = runner::run(&untimed, workload)?;
+    report.admission = Some(sim::engine::Admission {
+        requested: cfg.retention.as_ref().map_or(1, |r| r.batching.batch),
+        admitted: 0,
+        cap: Some(n.cap),
+        limit_mib: Some(n.limit_mib),
+    });
+    Ok((report, Some(n.to_string())))
 }
 
 /// The `grid` block of results.json: the axes as given and the shared settings.

@@ -6,6 +6,7 @@ pub mod args_timing;
 pub mod calibrate;
 pub mod compare;
 pub mod errors;
+pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod run;

@@ -55,9 +55,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     emit(args.out.as_deref(), &text)
 }
 
-/// Print a run's notes (files written, what was left out) to stderr, one line each.
+/// Print a run's notes (files written, what was left out, warnings) to stderr, one line
+/// each; a note already printed by an earlier run of the same command (a sweep's rows share
+/// their warnings) is not repeated.
 pub fn print_notes(r: &RunReport) {
+    use std::collections::BTreeSet;
+    static PRINTED: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
     for note in &r.notes {
-        eprintln!("{note}");
+        if printed.insert(note.clone()) {
+            eprintln!("{note}");
+        }
     }
 }

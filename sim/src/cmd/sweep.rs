@@ -110,6 +110,16 @@ pub fn run_grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
     Ok(grid::sweep_grid(&base, specs, retention.as_deref()))
 }
 
+/// Whether a run failed because a per-layer split was asked of units spanning layers.
+fn spans_layers(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<sim::cache::CacheError>(),
+            Some(sim::cache::CacheError::SplitSpansLayers { .. })
+        )
+    })
+}
+
 pub fn run(args: SweepArgs) -> Result<()> {
     let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
     let workload = args.input.workload()?;
@@ -118,13 +128,24 @@ pub fn run(args: SweepArgs) -> Result<()> {
     // (retention does not depend on the predictor)
     let first = args.timing.prefetch_points()[0];
     let mut first_point = Vec::with_capacity(configs.len());
+    let mut skipped = std::collections::BTreeSet::new();
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
+        let mut r = match r {
+            // The default splits include per-layer, which a mechanism whose units span
+            // layers cannot have: leave its per-layer rows out and say so once.
+            Err(e) if args.cache.split.is_empty() && spans_layers(&e) => {
+                if skipped.insert(cfg.policy.clone()) {
+                    eprintln!("note: the units of `{}` span MoE layers, so its per-layer split is left out (its global split is in the table)", cfg.policy);
+                }
+                continue;
+            }
+            r => r.with_context(|| format!("sweep row `{}`", cfg.policy))?,
+        };
         first_point.push(
             cfg.timing
                 .as_ref()
                 .is_none_or(|t| (t.predictor, t.window) == first),
         );
-        let mut r = r.with_context(|| format!("sweep row `{}`", cfg.policy))?;
         super::run::print_notes(&r);
         // With --admission-cap every configuration also runs without it: say so in its row.
         if args.timing.admission_cap.is_some() && r.timing.is_some() && r.admission.is_none() {

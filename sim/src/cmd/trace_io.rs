@@ -40,9 +40,64 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    // Help: the formats that read it (see `num_experts_help`).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = num_experts_help())]
+    /// Shared (always-active) experts of every MoE layer, from the model's config (e.g. 1
+    /// for Qwen1.5-MoE-A2.7B); recorded in the header.
+    #[arg(long)]
+    pub shared_experts: Option<u16>,
+    /// Weight matrices of one routed expert, each hidden x expert FFN, when not the 3 of
+    /// gate/up/down (SwiGLU): 2 for Switch-style up/down experts. Sets the expert size.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub expert_matrices: Option<u8>,
+    /// Model layers that are MoE but whose selections the input does not record, e.g.
+    /// `24-47` or `3,5,7` (distinct from dense layers, which have no experts).
+    #[arg(long, value_name = "LAYERS", value_parser = parse_layer_list)]
+    pub unrecorded_layers: Option<Vec<usize>>,
+    // Help: the formats that read it (see `format_flag_help`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--num-experts", "experts per layer, when the largest id seen + 1 would understate it (at least 1)"))]
     pub num_experts: Option<u16>,
+    #[arg(long, value_name = "FIELD=NAME,...", value_parser = traces::FieldMap::parse, help = format_flag_help("--map", "the input's names for the row fields sequence, phase, token, layer, experts, weights, e.g. sequence=req_id,token=token_idx,experts=topk_ids,weights=topk_weights"))]
+    pub map: Option<traces::FieldMap>,
+    #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = traces::RowFilter::parse, help = format_flag_help("--where", "keep only rows whose input field FIELD holds VALUE, e.g. type=route (repeatable; every one must hold)"))]
+    pub filters: Vec<traces::RowFilter>,
+    #[arg(long, help = format_flag_help("--drop-warmup", "remove vLLM's profiling dummy batch: the first sequence, many tokens all with one selection per layer"))]
+    pub drop_warmup: bool,
+    #[arg(long, value_name = "N", help = format_flag_help("--prompt-tokens", "prompt tokens of every request (the first N rows of each array are prefill)"))]
+    pub prompt_tokens: Option<u64>,
+    #[arg(long, value_name = "FILE", help = format_flag_help("--prompt-lengths", "prompt tokens per request: a JSON object {\"name\": tokens} or CSV sequence,prompt_tokens"))]
+    pub prompt_lengths: Option<PathBuf>,
+    #[arg(long, value_name = "L", value_parser = clap::value_parser!(u64).range(1..=65536), help = format_flag_help("--moe-layers", "MoE layers in each flat routed-experts array (e.g. 48 for Qwen3-30B-A3B)"))]
+    pub moe_layers: Option<u64>,
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--top-k", "experts selected per token and layer (e.g. 8 for Qwen3-30B-A3B)"))]
+    pub top_k: Option<u16>,
+    /// Print what was written as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parse a layer list: comma-separated layer numbers and inclusive ranges `a-b`.
+fn parse_layer_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{x:?} is not a layer number (use e.g. 24-47 or 3,5,7)"))
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if lo > hi || hi >= traces::format::MAX_LAYERS {
+            return Err(format!(
+                "{part:?} is not a range of layers below {}",
+                traces::format::MAX_LAYERS
+            ));
+        }
+        out.extend(lo..=hi);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// `--format` values: the import-format registry's names, each with its summary.
@@ -92,21 +147,38 @@ fn out_help() -> String {
     )
 }
 
-/// The `--num-experts` help, naming the formats that read it.
-fn num_experts_help() -> String {
-    let names: Vec<&str> = IMPORT_FORMATS
-        .iter()
-        .filter(|f| f.takes_num_experts)
-        .map(|f| f.name)
-        .collect();
-    format!(
-        "{} only: experts per layer, when the largest id seen + 1 would understate it (at \
-         least 1)",
-        names.join("/")
-    )
+/// The help of a format-specific flag: the formats that read it, then what it means.
+fn format_flag_help(flag: &str, what: &str) -> String {
+    let (names, _) = format_names(|f| f.flags.contains(&flag));
+    format!("{names} only: {what}")
+}
+
+/// Refuse a format-specific flag the chosen format does not read, naming the ones that do.
+fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
+    let given = [
+        ("--num-experts", a.num_experts.is_some()),
+        ("--map", a.map.is_some()),
+        ("--where", !a.filters.is_empty()),
+        ("--drop-warmup", a.drop_warmup),
+        ("--prompt-tokens", a.prompt_tokens.is_some()),
+        ("--prompt-lengths", a.prompt_lengths.is_some()),
+        ("--moe-layers", a.moe_layers.is_some()),
+        ("--top-k", a.top_k.is_some()),
+    ];
+    for (flag, present) in given {
+        if present && !a.format.flags.contains(&flag) {
+            let (names, _) = format_names(|f| f.flags.contains(&flag));
+            bail!(
+                "--format {} does not read {flag} (only {names} do); leave it out",
+                a.format.name
+            );
+        }
+    }
+    Ok(())
 }
 
 pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
+    check_format_flags(&a)?;
     let opts = ImportOptions {
         model_name: a.model_name.clone(),
         revision: a.revision.clone(),
@@ -115,11 +187,21 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         source: a.source.clone(),
         licence: a.licence.clone(),
         date: a.date.clone(),
+        shared_experts: a.shared_experts,
+        expert_matrices: a.expert_matrices,
+        unrecorded_layers: a.unrecorded_layers.clone().unwrap_or_default(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.
     let ropts = traces::RowImportOptions {
         common: opts,
         num_experts: a.num_experts,
+        map: a.map.clone().unwrap_or_default(),
+        filters: a.filters.clone(),
+        drop_warmup: a.drop_warmup,
+        prompt_tokens: a.prompt_tokens,
+        prompt_lengths: a.prompt_lengths.clone(),
+        moe_layers: a.moe_layers.map(|l| l as usize),
+        top_k: a.top_k,
     };
     let outputs: Vec<(String, traces::Trace)> = match (a.format.import)(&a.file, &ropts)? {
         Imported::PerPrompt(imported) => {
@@ -164,7 +246,33 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(d);
         }
     }
-    written
+    written?;
+    if a.json {
+        let files: Vec<_> = outputs
+            .iter()
+            .map(|(name, t)| import_summary(&a.out.join(name), t))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&files)?);
+    }
+    Ok(())
+}
+
+/// What `--json` says of one written trace.
+fn import_summary(path: &Path, t: &traces::Trace) -> serde_json::Value {
+    let layers = &t.header.model.layers;
+    serde_json::json!({
+        "file": path.display().to_string(),
+        "format_version": traces::format::version_for(&t.header),
+        "sequences": t.sequences.len(),
+        "prefill_tokens": t.total_tokens(traces::PhaseSel::Prefill),
+        "decode_tokens": t.total_tokens(traces::PhaseSel::Decode),
+        "layers": layers.len(),
+        "moe_layers_recorded": layers.iter().filter(|l| l.is_moe()).count(),
+        "moe_layers_unrecorded": layers.iter().filter(|l| l.is_unrecorded_moe()).count(),
+        "experts_per_layer": layers.iter().map(|l| l.experts).max(),
+        "top_k": layers.iter().map(|l| l.top_k).max(),
+        "has_weights": t.header.has_weights,
+    })
 }
 
 /// Output formats of `sim trace export`.

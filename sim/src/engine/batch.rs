@@ -13,6 +13,25 @@ use traces::KeySpace;
 /// other report blocks.
 pub use reports::run::Admission;
 
+/// Not even one sequence fits under the admission cap: the error of [`admit`], typed so that
+/// a grid (`sim compare`, `sim plan`) can mark the configuration "does not fit" and go on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the admission cap admits no sequence: one sequence maps {need_mib:.0} MiB at its peak{} but {cap} x usable VRAM of profile '{profile}' is {limit_mib:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU", if *.priced_by_replay { " (as replayed, with prefetches and deferred unmaps)" } else { "" })]
+pub struct NoSequenceFits {
+    /// The peak mapped memory that refused the smallest batch tried (one sequence), MiB:
+    /// always above `limit_mib`.
+    pub need_mib: f64,
+    /// Whether that peak is the replay's (prefetches and deferred unmaps included) rather
+    /// than the plan's own.
+    pub priced_by_replay: bool,
+    /// The cap, a fraction of usable VRAM.
+    pub cap: f64,
+    /// The hardware profile's name.
+    pub profile: String,
+    /// cap x usable VRAM, MiB.
+    pub limit_mib: f64,
+}
+
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
 /// the plan itself needs), counted like the engine counts it.
 pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -> f64 {
@@ -71,17 +90,24 @@ pub fn admit(
         "--admission-cap {cap} must be a positive fraction of usable VRAM, e.g. 0.90"
     );
     let limit = cap * cost.usable_bytes;
+    // The peak that refused each batch size: the plan's own when it is over the cap, else the
+    // replay's (prefetch and deferred unmaps map more than the plan); the smallest is reported.
     let mut smallest_need = f64::INFINITY;
+    let mut priced_by_replay = false;
     for n in (1..=requested).rev() {
         let plans = build(n)?;
         let need = plan_peak_bytes(&plans, units, compute);
-        smallest_need = smallest_need.min(need);
         if need > limit {
+            if need < smallest_need {
+                (smallest_need, priced_by_replay) = (need, false);
+            }
             continue;
         }
         let r = replay_learning(&plans, units, ks, cost, compute, opts, learning)?;
         if r.peak_mapped_bytes > limit {
-            smallest_need = smallest_need.min(r.peak_mapped_bytes);
+            if r.peak_mapped_bytes < smallest_need {
+                (smallest_need, priced_by_replay) = (r.peak_mapped_bytes, true);
+            }
             continue;
         }
         let admission = Admission {
@@ -92,10 +118,12 @@ pub fn admit(
         };
         return Ok((admission, plans, r));
     }
-    anyhow::bail!(
-        "the admission cap admits no sequence: one sequence maps {:.0} MiB but {cap} x usable VRAM of profile '{}' is {:.0} MiB; lower the budget, raise --admission-cap or pick a larger GPU",
-        smallest_need / crate::MIB,
-        cost.profile,
-        limit / crate::MIB
-    )
+    Err(NoSequenceFits {
+        need_mib: smallest_need / crate::MIB,
+        priced_by_replay,
+        cap,
+        profile: cost.profile.clone(),
+        limit_mib: limit / crate::MIB,
+    }
+    .into())
 }

@@ -19,7 +19,7 @@ pub mod replay;
 pub mod report;
 pub mod timeline;
 
-pub use batch::{admit, Admission};
+pub use batch::{admit, Admission, NoSequenceFits};
 pub use config::{run_timing, TimingConfig, TimingOutcome};
 pub use plan::{GroupRec, Plans, StepRec};
 pub use predict::{Learning, PredictorKind};

@@ -1,0 +1,237 @@
+//! `sim plan`: the binary search finds the budget a linear scan of every budget finds (an
+//! independent method that assumes nothing about monotonicity), and the CLI's answer reads
+//! as the recommendation, the table and `--json`.
+
+use policies::{Budget, PolicyKind};
+use sim::cache::{Batching, CacheConfig, RetentionConfig, Semantics, Split};
+use sim::engine::TimingConfig;
+use sim::plan::{plan, PlanSpec};
+use sim::runner::{self, RunConfig, TraceInput, Workload};
+use std::sync::Arc;
+use traces::gen::{generate_trace, GenParams};
+
+/// 4 MoE layers x 8 experts, top-2, 48 decode tokens with skew and locality.
+fn workload() -> Workload {
+    let model = traces::ModelSpec::uniform("tiny", 4, 8, 2);
+    let params = GenParams {
+        preset: None,
+        skew: vec![1.0],
+        locality: vec![0.4],
+        cross_layer: 0.0,
+        sequences: 2,
+        tokens: 48,
+        seed: 7,
+        fitted_to: None,
+    };
+    let trace = generate_trace(&model, &params).unwrap();
+    Workload::new(
+        TraceInput {
+            label: "tiny".into(),
+            trace,
+        },
+        None,
+    )
+    .unwrap()
+}
+
+/// Experts of 64 MiB on 2 MiB granules, 100 MiB of non-expert weights, 1 MiB of KV per
+/// token, on the RTX 4060 laptop profile with the cap at 15% of usable VRAM (about 1194 MiB):
+/// part of the 32-expert bank (2 GiB) fits.
+fn spec(batch: usize) -> PlanSpec {
+    let hw = "rtx4060-laptop-wddm";
+    let mut timing = TimingConfig::new(hw, Arc::new(profile::load(hw).unwrap()));
+    timing.overrides.nonexpert_mib = Some(100.0);
+    timing.overrides.kv_bytes_per_token = Some(1 << 20);
+    timing.admission_cap = Some(0.15);
+    PlanSpec {
+        base: RunConfig {
+            sizes: policies::mechanisms::SizeOptions {
+                expert_mib: Some(64.0),
+                ..Default::default()
+            },
+            timing: Some(timing),
+            ..RunConfig::default()
+        },
+        retention: RetentionConfig {
+            cache: CacheConfig {
+                policy: PolicyKind::Lru,
+                budget: Budget::Units(1),
+                split: Split::Global,
+                semantics: Semantics::Group,
+                dram: None,
+                seed: 0,
+            },
+            batching: Batching {
+                batch,
+                ..Batching::default()
+            },
+            target: None,
+        },
+        mechanisms: vec!["e1".into(), "e2".into()],
+        policies: vec![PolicyKind::Lru, PolicyKind::StaticPin, PolicyKind::Belady],
+    }
+}
+
+/// The largest budget whose run admits the whole batch, by trying every budget.
+fn scan(
+    spec: &PlanSpec,
+    mechanism: &str,
+    policy: PolicyKind,
+    w: &Workload,
+    bank: u64,
+) -> Option<u64> {
+    let mut best = None;
+    for units in 1..=bank {
+        let mut r = spec.retention.clone();
+        r.cache.policy = policy;
+        r.cache.budget = Budget::Units(units);
+        let cfg = RunConfig {
+            policy: mechanism.into(),
+            retention: Some(r),
+            ..spec.base.clone()
+        };
+        if let Ok(rep) = runner::run(&cfg, w) {
+            if rep.admission.as_ref().unwrap().admitted == spec.retention.batching.batch {
+                best = Some(units);
+            }
+        }
+    }
+    best
+}
+
+#[test]
+fn the_search_agrees_with_a_scan_of_every_budget() {
+    let w = workload();
+    for batch in [1, 2] {
+        let s = spec(batch);
+        let p = plan(&s, &w).unwrap();
+        assert_eq!(p.rows.len(), 6);
+        for row in &p.rows {
+            let want = scan(
+                &s,
+                &row.mechanism,
+                PolicyKind::parse(&row.evict).unwrap(),
+                &w,
+                row.units_total,
+            );
+            let got = row.fit.as_ref().map(|f| f.budget_units);
+            assert_eq!(got, want, "batch {batch} {} + {}", row.mechanism, row.evict);
+            assert!(
+                got.is_some_and(|u| u > 1 && u < row.units_total),
+                "the cap falls inside the bank: {row:?}"
+            );
+            let f = row.fit.as_ref().unwrap();
+            assert!(f.peak_mapped_mib <= p.limit_mib.unwrap() + 1e-6);
+            // e1: one 64 MiB expert per unit; e2: two per unit of 128 MiB
+            let per = if row.mechanism == "e1" { 1 } else { 2 };
+            assert_eq!(f.experts_kept, per * f.budget_units);
+            assert_eq!(f.budget_bytes, per * f.budget_units * (64 << 20));
+        }
+        // ranked by tokens/s; Belady (offline) is never the recommendation
+        let tps: Vec<f64> = p
+            .rows
+            .iter()
+            .map(|r| r.fit.as_ref().unwrap().tokens_per_s)
+            .collect();
+        assert!(tps.windows(2).all(|w| w[0] >= w[1]), "{tps:?}");
+        let rec = &p.rows[p.recommended.unwrap()];
+        assert!(!rec.bound && rec.evict != "belady");
+        assert!(p.rows[..p.recommended.unwrap()].iter().all(|r| r.bound));
+    }
+}
+
+#[test]
+fn a_configuration_that_never_fits_says_why() {
+    let w = workload();
+    let mut s = spec(1);
+    // 1200 MiB of non-expert weights leave nothing under a cap of about 1194 MiB
+    s.base.timing.as_mut().unwrap().overrides.nonexpert_mib = Some(1200.0);
+    let p = plan(&s, &w).unwrap();
+    assert!(p.recommended.is_none());
+    for r in &p.rows {
+        assert!(r.fit.is_none());
+        let why = r.does_not_fit.as_deref().unwrap();
+        assert!(why.contains("admits no sequence"), "{why}");
+        assert_eq!(r.runs, 1);
+    }
+    assert!(p
+        .recommendation()
+        .starts_with("nothing fits on `rtx4060-laptop-wddm` at batch 1"));
+    assert!(p
+        .table()
+        .contains("does not fit: the admission cap admits no sequence"));
+}
+
+#[test]
+fn the_cli_prints_the_answer_first_and_json_on_request() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            "--trace",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../traces/data/granite/prose.bin"
+            ),
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--evict",
+            "lru,static-pin",
+            "--policies",
+            "e1",
+            "--admission-cap",
+            "0.35",
+        ];
+        a.extend(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&a)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("use e1 + ") && first.contains(" of 768 experts on the GPU: "),
+        "{first}"
+    );
+    assert!(text.contains("rank mechanism + policy"), "{text}");
+    let o = run(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+    let rec = &v["rows"][v["recommended"].as_u64().unwrap() as usize];
+    assert!(rec["fit"]["budget_units"].as_u64().unwrap() < 768);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["plan"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--hw"));
+}
+
+#[test]
+fn an_admission_refusal_names_a_peak_above_the_cap() {
+    // with prefetch the replay maps more than the plan; whichever peak refused the sequence
+    // is the one named, so the message never says "maps X but the cap is Y" with X <= Y
+    let w = workload();
+    let mut s = spec(1);
+    let t = s.base.timing.as_mut().unwrap();
+    t.predictor = sim::engine::PredictorKind::Oracle;
+    t.window = 2;
+    let mut refusals = 0;
+    for units in 1..=32 {
+        let mut r = s.retention.clone();
+        r.cache.budget = Budget::Units(units);
+        let cfg = RunConfig {
+            policy: "e1".into(),
+            retention: Some(r),
+            ..s.base.clone()
+        };
+        if let Err(e) = runner::run(&cfg, &w) {
+            let n = sim::grid::does_not_fit(&e).expect("only the cap refuses");
+            assert!(n.need_mib > n.limit_mib, "{n}");
+            refusals += 1;
+        }
+    }
+    assert!(refusals > 0, "the cap refuses the larger budgets");
+}

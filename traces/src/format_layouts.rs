@@ -1,0 +1,187 @@
+//! The header layouts of each format version, as bincode stores them. They are spelled out
+//! here, apart from the in-memory [`Header`], so that the JSON form of a header (in results
+//! files) and the binary form of each version can evolve separately, and so that a trace
+//! using nothing newer is still written as version 1, byte for byte as before.
+//!
+//! Version 2 added, in the model after `expert_ffn`, the `expert_matrices` byte, and allowed
+//! MoE layers whose selections were not recorded (`experts > 0`, `top_k == 0`).
+
+use crate::model::{Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES};
+use serde::{Deserialize, Serialize};
+
+/// The model as versions 1 and 2 store it; `expert_matrices` only in version 2.
+#[derive(Serialize, Deserialize)]
+struct ModelV1 {
+    name: String,
+    revision: Option<String>,
+    layers: Vec<LayerSpec>,
+    hidden_size: Option<u32>,
+    expert_ffn: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ModelV2 {
+    name: String,
+    revision: Option<String>,
+    layers: Vec<LayerSpec>,
+    hidden_size: Option<u32>,
+    expert_ffn: Option<u32>,
+    expert_matrices: u8,
+}
+
+/// The header of version 1 (`M = ModelV1`) or 2 (`M = ModelV2`).
+#[derive(Serialize, Deserialize)]
+struct StoredHeader<M> {
+    model: M,
+    provenance: Provenance,
+    sequences: Vec<SequenceInfo>,
+    has_weights: bool,
+}
+
+/// Whether `header` needs version 2: an expert other than gate/up/down, or a MoE layer
+/// whose selections were not recorded.
+pub(crate) fn needs_v2(header: &Header) -> bool {
+    header.model.expert_matrices != GATED_EXPERT_MATRICES
+        || header.model.layers.iter().any(LayerSpec::is_unrecorded_moe)
+}
+
+fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
+    StoredHeader {
+        model,
+        provenance: header.provenance.clone(),
+        sequences: header.sequences.clone(),
+        has_weights: header.has_weights,
+    }
+}
+
+/// Encode `header` in the layout of `version` (1 or 2; 1 only when `!needs_v2(header)`).
+pub(crate) fn encode<C: bincode::config::Config>(
+    header: &Header,
+    version: u32,
+    config: C,
+) -> Result<Vec<u8>, bincode::error::EncodeError> {
+    let m = &header.model;
+    if version == 1 {
+        let model = ModelV1 {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+        };
+        bincode::serde::encode_to_vec(stored(header, model), config)
+    } else {
+        let model = ModelV2 {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+        };
+        bincode::serde::encode_to_vec(stored(header, model), config)
+    }
+}
+
+fn into_header<M>(s: StoredHeader<M>, model: ModelSpec) -> Header {
+    Header {
+        model,
+        provenance: s.provenance,
+        sequences: s.sequences,
+        has_weights: s.has_weights,
+    }
+}
+
+/// Decode a header of `version` (1 or 2); returns it and the bytes used. A version-1
+/// header means gate/up/down experts; that its layers are dense or recorded is for the
+/// caller to check.
+pub(crate) fn decode<C: bincode::config::Config>(
+    bytes: &[u8],
+    version: u32,
+    config: C,
+) -> Result<(Header, usize), bincode::error::DecodeError> {
+    if version == 1 {
+        let (s, used): (StoredHeader<ModelV1>, usize) =
+            bincode::serde::decode_from_slice(bytes, config)?;
+        let m = &s.model;
+        let model = ModelSpec {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: GATED_EXPERT_MATRICES,
+        };
+        Ok((into_header(s, model), used))
+    } else {
+        let (s, used): (StoredHeader<ModelV2>, usize) =
+            bincode::serde::decode_from_slice(bytes, config)?;
+        let m = &s.model;
+        let model = ModelSpec {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+        };
+        Ok((into_header(s, model), used))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(layers: Vec<LayerSpec>, expert_matrices: u8) -> Header {
+        let mut model = ModelSpec::uniform("m", 0, 0, 0);
+        model.layers = layers;
+        model.expert_matrices = expert_matrices;
+        Header {
+            model,
+            provenance: Provenance::default(),
+            sequences: vec![],
+            has_weights: false,
+        }
+    }
+
+    fn moe(top_k: u16) -> LayerSpec {
+        LayerSpec {
+            experts: 4,
+            top_k,
+            shared_experts: 1,
+        }
+    }
+
+    #[test]
+    fn each_version_decodes_what_it_encodes() {
+        let cfg = bincode::config::standard();
+        let h = header(vec![moe(2), LayerSpec::dense()], GATED_EXPERT_MATRICES);
+        assert!(!needs_v2(&h));
+        let v1 = encode(&h, 1, cfg).unwrap();
+        let v2 = encode(&h, 2, cfg).unwrap();
+        // version 2 stores one more byte: expert_matrices (3, one varint byte)
+        assert_eq!(v2.len(), v1.len() + 1);
+        assert_eq!(decode(&v1, 1, cfg).unwrap(), (h.clone(), v1.len()));
+        assert_eq!(decode(&v2, 2, cfg).unwrap(), (h, v2.len()));
+        let switch = header(vec![moe(1)], 2);
+        assert!(needs_v2(&switch));
+        let b = encode(&switch, 2, cfg).unwrap();
+        assert_eq!(decode(&b, 2, cfg).unwrap().0.model.expert_matrices, 2);
+    }
+
+    #[test]
+    fn version_1_refuses_an_unrecorded_layer() {
+        let h = header(vec![moe(2), moe(0)], GATED_EXPERT_MATRICES);
+        assert!(needs_v2(&h));
+        let v1 = encode(&h, 1, bincode::config::standard()).unwrap();
+        let e = crate::format::decode_header(&v1, 1, "t.bin").unwrap_err();
+        assert!(
+            e.to_string().contains("layer 1 has 4 experts but top-k 0"),
+            "{e}"
+        );
+        let v2 = encode(&h, 2, bincode::config::standard()).unwrap();
+        let back = crate::format::decode_header(&v2, 2, "t.bin").unwrap();
+        assert!(back.model.layers[1].is_unrecorded_moe());
+    }
+}
