@@ -947,8 +947,9 @@ impl Kernels {
     }
 
     /// A plain streaming read of the `shape.bytes` at device address `ptr` (16-byte aligned)
-    /// launched in `shape`: the same grid, block and dynamic shared memory, and a programmatic
-    /// dependent launch where `shape` is one (on sm_90+). What a launch of that shape takes
+    /// launched in `shape`: the same grid, block and dynamic shared memory, a programmatic
+    /// dependent launch where `shape` is one (on sm_90+), letting the next one start at once
+    /// where `shape` does ([`LaunchShape::allows_dependents`]). What a launch of that shape takes
     /// to read that many contiguous bytes and do nothing else: the ceiling an expert launch of
     /// [`Kernels::weight_launch_shapes`] is held against. Errors for a misaligned window, an
     /// empty grid, a grid taller than 65535, a block of 0 or more than 1024 threads, or more
@@ -981,9 +982,11 @@ impl Kernels {
             )));
         }
         let n = shape.bytes / 16;
+        let allow = u32::from(shape.allows_dependents);
         if shape.programmatic && self.compute_capability.0 >= 9 {
-            let args = [ptr, n, sink.device_ptr(stream).0];
-            // SAFETY: the argument list of stream_read_grid (buf, n, sink); the caller owns the
+            let args = [ptr, n, sink.device_ptr(stream).0, allow as u64];
+            // SAFETY: the argument list of stream_read_grid (buf, n, sink, allow_dependents:
+            // a 32-bit parameter, the low bytes of its u64); the caller owns the
             // n 16-byte words at `ptr` on this context's device, `sink` holds one u32, and the
             // shared memory fits the opted-in limit (checked above).
             unsafe {
@@ -1004,7 +1007,7 @@ impl Kernels {
             shared_mem_bytes: shape.shared_bytes,
         };
         let mut b = stream.launch_builder(&self.stream_read_grid);
-        b.arg(&ptr).arg(&n).arg(sink);
+        b.arg(&ptr).arg(&n).arg(sink).arg(&allow);
         // SAFETY: as above, through an ordinary launch.
         unsafe { b.launch(cfg) }?;
         Ok(())

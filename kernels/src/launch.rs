@@ -524,6 +524,10 @@ pub struct LaunchShape {
     /// one is programmatic (pre-passes included), so back-to-back reads overlap as the kernel's
     /// layers do and no more.
     pub programmatic: bool,
+    /// The launch lets a programmatic launch after it start at once
+    /// (`griddepcontrol.launch_dependents` at its start, as the persistent kernel does), not
+    /// only when its last block exits (the two-launch kernels' weight launches).
+    pub allows_dependents: bool,
 }
 
 /// How a layer's weight launches are laid out (the activation pre-passes, which read no expert
@@ -532,7 +536,7 @@ pub struct LaunchShape {
 pub enum LayerLaunches {
     /// One persistent launch ([`DotStaging::PersistentBulk`]) of `blocks` blocks of `block`
     /// threads with `shared_bytes` of dynamic shared memory; it and its gate+up pre-pass are
-    /// programmatic launches.
+    /// programmatic launches, and it lets the next layer's launches start at its own start.
     Persistent {
         blocks: u32,
         block: u32,
@@ -541,7 +545,7 @@ pub enum LayerLaunches {
     /// A gate+up launch, then a down launch, of `blocks[phase]` x `items` blocks of `block`
     /// threads with `shared_bytes[phase]` each. The gate+up launch (or its pre-pass) is a plain
     /// launch; the down launch is programmatic (with its pre-pass, if any) when
-    /// `programmatic_down`.
+    /// `programmatic_down`. Neither lets a launch after it start before its last block exits.
     TwoPhase {
         blocks: [u32; 2],
         shared_bytes: [u32; 2],
@@ -572,6 +576,7 @@ pub fn weight_launch_shapes(
             shared_bytes,
             bytes: d * geom.expert_bytes() as u64,
             programmatic: true,
+            allows_dependents: true,
         }],
         LayerLaunches::TwoPhase {
             blocks,
@@ -588,6 +593,7 @@ pub fn weight_launch_shapes(
                 shared_bytes: shared_bytes[phase],
                 bytes: d * bytes as u64,
                 programmatic: phase == 1 && programmatic_down,
+                allows_dependents: false,
             })
             .collect(),
     }

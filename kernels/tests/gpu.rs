@@ -189,8 +189,8 @@ fn layers_back_to_back_match_reference() {
 }
 
 /// The shaped plain read reads each 16-byte word of its window once, on a two-dimensional grid
-/// and on the persistent kernel's shape (programmatic, 64 KiB of shared memory, above the 48
-/// KiB default): a buffer of zeros with `stream_read_grid`'s store trigger (`0x9E3779B9`, the
+/// and on the persistent kernel's shape (programmatic, letting dependents start, 64 KiB of
+/// shared memory, above the 48 KiB default): a buffer of zeros with `stream_read_grid`'s store trigger (`0x9E3779B9`, the
 /// XOR of one thread's words) in one word sets the sink exactly when the window holds that
 /// word. Words at the start, in a whole batch, and in the ragged tail; windows that end just
 /// before it leave the sink alone.
@@ -223,6 +223,7 @@ fn shaped_read_reads_every_word_of_its_window() {
                     shared_bytes,
                     bytes: 16 * len as u64,
                     programmatic,
+                    allows_dependents: programmatic,
                 };
                 k.launch_stream_read_shaped(&stream, ptr, &shape, &mut sink)
                     .unwrap();
@@ -238,6 +239,7 @@ fn shaped_read_reads_every_word_of_its_window() {
                 shared_bytes,
                 bytes: 16,
                 programmatic,
+                allows_dependents: programmatic,
             };
             let mut sink = stream.alloc_zeros::<u32>(1).unwrap();
             assert!(k
@@ -301,11 +303,12 @@ fn prepared_layers_give_their_launch_shapes() {
         if persistent {
             assert_eq!(shapes.len(), 1, "{}", l.kernel_name());
             assert_eq!((shapes[0].grid, shapes[0].block), ((sms, 1), FUSED_THREADS));
-            assert!(shapes[0].programmatic);
+            assert!(shapes[0].programmatic && shapes[0].allows_dependents);
         } else {
             assert_eq!(shapes.len(), 2, "{h}x{f} {variant:?}: {}", l.kernel_name());
             assert!(shapes.iter().all(|s| s.grid.1 == l.items));
             assert!(!shapes[0].programmatic);
+            assert!(shapes.iter().all(|s| !s.allows_dependents));
         }
         let window = stream.alloc_zeros::<u8>(total as usize).unwrap();
         let mut at = window.device_ptr(&stream).0;

@@ -382,7 +382,8 @@ fn phase_bytes_match_hand_computation() {
 
 /// The 60-slot layer of 2560x640 on the persistent kernel (its plan on 132 multiprocessors:
 /// `fused_plan_matches_hand_computation`) is one programmatic launch of 132 blocks of 320
-/// threads reading each of its 60 experts once: 60 x 2611200 = 156672000 B.
+/// threads reading each of its 60 experts once: 60 x 2611200 = 156672000 B; it lets the next
+/// layer's launches start at its own start.
 #[test]
 fn persistent_layer_is_one_launch_of_its_distinct_bytes() {
     use kernels::launch::{weight_launch_shapes, LaunchShape, LayerLaunches, FUSED_THREADS};
@@ -399,6 +400,7 @@ fn persistent_layer_is_one_launch_of_its_distinct_bytes() {
         shared_bytes: 147840,
         bytes: 156_672_000,
         programmatic: true,
+        allows_dependents: true,
     };
     assert_eq!(weight_launch_shapes(g, 60, layer), vec![want]);
 }
@@ -448,6 +450,7 @@ fn two_launch_layer_reads_each_phase_of_its_distinct_experts() {
         shared_bytes,
         bytes,
         programmatic,
+        allows_dependents: false,
     };
     assert_eq!(
         s,
@@ -465,7 +468,9 @@ fn two_launch_layer_reads_each_phase_of_its_distinct_experts() {
     };
     let s6 = weight_launch_shapes(g, 6, plain);
     assert_eq!(s6.iter().map(|s| s.bytes).sum::<u64>(), 6 * 2506752);
-    assert!(s6.iter().all(|s| !s.programmatic && s.grid.1 == 8));
+    assert!(s6
+        .iter()
+        .all(|s| !s.programmatic && !s.allows_dependents && s.grid.1 == 8));
 }
 
 /// Every launch's bytes are whole 16-byte words (the shaped read's unit) for geometries at the

@@ -531,13 +531,14 @@ extern "C" __global__ void stream_read(const uint4* __restrict__ buf, unsigned l
 // launch shape (`Kernels::launch_stream_read_shaped`). Block (x, y) takes the linear index
 // y * gridDim.x + x, so a two-dimensional grid reads each of the n 16-byte words once; each
 // thread issues SHAPED_READ_LOADS coalesced loads (one word per grid-wide stride) before it uses
-// any. On sm_90+ it lets a programmatic dependent launch start at once, as the persistent
-// expert kernel does at its start (it waits for nothing itself: it reads no earlier grid's
-// results).
+// any. With `allow_dependents` (sm_90+) it lets a programmatic dependent launch start at once,
+// as the persistent expert kernel does at its start; without, the next one starts when its last
+// block exits, as after the two-launch kernels. It waits for nothing itself: it reads no
+// earlier grid's results.
 extern "C" __global__ void stream_read_grid(const uint4* __restrict__ buf, unsigned long long n,
-                                            unsigned int* sink) {
+                                            unsigned int* sink, unsigned int allow_dependents) {
 #if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (allow_dependents) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     const unsigned long long block = (unsigned long long)blockIdx.y * gridDim.x + blockIdx.x;
     const unsigned long long threads = (unsigned long long)gridDim.x * gridDim.y * blockDim.x;

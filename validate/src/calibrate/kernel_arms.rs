@@ -382,6 +382,8 @@ pub struct ReadLaunch {
     pub bytes: u64,
     /// A programmatic dependent launch.
     pub programmatic: bool,
+    /// It lets a programmatic launch after it start at once.
+    pub allows_dependents: bool,
 }
 
 impl From<LaunchShape> for ReadLaunch {
@@ -393,6 +395,7 @@ impl From<LaunchShape> for ReadLaunch {
             shared_bytes: s.shared_bytes,
             bytes: s.bytes,
             programmatic: s.programmatic,
+            allows_dependents: s.allows_dependents,
         }
     }
 }
@@ -1101,6 +1104,7 @@ mod tests {
                 shared_bytes: 147_840,
                 bytes: 156_672_000,
                 programmatic: true,
+                allows_dependents: true,
             }],
             bytes: 156_672_000,
             kernel_alone_us: summary_of(&ka),
@@ -1130,6 +1134,7 @@ mod tests {
                 shared_bytes: 4608,
                 bytes: 13_369_344,
                 programmatic: false,
+                allows_dependents: false,
             },
             ReadLaunch {
                 grid_x: 32,
@@ -1138,6 +1143,7 @@ mod tests {
                 shared_bytes: 1728,
                 bytes: 6_684_672,
                 programmatic: true,
+                allows_dependents: false,
             },
         ];
         assert!(shaped_read_line(&two)
