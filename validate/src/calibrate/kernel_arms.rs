@@ -327,6 +327,12 @@ pub const SHAPED_READ_TARGET: f64 = 0.9;
 /// design choice), so no read finds its window in the L2.
 const READ_RING_BYTES: u64 = 256 * MIB;
 
+/// Bytes read (untimed) before each repetition of the same-shape arms: 2.5 times the H200's 50
+/// MB L2 (a design choice), so the repetition's first layer finds none of the experts or
+/// windows the previous one read last (8 layers of 8 Qwen3 experts, 160 MB, are only 3 times
+/// the L2, and the next repetition draws from the same 72 experts).
+const L2_FLUSH_BYTES: u64 = 128 * MIB;
+
 /// The default expert kernel against a plain read of the same bytes in the same launch shape
 /// ([`measure_shaped_reads`]), on one layer, timed alone and [`CHAIN_LAYERS`] back to back.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -430,7 +436,8 @@ pub(super) fn measure_shaped_reads(
 }
 
 /// One layer of [`SHAPED_READ_LAYERS`]: every repetition draws [`CHAIN_LAYERS`] layers of fresh
-/// experts from a bank of random ones (`kernels::reference::random_bank`) and times, interleaved
+/// experts from a bank of random ones (`kernels::reference::random_bank`), reads
+/// [`L2_FLUSH_BYTES`] untimed, and times, interleaved
 /// ([`time_layers`]), each layer's kernel and its plain read alone, then the layers' kernels and
 /// their reads back to back. The read of a layer is [`Kernels::launch_stream_read_shaped`] of
 /// each of the layer's weight launches ([`Kernels::weight_launch_shapes`]) over consecutive
@@ -470,6 +477,7 @@ fn measure_shaped_read(
         ids.shuffle(rng);
         let mut it = ids.into_iter().take(CHAIN_LAYERS * slots);
         let mut launches = prepare_layers(stream, k, g, bank_at, &mut it, &slot_token, &x)?;
+        ring.flush_l2(stream, k)?;
         let t = time_layers(
             ctx,
             stream,
@@ -528,9 +536,10 @@ fn prepare_layers(
 }
 
 /// Windows of one layer's read bytes in a buffer of at least [`READ_RING_BYTES`] (2 windows at
-/// least), handed out in turn, and the reads' sink.
+/// least), handed out in turn; a buffer of [`L2_FLUSH_BYTES`] apart; and the reads' sink.
 struct ReadRing {
     _buf: CudaSlice<u8>,
+    flush: CudaSlice<u8>,
     base: u64,
     stride: u64,
     windows: u64,
@@ -548,12 +557,21 @@ impl ReadRing {
         let base = buf.device_ptr(stream).0;
         Ok(ReadRing {
             _buf: buf,
+            flush: stream
+                .alloc_zeros::<u8>(L2_FLUSH_BYTES as usize)
+                .during("L2 flush buffer")?,
             base,
             stride,
             windows,
             next: 0,
             sink: stream.alloc_zeros::<u32>(1).during("sink")?,
         })
+    }
+
+    /// Enqueues a streaming read of the flush buffer (the reference read, untimed): afterwards
+    /// the L2 holds none of the experts or windows read before.
+    fn flush_l2(&mut self, stream: &Arc<CudaStream>, k: &Kernels) -> Result<(), CalibrateError> {
+        Ok(k.launch_stream_read(stream, &self.flush, &mut self.sink)?)
     }
 
     /// The device address of the next window.
