@@ -79,6 +79,14 @@ impl ExpertGeometry {
     pub fn down_scale_offset(&self) -> usize {
         self.gate_up_scale_offset() + self.gate_up_scale_bytes()
     }
+    /// Bytes of one expert that a layer's gate+up launch reads: its gate+up weights and scales.
+    pub fn gate_up_bytes(&self) -> usize {
+        self.gate_up_weight_bytes() + self.gate_up_scale_bytes()
+    }
+    /// Bytes of one expert that a layer's down launch reads: its down weights and scales.
+    pub fn down_bytes(&self) -> usize {
+        self.down_weight_bytes() + self.down_scale_bytes()
+    }
     /// Bytes one expert occupies (weights and scales): what a kernel reads per expert.
     pub fn expert_bytes(&self) -> usize {
         self.down_scale_offset() + self.down_scale_bytes()

@@ -3,9 +3,9 @@
 use crate::geometry::ExpertGeometry;
 use crate::launch::{
     dot_activation_bytes, fused_plan, lanes_per_row, rows_per_block, tc_rows_per_block,
-    tensor_core_group, warps_per_tile, DotStaging, FusedPlan, BLOCK_THREADS, DEFAULT_DOT_KERNEL,
-    DOT_FALLBACK_KERNEL, DOT_KERNELS, FUSED_FALLBACK_KERNEL, FUSED_THREADS, PER_SLOT_ROWS,
-    TC_K_BLOCK, TC_WARPS, UNION_ROWS,
+    tensor_core_group, warps_per_tile, weight_launch_shapes, DotStaging, FusedPlan, LaunchShape,
+    LayerLaunches, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS,
+    FUSED_FALLBACK_KERNEL, FUSED_THREADS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
@@ -109,6 +109,8 @@ pub struct Kernels {
     prep_tc: CudaFunction,
     page_touch: CudaFunction,
     stream_read: CudaFunction,
+    /// `stream_read_grid`: the plain read of an expert launch's shape.
+    stream_read_grid: CudaFunction,
     empty: CudaFunction,
     spin: CudaFunction,
     /// The functions of [`DOT_KERNELS`], in order (empty when [`DOT_SOURCE`] failed to compile).
@@ -145,7 +147,9 @@ impl Kernels {
         // Opt in once to the device's whole per-block shared memory, so launches prepared with
         // different slot counts never race on the attribute. (The tensor-core kernel has only
         // static shared memory: opting it in would exceed the limit by that amount.)
-        for f in [&moe_t1, &moe_t8] {
+        // The shaped read takes the shared memory of the launch it copies.
+        let stream_read_grid = module.load_function("stream_read_grid")?;
+        for f in [&moe_t1, &moe_t8, &stream_read_grid] {
             f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_shared_bytes as i32,
@@ -191,6 +195,7 @@ impl Kernels {
             prep_tc: module.load_function("moe_prep_tc")?,
             page_touch: module.load_function("page_touch")?,
             stream_read: module.load_function("stream_read")?,
+            stream_read_grid,
             empty: module.load_function("empty_kernel")?,
             spin: module.load_function("spin_wait")?,
             _module: module,
@@ -282,6 +287,7 @@ impl Kernels {
         let quantized = prepass_scratch(stream, geom, path, tokens, slots)?;
         let fused = fused_launch(stream, geom, path, fused, &list, slot_token)?;
         Ok(MoeLaunch {
+            distinct: distinct_experts(expert_ptrs),
             fused,
             quantized,
             geom,
@@ -610,14 +616,7 @@ impl Kernels {
         };
         let (rows, k, group) = (rows as u32, k as u32, g.group as u32);
         let (woff, soff) = (woff as u64, soff as u64);
-        // Programmatic dependent launches (sm_90+): every launch of the layer
-        // after its first.
-        let programmatic = match launch.path {
-            KernelPath::PerSlotDot { kernel } => {
-                DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
-            }
-            _ => false,
-        };
+        let programmatic = self.programmatic(launch.path);
         self.launch_prepass(stream, launch, pi, k, mode, programmatic)?;
         if programmatic && (pi == 1 || launch.quantized.is_some()) {
             let (input, output) = match (launch.quantized.as_ref(), mode) {
@@ -675,6 +674,17 @@ impl Kernels {
         // supplied by the caller as an expert of `g.expert_bytes()` bytes; buffers are sized above.
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+
+    /// True when the layer launches of `path` after the layer's first are programmatic
+    /// dependent launches: dot kernels whose staging allows it, on sm_90+.
+    fn programmatic(&self, path: KernelPath) -> bool {
+        match path {
+            KernelPath::PerSlotDot { kernel } => {
+                DOT_KERNELS[kernel].staging.programmatic() && self.compute_capability.0 >= 9
+            }
+            _ => false,
+        }
     }
 
     /// The activation pre-pass of phase `pi` (one block per token for gate+up, per slot for
@@ -911,6 +921,98 @@ impl Kernels {
         Ok(())
     }
 
+    /// The weight launches `launch` enqueues, in launch order, as [`LaunchShape`]s (see
+    /// [`weight_launch_shapes`]): the persistent launch of a [`DotStaging::PersistentBulk`]
+    /// layer, else its gate+up and its down launch. The activation pre-passes, which read no
+    /// expert bytes, are left out.
+    pub fn weight_launch_shapes(&self, launch: &MoeLaunch) -> Vec<LaunchShape> {
+        let layer = match &launch.fused {
+            Some(f) => LayerLaunches::Persistent {
+                blocks: f.plan.blocks,
+                block: FUSED_THREADS,
+                shared_bytes: f.plan.shared_bytes,
+            },
+            None => LayerLaunches::TwoPhase {
+                blocks: launch.phases.map(|p| p.blocks),
+                shared_bytes: launch.phases.map(|p| p.shared_bytes),
+                items: launch.items,
+                block: match launch.path {
+                    KernelPath::TensorCore => TC_WARPS * 32,
+                    _ => BLOCK_THREADS,
+                },
+                programmatic_down: self.programmatic(launch.path),
+            },
+        };
+        weight_launch_shapes(launch.geom, launch.distinct, layer)
+    }
+
+    /// A plain streaming read of the `shape.bytes` at device address `ptr` (16-byte aligned)
+    /// launched in `shape`: the same grid, block and dynamic shared memory, a programmatic
+    /// dependent launch where `shape` is one (on sm_90+), letting the next one start at once
+    /// where `shape` does ([`LaunchShape::allows_dependents`]). What a launch of that shape takes
+    /// to read that many contiguous bytes and do nothing else: the ceiling an expert launch of
+    /// [`Kernels::weight_launch_shapes`] is held against. Errors for a misaligned window, an
+    /// empty grid, a grid taller than 65535, a block of 0 or more than 1024 threads, or more
+    /// shared memory than a block of this GPU can have.
+    pub fn launch_stream_read_shaped(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        shape: &LaunchShape,
+        sink: &mut CudaSlice<u32>,
+    ) -> Result<(), KernelError> {
+        let (gx, gy) = shape.grid;
+        if !ptr.is_multiple_of(16) || !shape.bytes.is_multiple_of(16) {
+            return Err(KernelError::Invalid(format!(
+                "shaped read of {} B at {ptr:#x}: address and size must be multiples of 16",
+                shape.bytes
+            )));
+        }
+        if gx == 0 || gy == 0 || gy > 65535 || !(1..=1024).contains(&shape.block) {
+            return Err(KernelError::Invalid(format!(
+                "shaped read on a grid of {gx}x{gy} blocks of {} threads: the grid needs 1..=65535 \
+                 rows and at least one column, a block 1..=1024 threads",
+                shape.block
+            )));
+        }
+        if shape.shared_bytes as usize > self.max_shared_bytes {
+            return Err(KernelError::Invalid(format!(
+                "shaped read with {} B of shared memory per block: this GPU allows {} B",
+                shape.shared_bytes, self.max_shared_bytes
+            )));
+        }
+        let n = shape.bytes / 16;
+        let allow = u32::from(shape.allows_dependents);
+        if shape.programmatic && self.compute_capability.0 >= 9 {
+            let args = [ptr, n, sink.device_ptr(stream).0, allow as u64];
+            // SAFETY: the argument list of stream_read_grid (buf, n, sink, allow_dependents:
+            // a 32-bit parameter, the low bytes of its u64); the caller owns the
+            // n 16-byte words at `ptr` on this context's device, `sink` holds one u32, and the
+            // shared memory fits the opted-in limit (checked above).
+            unsafe {
+                launch_programmatic(
+                    stream,
+                    &self.stream_read_grid,
+                    shape.grid,
+                    shape.block,
+                    shape.shared_bytes,
+                    &args,
+                )?;
+            }
+            return Ok(());
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (shape.block, 1, 1),
+            shared_mem_bytes: shape.shared_bytes,
+        };
+        let mut b = stream.launch_builder(&self.stream_read_grid);
+        b.arg(&ptr).arg(&n).arg(sink).arg(&allow);
+        // SAFETY: as above, through an ordinary launch.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
     /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds of the GPU's global timer.
     /// Enqueue it before a CUDA event that starts a measurement: the work enqueued after the
     /// event then starts on a busy queue, so the events time the GPU, not the host's launch latency.
@@ -1037,6 +1139,14 @@ fn check_moe_inputs(
         )));
     }
     Ok(tokens)
+}
+
+/// Distinct addresses among `expert_ptrs`.
+fn distinct_experts(expert_ptrs: &[u64]) -> usize {
+    let mut p = expert_ptrs.to_vec();
+    p.sort_unstable();
+    p.dedup();
+    p.len()
 }
 
 /// Shared-memory bytes of one staged activation row of `k` values on `path`.
@@ -1178,6 +1288,8 @@ pub struct MoeLaunch {
     /// The kernel both launches run.
     pub path: KernelPath,
     maxt: usize,
+    /// Distinct expert pointers among the slots.
+    distinct: usize,
     work: CudaSlice<u32>,
     slot_list: CudaSlice<u32>,
     slot_token: CudaSlice<u32>,
@@ -1203,6 +1315,12 @@ impl MoeLaunch {
             KernelPath::UnionF32 => "moe_matvec_t8",
             KernelPath::TensorCore => "moe_matvec_tc",
         }
+    }
+
+    /// Distinct experts among the launch's slots (each one's bytes are read from memory at
+    /// least once).
+    pub fn distinct_experts(&self) -> usize {
+        self.distinct
     }
 
     /// Expert weight bytes the launch reads from memory at least once per item

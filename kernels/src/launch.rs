@@ -7,6 +7,11 @@
 //! large `P` means many short ones. [`lanes_per_row`] takes the smallest `P` that still gives
 //! every multiprocessor [`BLOCKS_PER_MULTIPROCESSOR`] blocks, so the weight stream has enough
 //! loads in flight and the last wave of blocks is short.
+//!
+//! [`weight_launch_shapes`] gives a layer's weight launches as [`LaunchShape`]s (grid, block,
+//! shared memory, distinct expert bytes): the shape a plain read of the same bytes copies.
+
+use crate::geometry::ExpertGeometry;
 
 /// Threads per block of the expert kernels (`BLOCK` in `cuda/moe.cu`).
 pub const BLOCK_THREADS: u32 = 256;
@@ -494,6 +499,104 @@ pub fn fused_plan(
         shared_bytes: u32::try_from(shared).ok()?,
         blocks: multiprocessors,
     })
+}
+
+/// One weight launch of a layer as a plain read reproduces it: the grid, block and dynamic
+/// shared memory of the expert kernel's launch, the distinct expert bytes that launch reads, and
+/// whether it is a programmatic dependent launch. [`crate::Kernels::weight_launch_shapes`] gives
+/// a prepared launch's; [`crate::Kernels::launch_stream_read_shaped`] reads that many bytes in
+/// that shape, the ceiling the kernel is held against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Blocks along x and y (y: the work items of a two-launch layer; 1 for a persistent one).
+    pub grid: (u32, u32),
+    /// Threads per block.
+    pub block: u32,
+    /// Dynamic shared memory per block, bytes: a read launched with as much keeps no more
+    /// blocks resident per multiprocessor than shared memory lets the kernel keep (registers
+    /// may still let the read keep more).
+    pub shared_bytes: u32,
+    /// Weight and scale bytes of the launch's distinct experts, each counted once (a multiple
+    /// of 16 for any [`ExpertGeometry`]).
+    pub bytes: u64,
+    /// A programmatic dependent launch (sm_90+): it may start while the grid before it drains.
+    /// True where every launch the kernel enqueues between its previous weight launch and this
+    /// one is programmatic (pre-passes included), so back-to-back reads overlap as the kernel's
+    /// layers do and no more.
+    pub programmatic: bool,
+    /// The launch lets a programmatic launch after it start at once
+    /// (`griddepcontrol.launch_dependents` at its start, as the persistent kernel does), not
+    /// only when its last block exits (the two-launch kernels' weight launches).
+    pub allows_dependents: bool,
+}
+
+/// How a layer's weight launches are laid out (the activation pre-passes, which read no expert
+/// bytes, are left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerLaunches {
+    /// One persistent launch ([`DotStaging::PersistentBulk`]) of `blocks` blocks of `block`
+    /// threads with `shared_bytes` of dynamic shared memory; it and its gate+up pre-pass are
+    /// programmatic launches, and it lets the next layer's launches start at its own start.
+    Persistent {
+        blocks: u32,
+        block: u32,
+        shared_bytes: u32,
+    },
+    /// A gate+up launch, then a down launch, of `blocks[phase]` x `items` blocks of `block`
+    /// threads with `shared_bytes[phase]` each. The gate+up launch (or its pre-pass) is a plain
+    /// launch; the down launch is programmatic (with its pre-pass, if any) when
+    /// `programmatic_down`. Neither lets a launch after it start before its last block exits.
+    TwoPhase {
+        blocks: [u32; 2],
+        shared_bytes: [u32; 2],
+        items: u32,
+        block: u32,
+        programmatic_down: bool,
+    },
+}
+
+/// The weight launches of a layer laid out as `layer` whose work items name `distinct` distinct
+/// experts of geometry `geom`: one [`LaunchShape`] per launch, in launch order. A persistent
+/// launch reads whole experts; a gate+up launch their [`ExpertGeometry::gate_up_bytes`], a down
+/// launch their [`ExpertGeometry::down_bytes`].
+pub fn weight_launch_shapes(
+    geom: ExpertGeometry,
+    distinct: usize,
+    layer: LayerLaunches,
+) -> Vec<LaunchShape> {
+    let d = distinct as u64;
+    match layer {
+        LayerLaunches::Persistent {
+            blocks,
+            block,
+            shared_bytes,
+        } => vec![LaunchShape {
+            grid: (blocks, 1),
+            block,
+            shared_bytes,
+            bytes: d * geom.expert_bytes() as u64,
+            programmatic: true,
+            allows_dependents: true,
+        }],
+        LayerLaunches::TwoPhase {
+            blocks,
+            shared_bytes,
+            items,
+            block,
+            programmatic_down,
+        } => [geom.gate_up_bytes(), geom.down_bytes()]
+            .into_iter()
+            .enumerate()
+            .map(|(phase, bytes)| LaunchShape {
+                grid: (blocks[phase], items),
+                block,
+                shared_bytes: shared_bytes[phase],
+                bytes: d * bytes as u64,
+                programmatic: phase == 1 && programmatic_down,
+                allows_dependents: false,
+            })
+            .collect(),
+    }
 }
 
 /// Output rows per row group of the union kernel (`R` of `moe_matvec_t8` in `cuda/moe.cu`).

@@ -2,7 +2,8 @@
 //! NVRTC, with launch wrappers and CPU reference implementations.
 //!
 //! Owned here: the int4 expert layout ([`geometry`]), the CUDA C sources (`src/cuda/moe.cu`:
-//! f32 and tensor-core union kernels, page touch, streaming read; `src/cuda/moe_dot.cu`: the
+//! f32 and tensor-core union kernels, page touch, streaming reads (plain, and in an expert
+//! launch's shape: [`Kernels::launch_stream_read_shaped`]); `src/cuda/moe_dot.cu`: the
 //! per-slot integer-dot kernels listed in [`launch::DOT_KERNELS`], with their activation
 //! pre-passes), the per-slot and union work lists ([`worklist`]), the launch geometry
 //! ([`launch`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
@@ -27,4 +28,5 @@ pub use gpu::{
     check_cuda_libraries, open_device, KernelError, KernelPath, Kernels, MoeLaunch, PerSlotKernel,
     PhaseLaunch,
 };
+pub use launch::{LaunchShape, LayerLaunches};
 pub use worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};

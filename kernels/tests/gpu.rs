@@ -187,3 +187,136 @@ fn layers_back_to_back_match_reference() {
         }
     }
 }
+
+/// The shaped plain read reads each 16-byte word of its window once, on a two-dimensional grid
+/// and on the persistent kernel's shape (programmatic, letting dependents start, 64 KiB of
+/// shared memory, above the 48 KiB default): a buffer of zeros with `stream_read_grid`'s store trigger (`0x9E3779B9`, the
+/// XOR of one thread's words) in one word sets the sink exactly when the window holds that
+/// word. Words at the start, in a whole batch, and in the ragged tail; windows that end just
+/// before it leave the sink alone.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn shaped_read_reads_every_word_of_its_window() {
+    use kernels::LaunchShape;
+    const TRIGGER: u32 = 0x9E37_79B9;
+    let ctx = open_device(0).expect("device");
+    let k = Kernels::load(&ctx).expect("compile");
+    let stream = ctx.default_stream();
+    let words = 50_000usize;
+    // (grid, block, shared bytes, programmatic): 2016 threads (one batch of 16 x 2016 words,
+    // then the tail) and 640 (four batches, then the tail).
+    let shapes = [
+        ((3u32, 7u32), 96u32, 0u32, false),
+        ((2, 1), 320, 64 * 1024, true),
+    ];
+    for (grid, block, shared_bytes, programmatic) in shapes {
+        for at in [0, 1234, 40_000, words - 1] {
+            let mut host = vec![0u32; 4 * words];
+            host[4 * at + 2] = TRIGGER;
+            let buf = stream.clone_htod(&host).unwrap();
+            let ptr = buf.device_ptr(&stream).0;
+            for (len, want) in [(words, TRIGGER), (at, 0)] {
+                let mut sink = stream.alloc_zeros::<u32>(1).unwrap();
+                let shape = LaunchShape {
+                    grid,
+                    block,
+                    shared_bytes,
+                    bytes: 16 * len as u64,
+                    programmatic,
+                    allows_dependents: programmatic,
+                };
+                k.launch_stream_read_shaped(&stream, ptr, &shape, &mut sink)
+                    .unwrap();
+                let got = stream.clone_dtoh(&sink).unwrap()[0];
+                assert_eq!(
+                    got, want,
+                    "{grid:?} x {block}: word {at} in a window of {len}"
+                );
+            }
+            let odd = LaunchShape {
+                grid,
+                block,
+                shared_bytes,
+                bytes: 16,
+                programmatic,
+                allows_dependents: programmatic,
+            };
+            let mut sink = stream.alloc_zeros::<u32>(1).unwrap();
+            assert!(k
+                .launch_stream_read_shaped(&stream, ptr + 8, &odd, &mut sink)
+                .is_err());
+        }
+    }
+}
+
+/// The launch shapes of prepared layers: the 60-slot 2560x640 layer (one persistent launch of
+/// one block per multiprocessor from compute capability 9.0, else the two launches of its
+/// fallback) and the Qwen3-30B-A3B batch-1 layer (two launches of 8 work items); their bytes
+/// are the distinct experts' (60 named by 60 slots; 8 named by 8, and 2 named by 8 slots of the
+/// union variant). Each shape's read then runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn prepared_layers_give_their_launch_shapes() {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    use kernels::launch::FUSED_THREADS;
+    use kernels::ExpertGeometry;
+    let ctx = open_device(0).expect("device");
+    let k = Kernels::load(&ctx).expect("compile");
+    assert_eq!(k.dot_error(), None, "the dot kernels did not load");
+    let stream = ctx.default_stream();
+    let (major, _) = ctx.compute_capability().unwrap();
+    let sms = ctx
+        .attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .unwrap() as u32;
+    let mut sink = stream.alloc_zeros::<u32>(1).unwrap();
+    // (hidden, ffn, tokens, experts named by the slots in order, variant)
+    let layers: [(usize, usize, usize, Vec<usize>, Variant); 3] = [
+        (2560, 640, 6, (0..60).collect(), Variant::PerSlot),
+        (2048, 768, 1, (0..8).collect(), Variant::PerSlot),
+        (2048, 768, 1, vec![0, 1, 0, 1, 0, 1, 0, 1], Variant::Union),
+    ];
+    for (h, f, tokens, sel, variant) in layers {
+        let g = ExpertGeometry::new(h, f, 128).unwrap();
+        let bank = stream.alloc_zeros::<u8>(60 * g.expert_stride()).unwrap();
+        let base = bank.device_ptr(&stream).0;
+        let ptrs: Vec<u64> = sel
+            .iter()
+            .map(|&e| base + (e * g.expert_stride()) as u64)
+            .collect();
+        let slot_token: Vec<u32> = (0..sel.len())
+            .map(|s| (s * tokens / sel.len()) as u32)
+            .collect();
+        let x = vec![0.01f32; tokens * h];
+        let l = k
+            .prepare_moe(&stream, g, variant, &ptrs, &slot_token, &x)
+            .unwrap();
+        let shapes = k.weight_launch_shapes(&l);
+        let distinct = if variant == Variant::Union {
+            2
+        } else {
+            sel.len()
+        };
+        assert_eq!(l.distinct_experts(), distinct);
+        let total: u64 = shapes.iter().map(|s| s.bytes).sum();
+        assert_eq!(total, (distinct * g.expert_bytes()) as u64, "{h}x{f}");
+        let persistent = h == 2560 && major >= 9;
+        if persistent {
+            assert_eq!(shapes.len(), 1, "{}", l.kernel_name());
+            assert_eq!((shapes[0].grid, shapes[0].block), ((sms, 1), FUSED_THREADS));
+            assert!(shapes[0].programmatic && shapes[0].allows_dependents);
+        } else {
+            assert_eq!(shapes.len(), 2, "{h}x{f} {variant:?}: {}", l.kernel_name());
+            assert!(shapes.iter().all(|s| s.grid.1 == l.items));
+            assert!(!shapes[0].programmatic);
+            assert!(shapes.iter().all(|s| !s.allows_dependents));
+        }
+        let window = stream.alloc_zeros::<u8>(total as usize).unwrap();
+        let mut at = window.device_ptr(&stream).0;
+        for s in &shapes {
+            k.launch_stream_read_shaped(&stream, at, s, &mut sink)
+                .unwrap();
+            at += s.bytes;
+        }
+        stream.synchronize().unwrap();
+    }
+}

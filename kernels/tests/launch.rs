@@ -365,3 +365,136 @@ fn persistent_kernel_partners_as_its_fallback_does() {
         assert_eq!(mine, theirs, "{rows} x {chunks}, {items} items");
     }
 }
+
+/// Bytes of one expert by phase, by hand. 2560x640, group 128: gate+up weights 1280 x 1280 =
+/// 1638400 and scales 1280 x 20 x 4 = 102400; down 2560 x 320 = 819200 and 2560 x 5 x 4 = 51200.
+/// 2048x768 (Qwen3-30B-A3B), group 128: gate+up 1536 x 1024 = 1572864 and 1536 x 16 x 4 =
+/// 98304; down 2048 x 384 = 786432 and 2048 x 6 x 4 = 49152.
+#[test]
+fn phase_bytes_match_hand_computation() {
+    use kernels::ExpertGeometry;
+    let g = ExpertGeometry::new(2560, 640, 128).unwrap();
+    assert_eq!((g.gate_up_bytes(), g.down_bytes()), (1740800, 870400));
+    assert_eq!(g.gate_up_bytes() + g.down_bytes(), g.expert_bytes());
+    let q = ExpertGeometry::new(2048, 768, 128).unwrap();
+    assert_eq!((q.gate_up_bytes(), q.down_bytes()), (1671168, 835584));
+}
+
+/// The 60-slot layer of 2560x640 on the persistent kernel (its plan on 132 multiprocessors:
+/// `fused_plan_matches_hand_computation`) is one programmatic launch of 132 blocks of 320
+/// threads reading each of its 60 experts once: 60 x 2611200 = 156672000 B; it lets the next
+/// layer's launches start at its own start.
+#[test]
+fn persistent_layer_is_one_launch_of_its_distinct_bytes() {
+    use kernels::launch::{weight_launch_shapes, LaunchShape, LayerLaunches, FUSED_THREADS};
+    use kernels::ExpertGeometry;
+    let g = ExpertGeometry::new(2560, 640, 128).unwrap();
+    let layer = LayerLaunches::Persistent {
+        blocks: 132,
+        block: FUSED_THREADS,
+        shared_bytes: 147840,
+    };
+    let want = LaunchShape {
+        grid: (132, 1),
+        block: 320,
+        shared_bytes: 147840,
+        bytes: 156_672_000,
+        programmatic: true,
+        allows_dependents: true,
+    };
+    assert_eq!(weight_launch_shapes(g, 60, layer), vec![want]);
+}
+
+/// The Qwen3-30B-A3B batch-1 layer (8 slots of 2048x768) runs `moe_dot_up_r2b3` in two
+/// launches (`persistent_kernel_partners_as_its_fallback_does`). By hand, on 132
+/// multiprocessors of 3 resident blocks (396): gate+up, 1536 rows of 64 chunks, one wave at 16
+/// lanes (32 rows per block: 48 x 8 = 384 blocks; 32 lanes would need 768); down, 2048 rows of
+/// 24 chunks, at 8 lanes (64 rows: 32 x 8 = 256; 16 lanes would need 512). Activation rows of
+/// 16 (4 x 64 + 32) = 4608 and 16 (4 x 24 + 12) = 1728 B. Each launch reads its phase of the 8
+/// distinct experts; only the down launch is programmatic. With 6 distinct experts among the
+/// slots the launches read 6 experts' bytes, whatever the grid.
+#[test]
+fn two_launch_layer_reads_each_phase_of_its_distinct_experts() {
+    use kernels::launch::{
+        dot_activation_bytes, rows_per_block, weight_launch_shapes, LaunchShape, LayerLaunches,
+        DOT_KERNELS,
+    };
+    use kernels::ExpertGeometry;
+    let up = DOT_KERNELS
+        .iter()
+        .find(|d| d.name == "moe_dot_up_r2b3")
+        .unwrap();
+    let (p_gu, p_d) = (up.lanes(1536, 64, 8, 132), up.lanes(2048, 24, 8, 132));
+    assert_eq!((p_gu, p_d), (16, 8));
+    let blocks = [
+        1536usize.div_ceil(rows_per_block(p_gu, up.rows)) as u32,
+        2048usize.div_ceil(rows_per_block(p_d, up.rows)) as u32,
+    ];
+    let shared = [
+        dot_activation_bytes(2048, up.staging) as u32,
+        dot_activation_bytes(768, up.staging) as u32,
+    ];
+    assert_eq!((blocks, shared), ([48, 32], [4608, 1728]));
+    let g = ExpertGeometry::new(2048, 768, 128).unwrap();
+    let layer = LayerLaunches::TwoPhase {
+        blocks,
+        shared_bytes: shared,
+        items: 8,
+        block: 256,
+        programmatic_down: true,
+    };
+    let s = weight_launch_shapes(g, 8, layer);
+    let shape = |grid, shared_bytes, bytes, programmatic| LaunchShape {
+        grid,
+        block: 256,
+        shared_bytes,
+        bytes,
+        programmatic,
+        allows_dependents: false,
+    };
+    assert_eq!(
+        s,
+        vec![
+            shape((48, 8), 4608, 8 * 1671168, false),
+            shape((32, 8), 1728, 8 * 835584, true),
+        ]
+    );
+    let plain = LayerLaunches::TwoPhase {
+        blocks,
+        shared_bytes: shared,
+        items: 8,
+        block: 256,
+        programmatic_down: false,
+    };
+    let s6 = weight_launch_shapes(g, 6, plain);
+    assert_eq!(s6.iter().map(|s| s.bytes).sum::<u64>(), 6 * 2506752);
+    assert!(s6
+        .iter()
+        .all(|s| !s.programmatic && !s.allows_dependents && s.grid.1 == 8));
+}
+
+/// Every launch's bytes are whole 16-byte words (the shaped read's unit) for geometries at the
+/// edges of what `ExpertGeometry::new` accepts: groups of 32 with odd multiples of 32.
+#[test]
+fn launch_bytes_are_whole_words() {
+    use kernels::launch::{weight_launch_shapes, LayerLaunches};
+    use kernels::ExpertGeometry;
+    for (h, f, group) in [
+        (32, 32, 32),
+        (2080, 544, 32),
+        (96, 160, 32),
+        (2560, 640, 64),
+    ] {
+        let g = ExpertGeometry::new(h, f, group).unwrap();
+        let layer = LayerLaunches::TwoPhase {
+            blocks: [1, 1],
+            shared_bytes: [0, 0],
+            items: 1,
+            block: 256,
+            programmatic_down: false,
+        };
+        for s in weight_launch_shapes(g, 3, layer) {
+            assert_eq!(s.bytes % 16, 0, "{h}x{f} group {group}: {} B", s.bytes);
+        }
+    }
+}

@@ -521,6 +521,45 @@ extern "C" __global__ void stream_read(const uint4* __restrict__ buf, unsigned l
     if (acc == 0x9E3779B9u) *sink = acc;  // data-dependent store so the loads are not removed
 }
 
+// Loads in flight per thread of `stream_read_grid` (16 B each). 16 give one block of 320 threads
+// per multiprocessor, the persistent expert kernel's shape, 80 KiB in flight, about what that
+// kernel's 3 bulk-copy stages of 40 KiB hold; `stream_read` keeps one load per thread, which
+// needs its 2048 threads per multiprocessor to stream at full speed. A design choice.
+#define SHAPED_READ_LOADS 16
+
+// A streaming read on a grid of any shape and block size: the plain read of an expert kernel's
+// launch shape (`Kernels::launch_stream_read_shaped`). Block (x, y) takes the linear index
+// y * gridDim.x + x, so a two-dimensional grid reads each of the n 16-byte words once; each
+// thread issues SHAPED_READ_LOADS coalesced loads (one word per grid-wide stride) before it uses
+// any. With `allow_dependents` (sm_90+) it lets a programmatic dependent launch start at once,
+// as the persistent expert kernel does at its start; without, the next one starts when its last
+// block exits, as after the two-launch kernels. It waits for nothing itself: it reads no
+// earlier grid's results.
+extern "C" __global__ void stream_read_grid(const uint4* __restrict__ buf, unsigned long long n,
+                                            unsigned int* sink, unsigned int allow_dependents) {
+#if __CUDA_ARCH__ >= 900
+    if (allow_dependents) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    const unsigned long long block = (unsigned long long)blockIdx.y * gridDim.x + blockIdx.x;
+    const unsigned long long threads = (unsigned long long)gridDim.x * gridDim.y * blockDim.x;
+    const unsigned long long step = threads * SHAPED_READ_LOADS;
+    unsigned long long i = block * blockDim.x + threadIdx.x;
+    unsigned int acc = 0;
+    // Whole batches of SHAPED_READ_LOADS words, then the thread's last words one at a time.
+    for (; i + (SHAPED_READ_LOADS - 1) * threads < n; i += step) {
+        uint4 v[SHAPED_READ_LOADS];
+#pragma unroll
+        for (int j = 0; j < SHAPED_READ_LOADS; ++j) v[j] = __ldg(buf + i + j * threads);
+#pragma unroll
+        for (int j = 0; j < SHAPED_READ_LOADS; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+    }
+    for (; i < n; i += threads) {
+        const uint4 v = __ldg(buf + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9E3779B9u) *sink = acc;  // data-dependent store so the loads are not removed
+}
+
 // Tiny kernel for launch overhead.
 extern "C" __global__ void empty_kernel() {}
 

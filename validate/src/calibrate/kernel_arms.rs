@@ -4,14 +4,17 @@
 //! full calibration ([`super::calibrate`]). Alone (`sim calibrate --only kernels`) it also times
 //! every per-slot kernel (the load-only diagnostic twins included), each one's gate+up and down
 //! launch apart, streaming reads of exactly one 60-slot launch's bytes ([`WindowRead`]), and
-//! the default kernel's layers timed alone and back to back ([`LayerChain`]).
+//! the default kernel's layers timed alone and back to back ([`LayerChain`]). Both ways (the
+//! full calibration runs it last) it holds the default kernel against a plain read of the same
+//! bytes in the same launch shape ([`ShapedRead`]) and logs the 60-slot union curve (per-slot
+//! against union over distinct experts, [`union_curve_lines`]).
 
 use super::{summary, time_events, CalibrateError, CalibrateOptions, Step, GIB, MIB};
 use crate::device::DeviceInfo;
 use crate::stats::Summary;
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use kernels::launch::DOT_KERNELS;
-use kernels::{ExpertGeometry, Kernels, PerSlotKernel, Variant};
+use kernels::{ExpertGeometry, Kernels, LaunchShape, MoeLaunch, PerSlotKernel, Variant};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -78,9 +81,15 @@ pub struct KernelCalibration {
     /// time an access pattern, not an FFN; no profile reads them).
     pub kernels: Vec<KernelPoint>,
     /// The default kernel's layers timed alone and enqueued back to back (absent in sets recorded
-    /// without that arm, such as `validate/tests/fixtures/h200-linux-p8.measurements.json`).
+    /// without that arm, such as `validate/tests/fixtures/h200-linux-p8.measurements.json`, or
+    /// when the same-shape read arm it comes from failed): the kernel half of the 60-slot
+    /// [`ShapedRead`].
     #[serde(default)]
     pub layer_chain: Option<LayerChain>,
+    /// The default kernel against a plain read of the same bytes in its own launch shape
+    /// ([`measure_shaped_reads`]; empty in sets recorded before that arm, or when it failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shaped_reads: Vec<ShapedRead>,
     /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
     pub dot_error: Option<String>,
     /// Wall time, s.
@@ -113,21 +122,28 @@ pub fn calibrate_kernels(
         measure_stream_read(&ctx, &stream, &k, &device, reps, opts.quick, log)?;
     let window_reads = measure_window_reads(&ctx, &stream, &k, &device, reps, log)?;
     let kernels = measure_kernels(&ctx, &stream, &mut k, reps, opts, true, log)?;
-    let c = measure_layer_chain(&ctx, &stream, &k, reps, opts.seed)?;
-    log(&format!(
-        "layer chain: {} layers of {} slots {}x{} ({}): {:.1} µs per layer alone, {:.1} µs \
-         back to back ({:.0}% of the streaming read)",
-        c.layers,
-        c.slots,
-        c.hidden,
-        c.ffn,
-        c.kernel,
-        c.alone_us.median,
-        c.chained_us.median,
-        100.0 * c.chained_bytes_per_us / stream_read_bytes_per_us.median
-    ));
+    let shaped_reads = measure_shaped_reads(&ctx, &stream, &k, reps, opts.seed, log);
+    let layer_chain = shaped_reads
+        .iter()
+        .find(|p| (p.hidden, p.ffn, p.slots) == (2560, 640, 60))
+        .map(LayerChain::of);
+    if let Some(c) = &layer_chain {
+        log(&format!(
+            "layer chain: {} layers of {} slots {}x{} ({}): {:.1} µs per layer alone, {:.1} µs \
+             back to back ({:.0}% of the streaming read)",
+            c.layers,
+            c.slots,
+            c.hidden,
+            c.ffn,
+            c.kernel,
+            c.alone_us.median,
+            c.chained_us.median,
+            100.0 * c.chained_bytes_per_us / stream_read_bytes_per_us.median
+        ));
+    }
     Ok(KernelCalibration {
-        layer_chain: Some(c),
+        layer_chain,
+        shaped_reads,
         window_reads,
         device,
         quick: opts.quick,
@@ -253,7 +269,7 @@ fn measure_window_reads(
 }
 
 /// Layers of 60 distinct experts of 2560x640 (group 128), 6 tokens, timed one at a time and
-/// back to back ([`measure_layer_chain`]).
+/// back to back: the kernel half of that layer's [`ShapedRead`] ([`measure_shaped_reads`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LayerChain {
     /// Layers per chain, each with its own experts.
@@ -275,80 +291,422 @@ pub struct LayerChain {
     pub chained_bytes_per_us: f64,
 }
 
-/// Layers per chain in [`measure_layer_chain`]: 8 x 156.7 MB, 25 times the 50 MB L2 (a design
-/// choice; long enough that one layer's ramp and the last one's tail weigh little).
+impl LayerChain {
+    /// The kernel half of `p`.
+    fn of(p: &ShapedRead) -> Self {
+        LayerChain {
+            layers: p.layers,
+            hidden: p.hidden,
+            ffn: p.ffn,
+            slots: p.slots,
+            kernel: p.kernel.clone(),
+            alone_us: p.kernel_alone_us.clone(),
+            chained_bytes_per_us: p.bytes as f64 / p.kernel_chained_us.median,
+            chained_us: p.kernel_chained_us.clone(),
+        }
+    }
+}
+
+/// Layers per chain of the back-to-back arms ([`measure_shaped_reads`]): 8 x 156.7 MB at 60
+/// slots of 2560x640, 25 times the 50 MB L2 (a design choice; long enough that one layer's
+/// ramp and the last one's tail weigh little).
 const CHAIN_LAYERS: usize = 8;
 
-/// How a decode loop sees the expert kernel: [`CHAIN_LAYERS`] layers of 60 distinct experts
-/// each (2560x640, 6 tokens), every layer its own experts, timed alone (one layer behind a
-/// busy-wait, as the kernel arms) and enqueued back to back (the chain behind one busy-wait,
-/// CUDA events around it). Back to back, a layer's pre-pass and persistent grid may launch
-/// while the previous layer drains (programmatic launches; each waits for the previous grid
-/// before reading its activations), which is what a decoder's consecutive MoE layers allow.
-/// The same layers run in both arms, alone first; fresh experts every repetition. The chain's
-/// 16 launches take the host about 54 µs to enqueue (3.35 µs each), well inside the
-/// [`KERNEL_QUEUE_FILL_NS`] busy-wait.
-fn measure_layer_chain(
+/// The layers of the same-shape read arms, (hidden, ffn, tokens, slots), every slot naming its
+/// own expert, groups of 128: the kernel arms' 60-slot bandwidth geometry (156.7 MB, 6 tokens)
+/// and the Qwen3-30B-A3B batch-1 layer (top-8 experts of 2048x768, the model's `config.json`).
+pub const SHAPED_READ_LAYERS: [(usize, usize, usize, usize); 2] =
+    [(2560, 640, 6, 60), (2048, 768, 1, 8)];
+
+/// The kernel's target against its same-shape plain read (read time / kernel time): within 90%
+/// of the read (BENCHMARKS.md, "Expert kernels (H200)"). Printed beside the ratios, decides
+/// nothing.
+pub const SHAPED_READ_TARGET: f64 = 0.9;
+
+/// Bytes the plain reads' ring of windows spans at least: 5 times the H200's 50 MB L2 (a
+/// design choice), so no read finds its window in the L2.
+const READ_RING_BYTES: u64 = 256 * MIB;
+
+/// Bytes read (untimed) before each repetition of the same-shape arms: 2.5 times the H200's 50
+/// MB L2 (a design choice), so the repetition's first layer finds none of the experts or
+/// windows the previous one read last (8 layers of 8 Qwen3 experts, 160 MB, are only 3 times
+/// the L2, and the next repetition draws from the same 72 experts).
+const L2_FLUSH_BYTES: u64 = 128 * MIB;
+
+/// The default expert kernel against a plain read of the same bytes in the same launch shape
+/// ([`measure_shaped_reads`]), on one layer, timed alone and [`CHAIN_LAYERS`] back to back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShapedRead {
+    /// Model hidden size.
+    pub hidden: usize,
+    /// Expert FFN width.
+    pub ffn: usize,
+    /// int4 quantization group: weights per scale.
+    pub group: usize,
+    /// Tokens of the batch.
+    pub tokens: usize,
+    /// Routed slots of a layer, each naming its own expert.
+    pub slots: usize,
+    /// Layers of the back-to-back arms, each with its own experts.
+    pub layers: usize,
+    /// The CUDA function that ran the expert FFN (the default kernel, or the kernel it hands
+    /// the launch to: its one-wave partner, or its fallback before compute capability 9.0).
+    pub kernel: String,
+    /// The layer's weight launches (activation pre-passes left out), each of which the plain
+    /// read repeats in its shape over its bytes.
+    pub launches: Vec<ReadLaunch>,
+    /// The distinct experts' bytes of one layer (the launches' bytes summed).
+    pub bytes: u64,
+    /// One layer's kernel launches, each layer timed alone behind a busy-wait (as the kernel
+    /// arms), µs per layer.
+    pub kernel_alone_us: Summary,
+    /// One layer's plain reads, timed the same way, µs per layer.
+    pub read_alone_us: Summary,
+    /// The layers' kernel launches enqueued back to back behind one busy-wait, chain time /
+    /// layers, µs.
+    pub kernel_chained_us: Summary,
+    /// The layers' plain reads enqueued back to back the same way, µs per layer.
+    pub read_chained_us: Summary,
+    /// Read median / kernel median alone: the kernel's speed as a fraction of the read's.
+    pub alone_ratio: f64,
+    /// Read median / kernel median back to back.
+    pub chained_ratio: f64,
+}
+
+/// One weight launch of a [`ShapedRead`]: a [`LaunchShape`] as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadLaunch {
+    /// Blocks along x.
+    pub grid_x: u32,
+    /// Blocks along y (the work items of a two-launch layer).
+    pub grid_y: u32,
+    /// Threads per block.
+    pub block: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+    /// Bytes the launch reads.
+    pub bytes: u64,
+    /// A programmatic dependent launch.
+    pub programmatic: bool,
+    /// It lets a programmatic launch after it start at once.
+    pub allows_dependents: bool,
+}
+
+impl From<LaunchShape> for ReadLaunch {
+    fn from(s: LaunchShape) -> Self {
+        ReadLaunch {
+            grid_x: s.grid.0,
+            grid_y: s.grid.1,
+            block: s.block,
+            shared_bytes: s.shared_bytes,
+            bytes: s.bytes,
+            programmatic: s.programmatic,
+            allows_dependents: s.allows_dependents,
+        }
+    }
+}
+
+/// Holds the default kernel against a plain read of its own launch shape on each layer of
+/// [`SHAPED_READ_LAYERS`] ([`measure_shaped_read`]), one line each to `log`. A layer whose arm
+/// fails is logged and left out: the arm runs after the others, and its failure spoils none of
+/// their figures.
+pub(super) fn measure_shaped_reads(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     k: &Kernels,
     reps: u32,
     seed: u64,
-) -> Result<LayerChain, CalibrateError> {
-    let g =
-        ExpertGeometry::new(2560, 640, 128).map_err(|e| CalibrateError::Other(e.to_string()))?;
-    let (tokens, slots) = (6usize, 60usize);
-    let experts = CHAIN_LAYERS * slots + slots;
+    log: &mut dyn FnMut(&str),
+) -> Vec<ShapedRead> {
     let mut rng = Pcg64::seed_from_u64(seed);
-    let bank_host = kernels::reference::random_bank(&g, experts, &mut rng);
+    let mut out = Vec::new();
+    for layer in SHAPED_READ_LAYERS {
+        match measure_shaped_read(ctx, stream, k, reps, &mut rng, layer) {
+            Ok(p) => {
+                log(&shaped_read_line(&p));
+                out.push(p);
+            }
+            Err(e) => log(&format!(
+                "same-shape read, {} slots of {}x{}: failed, its figures stay absent: {e}",
+                layer.3, layer.0, layer.1
+            )),
+        }
+    }
+    out
+}
+
+/// One layer of [`SHAPED_READ_LAYERS`]: every repetition draws [`CHAIN_LAYERS`] layers of fresh
+/// experts from a bank of random ones (`kernels::reference::random_bank`), reads
+/// [`L2_FLUSH_BYTES`] untimed, and times, interleaved
+/// ([`time_layers`]), each layer's kernel and its plain read alone, then the layers' kernels and
+/// their reads back to back. The read of a layer is [`Kernels::launch_stream_read_shaped`] of
+/// each of the layer's weight launches ([`Kernels::weight_launch_shapes`]) over consecutive
+/// parts of one window of a ring of [`READ_RING_BYTES`] (the same bytes, contiguous), so the
+/// L2 holds none of it. Back to back, a layer's programmatic launches may start while the
+/// previous layer drains, as a decoder's consecutive MoE layers allow, and the reads' launches
+/// likewise where the kernel's are ([`kernels::LaunchShape::programmatic`]). The longest chain
+/// is 16 launches (8 layers of two), about 54 µs of host time at 3.35 µs per launch, well
+/// inside the [`KERNEL_QUEUE_FILL_NS`] busy-wait.
+fn measure_shaped_read(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    reps: u32,
+    rng: &mut Pcg64,
+    (hidden, ffn, tokens, slots): (usize, usize, usize, usize),
+) -> Result<ShapedRead, CalibrateError> {
+    let g =
+        ExpertGeometry::new(hidden, ffn, 128).map_err(|e| CalibrateError::Other(e.to_string()))?;
+    let experts = (CHAIN_LAYERS + 1) * slots;
+    let bank_host = kernels::reference::random_bank(&g, experts, rng);
     let bank = stream.clone_htod(&bank_host).during("expert bank upload")?;
     drop(bank_host);
     let (base, _g) = bank.device_ptr(stream);
+    let bank_at = (base, g.expert_stride() as u64);
     let slot_token: Vec<u32> = (0..slots).map(|s| (s * tokens / slots) as u32).collect();
     let x = vec![0.01f32; tokens * g.hidden];
-    let (mut alone, mut chained) = (Vec::new(), Vec::new());
-    let mut kernel = "";
+    let probe = prepare_layers(stream, k, g, bank_at, &mut (0..slots), &slot_token, &x)?;
+    let kernel = probe[0].kernel_name().to_owned();
+    let shapes = k.weight_launch_shapes(&probe[0]);
+    drop(probe);
+    let bytes: u64 = shapes.iter().map(|s| s.bytes).sum();
+    let mut ring = ReadRing::new(stream, bytes)?;
+    let mut samples: [Vec<f64>; 4] = Default::default();
     for r in 0..=reps {
         let mut ids: Vec<usize> = (0..experts).collect();
-        ids.shuffle(&mut rng);
-        let mut launches = Vec::with_capacity(CHAIN_LAYERS);
-        for layer in ids.chunks_exact(slots).take(CHAIN_LAYERS) {
-            let ptrs: Vec<u64> = layer
-                .iter()
-                .map(|&e| base + (e * g.expert_stride()) as u64)
-                .collect();
-            launches.push(k.prepare_moe(stream, g, Variant::PerSlot, &ptrs, &slot_token, &x)?);
-        }
-        stream.synchronize().during("prepare")?;
-        kernel = launches.first().map_or("", |l| l.kernel_name());
-        let mut one = 0.0;
-        for l in launches.iter_mut() {
-            k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
-            one += time_events(ctx, stream, &mut || Ok(k.launch_moe(stream, l)?))?;
-        }
-        k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
-        let all = time_events(ctx, stream, &mut || {
-            for l in launches.iter_mut() {
-                k.launch_moe(stream, l)?;
-            }
-            Ok(())
-        })?;
+        ids.shuffle(rng);
+        let mut it = ids.into_iter().take(CHAIN_LAYERS * slots);
+        let mut launches = prepare_layers(stream, k, g, bank_at, &mut it, &slot_token, &x)?;
+        ring.flush_l2(stream, k)?;
+        let t = time_layers(
+            ctx,
+            stream,
+            k,
+            &mut launches,
+            &shapes,
+            &mut ring,
+            r % 2 == 1,
+        )?;
         if r > 0 {
-            alone.push(one / CHAIN_LAYERS as f64);
-            chained.push(all / CHAIN_LAYERS as f64);
+            for (s, v) in samples.iter_mut().zip(t) {
+                s.push(v);
+            }
         }
     }
-    let chained_us = summary(&chained)?;
-    Ok(LayerChain {
-        layers: CHAIN_LAYERS,
-        hidden: g.hidden,
-        ffn: g.ffn,
+    let [ka, ra, kc, rc] = samples.each_ref().map(|v| summary(v));
+    let (kernel_alone_us, read_alone_us, kernel_chained_us, read_chained_us) = (ka?, ra?, kc?, rc?);
+    Ok(ShapedRead {
+        hidden,
+        ffn,
+        group: g.group,
+        tokens,
         slots,
-        kernel: kernel.to_owned(),
-        alone_us: summary(&alone)?,
-        chained_bytes_per_us: (slots * g.expert_bytes()) as f64 / chained_us.median,
-        chained_us,
+        layers: CHAIN_LAYERS,
+        kernel,
+        launches: shapes.into_iter().map(ReadLaunch::from).collect(),
+        bytes,
+        alone_ratio: read_alone_us.median / kernel_alone_us.median,
+        chained_ratio: read_chained_us.median / kernel_chained_us.median,
+        kernel_alone_us,
+        read_alone_us,
+        kernel_chained_us,
+        read_chained_us,
     })
+}
+
+/// Layers of the default per-slot kernel, one per `slot_token.len()` experts that `experts`
+/// yields (ids into a bank at (device address, stride)), prepared and uploaded.
+fn prepare_layers(
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    g: ExpertGeometry,
+    (base, stride): (u64, u64),
+    experts: &mut dyn Iterator<Item = usize>,
+    slot_token: &[u32],
+    x: &[f32],
+) -> Result<Vec<MoeLaunch>, CalibrateError> {
+    let ids: Vec<usize> = experts.collect();
+    let mut launches = Vec::new();
+    for layer in ids.chunks_exact(slot_token.len()) {
+        let ptrs: Vec<u64> = layer.iter().map(|&e| base + e as u64 * stride).collect();
+        launches.push(k.prepare_moe(stream, g, Variant::PerSlot, &ptrs, slot_token, x)?);
+    }
+    stream.synchronize().during("prepare")?;
+    Ok(launches)
+}
+
+/// Windows of one layer's read bytes in a buffer of at least [`READ_RING_BYTES`] (2 windows at
+/// least), handed out in turn; a buffer of [`L2_FLUSH_BYTES`] apart; and the reads' sink.
+struct ReadRing {
+    _buf: CudaSlice<u8>,
+    flush: CudaSlice<u8>,
+    base: u64,
+    stride: u64,
+    windows: u64,
+    next: u64,
+    sink: CudaSlice<u32>,
+}
+
+impl ReadRing {
+    fn new(stream: &Arc<CudaStream>, layer_bytes: u64) -> Result<Self, CalibrateError> {
+        let stride = layer_bytes.max(1).div_ceil(256) * 256;
+        let windows = READ_RING_BYTES.div_ceil(stride).max(2);
+        let buf = stream
+            .alloc_zeros::<u8>((windows * stride) as usize)
+            .during("plain-read windows")?;
+        let base = buf.device_ptr(stream).0;
+        Ok(ReadRing {
+            _buf: buf,
+            flush: stream
+                .alloc_zeros::<u8>(L2_FLUSH_BYTES as usize)
+                .during("L2 flush buffer")?,
+            base,
+            stride,
+            windows,
+            next: 0,
+            sink: stream.alloc_zeros::<u32>(1).during("sink")?,
+        })
+    }
+
+    /// Enqueues a streaming read of the flush buffer (the reference read, untimed): afterwards
+    /// the L2 holds none of the experts or windows read before.
+    fn flush_l2(&mut self, stream: &Arc<CudaStream>, k: &Kernels) -> Result<(), CalibrateError> {
+        Ok(k.launch_stream_read(stream, &self.flush, &mut self.sink)?)
+    }
+
+    /// The device address of the next window.
+    fn next_window(&mut self) -> u64 {
+        let w = self.base + (self.next % self.windows) * self.stride;
+        self.next += 1;
+        w
+    }
+}
+
+/// One repetition of [`measure_shaped_read`]: each layer alone, its kernel and its plain read
+/// one after the other (the read first when `read_first`, so neither always follows the
+/// other), then every layer's kernel back to back and every layer's read back to back, in the
+/// same order. Returns µs per layer: kernel alone, read alone, kernel chained, read chained.
+fn time_layers(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    launches: &mut [MoeLaunch],
+    shapes: &[LaunchShape],
+    ring: &mut ReadRing,
+    read_first: bool,
+) -> Result<[f64; 4], CalibrateError> {
+    let layers = launches.len();
+    let mut t = [0.0; 4];
+    for i in 0..layers {
+        let (kt, rt) = in_order(
+            read_first,
+            &mut || time_kernels(ctx, stream, k, &mut launches[i..=i]),
+            &mut || time_reads(ctx, stream, k, shapes, ring, 1),
+        )?;
+        t[0] += kt;
+        t[1] += rt;
+    }
+    let (kt, rt) = in_order(
+        read_first,
+        &mut || time_kernels(ctx, stream, k, launches),
+        &mut || time_reads(ctx, stream, k, shapes, ring, layers),
+    )?;
+    t[2] = kt;
+    t[3] = rt;
+    Ok(t.map(|v| v / layers as f64))
+}
+
+/// (kernel(), read()), run in that order, or the read first when `read_first`.
+fn in_order(
+    read_first: bool,
+    kernel: &mut dyn FnMut() -> Result<f64, CalibrateError>,
+    read: &mut dyn FnMut() -> Result<f64, CalibrateError>,
+) -> Result<(f64, f64), CalibrateError> {
+    if read_first {
+        let r = read()?;
+        Ok((kernel()?, r))
+    } else {
+        let kt = kernel()?;
+        Ok((kt, read()?))
+    }
+}
+
+/// `launches` enqueued back to back behind a busy-wait, between CUDA events, µs.
+fn time_kernels(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    launches: &mut [MoeLaunch],
+) -> Result<f64, CalibrateError> {
+    k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+    time_events(ctx, stream, &mut || {
+        for l in launches.iter_mut() {
+            k.launch_moe(stream, l)?;
+        }
+        Ok(())
+    })
+}
+
+/// The plain reads of `layers` layers (each one's `shapes` over consecutive parts of the ring's
+/// next window) enqueued back to back behind a busy-wait, between CUDA events, µs.
+fn time_reads(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    shapes: &[LaunchShape],
+    ring: &mut ReadRing,
+    layers: usize,
+) -> Result<f64, CalibrateError> {
+    let windows: Vec<u64> = (0..layers).map(|_| ring.next_window()).collect();
+    let sink = &mut ring.sink;
+    k.launch_spin(stream, KERNEL_QUEUE_FILL_NS)?;
+    time_events(ctx, stream, &mut || {
+        for &w in &windows {
+            let mut at = w;
+            for s in shapes {
+                k.launch_stream_read_shaped(stream, at, s, sink)?;
+                at += s.bytes;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The log line of `p`: the launches, the kernel and the read alone and back to back, and the
+/// ratios against [`SHAPED_READ_TARGET`].
+fn shaped_read_line(p: &ShapedRead) -> String {
+    let launches: Vec<String> = p
+        .launches
+        .iter()
+        .map(|l| {
+            format!(
+                "{}x{} blocks of {}{}",
+                l.grid_x,
+                l.grid_y,
+                l.block,
+                if l.programmatic { ", programmatic" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "same-shape read, {} slots of {}x{} ({}; {:.1} MB in {}): alone kernel {:.1} µs, read \
+         {:.1} µs, read/kernel {:.2}; {} layers back to back, per layer kernel {:.1} µs, read \
+         {:.1} µs, read/kernel {:.2} (target {:.2})",
+        p.slots,
+        p.hidden,
+        p.ffn,
+        p.kernel,
+        p.bytes as f64 / 1e6,
+        launches.join(" + "),
+        p.kernel_alone_us.median,
+        p.read_alone_us.median,
+        p.alone_ratio,
+        p.layers,
+        p.kernel_chained_us.median,
+        p.read_chained_us.median,
+        p.chained_ratio,
+        SHAPED_READ_TARGET
+    )
 }
 
 /// Busy-wait before each timed expert-kernel arm, ns: far longer than the host needs to enqueue an
@@ -372,8 +730,8 @@ struct KernelArm {
 fn bytes_read(g: ExpertGeometry, phase: Option<usize>) -> usize {
     match phase {
         None => g.expert_bytes(),
-        Some(0) => g.gate_up_weight_bytes() + g.gate_up_scale_bytes(),
-        Some(_) => g.down_weight_bytes() + g.down_scale_bytes(),
+        Some(0) => g.gate_up_bytes(),
+        Some(_) => g.down_bytes(),
     }
 }
 
@@ -452,7 +810,60 @@ pub(super) fn measure_kernels(
             out.push(p);
         }
     }
+    for line in union_curve_lines(&out) {
+        log(&line);
+    }
     Ok(out)
+}
+
+/// The union curve of the 60-slot arms of 2560x640 in `points` (the default per-slot kernel,
+/// variant `PerSlot`, against the union variant, `Union`): a heading naming both kernels, then
+/// per distinct-expert count in measured order its median times and the bandwidth each implies
+/// over the distinct experts' bytes (`-` where an arm is missing). Empty without such arms.
+fn union_curve_lines(points: &[KernelPoint]) -> Vec<String> {
+    let sweep = |variant: &str| -> Vec<&KernelPoint> {
+        points
+            .iter()
+            .filter(|p| (p.hidden, p.ffn, p.slots) == (2560, 640, 60) && p.variant == variant)
+            .collect()
+    };
+    let (per_slot, union) = (sweep("PerSlot"), sweep("Union"));
+    let mut distincts: Vec<usize> = Vec::new();
+    for p in per_slot.iter().chain(&union) {
+        if !distincts.contains(&p.distinct) {
+            distincts.push(p.distinct);
+        }
+    }
+    if distincts.is_empty() {
+        return Vec::new();
+    }
+    let name = |v: &[&KernelPoint]| v.first().map_or("-", |p| p.kernel.as_str()).to_owned();
+    let mut lines = vec![
+        format!(
+            "union curve, 60 slots of 2560x640: per-slot {} against union {}",
+            name(&per_slot),
+            name(&union)
+        ),
+        "  distinct  per-slot µs  union µs  per-slot GB/s  union GB/s (of the distinct experts' bytes)"
+            .to_owned(),
+    ];
+    let at = |v: &[&KernelPoint], d: usize, f: &dyn Fn(&KernelPoint) -> String| -> String {
+        v.iter()
+            .find(|p| p.distinct == d)
+            .map_or("-".to_owned(), |p| f(p))
+    };
+    let time = |p: &KernelPoint| format!("{:.1}", p.time_us.median);
+    let gbs = |p: &KernelPoint| format!("{:.0}", p.weight_bytes_per_us / 1e3);
+    for d in distincts {
+        lines.push(format!(
+            "  {d:>8}  {:>11}  {:>8}  {:>13}  {:>10}",
+            at(&per_slot, d, &time),
+            at(&union, d, &time),
+            at(&per_slot, d, &gbs),
+            at(&union, d, &gbs)
+        ));
+    }
+    lines
 }
 
 /// A family of kernel arms: the expert geometry, the experts in its bank, and the arms.
@@ -626,5 +1037,185 @@ fn kernel_name(k: &Kernels, arm: &KernelArm, group: usize) -> String {
             .to_owned(),
         Variant::Union if kernels::launch::tensor_core_group(group) => "moe_matvec_tc".to_owned(),
         Variant::Union => "moe_matvec_t8".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary_of(v: &[f64]) -> Summary {
+        Summary::of(v).unwrap()
+    }
+
+    /// A 60-slot arm of 2560x640 (expert 2611200 B) with `distinct` experts taking `us`.
+    fn point(variant: &str, kernel: &str, distinct: usize, us: f64) -> KernelPoint {
+        KernelPoint {
+            hidden: 2560,
+            ffn: 640,
+            group: 128,
+            expert_bytes: 2_611_200,
+            tokens: 6,
+            slots: 60,
+            distinct,
+            variant: variant.into(),
+            kernel: kernel.into(),
+            time_us: summary_of(&[us]),
+            weight_bytes_per_us: (distinct * 2_611_200) as f64 / us,
+        }
+    }
+
+    /// The table lists the distinct counts in measured order; a bandwidth is the distinct
+    /// experts' bytes over the median (60 x 2611200 B / 48.6 µs = 3223.7 GB/s; 6 x 2611200 /
+    /// 39.2 = 399.7; the union's 60 / 151.2 = 1036.2 and 6 / 54.8 = 285.9). A count without its
+    /// union arm shows `-`; other arms (another kernel, a phase, another geometry) are not
+    /// rows.
+    #[test]
+    fn union_curve_table_matches_hand_computation() {
+        let fz = "moe_dot_fz_r2j1s3b1";
+        let mut points = vec![
+            point("PerSlot", fz, 60, 48.6),
+            point("Union", "moe_matvec_tc", 60, 151.2),
+            point(
+                "PerSlot:moe_dot_xp_r2j1n3b4",
+                "moe_dot_xp_r2j1n3b4",
+                60,
+                55.0,
+            ),
+            point("PerSlot", fz, 6, 39.2),
+            point("Union", "moe_matvec_tc", 6, 54.8),
+            point("PerSlot", fz, 3, 30.0),
+        ];
+        let mut other = point("PerSlot", fz, 8, 14.5);
+        other.hidden = 2048;
+        points.push(other);
+        let lines = union_curve_lines(&points);
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert_eq!(
+            lines[0],
+            "union curve, 60 slots of 2560x640: per-slot moe_dot_fz_r2j1s3b1 against union \
+             moe_matvec_tc"
+        );
+        let cells = |l: &str| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(cells(&lines[2]), ["60", "48.6", "151.2", "3224", "1036"]);
+        assert_eq!(cells(&lines[3]), ["6", "39.2", "54.8", "400", "286"]);
+        assert_eq!(cells(&lines[4]), ["3", "30.0", "-", "261", "-"]);
+        assert!(union_curve_lines(&points[6..]).is_empty());
+    }
+
+    /// A 60-slot point: one launch of 156.672 MB; read 40 µs against the kernel's 50 (0.80)
+    /// alone, 42 against 48 (0.875) back to back.
+    fn shaped() -> ShapedRead {
+        let (ka, ra, kc, rc) = ([50.0, 49.0, 51.0], [40.0], [48.0], [42.0]);
+        ShapedRead {
+            hidden: 2560,
+            ffn: 640,
+            group: 128,
+            tokens: 6,
+            slots: 60,
+            layers: 8,
+            kernel: "moe_dot_fz_r2j1s3b1".into(),
+            launches: vec![ReadLaunch {
+                grid_x: 132,
+                grid_y: 1,
+                block: 320,
+                shared_bytes: 147_840,
+                bytes: 156_672_000,
+                programmatic: true,
+                allows_dependents: true,
+            }],
+            bytes: 156_672_000,
+            kernel_alone_us: summary_of(&ka),
+            read_alone_us: summary_of(&ra),
+            kernel_chained_us: summary_of(&kc),
+            read_chained_us: summary_of(&rc),
+            alone_ratio: 40.0 / 50.0,
+            chained_ratio: 42.0 / 48.0,
+        }
+    }
+
+    #[test]
+    fn shaped_read_line_names_the_launches_times_and_ratios() {
+        assert_eq!(
+            shaped_read_line(&shaped()),
+            "same-shape read, 60 slots of 2560x640 (moe_dot_fz_r2j1s3b1; 156.7 MB in 132x1 \
+             blocks of 320, programmatic): alone kernel 50.0 µs, read 40.0 µs, read/kernel \
+             0.80; 8 layers back to back, per layer kernel 48.0 µs, read 42.0 µs, read/kernel \
+             0.88 (target 0.90)"
+        );
+        let mut two = shaped();
+        two.launches = vec![
+            ReadLaunch {
+                grid_x: 48,
+                grid_y: 8,
+                block: 256,
+                shared_bytes: 4608,
+                bytes: 13_369_344,
+                programmatic: false,
+                allows_dependents: false,
+            },
+            ReadLaunch {
+                grid_x: 32,
+                grid_y: 8,
+                block: 256,
+                shared_bytes: 1728,
+                bytes: 6_684_672,
+                programmatic: true,
+                allows_dependents: false,
+            },
+        ];
+        assert!(shaped_read_line(&two)
+            .contains("in 48x8 blocks of 256 + 32x8 blocks of 256, programmatic)"));
+    }
+
+    /// The layer chain is the kernel half: 156672000 B / 48 µs = 3264000 B/µs.
+    #[test]
+    fn layer_chain_is_the_kernel_half_of_the_shaped_read() {
+        let c = LayerChain::of(&shaped());
+        assert_eq!((c.layers, c.slots, c.hidden, c.ffn), (8, 60, 2560, 640));
+        assert_eq!(c.kernel, "moe_dot_fz_r2j1s3b1");
+        assert_eq!((c.alone_us.median, c.chained_us.median), (50.0, 48.0));
+        assert_eq!(c.chained_bytes_per_us, 3_264_000.0);
+    }
+
+    /// A set without the arm serializes without the key (stored sets rebuild byte for byte)
+    /// and reads back with none; with a point, the point survives a JSON round trip.
+    #[test]
+    fn shaped_reads_are_left_out_when_absent() {
+        let device = DeviceInfo {
+            gpu: "g".into(),
+            driver: "d".into(),
+            cuda: "c".into(),
+            compute_capability: "9.0".into(),
+            multiprocessors: 132,
+            vram_total: 1,
+            vram_free: 1,
+            concurrent_managed_access: true,
+            os: "linux".into(),
+            date: "2026-12-02".into(),
+        };
+        let mut cal = KernelCalibration {
+            device,
+            quick: true,
+            reps: 3,
+            stream_read_bytes: 16,
+            stream_read_bytes_per_us: summary_of(&[1.0]),
+            window_reads: Vec::new(),
+            kernels: Vec::new(),
+            layer_chain: None,
+            shaped_reads: Vec::new(),
+            dot_error: None,
+            wall_s: 1.0,
+        };
+        let text = serde_json::to_string(&cal).unwrap();
+        assert!(!text.contains("shaped_reads"), "{text}");
+        let back: KernelCalibration = serde_json::from_str(&text).unwrap();
+        assert!(back.shaped_reads.is_empty());
+        cal.shaped_reads.push(shaped());
+        let back: KernelCalibration =
+            serde_json::from_str(&serde_json::to_string(&cal).unwrap()).unwrap();
+        assert_eq!(back.shaped_reads.len(), 1);
+        assert_eq!(back.shaped_reads[0].launches, shaped().launches);
+        assert_eq!(back.shaped_reads[0].chained_ratio, 42.0 / 48.0);
     }
 }

@@ -27,8 +27,8 @@ pub use interference_arms::{
     FaultEvictPoint, ReadMode, ReadPageInPoint, EVICT_OVERLAP_K, READ_CYCLES, READ_CYCLE_UNITS,
     READ_GRANULES, READ_LIVE_GRANULES, READ_MODES,
 };
-pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint};
-use kernel_arms::{measure_kernels, measure_stream_read};
+pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint, ReadLaunch, ShapedRead};
+use kernel_arms::{measure_kernels, measure_shaped_reads, measure_stream_read};
 use live_set_arms::measure_live_set;
 pub use live_set_arms::{
     block_order, GpuWork, LiveSetArm, LiveSetPoint, LiveSetProbe, GPU_WORK, LIVE_SET_BLOCKS,
@@ -209,6 +209,11 @@ pub struct Calibration {
     /// or failed).
     #[serde(default, skip_serializing_if = "LiveSetArm::is_empty")]
     pub live_set: LiveSetArm,
+    /// The default expert kernel against a plain read of the same bytes in its own launch
+    /// shape, alone and layers back to back (empty in sets recorded before that arm, or when
+    /// it failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shaped_reads: Vec<ShapedRead>,
     /// Wall time of the whole calibration, s (pooled sets: the median of theirs).
     pub wall_s: f64,
     /// How many calibrations this set pools ([`crate::pool::pool`]); absent for one.
@@ -336,6 +341,8 @@ pub fn calibrate(
             LiveSetArm::default()
         }
     };
+    // Last: a failure of this arm spoils no other figure.
+    let shaped_reads = measure_shaped_reads(&ctx, &stream, &k, reps, opts.seed, log);
 
     Ok(Calibration {
         device,
@@ -359,6 +366,7 @@ pub fn calibrate(
         read_page_in,
         fault_evict,
         live_set,
+        shaped_reads,
         wall_s: t0.elapsed().as_secs_f64(),
         pooled_from: None,
     })
