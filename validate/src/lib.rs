@@ -12,6 +12,7 @@
 
 pub mod calibrate;
 pub mod device;
+mod kernel_surface;
 pub mod live_set_fit;
 pub mod pool;
 pub mod replay;
