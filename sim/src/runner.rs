@@ -5,12 +5,15 @@
 //! fields to [`RunConfig`] and optional blocks to [`RunReport`]; a block that is `None` is left
 //! out of the JSON. The streaming block is computed for every run (it needs no budget).
 
-use crate::cache::{PreparedRetention, RetentionConfig};
+use crate::cache::{Batching, PreparedRetention, RetentionConfig};
 use crate::engine::build::record;
 use crate::streaming::streaming_metrics;
+use crate::verify::Stepping;
+use crate::verify_report;
 use anyhow::{bail, Context, Result};
 use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
 use policies::{Mechanism, UnitMap};
+use profile::ConstantName;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -87,6 +90,10 @@ pub struct RunConfig {
     pub retention: Option<crate::cache::RetentionConfig>,
     /// Discrete-event timing on a hardware profile (`--hw` and the timing flags); `None`: no timing.
     pub timing: Option<crate::engine::TimingConfig>,
+    /// Tokens per step (`--verify`, `--acceptance`/`--accepted`, `--prefill-chunk`); off:
+    /// one token of one sequence per step.
+    #[serde(skip_serializing_if = "Stepping::is_off")]
+    pub stepping: Stepping,
 }
 
 impl Default for RunConfig {
@@ -98,6 +105,7 @@ impl Default for RunConfig {
             sizes: SizeOptions::default(),
             retention: None,
             timing: None,
+            stepping: Stepping::default(),
         }
     }
 }
@@ -201,18 +209,50 @@ pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
 
 /// Run one configuration on a workload: units, streaming metrics, then (with a retention
 /// config) one retention simulation that gives the cache report and, when the run is timed,
-/// the plans the engine prices. Only an admission cap replans: it tries smaller batches.
+/// the plans the engine prices. Only an admission cap replans: it tries smaller batches. With
+/// verified drafts on a hardware profile the same run with one token per decode step is timed
+/// too, for the `steps` block's break-even acceptance.
 pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
+    let (mut report, decode_step_us) = run_once(cfg, w)?;
+    let tps = |r: &RunReport| r.timing.as_ref().map(|t| t.tokens_per_s);
+    if let (Some(t), Some(step_us), true) = (tps(&report), decode_step_us, cfg.stepping.verify > 0) {
+        let base_cfg = RunConfig {
+            stepping: Stepping {
+                verify: 0,
+                acceptance: crate::verify::Acceptance::Fixed(0),
+                ..cfg.stepping
+            },
+            ..cfg.clone()
+        };
+        let (base, base_step_us) = run_once(&base_cfg, w)?;
+        if let (Some(steps), Some(b), Some(b_us)) = (&mut report.steps, tps(&base), base_step_us) {
+            verify_report::add_baseline(steps, t, step_us, b, b_us);
+        }
+    }
+    Ok(report)
+}
+
+/// [`run`] without the baseline: the report and the mean decode step time, µs (timed runs
+/// with a decode step only).
+fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
+    cfg.stepping.check(cfg.phase)?;
     let (map, sizes) = build_units(cfg, w)?;
     let trace = &w.trace.trace;
     let profile = w.profile.as_ref().map(|p| &p.trace);
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
-    let record_plans = cfg
-        .timing
-        .as_ref()
-        .is_some_and(|t| t.admission_cap.is_none());
+    let stepped = !cfg.stepping.is_off();
+    let capped = cfg.timing.as_ref().is_some_and(|t| t.admission_cap.is_some());
+    let record_plans = stepped || (cfg.timing.is_some() && !capped);
     let mut recorded = None;
-    let retention = match &cfg.retention {
+    // the retention config with this run's stepping (the flags set it on the run)
+    let rc = cfg.retention.as_ref().map(|rc| RetentionConfig {
+        batching: Batching {
+            stepping: cfg.stepping,
+            ..rc.batching
+        },
+        ..rc.clone()
+    });
+    let retention = match &rc {
         Some(rc) => {
             let prepared = PreparedRetention::new(trace, profile, &map, cfg.phase, rc)?;
             let out = if record_plans {
@@ -230,8 +270,19 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
             };
             Some((prepared.outcome(rc, out), resolved))
         }
+        None if stepped => {
+            let batching = Batching {
+                stepping: cfg.stepping,
+                ..Batching::default()
+            };
+            recorded = Some(record(trace, cfg.phase, &map, batching, None)?.0);
+            None
+        }
         None => None,
     };
+    let mut steps = stepped
+        .then(|| recorded.as_ref().map(|p| verify_report::steps_report(&cfg.stepping, p)))
+        .flatten();
     let timing = cfg
         .timing
         .as_ref()
@@ -243,12 +294,17 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
                 &map,
                 cfg.phase,
                 retention.as_ref().map(|(_, rc)| rc),
-                recorded,
+                cfg.stepping,
+                recorded.filter(|_| !capped),
             )
         })
         .transpose()?;
+    if let (Some(s), Some(tc)) = (&mut steps, &cfg.timing) {
+        s.repeat_slots_priced = Some(tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth).is_some());
+    }
+    let decode_step_us = timing.as_ref().and_then(|t| t.decode_step_us_mean);
     let retention = retention.map(|(r, _)| r);
-    Ok(RunReport {
+    let report = RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
             trace: w.trace.label.clone(),
@@ -273,7 +329,9 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
         admission: timing.and_then(|t| t.admission),
-    })
+        steps,
+    };
+    Ok((report, decode_step_us))
 }
 
 /// Run every configuration in parallel on the current rayon pool; results in `configs` order

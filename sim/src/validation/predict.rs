@@ -59,6 +59,7 @@ pub fn predict(spec: &str, s: &PredictionSetup) -> Result<Prediction> {
         sizes: s.sizes,
         retention: s.retention.cloned(),
         timing: None,
+        ..RunConfig::default()
     };
     let (map, _) = build_units(&cfg, s.workload)?;
     let batching = s.retention.map(|r| r.batching).unwrap_or_default();
