@@ -98,6 +98,9 @@ fn entry(
             batch: None,
             predictor: None,
             window: None,
+            verify: None,
+            acceptance: None,
+            prefill_chunk: None,
         },
         result,
     }
