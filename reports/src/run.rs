@@ -236,10 +236,10 @@ pub struct StepsReport {
     /// Mean decode step time over the baseline's (how much a verify step costs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_cost_ratio: Option<f64>,
-    /// The acceptance P at which (1 - P^(K+1)) / (1 - P) equals step_cost_ratio: verifying
-    /// beats one token per step above it (0: at any acceptance); `None` without timing (no
-    /// step_cost_ratio) or when it never does (a verify step costs K + 1 steps or more).
-    /// Assumes the step cost does not depend on P.
+    /// The smallest acceptance P, to 1/128, at which the same setting verifying K drafts
+    /// accepted with probability P reaches baseline_tokens_per_s (a bisection over simulated
+    /// runs with this run's seed; 0: verification pays at any acceptance); `None` without
+    /// timing (no step_cost_ratio) or when it does not pay even at P = 1.
     #[serde(default)]
     pub break_even_acceptance: Option<f64>,
 }

@@ -259,7 +259,11 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
         }
     };
     let off = [Stepping::default()];
-    let steps = if a.steps.is_empty() { &off[..] } else { a.steps };
+    let steps = if a.steps.is_empty() {
+        &off[..]
+    } else {
+        a.steps
+    };
     let axis: Vec<AxisPoint> = a
         .prefetch
         .iter()

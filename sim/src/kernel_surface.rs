@@ -3,8 +3,8 @@
 //! `validate`'s `kernel_surface` module for how):
 //!
 //! - the per-slot kernel (one expert FFN per (token, expert) slot; the decode path's kernel):
-//!   `expert_kernel_fixed + distinct x bytes / expert_kernel_bandwidth
-//!    + (slots - distinct) x bytes / expert_kernel_repeat_bandwidth`. A slot whose expert the
+//!   `expert_kernel_fixed + distinct x bytes / expert_kernel_bandwidth + (slots - distinct)
+//!   x bytes / expert_kernel_repeat_bandwidth`. A slot whose expert the
 //!   launch already read (a verify chunk's or a batch's tokens sharing an expert) costs its
 //!   bytes at the repeat rate. Without `expert_kernel_repeat_bandwidth` the repeat term is left
 //!   out: the kernel is then priced as reading each distinct expert once, as before the repeat

@@ -7,8 +7,9 @@
 
 use crate::cache::{Batching, PreparedRetention, RetentionConfig};
 use crate::engine::build::record;
+use crate::engine::Plans;
 use crate::streaming::streaming_metrics;
-use crate::verify::Stepping;
+use crate::verify::{Acceptance, Stepping};
 use crate::verify_report;
 use anyhow::{bail, Context, Result};
 use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
@@ -211,25 +212,88 @@ pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
 /// config) one retention simulation that gives the cache report and, when the run is timed,
 /// the plans the engine prices. Only an admission cap replans: it tries smaller batches. With
 /// verified drafts on a hardware profile the same run with one token per decode step is timed
-/// too, for the `steps` block's break-even acceptance.
+/// too (the `steps` block's speedup), and the setting again at the acceptances a bisection
+/// tries (its break-even acceptance, [`verify_report::break_even_search`]).
 pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
     let (mut report, decode_step_us) = run_once(cfg, w)?;
     let tps = |r: &RunReport| r.timing.as_ref().map(|t| t.tokens_per_s);
-    if let (Some(t), Some(step_us), true) = (tps(&report), decode_step_us, cfg.stepping.verify > 0) {
-        let base_cfg = RunConfig {
-            stepping: Stepping {
-                verify: 0,
-                acceptance: crate::verify::Acceptance::Fixed(0),
-                ..cfg.stepping
-            },
-            ..cfg.clone()
-        };
-        let (base, base_step_us) = run_once(&base_cfg, w)?;
-        if let (Some(steps), Some(b), Some(b_us)) = (&mut report.steps, tps(&base), base_step_us) {
-            verify_report::add_baseline(steps, t, step_us, b, b_us);
-        }
-    }
+    let (Some(t), Some(step_us), true) = (tps(&report), decode_step_us, cfg.stepping.verify > 0)
+    else {
+        return Ok(report);
+    };
+    let with = |verify: u32, acceptance: Acceptance| RunConfig {
+        stepping: Stepping {
+            verify,
+            acceptance,
+            ..cfg.stepping
+        },
+        ..cfg.clone()
+    };
+    let (base, base_step_us) = run_once(&with(0, Acceptance::Fixed(0)), w)?;
+    let (Some(steps), Some(b), Some(b_us)) = (&mut report.steps, tps(&base), base_step_us) else {
+        return Ok(report);
+    };
+    verify_report::add_baseline(steps, t, step_us, b, b_us);
+    let known = match cfg.stepping.acceptance {
+        Acceptance::Probability(p) => Some((p, t)),
+        Acceptance::Fixed(_) => None,
+    };
+    let k = cfg.stepping.verify;
+    steps.break_even_acceptance = verify_report::break_even_search(b, known, |p| {
+        let (r, _) = run_once(&with(k, Acceptance::Probability(p)), w)?;
+        Ok(tps(&r).unwrap_or(0.0))
+    })?;
     Ok(report)
+}
+
+/// A retention run's report blocks and its configuration with the budget resolved.
+type RetentionRun = (crate::cache::RetentionOutcome, RetentionConfig);
+
+/// The retention run of `cfg` (with `cfg.stepping`; `None` in the streaming regime) and, with
+/// `record_plans`, the plans it (or streaming, with a stepping) decided.
+fn retention_and_plans(
+    cfg: &RunConfig,
+    w: &Workload,
+    map: &UnitMap,
+    record_plans: bool,
+) -> Result<(Option<RetentionRun>, Option<Plans>)> {
+    let trace = &w.trace.trace;
+    let profile = w.profile.as_ref().map(|p| &p.trace);
+    let Some(rc) = &cfg.retention else {
+        if cfg.stepping.is_off() {
+            return Ok((None, None));
+        }
+        let batching = Batching {
+            stepping: cfg.stepping,
+            ..Batching::default()
+        };
+        return Ok((None, Some(record(trace, cfg.phase, map, batching, None)?.0)));
+    };
+    // the retention config with this run's stepping (the flags set it on the run)
+    let rc = RetentionConfig {
+        batching: Batching {
+            stepping: cfg.stepping,
+            ..rc.batching
+        },
+        ..rc.clone()
+    };
+    let prepared = PreparedRetention::new(trace, profile, map, cfg.phase, &rc)?;
+    let (plans, out) = if record_plans {
+        let run = Some((&prepared.workload, &prepared.cache));
+        let (plans, out) = record(trace, cfg.phase, map, rc.batching, run)?;
+        (
+            Some(plans),
+            out.expect("a retention run records its cache outcome"),
+        )
+    } else {
+        (None, prepared.workload.run(map, &prepared.cache)?)
+    };
+    // the resolved budget (a --target-tokens-per-s search changes it) prices the timing
+    let resolved = RetentionConfig {
+        cache: prepared.cache.clone(),
+        ..rc.clone()
+    };
+    Ok((Some((prepared.outcome(&rc, out), resolved)), plans))
 }
 
 /// [`run`] without the baseline: the report and the mean decode step time, µs (timed runs
@@ -238,51 +302,18 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
     cfg.stepping.check(cfg.phase)?;
     let (map, sizes) = build_units(cfg, w)?;
     let trace = &w.trace.trace;
-    let profile = w.profile.as_ref().map(|p| &p.trace);
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
     let stepped = !cfg.stepping.is_off();
-    let capped = cfg.timing.as_ref().is_some_and(|t| t.admission_cap.is_some());
+    let capped = cfg
+        .timing
+        .as_ref()
+        .is_some_and(|t| t.admission_cap.is_some());
     let record_plans = stepped || (cfg.timing.is_some() && !capped);
-    let mut recorded = None;
-    // the retention config with this run's stepping (the flags set it on the run)
-    let rc = cfg.retention.as_ref().map(|rc| RetentionConfig {
-        batching: Batching {
-            stepping: cfg.stepping,
-            ..rc.batching
-        },
-        ..rc.clone()
-    });
-    let retention = match &rc {
-        Some(rc) => {
-            let prepared = PreparedRetention::new(trace, profile, &map, cfg.phase, rc)?;
-            let out = if record_plans {
-                let run = Some((&prepared.workload, &prepared.cache));
-                let (plans, out) = record(trace, cfg.phase, &map, rc.batching, run)?;
-                recorded = Some(plans);
-                out.expect("a retention run records its cache outcome")
-            } else {
-                prepared.workload.run(&map, &prepared.cache)?
-            };
-            // the resolved budget (a --target-tokens-per-s search changes it) prices the timing
-            let resolved = RetentionConfig {
-                cache: prepared.cache.clone(),
-                ..rc.clone()
-            };
-            Some((prepared.outcome(rc, out), resolved))
-        }
-        None if stepped => {
-            let batching = Batching {
-                stepping: cfg.stepping,
-                ..Batching::default()
-            };
-            recorded = Some(record(trace, cfg.phase, &map, batching, None)?.0);
-            None
-        }
-        None => None,
-    };
-    let mut steps = stepped
-        .then(|| recorded.as_ref().map(|p| verify_report::steps_report(&cfg.stepping, p)))
-        .flatten();
+    let (retention, recorded) = retention_and_plans(cfg, w, &map, record_plans)?;
+    let mut steps = recorded
+        .as_ref()
+        .filter(|_| stepped)
+        .map(|p| verify_report::steps_report(&cfg.stepping, p));
     let timing = cfg
         .timing
         .as_ref()
@@ -290,7 +321,7 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
             crate::engine::run_timing(
                 tc,
                 trace,
-                profile,
+                w.profile.as_ref().map(|p| &p.trace),
                 &map,
                 cfg.phase,
                 retention.as_ref().map(|(_, rc)| rc),
@@ -300,7 +331,8 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
         })
         .transpose()?;
     if let (Some(s), Some(tc)) = (&mut steps, &cfg.timing) {
-        s.repeat_slots_priced = Some(tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth).is_some());
+        let repeat = tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth);
+        s.repeat_slots_priced = Some(repeat.is_some());
     }
     let decode_step_us = timing.as_ref().and_then(|t| t.decode_step_us_mean);
     let retention = retention.map(|(r, _)| r);

@@ -152,7 +152,9 @@ impl Stepping {
     fn accepted(&self, rng: &mut Pcg64, drafts: u32) -> u32 {
         match self.acceptance {
             Acceptance::Fixed(n) => n.min(drafts),
-            Acceptance::Probability(p) => (0..drafts).take_while(|_| rng.gen::<f64>() < p).count() as u32,
+            Acceptance::Probability(p) => {
+                (0..drafts).take_while(|_| rng.gen::<f64>() < p).count() as u32
+            }
         }
     }
 }
@@ -162,30 +164,6 @@ impl Stepping {
 /// sum_{i=0..=k} p^i = (1 - p^(k+1)) / (1 - p).
 pub fn expected_tokens(k: u32, p: f64) -> f64 {
     (0..=k).map(|i| p.powi(i as i32)).sum()
-}
-
-/// The acceptance at which verifying `k` drafts breaks even with one token per step, when a
-/// verify step costs `ratio` times a one-token step: the P with expected_tokens(k, P) = ratio,
-/// by bisection (expected_tokens rises from 1 at P = 0 to k + 1 at P = 1). `Some(0.0)` when
-/// verification pays at any acceptance (ratio <= 1), `None` when it never does (ratio >= k + 1).
-pub fn break_even_acceptance(k: u32, ratio: f64) -> Option<f64> {
-    if !ratio.is_finite() || ratio >= (k + 1) as f64 {
-        return None;
-    }
-    if ratio <= 1.0 {
-        return Some(0.0);
-    }
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    // 60 halvings: below f64 resolution of [0, 1]
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if expected_tokens(k, mid) < ratio {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(0.5 * (lo + hi))
 }
 
 #[cfg(test)]
@@ -202,16 +180,6 @@ mod tests {
         assert!((expected_tokens(2, 0.7) - 2.19).abs() < 1e-12);
         assert_eq!(expected_tokens(2, 1.0), 3.0);
         assert_eq!(expected_tokens(0, 0.3), 1.0);
-    }
-
-    #[test]
-    fn break_even_solves_the_expected_tokens() {
-        // K = 1: 1 + P = 1.5 at P = 0.5; K = 2: 1 + P + P^2 = 1.75 at P = 0.5
-        assert!((break_even_acceptance(1, 1.5).unwrap() - 0.5).abs() < 1e-12);
-        assert!((break_even_acceptance(2, 1.75).unwrap() - 0.5).abs() < 1e-12);
-        assert_eq!(break_even_acceptance(2, 0.8), Some(0.0));
-        assert_eq!(break_even_acceptance(2, 3.0), None);
-        assert_eq!(break_even_acceptance(2, f64::NAN), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! break-even acceptance against one token per step. Computed from the recorded plans.
 
 use crate::engine::Plans;
-use crate::verify::{self, Acceptance, Stepping};
+use crate::verify::{Acceptance, Stepping};
 use hdrhistogram::Histogram;
 pub use reports::run::StepsReport;
 
@@ -36,7 +36,13 @@ pub fn steps_report(stepping: &Stepping, plans: &Plans) -> StepsReport {
         (c + s.sequences as u64, t + s.tokens as u64)
     });
     let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    let q = |p: f64| if groups == 0 { 0 } else { union.value_at_quantile(p) };
+    let q = |p: f64| {
+        if groups == 0 {
+            0
+        } else {
+            union.value_at_quantile(p)
+        }
+    };
     let (acceptance, accepted) = match stepping.acceptance {
         Acceptance::Probability(p) => (Some(p), None),
         Acceptance::Fixed(n) => (None, Some(n)),
@@ -67,13 +73,97 @@ pub fn steps_report(stepping: &Stepping, plans: &Plans) -> StepsReport {
     }
 }
 
+/// Resolution of the break-even search: the acceptance is found to 1/128.
+pub const BREAK_EVEN_RESOLUTION: f64 = 1.0 / 128.0;
+
 /// Add the comparison with the same run at one token per decode step: this run's tokens per
-/// second and mean decode step time (µs) against the baseline's. The break-even acceptance
-/// solves expected_tokens(K, P) = step cost ratio ([`verify::break_even_acceptance`]).
-pub fn add_baseline(s: &mut StepsReport, tokens_per_s: f64, step_us: f64, base_tps: f64, base_step_us: f64) {
+/// second and mean decode step time (µs) against the baseline's (`base_tps`, `base_step_us`).
+pub fn add_baseline(
+    s: &mut StepsReport,
+    tokens_per_s: f64,
+    step_us: f64,
+    base_tps: f64,
+    base_step_us: f64,
+) {
     s.baseline_tokens_per_s = Some(base_tps);
     s.speedup = (base_tps > 0.0).then(|| tokens_per_s / base_tps);
-    let ratio = (base_step_us > 0.0).then(|| step_us / base_step_us);
-    s.step_cost_ratio = ratio;
-    s.break_even_acceptance = ratio.and_then(|r| verify::break_even_acceptance(s.verify, r));
+    s.step_cost_ratio = (base_step_us > 0.0).then(|| step_us / base_step_us);
+}
+
+/// The smallest acceptance at which verifying K drafts reaches `base_tps` (the same run at one
+/// token per step), to [`BREAK_EVEN_RESOLUTION`]: `tps_at(P)` runs the setting with drafts
+/// accepted with probability P and returns its tokens per second. Bisection from the bracket
+/// [0, 1], narrowed by `known` (a P already run and its tokens per second). `Some(0.0)` when
+/// verification pays at P = 0, `None` when it does not even at P = 1. The runs draw their
+/// acceptances from one seed, so the search is deterministic; tokens per second need not rise
+/// strictly with P (a faster-advancing sequence shares fewer experts between steps), and the
+/// result is a crossing point of the bracket.
+pub fn break_even_search(
+    base_tps: f64,
+    known: Option<(f64, f64)>,
+    mut tps_at: impl FnMut(f64) -> anyhow::Result<f64>,
+) -> anyhow::Result<Option<f64>> {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    match known {
+        Some((p, tps)) if tps >= base_tps => hi = p,
+        Some((p, _)) => lo = p,
+        None => {}
+    }
+    if hi == 1.0 && tps_at(1.0)? < base_tps {
+        return Ok(None);
+    }
+    if lo == 0.0 && tps_at(0.0)? >= base_tps {
+        return Ok(Some(0.0));
+    }
+    while hi - lo > BREAK_EVEN_RESOLUTION {
+        let mid = 0.5 * (lo + hi);
+        if tps_at(mid)? >= base_tps {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Some(hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_search_finds_the_crossing_of_a_monotone_curve() {
+        // tokens/s = 100 x (0.5 + P): the baseline of 120 is reached at P = 0.7
+        let mut runs = 0;
+        let mut at = |p: f64| {
+            runs += 1;
+            Ok(100.0 * (0.5 + p))
+        };
+        let p = break_even_search(120.0, None, &mut at).unwrap().unwrap();
+        assert!(p >= 0.7 && p - 0.7 <= BREAK_EVEN_RESOLUTION, "{p}");
+        // 1 and 0, then 7 halvings of [0, 1]
+        assert_eq!(runs, 9);
+        // a known point narrows the bracket: P = 0.75 pays, so 0 and 1 are not run
+        let mut runs = 0;
+        let p = break_even_search(120.0, Some((0.75, 125.0)), |p| {
+            runs += 1;
+            Ok(100.0 * (0.5 + p))
+        })
+        .unwrap()
+        .unwrap();
+        assert!(p >= 0.7 && p - 0.7 <= BREAK_EVEN_RESOLUTION, "{p}");
+        assert_eq!(runs, 7);
+        // pays at 0, never pays
+        assert_eq!(
+            break_even_search(40.0, None, |p| Ok(50.0 + p)).unwrap(),
+            Some(0.0)
+        );
+        assert_eq!(
+            break_even_search(80.0, None, |p| Ok(50.0 + p)).unwrap(),
+            None
+        );
+        assert_eq!(
+            break_even_search(80.0, Some((0.3, 50.3)), |p| Ok(50.0 + p)).unwrap(),
+            None
+        );
+    }
 }

@@ -2,22 +2,20 @@
 //! from the command line: K = 0 changes nothing, bad values name their flag, the sweep's
 //! stepping axis, and the union-curve table of the shipped H200 profile.
 
-use std::process::Command;
+mod common;
 
-fn sim(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .output()
-        .expect("the sim binary runs");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::sim;
 
 const RUN: [&str; 9] = [
-    "run", "--policy", "e1", "--evict", "lru", "--budget", "25%", "--hw", "h200-linux",
+    "run",
+    "--policy",
+    "e1",
+    "--evict",
+    "lru",
+    "--budget",
+    "25%",
+    "--hw",
+    "h200-linux",
 ];
 
 #[test]
@@ -35,11 +33,17 @@ fn verify_zero_is_byte_identical_to_no_flag() {
 fn bad_stepping_values_name_their_flag_and_fail() {
     for (args, flag) in [
         (&["--verify", "2"][..], "--acceptance"),
-        (&["--verify", "2", "--acceptance", "1.5"], "--acceptance 1.5"),
+        (
+            &["--verify", "2", "--acceptance", "1.5"],
+            "--acceptance 1.5",
+        ),
         (&["--verify", "2", "--accepted", "3"], "--accepted 3"),
         (&["--acceptance", "0.5"], "--verify"),
         (&["--prefill-chunk", "8"], "--phase all"),
-        (&["--prefill-chunk", "0", "--phase", "all"], "--prefill-chunk 0"),
+        (
+            &["--prefill-chunk", "0", "--phase", "all"],
+            "--prefill-chunk 0",
+        ),
         (&["--verify", "1,2", "--acceptance", "0.5"], "sim sweep"),
     ] {
         let (ok, out, e) = sim(&[&RUN[..], args].concat());
@@ -51,7 +55,11 @@ fn bad_stepping_values_name_their_flag_and_fail() {
 
 #[test]
 fn a_verify_run_reports_its_steps_and_is_deterministic() {
-    let args = [&RUN[..], &["--verify", "2", "--acceptance", "0.7", "--json"]].concat();
+    let args = [
+        &RUN[..],
+        &["--verify", "2", "--acceptance", "0.7", "--json"],
+    ]
+    .concat();
     let (ok, a, e) = sim(&args);
     assert!(ok, "{e}");
     let (_, b, _) = sim(&args);
@@ -71,11 +79,33 @@ fn a_verify_run_reports_its_steps_and_is_deterministic() {
     assert_ne!(a, c);
 }
 
+/// `sim sweep` of e1 under LRU at 50% (global) on the H200, with `more` arguments.
+fn sweep(more: &[&str]) -> (bool, String, String) {
+    let base = [
+        "sweep",
+        "--policies",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "50%",
+        "--split",
+        "global",
+        "--hw",
+        "h200-linux",
+    ];
+    sim(&[&base[..], more].concat())
+}
+
 #[test]
 fn the_sweep_crosses_k_with_p_and_tabulates_them() {
-    let (ok, out, e) = sim(&[
-        "sweep", "--policies", "e1", "--evict", "lru", "--budget", "50%", "--split", "global",
-        "--hw", "h200-linux", "--verify", "0,1,2", "--acceptance", "0.5,0.9", "--format", "json",
+    let (ok, out, e) = sweep(&[
+        "--verify",
+        "0,1,2",
+        "--acceptance",
+        "0.5,0.9",
+        "--format",
+        "json",
     ]);
     assert!(ok, "{e}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -87,10 +117,7 @@ fn the_sweep_crosses_k_with_p_and_tabulates_them() {
         .map(|r| r["steps"]["verify"].as_u64())
         .collect();
     assert_eq!(k, [None, Some(1), Some(1), Some(2), Some(2)]);
-    let (ok, table, e) = sim(&[
-        "sweep", "--policies", "e1", "--evict", "lru", "--budget", "50%", "--hw", "h200-linux",
-        "--verify", "0,2", "--acceptance", "0.7",
-    ]);
+    let (ok, table, e) = sweep(&["--verify", "0,2", "--acceptance", "0.7"]);
     assert!(ok, "{e}");
     assert!(table.contains("tokens per step against K and P"), "{table}");
     assert!(table.contains("verify K=2 P=0.7"), "{table}");
@@ -99,7 +126,13 @@ fn the_sweep_crosses_k_with_p_and_tabulates_them() {
 #[test]
 fn the_union_curve_of_the_shipped_h200_profile() {
     let (ok, out, e) = sim(&[
-        "profile", "union-curve", "--hw", "h200-linux", "--slots", "60", "--json",
+        "profile",
+        "union-curve",
+        "--hw",
+        "h200-linux",
+        "--slots",
+        "60",
+        "--json",
     ]);
     assert!(ok, "{e}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -132,11 +165,23 @@ fn the_union_curve_of_the_shipped_h200_profile() {
     }
     // a profile without the kernel fit names what is missing
     let (ok, _, e) = sim(&[
-        "profile", "union-curve", "--hw", "rtx4060-laptop-wddm", "--slots", "60",
+        "profile",
+        "union-curve",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--slots",
+        "60",
     ]);
     assert!(!ok && e.contains("expert_kernel_fixed"), "{e}");
     let (ok, _, e) = sim(&[
-        "profile", "union-curve", "--hw", "h200-linux", "--slots", "8", "--distinct", "9",
+        "profile",
+        "union-curve",
+        "--hw",
+        "h200-linux",
+        "--slots",
+        "8",
+        "--distinct",
+        "9",
     ]);
     assert!(!ok && e.contains("--distinct 9"), "{e}");
 }

@@ -97,7 +97,12 @@ fn add_union_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
     let arms: Vec<&KernelPoint> = union(c).collect();
     let pts: Vec<(f64, f64)> = arms
         .iter()
-        .map(|k| ((k.distinct as u64 * k.expert_bytes) as f64, k.time_us.median))
+        .map(|k| {
+            (
+                (k.distinct as u64 * k.expert_bytes) as f64,
+                k.time_us.median,
+            )
+        })
         .collect();
     if pts.len() < 2 {
         return;
@@ -204,7 +209,8 @@ mod tests {
         c.kernels = vec![arm("PerSlot", 8, 8, b, per_slot(8, 8))];
         for d in [60, 30, 10, 6] {
             c.kernels.push(arm("PerSlot", 60, d, b, per_slot(60, d)));
-            c.kernels.push(arm("Union", 60, d, b, 30.0 + 2.0 * d as f64));
+            c.kernels
+                .push(arm("Union", 60, d, b, 30.0 + 2.0 * d as f64));
         }
         let p = to_profile(&c, "t");
         let g = |n: N| p.get(n).unwrap();
@@ -237,10 +243,8 @@ mod tests {
 
     #[test]
     fn the_shipped_sets_surface_reproduces_its_arms() {
-        let c: Calibration = serde_json::from_str(include_str!(
-            "../data/h200-linux-p9.measurements.json"
-        ))
-        .unwrap();
+        let c: Calibration =
+            serde_json::from_str(include_str!("../data/h200-linux-p9.measurements.json")).unwrap();
         let p = to_profile(&c, "t");
         let g = |n: N| p.get(n).unwrap();
         let (fixed, bw, rep) = (
@@ -251,7 +255,11 @@ mod tests {
         // the repeat rate, by the normal equation of a line through the origin over the arms
         // that repeat experts: sum(x r) / sum(x^2), x = repeated bytes, r = time - distinct fit
         let (mut sxr, mut sxx) = (0.0, 0.0);
-        for k in c.kernels.iter().filter(|k| k.variant == "PerSlot" && k.slots > k.distinct) {
+        for k in c
+            .kernels
+            .iter()
+            .filter(|k| k.variant == "PerSlot" && k.slots > k.distinct)
+        {
             let x = ((k.slots - k.distinct) as u64 * k.expert_bytes) as f64;
             let r = k.time_us.median - fixed - (k.distinct as u64 * k.expert_bytes) as f64 / bw;
             sxr += x * r;
@@ -263,9 +271,18 @@ mod tests {
             let b = k.expert_bytes as f64;
             let t = fixed + k.distinct as f64 * b / bw + (k.slots - k.distinct) as f64 * b / rep;
             let m = k.time_us.median;
-            assert!(((t - m) / m).abs() < 0.052, "{} of {}: {t} vs {m}", k.distinct, k.slots);
+            assert!(
+                ((t - m) / m).abs() < 0.052,
+                "{} of {}: {t} vs {m}",
+                k.distinct,
+                k.slots
+            );
         }
-        let method = match &p.constant(N::ExpertKernelRepeatBandwidth).unwrap().provenance {
+        let method = match &p
+            .constant(N::ExpertKernelRepeatBandwidth)
+            .unwrap()
+            .provenance
+        {
             profile::Provenance::Measured(m) => m.method.clone(),
             other => panic!("{other:?}"),
         };

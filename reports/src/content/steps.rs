@@ -8,7 +8,7 @@ use super::{distinct, figure, metric_table, profile_name, slug};
 use crate::doc::Doc;
 use crate::metrics::{Better, Metric};
 use crate::plots::{self, LineChart, Scale, Series};
-use crate::results::{Results, RunEntry};
+use crate::results::{Results, RunCoords, RunEntry};
 use crate::run::{RunReport, StepsReport};
 
 fn block(r: &RunReport) -> Option<&StepsReport> {
@@ -26,10 +26,26 @@ const fn sm(get: fn(&RunReport) -> Option<f64>, label: &'static str, better: Bet
 
 /// The columns of a stepping table.
 const STEPS: &[Metric] = &[
-    sm(|r| Some(block(r)?.tokens_per_step), "tokens / step", Better::Higher),
-    sm(|r| Some(block(r)?.union_mean), "union / layer", Better::Lower),
-    sm(|r| Some(block(r)?.union_p50 as f64), "union p50", Better::Neither),
-    sm(|r| Some(block(r)?.union_p99 as f64), "union p99", Better::Neither),
+    sm(
+        |r| Some(block(r)?.tokens_per_step),
+        "tokens / step",
+        Better::Higher,
+    ),
+    sm(
+        |r| Some(block(r)?.union_mean),
+        "union / layer",
+        Better::Lower,
+    ),
+    sm(
+        |r| Some(block(r)?.union_p50 as f64),
+        "union p50",
+        Better::Neither,
+    ),
+    sm(
+        |r| Some(block(r)?.union_p99 as f64),
+        "union p99",
+        Better::Neither,
+    ),
     sm(
         |r| Some(block(r)?.decode_page_ins_per_token),
         "decode page-ins / token",
@@ -60,33 +76,22 @@ pub(super) fn steps(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     }
     doc.h(2, "Several tokens per step");
     doc.p(format!(
-        "Each decode step verifies K drafted tokens plus the current one: it reads, in every MoE layer, the union of the experts of the next K + 1 tokens of the trace (the routing of rejected drafts is approximated by the trace's next tokens) and advances by the accepted drafts + 1 (each accepted with probability P, independently; N = a fixed count). Union: distinct experts per MoE layer of a decode step. Speedup: tokens/s over the same run at K = 0. Break-even P: the acceptance at which (1 - P^(K+1)) / (1 - P) equals the verify step's cost in one-token steps (empty where verification never pays){}.",
+        "Each decode step verifies K drafted tokens plus the current one: it reads, in every MoE layer, the union of the experts of the next K + 1 tokens of the trace (the routing of rejected drafts is approximated by the trace's next tokens) and advances by the accepted drafts + 1 (each accepted with probability P, independently; N = a fixed count). Union: distinct experts per MoE layer of a decode step. Speedup: tokens/s over the same run at K = 0. Break-even P: the smallest acceptance, to 1/128, at which runs of the same setting reach the tokens/s of K = 0 (a bisection over simulated runs; empty where verification does not pay even at P = 1){}.",
         profile_name(res).map_or(String::new(), |p| format!("; timing on `{p}`"))
     ));
-    let key = |r: &RunEntry| {
-        let g = &r.grid;
-        (
-            g.trace.clone(),
-            g.profile_trace.clone(),
-            g.mechanism.clone(),
-            g.evict.clone(),
-            g.budget.clone(),
-            g.split.clone(),
-            g.batch,
-            (g.predictor.clone(), g.window, g.prefill_chunk),
-        )
+    // a setting: every coordinate but K and P
+    let key = |r: &RunEntry| RunCoords {
+        verify: None,
+        acceptance: None,
+        ..r.grid.clone()
     };
     for k in distinct(runs.iter().map(|r| key(r))) {
         let group: Vec<&RunEntry> = runs.iter().filter(|r| key(r) == k).cloned().collect();
-        let setting = super::run_label_of(&crate::results::RunCoords {
-            verify: None,
-            acceptance: None,
-            ..group[0].grid.clone()
-        });
-        doc.h(3, format!("`{}`, {setting}", k.0));
+        let setting = super::run_label_of(&k);
+        doc.h(3, format!("`{}`, {setting}", k.trace));
         metric_table(doc, &group, STEPS, None);
         if group.iter().any(|r| r.result.timing.is_some()) {
-            tokens_vs_k(doc, &group, &k.0, &setting)?;
+            tokens_vs_k(doc, &group, &k.trace, &setting)?;
         }
     }
     Ok(())
@@ -94,8 +99,18 @@ pub(super) fn steps(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
 
 /// Tokens/s against K, one line per acceptance of `group` (one setting); the K = 0 run (no
 /// acceptance) is every line's first point.
-fn tokens_vs_k(doc: &mut Doc, group: &[&RunEntry], trace: &str, setting: &str) -> anyhow::Result<()> {
-    let tps = |r: &RunEntry| Some((r.grid.verify? as f64, r.result.timing.as_ref()?.tokens_per_s));
+fn tokens_vs_k(
+    doc: &mut Doc,
+    group: &[&RunEntry],
+    trace: &str,
+    setting: &str,
+) -> anyhow::Result<()> {
+    let tps = |r: &RunEntry| {
+        Some((
+            r.grid.verify? as f64,
+            r.result.timing.as_ref()?.tokens_per_s,
+        ))
+    };
     let base: Vec<(f64, f64)> = group
         .iter()
         .filter(|r| r.grid.verify == Some(0))
@@ -114,7 +129,11 @@ fn tokens_vs_k(doc: &mut Doc, group: &[&RunEntry], trace: &str, setting: &str) -
                     .filter_map(|r| tps(r)),
             );
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let name = if a.starts_with("N=") { a.clone() } else { format!("P = {a}") };
+            let name = if a.starts_with("N=") {
+                a.clone()
+            } else {
+                format!("P = {a}")
+            };
             Series::new(name, pts).color(i)
         })
         .collect();

@@ -15,7 +15,11 @@ pub fn union_curve_text(c: &UnionCurve) -> String {
         format!(
             "; per-slot kernel {}, union kernel {}",
             c.per_slot_kernel,
-            if c.union_kernel.is_empty() { "-" } else { &c.union_kernel }
+            if c.union_kernel.is_empty() {
+                "-"
+            } else {
+                &c.union_kernel
+            }
         )
     };
     let _ = writeln!(
@@ -32,8 +36,8 @@ pub fn union_curve_text(c: &UnionCurve) -> String {
     );
     let _ = writeln!(
         s,
-        "{:>8} {:>20} {:>20} {:>16} {:>16}   {}",
-        "distinct", "per-slot µs", "union µs", "distinct GB/s", "all-slot GB/s", "physically possible"
+        "{:>8} {:>20} {:>20} {:>16} {:>16}   physically possible",
+        "distinct", "per-slot µs", "union µs", "distinct GB/s", "all-slot GB/s"
     );
     for r in &c.rows {
         let t = |fit: Option<f64>, m: Option<f64>| match (fit, m) {

@@ -1,9 +1,9 @@
 //! The access stream of the cache regime: groups of unit accesses built from a trace, a
 //! unit map and a batching plan.
 
+use crate::verify::Stepping;
 use policies::retention::NEVER;
 use policies::UnitMap;
-use crate::verify::Stepping;
 use traces::{KeySpace, Phase, PhaseSel, Trace};
 
 /// One request: one step of one sequence, a chunk of `len` consecutive tokens of one phase

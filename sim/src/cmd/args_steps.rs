@@ -20,8 +20,14 @@ pub struct StepArgs {
     /// Probability that a draft is accepted, independent per position (the first rejection
     /// ends the step), drawn with PCG from --seed; expected tokens per step
     /// (1 - P^(K+1)) / (1 - P). `sim sweep` and `sim compare` take a list (an axis).
-    #[arg(long, value_delimiter = ',', value_name = "P", help_heading = "Steps",
-          conflicts_with = "accepted", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "P",
+        help_heading = "Steps",
+        conflicts_with = "accepted",
+        allow_negative_numbers = true
+    )]
     pub acceptance: Vec<f64>,
 
     /// Every verify step accepts exactly N drafts (0 to K): a deterministic check, N + 1
@@ -49,7 +55,11 @@ impl StepArgs {
         let drafting = ks.iter().any(|&k| k > 0);
         let accepts: Vec<Acceptance> = match (self.accepted, self.acceptance.is_empty()) {
             (Some(n), _) => vec![Acceptance::Fixed(n)],
-            (None, false) => self.acceptance.iter().map(|&p| Acceptance::Probability(p)).collect(),
+            (None, false) => self
+                .acceptance
+                .iter()
+                .map(|&p| Acceptance::Probability(p))
+                .collect(),
             (None, true) if drafting => {
                 bail!("--verify K drafts tokens: give --acceptance P (e.g. 0.7) or --accepted N (a fixed count per step)")
             }
@@ -67,7 +77,11 @@ impl StepArgs {
                 let s = Stepping {
                     verify,
                     // K = 0 verifies nothing: one point, whatever the acceptance
-                    acceptance: if verify == 0 { Acceptance::Fixed(0) } else { acceptance },
+                    acceptance: if verify == 0 {
+                        Acceptance::Fixed(0)
+                    } else {
+                        acceptance
+                    },
                     prefill_chunk: self.prefill_chunk,
                     seed,
                 };
