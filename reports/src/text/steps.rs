@@ -1,6 +1,7 @@
 //! The text of the `steps` block (several tokens per step: `--verify`, `--prefill-chunk`):
 //! the lines `sim run` prints and the table of `sim sweep`.
 
+use crate::metrics::count;
 use crate::run::{RunReport, StepsReport};
 use std::fmt::Write;
 
@@ -46,8 +47,8 @@ pub fn steps_summary(r: &RunReport) -> String {
     if s.prefill_steps > 0 {
         let _ = writeln!(
             out,
-            "  prefill     {} steps, {:.2} distinct experts per MoE layer, {} page-ins",
-            s.prefill_steps,
+            "  prefill     {}, {:.2} distinct experts per MoE layer, {} page-ins",
+            count(s.prefill_steps, "step"),
             s.prefill_union_mean.unwrap_or(0.0),
             s.prefill_page_ins
         );
