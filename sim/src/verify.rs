@@ -131,7 +131,7 @@ impl Stepping {
                         (c, c)
                     }
                     Phase::Decode => {
-                        let len = (self.verify + 1).min(left);
+                        let len = self.verify.saturating_add(1).min(left);
                         (len, self.accepted(&mut rng, len - 1) + 1)
                     }
                 };
@@ -163,7 +163,11 @@ impl Stepping {
 /// the current token plus each draft whose predecessors were all accepted,
 /// sum_{i=0..=k} p^i = (1 - p^(k+1)) / (1 - p).
 pub fn expected_tokens(k: u32, p: f64) -> f64 {
-    (0..=k).map(|i| p.powi(i as i32)).sum()
+    if p >= 1.0 {
+        k as f64 + 1.0
+    } else {
+        (1.0 - p.powf(k as f64 + 1.0)) / (1.0 - p)
+    }
 }
 
 #[cfg(test)]
@@ -173,8 +177,9 @@ mod tests {
     #[test]
     fn expected_tokens_match_the_closed_form() {
         for (k, p) in [(1u32, 0.5f64), (2, 0.7), (4, 0.9), (3, 0.0)] {
-            let closed = (1.0 - p.powi(k as i32 + 1)) / (1.0 - p);
-            assert!((expected_tokens(k, p) - closed).abs() < 1e-12, "{k} {p}");
+            // the current token, then each draft whose predecessors were all accepted
+            let sum: f64 = (0..=k).map(|i| p.powi(i as i32)).sum();
+            assert!((expected_tokens(k, p) - sum).abs() < 1e-12, "{k} {p}");
         }
         // K = 2 at P = 0.7: 1 + 0.7 + 0.49
         assert!((expected_tokens(2, 0.7) - 2.19).abs() < 1e-12);

@@ -185,3 +185,59 @@ fn the_union_curve_of_the_shipped_h200_profile() {
     ]);
     assert!(!ok && e.contains("--distinct 9"), "{e}");
 }
+
+#[test]
+fn the_comparison_report_draws_tokens_per_second_against_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rep");
+    let (ok, _, e) = sim(&[
+        "compare",
+        "--trace",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../traces/data/granite/prose.bin"
+        ),
+        "--policies",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "50%",
+        "--hw",
+        "h200-linux",
+        "--verify",
+        "0,2",
+        "--acceptance",
+        "0.5,0.9",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{e}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Several tokens per step"), "{md}");
+    assert!(out
+        .join("plots/steps_tokens_prose_e1___lru___50_.svg")
+        .is_file());
+    // per mechanism and budget: K = 0 once, K = 2 at both P, with their grid coordinates
+    let res: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let lru: Vec<(u64, Option<String>)> = res["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["grid"]["evict"] == "lru")
+        .map(|r| {
+            let g = &r["grid"];
+            (
+                g["verify"].as_u64().unwrap(),
+                g["acceptance"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lru,
+        [(0, None), (2, Some("0.5".into())), (2, Some("0.9".into()))]
+    );
+    assert_eq!(res["grid"]["steps"].as_array().unwrap().len(), 3);
+}

@@ -13,11 +13,13 @@ pub struct StepArgs {
     /// Drafted tokens verified per decode step (speculative decoding, multi-token prediction):
     /// each step reads the union of the experts of the next K + 1 tokens of the trace and
     /// advances by the accepted drafts + 1. 0: one token per step. Needs --acceptance or
-    /// --accepted. `sim sweep` and `sim compare` take a comma-separated list (an axis).
+    /// --accepted. With --hw the run is also timed at K = 0 (speedup) and, for the break-even
+    /// acceptance, at up to 9 more acceptances. `sim sweep` and `sim compare` take a
+    /// comma-separated list (an axis).
     #[arg(long, value_delimiter = ',', value_name = "K", help_heading = "Steps")]
     pub verify: Vec<u32>,
 
-    /// Probability that a draft is accepted, independent per position (the first rejection
+    /// Probability (0 to 1) that a draft is accepted, independent per position (the first rejection
     /// ends the step), drawn with PCG from --seed; expected tokens per step
     /// (1 - P^(K+1)) / (1 - P). `sim sweep` and `sim compare` take a list (an axis).
     #[arg(

@@ -9,7 +9,8 @@ use std::sync::Arc;
 pub enum ProfileCommand {
     /// List the shipped hardware profiles.
     List(ListArgs),
-    /// Print a profile: device, OS-paging capabilities and every constant with its provenance.
+    /// Print a profile: device, OS-paging capabilities, every constant with its provenance, and
+    /// the expert kernels' measured union curve beside the fitted surface (where calibrated).
     Show(ShowArgs),
     /// The expert kernels' time against distinct experts at one slot count (a verify chunk of
     /// t tokens x k experts routes t x k slots): per-slot and union kernel, and the DRAM rate
