@@ -179,6 +179,20 @@ constant_names! {
     /// with [`ConstantName::ExpertKernelFixed`] it prices expert compute instead of
     /// `device_read_bandwidth`.
     ExpertKernelBandwidth = "expert_kernel_bandwidth": Bandwidth,
+    /// Bytes per µs of the per-slot expert kernel's slots that repeat an expert already read
+    /// by the same launch (a verify chunk's or a batch's tokens sharing experts), beyond the
+    /// distinct-expert fit: kernel time = [`ConstantName::ExpertKernelFixed`] + distinct x
+    /// expert bytes / [`ConstantName::ExpertKernelBandwidth`] + (slots - distinct) x expert
+    /// bytes / this. Fitted on the calibration's 60-slot sweep over distinct experts.
+    ExpertKernelRepeatBandwidth = "expert_kernel_repeat_bandwidth": Bandwidth,
+    /// Fixed time of the union expert kernel (one pass over each distinct expert for every
+    /// token that selected it): the intercept of its time against the distinct experts' bytes.
+    UnionKernelFixed = "union_kernel_fixed": Time,
+    /// Distinct expert bytes per µs of the union expert kernel (slope of the same fit).
+    UnionKernelBandwidth = "union_kernel_bandwidth": Bandwidth,
+    /// Plain streaming read of device memory by a reference kernel over a buffer many times
+    /// the L2: the ceiling of what any kernel can read from DRAM per µs.
+    StreamReadBandwidth = "stream_read_bandwidth": Bandwidth,
     /// Extra commit time per granule for a "fresh" granule: one committed while no granule
     /// released earlier is left to reuse (the footprint grows, as in a cache warming up).
     /// Measured as the commit time while a live set grows minus the commit time of granules

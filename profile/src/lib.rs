@@ -13,10 +13,12 @@
 
 pub mod constant;
 pub mod error;
+pub mod kernel_curve;
 pub mod schema;
 pub mod shipped;
 
 pub use constant::{Constant, ConstantName, Dimension, Measurement, Provenance};
 pub use error::ProfileError;
+pub use kernel_curve::{KernelCurve, KernelCurvePoint};
 pub use schema::{Device, OsPaging, Profile, SCHEMA_VERSION};
 pub use shipped::{load, shipped, shipped_names};

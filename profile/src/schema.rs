@@ -2,6 +2,7 @@
 
 use crate::constant::{Constant, ConstantName};
 use crate::error::ProfileError;
+use crate::kernel_curve::KernelCurve;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -40,7 +41,8 @@ pub struct OsPaging {
 }
 
 /// A hardware profile. JSON layout:
-/// `{schema_version, name, description, device, os_paging?, constants: {name: Constant}, notes}`.
+/// `{schema_version, name, description, device, os_paging?, constants: {name: Constant},
+/// expert_kernel_curve?, notes}`.
 ///
 /// Build one with [`Profile::new`] and [`Profile::set`], write it with [`Profile::save`]
 /// (atomic), read one with [`crate::load`] (validated).
@@ -59,6 +61,10 @@ pub struct Profile {
     pub os_paging: Option<OsPaging>,
     /// Constants by JSON key (see [`ConstantName`]); unmeasured constants are absent.
     pub constants: BTreeMap<String, Constant>,
+    /// The expert kernels' time against distinct experts at one slot count, as measured;
+    /// absent when the calibration did not run that sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_kernel_curve: Option<KernelCurve>,
     /// Free-text remarks (what differs from other profiles, caveats).
     #[serde(default)]
     pub notes: Vec<String>,
@@ -74,6 +80,7 @@ impl Profile {
             device,
             os_paging: None,
             constants: BTreeMap::new(),
+            expert_kernel_curve: None,
             notes: Vec::new(),
         }
     }
@@ -159,6 +166,9 @@ impl Profile {
                     | ConstantName::FirstTouchBelow90
                     | ConstantName::FaultDenseBandwidth
                     | ConstantName::ExpertKernelBandwidth
+                    | ConstantName::ExpertKernelRepeatBandwidth
+                    | ConstantName::UnionKernelBandwidth
+                    | ConstantName::StreamReadBandwidth
                     | ConstantName::OsEvictBandwidth
             ) && c.value == 0.0
             {
@@ -174,6 +184,9 @@ impl Profile {
                     )));
                 }
             }
+        }
+        if let Some(c) = &self.expert_kernel_curve {
+            c.validate(&self.name)?;
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ pub mod plots;
 pub mod results;
 pub mod run;
 pub mod text;
+pub mod union_curve;
 
 pub use output::write_report;
 pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};

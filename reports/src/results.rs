@@ -141,6 +141,17 @@ pub struct RunCoords {
     /// Prefetch window (MoE layers), beside `predictor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<usize>,
+    /// Drafted tokens verified per decode step, `None` when the grid had no stepping axis
+    /// (`--verify`, `--prefill-chunk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<u32>,
+    /// How drafts were accepted, beside `verify` with K > 0: the probability as given
+    /// (`0.7`), or `N=1` for a fixed count per step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<String>,
+    /// Prompt tokens per prefill step, with `--prefill-chunk`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_chunk: Option<u32>,
 }
 
 impl RunCoords {

@@ -184,6 +184,66 @@ pub struct StepParts {
     pub groups: u32,
 }
 
+/// The `steps` block of a run with several tokens per step (`--verify K`, `--prefill-chunk
+/// C`): how many tokens the steps took and produced, the union of experts each step's MoE
+/// layers read, the page-ins by phase, and (on a hardware profile) whether verification pays
+/// against one token per step. A group is one (step, MoE layer): its union is over the
+/// chunks of every sequence of the step (one chunk at batch 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepsReport {
+    /// Drafted tokens verified per decode step (`--verify K`).
+    pub verify: u32,
+    /// Probability that a draft is accepted (`--acceptance P`); `None` with `--accepted`.
+    pub acceptance: Option<f64>,
+    /// Drafts every step accepts (`--accepted N`); `None` with `--acceptance`.
+    pub accepted: Option<u32>,
+    /// Prompt tokens per prefill step (`--prefill-chunk C`); `None`: one per step.
+    pub prefill_chunk: Option<u32>,
+    /// Decode chunks (one per sequence per decode step) and the tokens they produced.
+    pub decode_chunks: u64,
+    pub decode_tokens: u64,
+    /// decode_tokens / decode_chunks: tokens per sequence per decode step.
+    pub tokens_per_step: f64,
+    /// The same expected from the acceptance: (1 - P^(K+1)) / (1 - P), or N + 1.
+    pub expected_tokens_per_step: f64,
+    /// Distinct experts per decode group (MoE layer of a decode step): mean, 50th and 99th
+    /// percentile (hdrhistogram, exact for these counts).
+    pub union_mean: f64,
+    pub union_p50: u64,
+    pub union_p99: u64,
+    /// Routed (token, expert) slots per decode group, mean (tokens x top-k over the step).
+    pub slots_mean: f64,
+    /// Steps that processed prompt tokens, and the distinct experts per MoE layer of theirs
+    /// (mean; `None` without prompt steps).
+    pub prefill_steps: u64,
+    pub prefill_union_mean: Option<f64>,
+    /// Page-ins of the groups of prompt steps, and of decode steps (all of a group's
+    /// accessed units in the streaming regime).
+    pub prefill_page_ins: u64,
+    pub decode_page_ins: u64,
+    /// decode_page_ins / decode_tokens.
+    pub decode_page_ins_per_token: f64,
+    /// Whether the expert kernel priced the slots that repeat an expert (the profile holds
+    /// `expert_kernel_repeat_bandwidth`); `None` without timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_slots_priced: Option<bool>,
+    /// The same run with one token per decode step (K = 0): its tokens per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_tokens_per_s: Option<f64>,
+    /// tokens_per_s / baseline_tokens_per_s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// Mean decode step time over the baseline's (how much a verify step costs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_cost_ratio: Option<f64>,
+    /// The smallest acceptance P, to 1/128, at which the same setting verifying K drafts
+    /// accepted with probability P reaches baseline_tokens_per_s (a bisection over simulated
+    /// runs with this run's seed; 0: verification pays at any acceptance); `None` without
+    /// timing (no step_cost_ratio) or when it does not pay even at P = 1.
+    #[serde(default)]
+    pub break_even_acceptance: Option<f64>,
+}
+
 /// The resolved inputs of a run, echoed so a result file documents itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunInputs {
@@ -258,6 +318,10 @@ pub struct RunReport {
     /// Batch admission under `--admission-cap`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Admission>,
+    /// Tokens per step, unions and the break-even acceptance, with `--verify` or
+    /// `--prefill-chunk`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepsReport>,
     /// Lines for the user about what the run wrote or left out (not part of the result, so
     /// not in the JSON; empty in a run read back from a file).
     #[serde(skip)]

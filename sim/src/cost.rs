@@ -577,6 +577,9 @@ mod tests {
                 ),
             );
         };
+        for n in [C::VmmCommitBusyLiveSlope, C::VmmDecommitBusyLiveSlope] {
+            p.constants.remove(n.as_str());
+        }
         set(&mut p, C::VmmCommitLiveSlope, 0.5);
         set(&mut p, C::VmmDecommitLiveSlope, 0.25);
         let none = ReadLive::default();

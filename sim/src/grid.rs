@@ -10,6 +10,7 @@
 use crate::cache::{Budget, RetentionConfig, Split};
 use crate::engine::PredictorKind;
 use crate::runner::RunConfig;
+use crate::verify::{Acceptance, Stepping};
 use policies::mechanisms::{self, ChunkOrder, ProfileStats, SpecError};
 use reports::{RunCoords, TraceInfo};
 use traces::{PhaseSel, Trace};
@@ -169,6 +170,19 @@ pub fn sweep_grid(
         .collect()
 }
 
+/// Every config of `configs` once per stepping of `steps` (innermost, in their order).
+pub fn with_steps(configs: Vec<RunConfig>, steps: &[Stepping]) -> Vec<RunConfig> {
+    configs
+        .into_iter()
+        .flat_map(|c| {
+            steps.iter().map(move |&stepping| RunConfig {
+                stepping,
+                ..c.clone()
+            })
+        })
+        .collect()
+}
+
 /// One point of a comparison: indices into its traces, the report's coordinates, the
 /// retention config (`None`: streaming) and the prefetch point.
 #[derive(Clone, Debug)]
@@ -178,6 +192,7 @@ pub struct ComparePoint {
     pub coords: RunCoords,
     pub retention: Option<RetentionConfig>,
     pub prefetch: PrefetchPoint,
+    pub stepping: Stepping,
 }
 
 /// The comparison's axes.
@@ -192,18 +207,35 @@ pub struct CompareAxes<'a> {
     pub batch_given: bool,
     /// Whether to add the cross-trace stability runs (with more than one trace).
     pub cross_trace: bool,
-    /// The prefetch axis ([`prefetch_points`]), innermost; only `none`: no coordinates.
+    /// The prefetch axis ([`prefetch_points`]); only `none`: no coordinates.
     pub prefetch: &'a [PrefetchPoint],
+    /// The stepping axis (K x P), innermost; only the off stepping: no coordinates.
+    pub steps: &'a [Stepping],
+}
+
+/// The coordinates of stepping `s` on a stepping axis: (verify, acceptance, prefill chunk).
+fn step_coords(s: &Stepping) -> (Option<u32>, Option<String>, Option<u32>) {
+    let acceptance = (s.verify > 0).then(|| match s.acceptance {
+        Acceptance::Probability(p) => p.to_string(),
+        Acceptance::Fixed(n) => format!("N={n}"),
+    });
+    (Some(s.verify), acceptance, s.prefill_chunk)
 }
 
 /// The comparison grid in its fixed order: per evaluated trace, the streaming run of every
 /// mechanism, then per mechanism its retention runs; then the cross-trace runs (mechanisms
 /// that order units by a profile trace, the policies that pin by one, and every run of a
-/// predictor that learns from one), on every other trace. The prefetch axis is innermost.
-/// Errors: a mechanism spec that does not parse.
+/// predictor that learns from one), on every other trace. The prefetch axis, then the
+/// stepping axis, are innermost. Errors: a mechanism spec that does not parse.
 pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
     let coords = !no_prefetch(a.prefetch);
-    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>, pf: PrefetchPoint| {
+    let step_axis = a.steps.iter().any(|s| !s.is_off());
+    let point = |t: usize, p: usize, mech: &str, r: Option<&RetentionConfig>, pt: AxisPoint| {
+        let (pf, st) = pt;
+        let (verify, acceptance, prefill_chunk) = match step_axis {
+            true => step_coords(&st),
+            false => (None, None, None),
+        };
         ComparePoint {
             trace: t,
             profile: p,
@@ -217,20 +249,34 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
                 batch: r.filter(|_| a.batch_given).map(|r| r.batching.batch as u32),
                 predictor: coords.then(|| pf.0.name().to_string()),
                 window: coords.then_some(pf.1),
+                verify,
+                acceptance,
+                prefill_chunk,
             },
             retention: r.cloned(),
             prefetch: pf,
+            stepping: st,
         }
     };
+    let off = [Stepping::default()];
+    let steps = if a.steps.is_empty() {
+        &off[..]
+    } else {
+        a.steps
+    };
+    let axis: Vec<AxisPoint> = a
+        .prefetch
+        .iter()
+        .flat_map(|&pf| steps.iter().map(move |&st| (pf, st)))
+        .collect();
     let mut pts = Vec::new();
-    let axis = a.prefetch;
     for t in 0..a.traces.len() {
         for m in a.mechanisms {
-            pts.extend(axis.iter().map(|&pf| point(t, t, m, None, pf)));
+            pts.extend(axis.iter().map(|&pt| point(t, t, m, None, pt)));
         }
         for m in a.mechanisms {
             for r in a.retention {
-                pts.extend(axis.iter().map(|&pf| point(t, t, m, Some(r), pf)));
+                pts.extend(axis.iter().map(|&pt| point(t, t, m, Some(r), pt)));
             }
         }
     }
@@ -247,19 +293,19 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
     }
     // a run is cross-traced when its mechanism or policy uses the profile, or its predictor
     // learns from it
-    let uses = |base: bool, pf: &PrefetchPoint| base || pf.0.learns();
+    let uses = |base: bool, pt: &AxisPoint| base || pt.0 .0.learns();
     for t in 0..a.traces.len() {
         for p in (0..a.traces.len()).filter(|&p| p != t) {
             for (m, &prof) in a.mechanisms.iter().zip(&profiled) {
-                let pfs = axis.iter().filter(|pf| uses(prof, pf));
-                pts.extend(pfs.map(|&pf| point(t, p, m, None, pf)));
+                let pts_ = axis.iter().filter(|pt| uses(prof, pt));
+                pts.extend(pts_.map(|&pt| point(t, p, m, None, pt)));
             }
             for m in a.mechanisms {
                 for r in a.retention {
-                    let pfs = axis
+                    let pts_ = axis
                         .iter()
-                        .filter(|pf| uses(r.cache.policy.needs_profile(), pf));
-                    pts.extend(pfs.map(|&pf| point(t, p, m, Some(r), pf)));
+                        .filter(|pt| uses(r.cache.policy.needs_profile(), pt));
+                    pts.extend(pts_.map(|&pt| point(t, p, m, Some(r), pt)));
                 }
             }
         }
@@ -274,6 +320,9 @@ pub fn does_not_fit(e: &anyhow::Error) -> Option<&crate::engine::NoSequenceFits>
     e.chain()
         .find_map(|c| c.downcast_ref::<crate::engine::NoSequenceFits>())
 }
+
+/// One point of the innermost axes: the prefetch point, then the stepping.
+type AxisPoint = (PrefetchPoint, Stepping);
 
 /// What the report says about one trace, computed from the loaded trace, and a note when its
 /// statistics could not be computed (they are context for the reader: the report leaves them
@@ -364,6 +413,7 @@ mod tests {
                 batch: 1,
                 queue: None,
                 schedule: Schedule::Fifo,
+                ..Batching::default()
             },
             target: None,
         }
@@ -437,6 +487,7 @@ mod tests {
             batch_given: false,
             cross_trace: true,
             prefetch: &[(PredictorKind::None, 1)],
+            steps: &[],
         };
         let label = |p: &ComparePoint| {
             format!(

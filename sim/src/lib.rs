@@ -6,12 +6,15 @@ pub mod cache;
 pub mod cost;
 pub mod engine;
 pub mod grid;
+pub mod kernel_surface;
 pub mod model_profile;
 pub mod output;
 pub mod plan;
 pub mod runner;
 pub mod streaming;
 pub mod validation;
+pub mod verify;
+pub mod verify_report;
 
 /// Bytes in one MiB (2^20, the unit of every `*_mib` report field), as `f64` for byte-to-MiB
 /// conversions; the same value as [`policies::mechanisms::MIB`].

@@ -19,7 +19,12 @@
 //!   is `expert_kernel_fixed` + distinct experts x expert bytes / `expert_kernel_bandwidth`:
 //!   small batch-1 layers are dominated by the launches' fixed part (36 µs for 20 MB on the
 //!   H200, where bytes / read bandwidth gives 18 µs).
+//! - a group whose tokens share experts (a verify chunk, a prompt chunk, a batch) has more
+//!   routed slots than distinct experts; where the profile holds the repeat rate
+//!   (`expert_kernel_repeat_bandwidth`) each repeated slot adds expert bytes / that rate: the
+//!   kernel time surface of `crate::kernel_surface`. One token per step has no repeat.
 
+use crate::kernel_surface::KernelSurface;
 use profile::{ConstantName as C, Profile};
 use traces::ModelSpec;
 
@@ -73,6 +78,10 @@ pub struct ComputeModel {
     /// Fixed part of a group's expert launches, µs (0 when the profile has no kernel fit or
     /// `--expert-us` overrides the per-expert figure).
     pub expert_group_fixed_us: f64,
+    /// Compute per routed slot beyond the distinct experts (a slot repeating an expert the
+    /// group already reads), µs: expert bytes / `expert_kernel_repeat_bandwidth`; 0 when the
+    /// profile has no repeat fit, no kernel fit, or `--expert-us` overrides the figures.
+    pub expert_repeat_us: f64,
     /// KV read time per token of KV per MoE layer, µs (0 with `--compute none`).
     pub kv_us_per_token: f64,
     /// Non-expert weights held in VRAM for the whole model, bytes.
@@ -130,6 +139,7 @@ impl ComputeModel {
                 nonexpert_us: 0.0,
                 expert_us: 0.0,
                 expert_group_fixed_us: 0.0,
+                expert_repeat_us: 0.0,
                 kv_us_per_token: 0.0,
                 nonexpert_bytes,
                 kv_bytes_per_token,
@@ -142,18 +152,21 @@ impl ComputeModel {
         let nonexpert_us = o
             .nonexpert_us
             .unwrap_or(nonexpert_bytes / moe_layers / read);
-        let kernel_fit = profile
-            .get(C::ExpertKernelFixed)
-            .zip(profile.get(C::ExpertKernelBandwidth));
-        let (expert_us, expert_group_fixed_us) = match (o.expert_us, kernel_fit) {
-            (Some(us), _) => (us, 0.0),
-            (None, Some((fixed, bw))) => (expert_bytes as f64 / bw, fixed),
-            (None, None) => (expert_bytes as f64 / read, 0.0),
+        let surface = KernelSurface::per_slot(profile);
+        let (expert_us, expert_group_fixed_us, expert_repeat_us) = match (o.expert_us, surface) {
+            (Some(us), _) => (us, 0.0, 0.0),
+            (None, Some(k)) => (
+                k.distinct_us(expert_bytes),
+                k.fixed_us,
+                k.repeat_us(expert_bytes),
+            ),
+            (None, None) => (expert_bytes as f64 / read, 0.0, 0.0),
         };
         Ok(ComputeModel {
             nonexpert_us,
             expert_us,
             expert_group_fixed_us,
+            expert_repeat_us,
             kv_us_per_token: kv_bytes_per_token / moe_layers / read,
             nonexpert_bytes,
             kv_bytes_per_token,
@@ -166,6 +179,7 @@ impl ComputeModel {
             nonexpert_us: 0.0,
             expert_us: 0.0,
             expert_group_fixed_us: 0.0,
+            expert_repeat_us: 0.0,
             kv_us_per_token: 0.0,
             nonexpert_bytes: 0.0,
             kv_bytes_per_token: 0.0,

@@ -5,12 +5,16 @@
 //! fields to [`RunConfig`] and optional blocks to [`RunReport`]; a block that is `None` is left
 //! out of the JSON. The streaming block is computed for every run (it needs no budget).
 
-use crate::cache::{PreparedRetention, RetentionConfig};
+use crate::cache::{Batching, PreparedRetention, RetentionConfig};
 use crate::engine::build::record;
+use crate::engine::Plans;
 use crate::streaming::streaming_metrics;
+use crate::verify::{Acceptance, Stepping};
+use crate::verify_report;
 use anyhow::{bail, Context, Result};
 use policies::mechanisms::{self, BuildContext, ProfileStats, SizeOptions, Sizes};
 use policies::{Mechanism, UnitMap};
+use profile::ConstantName;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -87,6 +91,10 @@ pub struct RunConfig {
     pub retention: Option<crate::cache::RetentionConfig>,
     /// Discrete-event timing on a hardware profile (`--hw` and the timing flags); `None`: no timing.
     pub timing: Option<crate::engine::TimingConfig>,
+    /// Tokens per step (`--verify`, `--acceptance`/`--accepted`, `--prefill-chunk`); off:
+    /// one token of one sequence per step.
+    #[serde(skip_serializing_if = "Stepping::is_off")]
+    pub stepping: Stepping,
 }
 
 impl Default for RunConfig {
@@ -98,6 +106,7 @@ impl Default for RunConfig {
             sizes: SizeOptions::default(),
             retention: None,
             timing: None,
+            stepping: Stepping::default(),
         }
     }
 }
@@ -201,37 +210,110 @@ pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
 
 /// Run one configuration on a workload: units, streaming metrics, then (with a retention
 /// config) one retention simulation that gives the cache report and, when the run is timed,
-/// the plans the engine prices. Only an admission cap replans: it tries smaller batches.
+/// the plans the engine prices. Only an admission cap replans: it tries smaller batches. With
+/// verified drafts on a hardware profile the same run with one token per decode step is timed
+/// too (the `steps` block's speedup), and the setting again at the acceptances a bisection
+/// tries (its break-even acceptance, [`verify_report::break_even_search`]).
 pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
-    let (map, sizes) = build_units(cfg, w)?;
+    let (mut report, decode_step_us) = run_once(cfg, w)?;
+    let tps = |r: &RunReport| r.timing.as_ref().map(|t| t.tokens_per_s);
+    let (Some(t), Some(step_us), true) = (tps(&report), decode_step_us, cfg.stepping.verify > 0)
+    else {
+        return Ok(report);
+    };
+    let with = |verify: u32, acceptance: Acceptance| RunConfig {
+        stepping: Stepping {
+            verify,
+            acceptance,
+            ..cfg.stepping
+        },
+        ..cfg.clone()
+    };
+    let (base, base_step_us) = run_once(&with(0, Acceptance::Fixed(0)), w)?;
+    let (Some(steps), Some(b), Some(b_us)) = (&mut report.steps, tps(&base), base_step_us) else {
+        return Ok(report);
+    };
+    verify_report::add_baseline(steps, t, step_us, b, b_us);
+    let known = match cfg.stepping.acceptance {
+        Acceptance::Probability(p) => Some((p, t)),
+        Acceptance::Fixed(_) => None,
+    };
+    let k = cfg.stepping.verify;
+    steps.break_even_acceptance = verify_report::break_even_search(b, known, |p| {
+        let (r, _) = run_once(&with(k, Acceptance::Probability(p)), w)?;
+        Ok(tps(&r).unwrap_or(0.0))
+    })?;
+    Ok(report)
+}
+
+/// A retention run's report blocks and its configuration with the budget resolved.
+type RetentionRun = (crate::cache::RetentionOutcome, RetentionConfig);
+
+/// The retention run of `cfg` (with `cfg.stepping`; `None` in the streaming regime) and, with
+/// `record_plans`, the plans it (or streaming, with a stepping) decided.
+fn retention_and_plans(
+    cfg: &RunConfig,
+    w: &Workload,
+    map: &UnitMap,
+    record_plans: bool,
+) -> Result<(Option<RetentionRun>, Option<Plans>)> {
     let trace = &w.trace.trace;
     let profile = w.profile.as_ref().map(|p| &p.trace);
+    let Some(rc) = &cfg.retention else {
+        if cfg.stepping.is_off() {
+            return Ok((None, None));
+        }
+        let batching = Batching {
+            stepping: cfg.stepping,
+            ..Batching::default()
+        };
+        return Ok((None, Some(record(trace, cfg.phase, map, batching, None)?.0)));
+    };
+    // the retention config with this run's stepping (the flags set it on the run)
+    let rc = RetentionConfig {
+        batching: Batching {
+            stepping: cfg.stepping,
+            ..rc.batching
+        },
+        ..rc.clone()
+    };
+    let prepared = PreparedRetention::new(trace, profile, map, cfg.phase, &rc)?;
+    let (plans, out) = if record_plans {
+        let run = Some((&prepared.workload, &prepared.cache));
+        let (plans, out) = record(trace, cfg.phase, map, rc.batching, run)?;
+        (
+            Some(plans),
+            out.expect("a retention run records its cache outcome"),
+        )
+    } else {
+        (None, prepared.workload.run(map, &prepared.cache)?)
+    };
+    // the resolved budget (a --target-tokens-per-s search changes it) prices the timing
+    let resolved = RetentionConfig {
+        cache: prepared.cache.clone(),
+        ..rc.clone()
+    };
+    Ok((Some((prepared.outcome(&rc, out), resolved)), plans))
+}
+
+/// [`run`] without the baseline: the report and the mean decode step time, µs (timed runs
+/// with a decode step only).
+fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
+    cfg.stepping.check(cfg.phase)?;
+    let (map, sizes) = build_units(cfg, w)?;
+    let trace = &w.trace.trace;
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
-    let record_plans = cfg
+    let stepped = !cfg.stepping.is_off();
+    let capped = cfg
         .timing
         .as_ref()
-        .is_some_and(|t| t.admission_cap.is_none());
-    let mut recorded = None;
-    let retention = match &cfg.retention {
-        Some(rc) => {
-            let prepared = PreparedRetention::new(trace, profile, &map, cfg.phase, rc)?;
-            let out = if record_plans {
-                let run = Some((&prepared.workload, &prepared.cache));
-                let (plans, out) = record(trace, cfg.phase, &map, rc.batching, run)?;
-                recorded = Some(plans);
-                out.expect("a retention run records its cache outcome")
-            } else {
-                prepared.workload.run(&map, &prepared.cache)?
-            };
-            // the resolved budget (a --target-tokens-per-s search changes it) prices the timing
-            let resolved = RetentionConfig {
-                cache: prepared.cache.clone(),
-                ..rc.clone()
-            };
-            Some((prepared.outcome(rc, out), resolved))
-        }
-        None => None,
-    };
+        .is_some_and(|t| t.admission_cap.is_some());
+    let record_plans = stepped || (cfg.timing.is_some() && !capped);
+    let (retention, recorded) = retention_and_plans(cfg, w, &map, record_plans)?;
+    let mut steps = recorded
+        .as_ref()
+        .filter(|_| stepped)
+        .map(|p| verify_report::steps_report(&cfg.stepping, p));
     let timing = cfg
         .timing
         .as_ref()
@@ -239,18 +321,24 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
             crate::engine::run_timing(
                 tc,
                 trace,
-                profile,
+                w.profile.as_ref().map(|p| &p.trace),
                 &map,
                 cfg.phase,
                 retention.as_ref().map(|(_, rc)| rc),
-                recorded,
+                cfg.stepping,
+                recorded.filter(|_| !capped),
             )
         })
         .transpose()?;
+    if let (Some(s), Some(tc)) = (&mut steps, &cfg.timing) {
+        let repeat = tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth);
+        s.repeat_slots_priced = Some(repeat.is_some());
+    }
+    let decode_step_us = timing.as_ref().and_then(|t| t.decode_step_us_mean);
     let retention = retention.map(|(r, _)| r);
     let mut notes = batch_notes(cfg, trace);
     notes.extend(timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default());
-    Ok(RunReport {
+    let report = RunReport {
         inputs: RunInputs {
             policy: map.spec.clone(),
             trace: w.trace.label.clone(),
@@ -275,7 +363,9 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
         admission: timing.and_then(|t| t.admission),
-    })
+        steps,
+    };
+    Ok((report, decode_step_us))
 }
 
 /// A warning when the batch is larger than the sequences that have tokens in the phase:

@@ -154,7 +154,7 @@ proptest! {
         let units = (frac * n).div_ceil(100).max(1);
         let sem = if access { Semantics::Access } else { Semantics::Group };
         let split = if per_layer { Split::PerLayer } else { Split::Global };
-        let batching = Batching { batch, queue: None, schedule: Schedule::Fifo };
+        let batching = Batching { batch, queue: None, schedule: Schedule::Fifo, ..Batching::default() };
         let w = Workload::build(&t, &map, PhaseSel::Decode, batching, None).unwrap();
         let bound = w.run(&map, &cfg(PolicyKind::Belady, units, split, sem)).unwrap().cache.page_ins;
         // Every registered policy, from the registry.
@@ -223,7 +223,7 @@ proptest! {
     #[test]
     fn grid_is_identical_across_thread_counts((t, layers, experts) in arb_trace(), queue in 3usize..=5) {
         let map = e1(layers, experts);
-        let batching = Batching { batch: 2, queue: Some(queue), schedule: Schedule::RouteAware };
+        let batching = Batching { batch: 2, queue: Some(queue), schedule: Schedule::RouteAware, ..Batching::default() };
         let w = Workload::build(&t, &map, PhaseSel::Decode, batching, None).unwrap();
         let mut cfgs = Vec::new();
         for kind in PolicyKind::ALL {

@@ -9,7 +9,7 @@ use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profil
 
 /// How a constant's [`Measurement`] is made from its method and the summary of its
 /// repetitions (`None`: a single reading).
-type Measure<'a> = dyn Fn(String, Option<&Summary>) -> Measurement + 'a;
+pub(crate) type Measure<'a> = dyn Fn(String, Option<&Summary>) -> Measurement + 'a;
 
 /// Builds the profile `name` from `c`. Every constant carries GPU, driver, CUDA version, date,
 /// method, repetitions and the spread of its repetitions; the value is their median.
@@ -241,7 +241,7 @@ fn add_notes(c: &Calibration, p: &mut Profile) {
 /// What a kernel arm timed, for a constant's provenance: one layer's launches (the activation
 /// pre-pass included, if the kernel has one) between CUDA events, naming the CUDA function
 /// unless the measurement set predates recording it (`kernel` empty).
-fn layer_launches(kernel: &str) -> String {
+pub(crate) fn layer_launches(kernel: &str) -> String {
     if kernel.is_empty() {
         "one layer's launches (CUDA events)".to_string()
     } else {
@@ -276,7 +276,7 @@ fn relative_line(points: &[(f64, f64)]) -> Option<Line> {
 }
 
 /// `meas` labelled as a least-squares fit over the per-point medians of its arm.
-fn fit_stat(meas: Measurement) -> Measurement {
+pub(crate) fn fit_stat(meas: Measurement) -> Measurement {
     Measurement {
         statistic: Some("least-squares fit over per-point medians".into()),
         ..meas
@@ -284,7 +284,8 @@ fn fit_stat(meas: Measurement) -> Measurement {
 }
 
 /// The constants of the finer cost terms: the live-mapping VMM fit, the dense-fault run fit,
-/// the router round trip and the expert kernels' fixed part. Each is left out when its arm
+/// the router round trip, the expert kernels' fixed part and their time surface over slots
+/// and distinct experts (`crate::kernel_surface`). Each is left out when its arm
 /// did not run or its fit is not physical (a negative intercept or rate).
 fn add_model_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     add_vmm_live_fits(c, p, m);
@@ -292,6 +293,7 @@ fn add_model_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     add_dense_fault_fits(c, p, m);
     add_router_sync(c, p, m);
     add_expert_kernel_fit(c, p, m);
+    crate::kernel_surface::add_kernel_surface(c, p, m);
 }
 
 /// The live-mapping VMM fit: commit and decommit per granule against the live granules.

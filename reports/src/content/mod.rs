@@ -15,6 +15,7 @@ mod inputs;
 mod prefetch;
 mod retention;
 mod stability;
+mod steps;
 mod streaming;
 mod timing;
 
@@ -49,6 +50,25 @@ pub fn run_label_of(g: &RunCoords) -> String {
     }
     if let (Some(p), Some(w)) = (&g.predictor, g.window) {
         s.push_str(&format!(" + {p} w{w}"));
+    }
+    s.push_str(&stepping_label_of(g));
+    s
+}
+
+/// The stepping part of a run label: ` K2 P0.7`, ` K2 N=1`, ` K0`, ` chunk 64`; empty
+/// without a stepping axis.
+fn stepping_label_of(g: &RunCoords) -> String {
+    let mut s = String::new();
+    if let Some(k) = g.verify {
+        s.push_str(&format!(" K{k}"));
+        match g.acceptance.as_deref() {
+            Some(a) if a.starts_with("N=") => s.push_str(&format!(" {a}")),
+            Some(a) => s.push_str(&format!(" P{a}")),
+            None => {}
+        }
+    }
+    if let Some(c) = g.prefill_chunk {
+        s.push_str(&format!(" chunk {c}"));
     }
     s
 }
@@ -205,6 +225,7 @@ pub fn build(res: &Results) -> anyhow::Result<Doc> {
     retention::retention(&mut doc, res)?;
     timing::timing(&mut doc, res)?;
     prefetch::prefetch(&mut doc, res)?;
+    steps::steps(&mut doc, res)?;
     stability::other_blocks(&mut doc, res);
     stability::stability(&mut doc, res);
     stability::files(&mut doc, res);
@@ -250,5 +271,8 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
             && x.grid.batch == r.grid.batch
             && x.grid.predictor == r.grid.predictor
             && x.grid.window == r.grid.window
+            && x.grid.verify == r.grid.verify
+            && x.grid.acceptance == r.grid.acceptance
+            && x.grid.prefill_chunk == r.grid.prefill_chunk
     })
 }

@@ -136,8 +136,17 @@ pub fn batch_table(reports: &[RunReport]) -> String {
     s
 }
 
-/// The key of a batch-table row: everything but the batch and the cap.
+/// The key of a batch-table row: everything but the batch and the cap (the stepping of a
+/// run with a `steps` block included).
 pub fn batch_key(r: &RunReport) -> String {
+    match &r.steps {
+        Some(s) => format!("{} {}", batch_key_base(r), super::steps::stepping_label(s)),
+        None => batch_key_base(r),
+    }
+}
+
+/// The mechanism and retention of a run: `e1 lru 25% global`, `e2:hot streaming`.
+pub fn batch_key_base(r: &RunReport) -> String {
     let ret = r
         .retention
         .as_ref()

@@ -5,6 +5,8 @@ pub mod grid;
 pub mod prefetch;
 pub mod profile;
 pub mod run;
+pub mod steps;
+pub mod union_curve;
 
 /// Bytes in one MiB, as `f64` for byte-to-MiB conversions in the texts.
 const MIB: f64 = policies::mechanisms::MIB as f64;

@@ -21,6 +21,7 @@ pub use stream::{AccessStream, ProfileStats, Request};
 pub use target::TargetReport;
 pub use tiers::TiersReport;
 
+use crate::verify::Stepping;
 use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
 use policies::UnitMap;
 use traces::{KeySpace, PhaseSel, Trace};
@@ -92,12 +93,15 @@ pub struct Workload {
     pub schedule: Option<ScheduleReport>,
 }
 
-/// Batching options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// Batching options: sequences per step, the scheduler's queue, and how each sequence's
+/// steps take tokens (verified drafts, prompt chunks: [`Stepping`]).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Batching {
     pub batch: usize,
     pub queue: Option<usize>,
     pub schedule: Schedule,
+    #[serde(skip_serializing_if = "Stepping::is_off")]
+    pub stepping: Stepping,
 }
 
 impl Default for Batching {
@@ -106,6 +110,7 @@ impl Default for Batching {
             batch: 1,
             queue: None,
             schedule: Schedule::Fifo,
+            stepping: Stepping::default(),
         }
     }
 }
@@ -170,7 +175,10 @@ impl Workload {
         let (batches, delays) = schedule::batches_of(trace, &ks, map, phases, batching)?;
         let s = AccessStream::build(trace, &ks, map, &batches)?;
         let profile = match profile {
-            None if batching.batch == 1 && batching.schedule == Schedule::Fifo => {
+            None if batching.batch == 1
+                && batching.schedule == Schedule::Fifo
+                && batching.stepping.is_off() =>
+            {
                 ProfileStats::from_stream(&s)
             }
             other => {

@@ -11,8 +11,9 @@ use traces::{KeySpace, PhaseSel, Trace};
 pub use policies::regime::Schedule;
 pub use reports::run::ScheduleReport;
 
-/// The trace's requests of `phases`, interleaved round-robin across sequences, formed into
-/// batches as `batching` says: the batches and each request's dispatch delay.
+/// The trace's requests of `phases` (one chunk of a sequence each, as `batching.stepping`
+/// takes them), interleaved round-robin across sequences, formed into batches as `batching`
+/// says: the batches and each request's dispatch delay.
 pub fn batches_of(
     trace: &Trace,
     ks: &KeySpace,
@@ -20,7 +21,7 @@ pub fn batches_of(
     phases: PhaseSel,
     batching: Batching,
 ) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
-    let requests = super::stream::round_robin_requests(trace, phases);
+    let requests = super::stream::round_robin_chunks(trace, phases, &batching.stepping);
     form_batches(
         trace,
         ks,
@@ -59,11 +60,13 @@ pub fn form_batches(
     }
     let window = queue.unwrap_or(batch);
     let units_of_request = |r: &Request| -> Vec<u32> {
-        let rec = trace.token(ks, r.sequence as usize, r.phase, r.token as usize);
         let mut out = Vec::new();
-        for m in 0..ks.num_moe_layers() {
-            for &e in &rec[ks.sel_offsets[m]..ks.sel_offsets[m + 1]] {
-                out.extend(map.units_of(ks.key(m, e)));
+        for t in r.tokens() {
+            let rec = trace.token(ks, r.sequence as usize, r.phase, t);
+            for m in 0..ks.num_moe_layers() {
+                for &e in &rec[ks.sel_offsets[m]..ks.sel_offsets[m + 1]] {
+                    out.extend(map.units_of(ks.key(m, e)));
+                }
             }
         }
         out

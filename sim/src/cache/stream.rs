@@ -1,37 +1,45 @@
 //! The access stream of the cache regime: groups of unit accesses built from a trace, a
 //! unit map and a batching plan.
 
+use crate::verify::Stepping;
 use policies::retention::NEVER;
 use policies::UnitMap;
 use traces::{KeySpace, Phase, PhaseSel, Trace};
 
-/// One request: one token of one sequence (a decode step, or a prompt position).
+/// One request: one step of one sequence, a chunk of `len` consecutive tokens of one phase
+/// from `token` on (one token per decode step, the K + 1 tokens of a verify step, or a prompt
+/// chunk), producing `produced` tokens (the chunk's prompt tokens, or the accepted drafts + 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
     pub sequence: u32,
     pub phase: Phase,
     pub token: u32,
+    pub len: u32,
+    pub produced: u32,
 }
 
-/// The requests of a trace in arrival order: interleaved round-robin across sequences
-/// (token 0 of every sequence in sequence order, then token 1, ...). A sequence's tokens are
-/// its selected phases in trace order (prefill before decode); a sequence with fewer tokens
-/// drops out of the rotation once exhausted, and the others continue.
+impl Request {
+    /// The trace tokens of the chunk.
+    #[inline]
+    pub fn tokens(&self) -> std::ops::Range<usize> {
+        self.token as usize..(self.token + self.len) as usize
+    }
+}
+
+/// The requests of a trace in arrival order, one token each: interleaved round-robin across
+/// sequences (token 0 of every sequence in sequence order, then token 1, ...). A sequence's
+/// tokens are its selected phases in trace order (prefill before decode); a sequence with
+/// fewer tokens drops out of the rotation once exhausted, and the others continue.
 pub fn round_robin_requests(trace: &Trace, phases: PhaseSel) -> Vec<Request> {
+    round_robin_chunks(trace, phases, &Stepping::default())
+}
+
+/// [`round_robin_requests`] with the steps of `stepping`: every sequence's chunks
+/// ([`Stepping::sequence_chunks`]), interleaved round-robin (chunk 0 of every sequence, then
+/// chunk 1, ...).
+pub fn round_robin_chunks(trace: &Trace, phases: PhaseSel, stepping: &Stepping) -> Vec<Request> {
     let per_seq: Vec<Vec<Request>> = (0..trace.sequences.len())
-        .map(|s| {
-            phases
-                .phases()
-                .iter()
-                .flat_map(|&phase| {
-                    (0..trace.tokens(s, phase) as u32).map(move |token| Request {
-                        sequence: s as u32,
-                        phase,
-                        token,
-                    })
-                })
-                .collect()
-        })
+        .map(|s| stepping.sequence_chunks(trace, s, phases))
         .collect();
     let longest = per_seq.iter().map(Vec::len).max().unwrap_or(0);
     (0..longest)
@@ -53,7 +61,7 @@ pub struct AccessStream {
     pub group_layer: Vec<u32>,
     /// Batch step b's groups are `batch_start[b] .. batch_start[b + 1]`.
     pub batch_start: Vec<u32>,
-    /// Tokens (requests) the stream decodes.
+    /// Tokens the stream produces (one per request without verification or prompt chunks).
     pub tokens: u64,
     /// Units in the bank (ids are below this).
     pub num_units: usize,
@@ -88,7 +96,7 @@ impl AccessStream {
         self.group_layer.push(layer);
     }
 
-    /// Close the current batch step, which decoded `tokens` requests.
+    /// Close the current batch step, which produced `tokens` tokens.
     pub fn end_batch(&mut self, tokens: u64) {
         self.batch_start.push(self.group_layer.len() as u32);
         self.tokens += tokens;
@@ -124,20 +132,21 @@ impl AccessStream {
                 g += 1;
                 group_units.clear();
                 for r in batch {
-                    let sel =
-                        trace.selection(ks, r.sequence as usize, r.phase, r.token as usize, m);
-                    for &e in sel {
-                        for u in map.units_of(ks.key(m, e)) {
-                            if stamp[u as usize] != g {
-                                stamp[u as usize] = g;
-                                group_units.push(u);
+                    for t in r.tokens() {
+                        let sel = trace.selection(ks, r.sequence as usize, r.phase, t, m);
+                        for &e in sel {
+                            for u in map.units_of(ks.key(m, e)) {
+                                if stamp[u as usize] != g {
+                                    stamp[u as usize] = g;
+                                    group_units.push(u);
+                                }
                             }
                         }
                     }
                 }
                 s.push_group(m as u32, &group_units);
             }
-            s.end_batch(batch.len() as u64);
+            s.end_batch(batch.iter().map(|r| r.produced as u64).sum());
             if s.units.len() >= NEVER as usize {
                 return Err(super::CacheError::Input(format!(
                     "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",

@@ -225,6 +225,7 @@ impl CacheArgs {
                 batch,
                 queue: self.queue,
                 schedule: self.schedule,
+                ..Batching::default()
             },
             target: self.target_tokens_per_s.zip(self.link_gbps),
         }

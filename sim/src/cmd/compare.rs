@@ -3,6 +3,7 @@
 
 use super::args_cache::CacheArgs;
 use super::args_input::{dtype_parser, phase_parser};
+use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -100,6 +101,11 @@ pub struct CompareArgs {
     /// admission-cap options of `sim run`.
     #[command(flatten)]
     pub timing: TimingArgs,
+
+    /// Tokens per step: --verify and --acceptance lists (an axis, innermost), --accepted,
+    /// --prefill-chunk, as in `sim sweep`.
+    #[command(flatten)]
+    pub steps: StepArgs,
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
@@ -144,6 +150,7 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
         timing: timing
             .as_ref()
             .map(|t| super::args_timing::with_prefetch(t, p.prefetch)),
+        stepping: p.stepping,
         ..RunConfig::default()
     }
 }
@@ -159,6 +166,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     }
     let timing = args.timing.for_grid(args.cache.seed)?;
     let prefetch = args.timing.prefetch_points();
+    let steps = args.steps.points(args.phase, args.cache.seed)?;
     let profile = match &timing {
         Some(t) => Some(serde_json::to_value(&*t.profile)?),
         None => None,
@@ -170,6 +178,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         batch_given: !args.cache.batch.is_empty(),
         cross_trace: !args.no_cross_trace,
         prefetch: &prefetch,
+        steps: &steps,
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
     let points = same_model_cross_runs(points, &inputs, &names);
@@ -413,6 +422,11 @@ fn grid_json(
             .map(|&(k, w)| json!({ "predictor": k.name(), "window": w }))
             .collect();
         grid["prefetch"] = Value::Array(axis);
+    }
+    // the stepping axis, only with --verify or --prefill-chunk (earlier results files have none)
+    let steps = args.steps.points(args.phase, c.seed)?;
+    if steps.iter().any(|s| !s.is_off()) {
+        grid["steps"] = serde_json::to_value(&steps)?;
     }
     Ok(grid)
 }

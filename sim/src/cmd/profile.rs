@@ -1,4 +1,4 @@
-//! `sim profile list|show|check-churn`.
+//! `sim profile list|show|union-curve|check-churn`.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -9,8 +9,14 @@ use std::sync::Arc;
 pub enum ProfileCommand {
     /// List the shipped hardware profiles.
     List(ListArgs),
-    /// Print a profile: device, OS-paging capabilities and every constant with its provenance.
+    /// Print a profile: device, OS-paging capabilities, every constant with its provenance, and
+    /// the expert kernels' measured union curve beside the fitted surface (where calibrated).
     Show(ShowArgs),
+    /// The expert kernels' time against distinct experts at one slot count (a verify chunk of
+    /// t tokens x k experts routes t x k slots): per-slot and union kernel, and the DRAM rate
+    /// if only the distinct experts' bytes or every slot's reached DRAM, against the
+    /// profile's streaming read.
+    UnionCurve(UnionCurveArgs),
     /// Replay the published RTX 4060 per-expert paging churn (32 experts, top-8, 200 steps,
     /// budget 8, e1 + LRU, paging only) on a profile and compare with the measured table.
     CheckChurn(ChurnArgs),
@@ -28,6 +34,26 @@ pub struct ShowArgs {
     /// A shipped profile name or the path of a profile JSON.
     pub name: String,
     /// Print the profile's JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct UnionCurveArgs {
+    /// Hardware profile (shipped name or JSON path) holding the expert-kernel fit.
+    #[arg(long, value_name = "PROFILE")]
+    pub hw: String,
+    /// Routed (token, expert) slots of the launch, e.g. 60 = 6 tokens x top-10.
+    #[arg(long, value_name = "N")]
+    pub slots: u32,
+    /// Distinct-expert counts to tabulate, comma-separated (default: the calibration's
+    /// sweep at these slots, else slots / 1, 2, 3, 4, 5, 6, 10 where it divides).
+    #[arg(long, value_delimiter = ',', value_name = "D,...")]
+    pub distinct: Vec<u32>,
+    /// Size of one expert in MiB (default: the profile's calibrated expert).
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
+    pub expert_mib: Option<f64>,
+    /// Print the table as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -56,6 +82,7 @@ pub fn run(cmd: ProfileCommand) -> Result<()> {
     match cmd {
         ProfileCommand::List(a) => list(a),
         ProfileCommand::Show(a) => show(a),
+        ProfileCommand::UnionCurve(a) => union_curve(a),
         ProfileCommand::CheckChurn(a) => check_churn(a),
     }
 }
@@ -87,6 +114,44 @@ fn show(a: ShowArgs) -> Result<()> {
         return Ok(());
     }
     print!("{}", reports::text::profile::profile_text(&p));
+    // the measured curve beside the surface fitted on it
+    if let Some(c) = &p.expert_kernel_curve {
+        let distinct: Vec<u32> = c.points.iter().map(|q| q.distinct).collect();
+        if let Ok(t) = union_curve_table(&p, c.slots, &distinct, None) {
+            print!("\n{}", reports::text::union_curve::union_curve_text(&t));
+        }
+    }
+    Ok(())
+}
+
+/// The union-curve table of `p`; `expert_mib` overrides the calibrated expert size.
+fn union_curve_table(
+    p: &profile::Profile,
+    slots: u32,
+    distinct: &[u32],
+    expert_mib: Option<f64>,
+) -> Result<reports::union_curve::UnionCurve> {
+    let bytes = match expert_mib {
+        Some(m) if m.is_finite() && m > 0.0 => Some((m * sim::MIB).round() as u64),
+        Some(m) => anyhow::bail!("--expert-mib {m}: give a positive size in MiB"),
+        None => None,
+    };
+    sim::kernel_surface::union_curve(p, slots, distinct, bytes)
+}
+
+fn union_curve(a: UnionCurveArgs) -> Result<()> {
+    let p = profile::load(&a.hw)?;
+    let distinct = if a.distinct.is_empty() {
+        sim::kernel_surface::default_distinct(&p, a.slots)
+    } else {
+        a.distinct.clone()
+    };
+    let t = union_curve_table(&p, a.slots, &distinct, a.expert_mib)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+    } else {
+        print!("{}", reports::text::union_curve::union_curve_text(&t));
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
+use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::Result;
 use clap::Args;
@@ -32,6 +33,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub timing: TimingArgs,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -42,6 +46,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         sizes: args.input.sizes(),
         retention: args.cache.for_run()?,
         timing: args.timing.for_run(args.cache.seed)?,
+        stepping: args.steps.for_run(args.input.phase, args.cache.seed)?,
     };
     let report = runner::run(&cfg, &workload)?;
     print_notes(&report);
@@ -51,6 +56,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         text::run_summary(&report)
             + &text::retention_summary(&report)
             + &text::timing_summary(&report)
+            + &reports::text::steps::steps_summary(&report)
     };
     emit(args.out.as_deref(), &text)
 }

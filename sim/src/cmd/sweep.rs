@@ -1,11 +1,12 @@
 //! `sim sweep`: many mechanisms on one trace, one row each, run in parallel.
 //!
 //! The grid comes from `sim::grid`: one [`RunConfig`] per mechanism spec, times the retention
-//! lists (`--evict`, `--budget`, `--split`, `--batch`), nested with the spec outermost, so rows
-//! stay deterministic.
+//! lists (`--evict`, `--budget`, `--split`, `--batch`), nested with the spec outermost, then
+//! the stepping axis (`--verify` x `--acceptance`), so rows stay deterministic.
 
 use super::args_cache::CacheArgs;
 use super::args_input::{emit, InputArgs};
+use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -63,6 +64,9 @@ pub struct SweepArgs {
 
     #[command(flatten)]
     pub timing: TimingArgs,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
 }
 
 /// The mechanism specs asked for, canonical and without repeats (`e1:index` and `e1:hot` are
@@ -107,7 +111,9 @@ pub fn run_grid(args: &SweepArgs) -> Result<Vec<RunConfig>> {
         Some(_) if args.policies.is_empty() && args.e.is_empty() => vec!["e1".to_string()],
         _ => specs(args)?,
     };
-    Ok(grid::sweep_grid(&base, specs, retention.as_deref()))
+    let configs = grid::sweep_grid(&base, specs, retention.as_deref());
+    let steps = args.steps.points(args.input.phase, args.cache.seed)?;
+    Ok(grid::with_steps(configs, &steps))
 }
 
 /// Whether a run failed because a per-layer split was asked of units spanning layers.
@@ -126,7 +132,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let mut reports = Vec::with_capacity(configs.len());
     // with a prefetch axis the tables other than the prefetch one show its first point only
     // (retention does not depend on the predictor)
+    // so do they at the first stepping only (the `steps` table shows every one)
     let first = args.timing.prefetch_points()[0];
+    let first_step = configs.first().map(|c| c.stepping);
     let mut first_point = Vec::with_capacity(configs.len());
     let mut skipped = std::collections::BTreeSet::new();
     for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
@@ -144,7 +152,8 @@ pub fn run(args: SweepArgs) -> Result<()> {
         first_point.push(
             cfg.timing
                 .as_ref()
-                .is_none_or(|t| (t.predictor, t.window) == first),
+                .is_none_or(|t| (t.predictor, t.window) == first)
+                && Some(cfg.stepping) == first_step,
         );
         super::run::print_notes(&r);
         // With --admission-cap every configuration also runs without it: say so in its row.
@@ -164,7 +173,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
                 .filter(|(_, &f)| f)
                 .map(|(r, _)| r.clone())
                 .collect();
-            tables(&shown) + &prefetch_text::prefetch_table(&reports)
+            tables(&shown)
+                + &prefetch_text::prefetch_table(&reports)
+                + &reports::text::steps::steps_table(&reports)
         }
     };
     emit(args.out.as_deref(), &text)

@@ -54,13 +54,16 @@ pub fn record(
     for batch in &batches {
         seqs.clear();
         seqs.extend(batch.iter().map(|r| r.sequence));
-        plans.begin_step_of(&seqs, kv_tokens(trace, batch));
+        let produced = batch.iter().map(|r| r.produced).sum();
+        let prefill = batch.iter().any(|r| r.phase == Phase::Prefill);
+        plans.begin_chunk_step(&seqs, kv_tokens(trace, batch), produced, prefill);
         for layer in 0..ks.num_moe_layers() {
             group.gather(trace, &ks, map, batch, layer);
             match &mut sim {
                 Some(sim) => group.decide(sim, &mut plans, layer),
                 None => {
-                    plans.push_group(layer, &group.keys, &group.units, &group.units, &group.units)
+                    let units = &group.units[..];
+                    plans.push_group_slots(layer, &group.keys, group.slots, [units; 3])
                 }
             }
         }
@@ -76,7 +79,8 @@ pub fn record(
 }
 
 /// Tokens of KV cache the batch's sequences hold together at this step: prompt tokens (for a
-/// decode request) plus the tokens decoded so far, this one included.
+/// decode request) plus the tokens processed so far, this step's chunk included (a verify
+/// step writes the KV of all its drafts).
 fn kv_tokens(trace: &Trace, batch: &[cache::Request]) -> u64 {
     batch
         .iter()
@@ -85,7 +89,7 @@ fn kv_tokens(trace: &Trace, batch: &[cache::Request]) -> u64 {
                 Phase::Decode => trace.header.sequences[r.sequence as usize].prefill_tokens,
                 Phase::Prefill => 0,
             };
-            prompt + r.token as u64 + 1
+            prompt + r.token as u64 + r.len as u64
         })
         .sum()
 }
@@ -93,6 +97,8 @@ fn kv_tokens(trace: &Trace, batch: &[cache::Request]) -> u64 {
 /// One group's buffers, reused so the loop allocates nothing once they have grown.
 struct GroupBuf {
     keys: Vec<u32>,
+    /// Routed (token, expert) slots of the group (selections summed over the chunks' tokens).
+    slots: u32,
     units: Vec<u32>,
     page_ins: Vec<u32>,
     evicted: Vec<u32>,
@@ -105,6 +111,7 @@ impl GroupBuf {
     fn new(keys: usize, units: usize) -> Self {
         GroupBuf {
             keys: Vec::new(),
+            slots: 0,
             units: Vec::new(),
             page_ins: Vec::new(),
             evicted: Vec::new(),
@@ -114,7 +121,8 @@ impl GroupBuf {
     }
 
     /// The distinct keys the batch selected in MoE layer `layer`, and the distinct units
-    /// holding them, in selection order (request, then router order, then a key's units).
+    /// holding them, in selection order (request, then its chunk's tokens, then router order,
+    /// then a key's units); and the slots (every selection of every token).
     fn gather(
         &mut self,
         trace: &Trace,
@@ -125,18 +133,22 @@ impl GroupBuf {
     ) {
         self.keys.clear();
         self.units.clear();
+        self.slots = 0;
         for r in batch {
-            let sel = trace.selection(ks, r.sequence as usize, r.phase, r.token as usize, layer);
-            for &e in sel {
-                let k = ks.key(layer, e);
-                if !self.seen_key[k as usize] {
-                    self.seen_key[k as usize] = true;
-                    self.keys.push(k);
-                }
-                for u in map.units_of(k) {
-                    if !self.seen_unit[u as usize] {
-                        self.seen_unit[u as usize] = true;
-                        self.units.push(u);
+            for t in r.tokens() {
+                let sel = trace.selection(ks, r.sequence as usize, r.phase, t, layer);
+                self.slots += sel.len() as u32;
+                for &e in sel {
+                    let k = ks.key(layer, e);
+                    if !self.seen_key[k as usize] {
+                        self.seen_key[k as usize] = true;
+                        self.keys.push(k);
+                    }
+                    for u in map.units_of(k) {
+                        if !self.seen_unit[u as usize] {
+                            self.seen_unit[u as usize] = true;
+                            self.units.push(u);
+                        }
                     }
                 }
             }
@@ -170,12 +182,11 @@ impl GroupBuf {
         for &u in &self.evicted[..policy_evicted] {
             self.seen_unit[u as usize] = false;
         }
-        plans.push_group(
+        plans.push_group_slots(
             layer,
             &self.keys,
-            &self.units,
-            &self.page_ins,
-            &self.evicted,
+            self.slots,
+            [&self.units, &self.page_ins, &self.evicted],
         );
     }
 }

@@ -12,6 +12,7 @@ use super::report::{TimingDetail, TimingReport};
 use crate::cache::{Batching, RetentionConfig};
 use crate::cost::{CostModel, CostOptions};
 use crate::model_profile::{ComputeMode, ComputeModel, ComputeOverrides};
+use crate::verify::Stepping;
 use anyhow::{Context, Result};
 use policies::UnitMap;
 use serde::Serialize;
@@ -79,6 +80,9 @@ pub struct TimingOutcome {
     pub prefetch: Option<reports::run::PrefetchReport>,
     /// What the run wrote and what it left out, for the user (one line each).
     pub notes: Vec<String>,
+    /// Mean time of the steps that process no prompt token, µs; `None` without one.
+    #[serde(skip)]
+    pub decode_step_us_mean: Option<f64>,
 }
 
 /// Time the replay of `trace` under `map`: retention per `retention` (streaming when None),
@@ -87,6 +91,8 @@ pub struct TimingOutcome {
 /// admission cap, which replans per admitted batch size) the plans are recorded here. A
 /// learning predictor learns from `profile_trace` when given, else online; with a predictor
 /// the plan is priced again without prefetch and with the oracle (the `prefetch` block).
+/// `stepping` says how the steps take tokens (it replaces the retention batching's).
+#[allow(clippy::too_many_arguments)]
 pub fn run_timing(
     cfg: &TimingConfig,
     trace: &Trace,
@@ -94,12 +100,16 @@ pub fn run_timing(
     map: &UnitMap,
     phases: PhaseSel,
     retention: Option<&RetentionConfig>,
+    stepping: Stepping,
     recorded: Option<Plans>,
 ) -> Result<TimingOutcome> {
     let (cost, compute) = models(cfg, trace, map)?;
     let ks = trace.keyspace();
     let opts = engine_options(cfg);
-    let batching = retention.map(|r| r.batching).unwrap_or_default();
+    let batching = Batching {
+        stepping,
+        ..retention.map(|r| r.batching).unwrap_or_default()
+    };
     let cache_cfg = retention.map(|r| &r.cache);
     let build = |n: usize| {
         plans(
@@ -159,13 +169,28 @@ pub fn run_timing(
         .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &plans, &r, baseline))
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;
+    let decode_step_us_mean = decode_step_mean(&plans, &r.step_us);
     Ok(TimingOutcome {
         timing: r.timing,
         detail: r.detail,
         admission,
         prefetch,
         notes,
+        decode_step_us_mean,
     })
+}
+
+/// Mean of `step_us` (one per step of `plans`, in order) over the steps that process no
+/// prompt token; `None` without one.
+fn decode_step_mean(plans: &Plans, step_us: &[f64]) -> Option<f64> {
+    let decode: Vec<f64> = plans
+        .steps
+        .iter()
+        .zip(step_us)
+        .filter(|(s, _)| !s.prefill)
+        .map(|(_, &us)| us)
+        .collect();
+    (!decode.is_empty()).then(|| decode.iter().sum::<f64>() / decode.len() as f64)
 }
 
 /// The cost and compute models of a run of `cfg` on `trace` under `map` (prefetch costs

@@ -8,6 +8,9 @@
 pub struct GroupRec {
     pub step: u32,
     pub moe_layer: u32,
+    /// Routed (token, expert) slots of the group: top-k x tokens, over the batch's chunks
+    /// (equal to the distinct keys for one token per step; above them when tokens share experts).
+    pub slots: u32,
     k0: u32,
     a0: u32,
     p0: u32,
@@ -15,12 +18,16 @@ pub struct GroupRec {
     end: u32,
 }
 
-/// One decode step of the batch: how many sequences produce a token and how many tokens of
-/// KV cache they hold together (prompt tokens plus tokens decoded so far, this one included).
+/// One step of the batch: how many sequences take part, how many tokens of KV cache they
+/// hold together (prompt tokens plus tokens processed so far, this step's included), how many
+/// tokens the step produces (one per sequence, more when verified drafts are accepted or a
+/// prompt chunk is processed) and whether it processes prompt tokens.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepRec {
     pub sequences: u32,
     pub kv_tokens: u64,
+    pub tokens: u32,
+    pub prefill: bool,
 }
 
 /// The whole replay, in execution order: groups step-major, MoE layers in order.
@@ -52,22 +59,36 @@ impl Plans {
     /// they are sequences `0 .. sequences` (a fixed batch, as hand-made plans have).
     pub fn begin_step(&mut self, sequences: u32, kv_tokens: u64) {
         self.step_seqs.extend(0..sequences);
-        self.push_step(sequences, kv_tokens);
+        self.push_step(StepRec {
+            sequences,
+            kv_tokens,
+            tokens: sequences,
+            prefill: false,
+        });
     }
 
     /// Start a step whose requests belong to sequences `seqs` (trace sequence indices, in
-    /// batch order), holding `kv_tokens` tokens of KV in total.
+    /// batch order), holding `kv_tokens` tokens of KV in total, one token each.
     pub fn begin_step_of(&mut self, seqs: &[u32], kv_tokens: u64) {
-        self.step_seqs.extend_from_slice(seqs);
-        self.push_step(seqs.len() as u32, kv_tokens);
+        self.begin_chunk_step(seqs, kv_tokens, seqs.len() as u32, false);
     }
 
-    fn push_step(&mut self, sequences: u32, kv_tokens: u64) {
-        self.seq_end.push(self.step_seqs.len() as u32);
-        self.steps.push(StepRec {
-            sequences,
+    /// Start a step of the chunks of sequences `seqs` (in batch order) holding `kv_tokens`
+    /// tokens of KV in total and producing `tokens` tokens; `prefill` when it processes
+    /// prompt tokens.
+    pub fn begin_chunk_step(&mut self, seqs: &[u32], kv_tokens: u64, tokens: u32, prefill: bool) {
+        self.step_seqs.extend_from_slice(seqs);
+        self.push_step(StepRec {
+            sequences: seqs.len() as u32,
             kv_tokens,
+            tokens,
+            prefill,
         });
+    }
+
+    fn push_step(&mut self, step: StepRec) {
+        self.seq_end.push(self.step_seqs.len() as u32);
+        self.steps.push(step);
     }
 
     /// The sequences of step `s`'s requests, in batch order.
@@ -92,6 +113,7 @@ impl Plans {
     /// Append the group of MoE layer `moe_layer` to the current step. `keys`: distinct
     /// selected expert keys (their count prices expert compute); `accessed`: units the
     /// group needs; `page_ins`: those not resident; `evicted`: units evicted after admission.
+    /// One slot per key (one token per sequence).
     pub fn push_group(
         &mut self,
         moe_layer: usize,
@@ -99,6 +121,19 @@ impl Plans {
         accessed: &[u32],
         page_ins: &[u32],
         evicted: &[u32],
+    ) {
+        let slots = keys.len() as u32;
+        self.push_group_slots(moe_layer, keys, slots, [accessed, page_ins, evicted]);
+    }
+
+    /// [`Plans::push_group`] of a group of `slots` routed (token, expert) slots, with its
+    /// `[accessed, page_ins, evicted]` units.
+    pub fn push_group_slots(
+        &mut self,
+        moe_layer: usize,
+        keys: &[u32],
+        slots: u32,
+        [accessed, page_ins, evicted]: [&[u32]; 3],
     ) {
         assert!(!self.steps.is_empty(), "begin_step before push_group");
         let k0 = self.ids.len() as u32;
@@ -112,6 +147,7 @@ impl Plans {
         self.groups.push(GroupRec {
             step: (self.steps.len() - 1) as u32,
             moe_layer: moe_layer as u32,
+            slots,
             k0,
             a0,
             p0,
@@ -142,9 +178,10 @@ impl Plans {
         self.groups.iter().map(|g| (g.e0 - g.p0) as u64).sum()
     }
 
-    /// Total tokens decoded (sum of sequences over steps).
+    /// Total tokens produced (sum of the steps' tokens: one per sequence per step without
+    /// verification or prompt chunks).
     pub fn tokens(&self) -> u64 {
-        self.steps.iter().map(|s| s.sequences as u64).sum()
+        self.steps.iter().map(|s| s.tokens as u64).sum()
     }
 }
 

@@ -493,7 +493,7 @@ pub fn replay_learning(
             ready = st.await_prefetched(plans.accessed(&g), ready);
             p.issue(&mut st, plans, gi, router)?;
         }
-        let done = st.expert_compute(plans.keys(&g).len(), plans.accessed(&g), ready)?;
+        let done = st.expert_compute(&g, plans.keys(&g).len(), plans.accessed(&g), ready)?;
         st.evict_late(&mut evictions, done);
         if let Some(p) = &prefetch {
             p.reclaim_unused(&mut st, gi);
@@ -864,11 +864,13 @@ impl<'a> State<'a> {
         Ok(())
     }
 
-    /// Expert compute over `keys` selected keys once every unit is resident (at `ready`);
-    /// the `accessed` units count as read. Returns when it ends.
+    /// Expert compute of group `g` over its `keys` distinct keys once every unit is resident
+    /// (at `ready`): the kernel surface over its slots and keys. The `accessed` units count
+    /// as read. Returns when it ends.
     #[inline]
     fn expert_compute(
         &mut self,
+        g: &GroupRec,
         keys: usize,
         accessed: &[u32],
         ready: f64,
@@ -876,8 +878,12 @@ impl<'a> State<'a> {
         let start = self.compute_free.max(ready);
         self.stall += start - self.compute_free;
         let ex = if keys > 0 {
-            (self.compute.expert_group_fixed_us + keys as f64 * self.compute.expert_us)
-                * self.touch_factor()?
+            let mut t = self.compute.expert_group_fixed_us + keys as f64 * self.compute.expert_us;
+            let repeats = (g.slots as usize).saturating_sub(keys);
+            if repeats > 0 && self.compute.expert_repeat_us > 0.0 {
+                t += repeats as f64 * self.compute.expert_repeat_us;
+            }
+            t * self.touch_factor()?
         } else {
             0.0
         };

@@ -226,6 +226,7 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
         sizes: s.sizes,
         retention: s.retention.cloned(),
         timing: None,
+        ..RunConfig::default()
     };
     let (map, _) = build_units(&cfg, s.workload)?;
     let batching = s.retention.map(|r| r.batching).unwrap_or_default();

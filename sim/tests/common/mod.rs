@@ -32,3 +32,16 @@ pub fn cfg(policy: &str, expert_mib: f64) -> RunConfig {
     c.sizes.expert_mib = Some(expert_mib);
     c
 }
+
+/// Run the `sim` binary with `args`: (success, stdout, stderr).
+pub fn sim(args: &[&str]) -> (bool, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .output()
+        .expect("the sim binary runs");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
