@@ -62,7 +62,7 @@ pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceErr
     };
     let (header, used): (Header, usize) =
         bincode::serde::decode_from_slice(bytes, bincode_config())
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(decode_error_words(&e)))?;
     if used != bytes.len() {
         return Err(err(format!(
             "the header decodes from {used} bytes but the length field says {}",
@@ -70,6 +70,47 @@ pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceErr
         )));
     }
     Ok(header)
+}
+
+/// What a bincode decoding error means for a trace header, in words: bincode 2's own
+/// `Display` prints its Rust debug form (`Utf8 { inner: Utf8Error { .. } }`), which tells a
+/// user nothing about the file.
+fn decode_error_words(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as D;
+    let int = |t: &bincode::error::IntegerType| format!("{t:?}").to_ascii_lowercase();
+    match e {
+        D::UnexpectedEnd { .. } => {
+            "the header bytes end in the middle of a field (a length or count inside the header is corrupt)".into()
+        }
+        D::LimitExceeded => format!(
+            "a length inside the header exceeds the {MAX_HEADER_BYTES}-byte header cap (the header is corrupt)"
+        ),
+        D::InvalidIntegerType { expected, found } => format!(
+            "an integer field holds a {}-wide value where a {} belongs (the header is corrupt)",
+            int(found),
+            int(expected)
+        ),
+        D::Utf8 { inner } => format!(
+            "a text field (model name, provenance or sequence name) is not valid UTF-8: {inner}"
+        ),
+        D::InvalidCharEncoding(_) => "a character field is not valid UTF-8".into(),
+        D::InvalidBooleanValue(b) => {
+            format!("a yes/no field holds the byte {b}, where only 0 (no) and 1 (yes) are valid")
+        }
+        D::UnexpectedVariant { found, .. } => format!(
+            "an optional field holds the tag {found}, where only 0 (absent) and 1 (present) are valid"
+        ),
+        D::OutsideUsizeRange(n) => {
+            format!("a length field holds {n}, beyond what this machine can address")
+        }
+        D::ArrayLengthMismatch { required, found } => {
+            format!("a fixed-length field holds {found} items where {required} belong")
+        }
+        D::Io { inner, .. } => format!("reading the header: {inner}"),
+        D::Other(why) => (*why).to_string(),
+        D::OtherString(why) => why.clone(),
+        _ => "the bytes are not a version-1 trace header (the header is corrupt)".into(),
+    }
 }
 
 /// Check the model geometry: at most [`MAX_LAYERS`] layers (so the expert instances of all
