@@ -6,6 +6,7 @@
 //! the synthetic generator and trace statistics. It knows nothing about GPUs, paging mechanisms
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
+pub mod cleanup;
 pub mod error;
 pub mod export;
 pub mod file_mode;
@@ -17,6 +18,7 @@ pub mod import_rows;
 pub mod model;
 pub mod presets;
 pub mod reader;
+pub mod resources;
 pub mod stats;
 pub mod trace;
 pub mod writer;

@@ -109,6 +109,7 @@ fn variant(e: &TraceError) -> &'static str {
         TraceError::Checksum { .. } => "Checksum",
         TraceError::Invalid { .. } => "Invalid",
         TraceError::Import { .. } => "Import",
+        TraceError::NoSpace { .. } => "NoSpace",
     }
 }
 
