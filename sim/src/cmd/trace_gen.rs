@@ -5,7 +5,7 @@ use clap::Args;
 use std::path::PathBuf;
 use traces::gen::fit::{fit, FitOptions, LayerFit};
 use traces::gen::{write_trace, GenError, GenParams};
-use traces::presets::{preset, preset_names, PRESETS};
+use traces::presets::{preset, preset_names, Attention, PRESETS};
 use traces::{LayerSpec, ModelSpec, TraceError};
 
 /// Arguments of `sim trace gen`.
@@ -62,7 +62,8 @@ pub struct GenArgs {
     /// Print the parameters used (and the per-layer fit) as JSON.
     #[arg(long)]
     pub json: bool,
-    /// List the presets with their geometry and source, and exit.
+    /// List the presets with their geometry (attention and KV cache bytes per token included)
+    /// and source, and exit.
     #[arg(long)]
     pub list_presets: bool,
 }
@@ -75,9 +76,10 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     if a.list_presets {
         for p in PRESETS {
             println!(
-                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}  [{}]",
+                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]",
                 p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
-                p.hidden_size, p.expert_ffn, p.source
+                p.hidden_size, p.expert_ffn, attention_words(&p.attention),
+                p.kv_bytes_per_token(), p.source
             );
         }
         return Ok(());
@@ -111,6 +113,19 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A preset's attention geometry in a few words, for `--list-presets`.
+fn attention_words(a: &Attention) -> String {
+    match a {
+        Attention::Grouped { kv_heads, head_dim } => {
+            format!("{kv_heads} KV heads x {head_dim}")
+        }
+        Attention::Latent {
+            kv_lora_rank,
+            rope_dim,
+        } => format!("latent KV rank {kv_lora_rank} + RoPE {rope_dim}"),
+    }
 }
 
 /// The generator's refusals of what the machine cannot hold, in the words of the flags that
