@@ -66,10 +66,10 @@ pub fn bytes_words(n: u128) -> String {
 }
 
 /// Too much of the machine asked for.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResourceError {
     /// Tables sized by a declared geometry would not fit in the memory available.
-    #[error("{what} would need {}, more than the {} of memory available now; {fix}", bytes_words(*.need), bytes_words(*.available as u128))]
+    #[error("{what} would need {}, more than the {} of memory available now{}", bytes_words(*.need), bytes_words(*.available as u128), if .fix.is_empty() { String::new() } else { format!("; {}", .fix) })]
     Memory {
         /// What would be allocated.
         what: String,

@@ -98,6 +98,22 @@ pub enum BuildError {
     /// The profile trace's model has a different key space from the evaluated trace.
     #[error("the profile trace has {profile_keys} expert instances but the trace has {keys}")]
     ProfileMismatch { profile_keys: usize, keys: usize },
+    /// More units than the u32 unit ids can number.
+    #[error("`{spec}` would make {units} units ({per_key} per expert instance), more than the {} unit ids allow; use larger units (a larger page or region) or a smaller expert size", u32::MAX)]
+    TooManyUnits {
+        spec: String,
+        units: u128,
+        per_key: u64,
+    },
+    /// The unit map would not fit in the memory available.
+    #[error(
+        "`{spec}`: {detail}; use larger units (a larger page or region) or a smaller expert size"
+    )]
+    Memory {
+        spec: String,
+        /// The refusal, with the figures (kept out of `source()`: the message includes it).
+        detail: traces::resources::ResourceError,
+    },
 }
 
 /// A residency mechanism: lays every expert instance out into commit units.
