@@ -53,8 +53,9 @@ pub fn encode_header(header: &Header) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Decode a header; every byte of `bytes` must be consumed.
-pub(crate) fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceError> {
+/// Decode a header (the `H` bytes after the preamble); every byte must be consumed. Errors
+/// (`HeaderDecode`) say in words which kind of field is broken; `file` names the source.
+pub fn decode_header(bytes: &[u8], file: &str) -> Result<Header, TraceError> {
     let err = |detail: String| TraceError::HeaderDecode {
         file: file.to_string(),
         len: bytes.len() as u64,
