@@ -113,17 +113,16 @@ fn a_file_larger_than_the_free_space_is_refused_with_its_size() {
     assert!(entries(dir.path()).is_empty());
 }
 
-/// `n` with thousands separators.
+/// `n` with thousands separators, grouped from the right.
 fn grouped(n: u128) -> String {
     let d = n.to_string();
-    let mut s = String::new();
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
-            s.push(',');
-        }
-        s.push(c);
-    }
-    s
+    let groups: Vec<&str> = d
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    groups.join(",")
 }
 
 #[cfg(unix)]

@@ -127,8 +127,8 @@ impl Arc {
     fn replace(&mut self, protect: &Protect<'_>) -> Option<u32> {
         let t1_first = !self.t1.is_empty()
             && (self.t1.len() > self.p || (self.last_miss_in_b2 && self.t1.len() == self.p));
-        let from_t1 = |s: &Self| s.t1.oldest_unprotected(&protect);
-        let from_t2 = |s: &Self| s.t2.oldest_unprotected(&protect);
+        let from_t1 = |s: &Self| s.t1.oldest_unprotected(protect);
+        let from_t2 = |s: &Self| s.t2.oldest_unprotected(protect);
         let (v, in_t1) = if t1_first {
             match from_t1(self) {
                 Some(v) => (v, true),

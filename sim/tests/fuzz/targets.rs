@@ -10,8 +10,11 @@
 use std::collections::HashSet;
 use traces::{Header, PhaseSel, Trace, TraceError};
 
+/// A target: accepted (and passing the oracle), refused, or wrongly accepted (`Err`).
+pub type Target = fn(&[u8]) -> Result<bool, String>;
+
 /// Every target, by the name the drivers and `fuzz/` use.
-pub const TARGETS: [(&str, fn(&[u8]) -> Result<bool, String>); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("trace-reader", trace_reader),
     ("header-decoder", header_decoder),
     ("import-onnx-genai-json", import_onnx),
