@@ -13,7 +13,8 @@
 //! The test fails on a crash (a panic), a hang (an input running over 10 s: a watchdog aborts
 //! the process), a memory abort (a live heap above 2 GiB: the allocator refuses and the
 //! process aborts) or a file wrongly accepted (see `fuzz/targets.rs`); the offending input is
-//! saved under `target/fuzz-smoke/` first. Each test prints one line of figures.
+//! saved under `target/fuzz-smoke/` first, and the slowest input of each target is kept there
+//! too. Each test prints one line of figures.
 
 #[path = "fuzz/targets.rs"]
 mod targets;
@@ -612,6 +613,7 @@ fn fuzz(target: &str) {
     let mut m = Mutator::new(seed ^ index as u64, target);
     let (mut inputs, mut accepted, mut crashes, mut wrong) = (0u64, 0u64, 0u64, 0u64);
     let mut slowest = Duration::ZERO;
+    let mut slowest_input = Vec::new();
     let deadline = Instant::now() + budget();
     // The seeds themselves first: every one must be accepted, or the mutants would not reach
     // past the first checks.
@@ -626,7 +628,10 @@ fn fuzz(target: &str) {
         IN_TARGET.with(|c| c.set(true));
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&input)));
         IN_TARGET.with(|c| c.set(false));
-        slowest = slowest.max(started.elapsed());
+        if started.elapsed() > slowest {
+            slowest = started.elapsed();
+            slowest_input.clone_from(&input);
+        }
         SLOTS[index].started_ms.store(0, Relaxed);
         inputs += 1;
         if is_seed && !matches!(outcome, Ok(Ok(true))) {
@@ -661,6 +666,11 @@ fn fuzz(target: &str) {
             }
         }
     }
+    // The slowest input, to look at when it nears the hang limit.
+    let _ = std::fs::write(
+        out_dir().join(format!("slowest-{target}.bin")),
+        &slowest_input,
+    );
     // The memory-abort file stays only when it holds an input.
     let abort_file = out_dir().join(format!("memory-abort-{target}.bin"));
     if std::fs::metadata(&abort_file).is_ok_and(|m| m.len() == 0) {

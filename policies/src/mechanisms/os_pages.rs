@@ -52,12 +52,7 @@ impl Mechanism for OsPages {
                 per_key: pages,
             });
         }
-        let what = format!("its {total} pages of {page} bytes");
-        let need = total * std::mem::size_of::<UnitInfo>() as u128;
-        traces::resources::check_memory(&what, need, "").map_err(|detail| BuildError::Memory {
-            spec: self.spec(),
-            detail,
-        })?;
+        super::check_map_memory(&self.spec(), nkeys, total)?;
         let mut units = Vec::with_capacity(nkeys * pages as usize);
         let mut key_first = Vec::with_capacity(nkeys);
         for m in 0..ks.num_moe_layers() {
