@@ -495,13 +495,25 @@ impl Mutator {
             match r.gen_range(0..9) {
                 0 => {
                     let l = &mut m.layers[r.gen_range(0..nl)];
-                    l.experts = [0, 1, 2, l.experts.wrapping_sub(1), l.experts + 1, 65535]
-                        [r.gen_range(0..6)];
+                    l.experts = [
+                        0,
+                        1,
+                        2,
+                        l.experts.wrapping_sub(1),
+                        l.experts.wrapping_add(1),
+                        65535,
+                    ][r.gen_range(0..6)];
                 }
                 1 => {
                     let l = &mut m.layers[r.gen_range(0..nl)];
-                    l.top_k = [0, 1, l.top_k.wrapping_sub(1), l.top_k + 1, l.experts, 65535]
-                        [r.gen_range(0..6)];
+                    l.top_k = [
+                        0,
+                        1,
+                        l.top_k.wrapping_sub(1),
+                        l.top_k.wrapping_add(1),
+                        l.experts,
+                        65535,
+                    ][r.gen_range(0..6)];
                 }
                 2 => {
                     let l = m.layers[r.gen_range(0..nl)].clone();
