@@ -92,8 +92,9 @@ unsafe impl GlobalAlloc for Capped {
 #[global_allocator]
 static GLOBAL: Capped = Capped;
 
-/// Files opened before the run, so that the allocator can write the input without allocating.
-static ABORT_FILES: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
+/// Per target, a file opened before its run, so that the allocator can write the input
+/// without allocating.
+static ABORT_FILES: Mutex<[Option<std::fs::File>; 7]> = Mutex::new([const { None }; 7]);
 
 fn save_from_allocator(size: usize) {
     let t = CURRENT.with(|c| c.get());
@@ -101,7 +102,7 @@ fn save_from_allocator(size: usize) {
         return;
     }
     if let (Ok(input), Ok(mut files)) = (SLOTS[t].input.try_lock(), ABORT_FILES.try_lock()) {
-        if let Some(f) = files.get_mut(t) {
+        if let Some(f) = &mut files[t] {
             let _ = f.write_all(&input);
         }
     }
@@ -124,11 +125,6 @@ fn start_guards() {
                 default(info)
             }
         }));
-        let mut files = ABORT_FILES.lock().unwrap();
-        for (name, _) in targets::TARGETS {
-            let p = out_dir().join(format!("memory-abort-{name}.bin"));
-            files.push(std::fs::File::create(p).unwrap());
-        }
         std::thread::spawn(|| loop {
             std::thread::sleep(Duration::from_millis(200));
             let now = now_ms();
@@ -617,6 +613,8 @@ fn fuzz(target: &str) {
         .find(|(_, (n, _))| *n == target)
         .unwrap();
     CURRENT.with(|c| c.set(index));
+    let abort_file = out_dir().join(format!("memory-abort-{target}.bin"));
+    ABORT_FILES.lock().unwrap()[index] = Some(std::fs::File::create(&abort_file).unwrap());
     let seed: u64 = std::env::var("FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -684,7 +682,7 @@ fn fuzz(target: &str) {
         &slowest_input,
     );
     // The memory-abort file stays only when it holds an input.
-    let abort_file = out_dir().join(format!("memory-abort-{target}.bin"));
+    ABORT_FILES.lock().unwrap()[index] = None;
     if std::fs::metadata(&abort_file).is_ok_and(|m| m.len() == 0) {
         let _ = std::fs::remove_file(abort_file);
     }
