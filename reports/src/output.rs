@@ -76,10 +76,14 @@ pub fn write_dir_atomically(
     }
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let prefix = format!(".{}.tmp", name.to_string_lossy());
+    // Declared before the directory, so dropped after it: removed, then unregistered. It also
+    // covers the staged directory after `keep()`, until it is renamed into place.
+    let _live: traces::cleanup::Registered;
     let tmp = tempfile::Builder::new()
         .prefix(&prefix)
         .tempdir_in(&parent)
         .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    _live = traces::cleanup::register(tmp.path());
     fill(tmp.path())
         .with_context(|| format!("writing the report into {}", tmp.path().display()))?;
     // The temporary directory is owner-only (0700); a report is meant to be shared.

@@ -43,6 +43,9 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Interrupted runs remove their hidden temporary outputs. Installing fails only when a
+    // handler is already installed, which nothing else in this binary does.
+    let _ = traces::cleanup::remove_on_signals();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(a),

@@ -9,8 +9,11 @@
 //!   an upper bound) + hidden x experts (router) + shared experts x expert parameters, at the
 //!   experts' bytes per parameter; embeddings and the LM head are not counted (the trace
 //!   header does not record the vocabulary);
-//! - KV cache per token per sequence = 2 (K and V) x hidden x 2 bytes (bf16) x layers
-//!   (again full multi-head: an upper bound for grouped-query attention);
+//! - KV cache per token per sequence: for a trace whose model is a preset's
+//!   (`traces::presets::preset_of_model`), the preset's attention geometry from its
+//!   config.json (grouped-query: 2 x KV heads x head size; latent attention: KV rank + RoPE
+//!   size; x layers x 2 bytes, bf16); otherwise 2 (K and V) x hidden x 2 bytes x layers (full
+//!   multi-head: an upper bound for grouped-query and latent attention);
 //! - per MoE layer and step: non-expert compute = (non-expert bytes of all layers / MoE
 //!   layers + the batch's KV bytes / MoE layers) / read bandwidth; expert compute = expert
 //!   bytes / read bandwidth per distinct selected expert.
@@ -128,11 +131,15 @@ impl ComputeModel {
         };
         let kv_bytes_per_token = match o.kv_bytes_per_token {
             Some(b) => b as f64,
-            None => {
-                let (h, _) = geometry
-                    .ok_or_else(|| need_geometry("the KV cache size", "--kv-bytes-per-token"))?;
-                2.0 * h * 2.0 * layers
-            }
+            None => match traces::presets::preset_of_model(model) {
+                Some(p) => p.kv_bytes_per_token() as f64,
+                None => {
+                    let (h, _) = geometry.ok_or_else(|| {
+                        need_geometry("the KV cache size", "--kv-bytes-per-token")
+                    })?;
+                    2.0 * h * 2.0 * layers
+                }
+            },
         };
         if mode == ComputeMode::None {
             return Ok(ComputeModel {
@@ -224,6 +231,23 @@ mod tests {
         .unwrap();
         assert_eq!((none.expert_us, none.nonexpert_us), (0.0, 0.0));
         assert_eq!(none.nonexpert_bytes, c.nonexpert_bytes);
+    }
+
+    #[test]
+    fn a_preset_model_takes_its_kv_cache_from_its_attention_geometry() {
+        let p = profile::load("h200-linux").unwrap();
+        let kv = |model: &ModelSpec| {
+            ComputeModel::new(ComputeMode::None, model, 1 << 20, &p, &Default::default())
+                .unwrap()
+                .kv_bytes_per_token
+        };
+        let ds = traces::presets::preset("deepseek-v3").unwrap().model_spec();
+        // multi-head latent attention: (512 + 64) x 61 layers x 2 bytes
+        assert_eq!(kv(&ds), 70_272.0);
+        // renamed, the same geometry falls back to 2 x hidden x 2 bytes x layers
+        let mut other = ds.clone();
+        other.name = "DeepSeek-V3".into();
+        assert_eq!(kv(&other), 2.0 * 7168.0 * 2.0 * 61.0);
     }
 
     #[test]

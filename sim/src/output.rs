@@ -17,8 +17,11 @@ pub fn write_atomic_with(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // Declared before the file, so dropped after it: removed, then unregistered.
+    let _live: traces::cleanup::Registered;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("cannot create a file in `{}`", dir.display()))?;
+    _live = traces::cleanup::register(tmp.path());
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
         body(&mut w)

@@ -126,6 +126,17 @@ impl Workload {
     /// Pair a trace with an optional profile trace. Error when the profile trace's model has
     /// other expert counts per MoE layer than the evaluated trace's.
     pub fn new(trace: TraceInput, profile: Option<TraceInput>) -> Result<Workload> {
+        // Every run's unit map indexes every expert instance (two u32 per instance), however
+        // few the trace selects: refuse a header geometry whose index alone cannot fit.
+        let keys = trace.trace.keyspace().num_keys();
+        traces::resources::check_memory(
+            &format!(
+                "`{}` declares {keys} expert instances; their unit-map index",
+                trace.label
+            ),
+            keys as u128 * 8,
+            "the trace's geometry is beyond this machine",
+        )?;
         if let Some(p) = &profile {
             let (a, b) = (trace.trace.keyspace(), p.trace.keyspace());
             if a.experts != b.experts {

@@ -115,6 +115,16 @@ pub enum TraceError {
         computed: u32,
         offset: u64,
     },
+    /// The file the header implies is larger than the space free where it would be written.
+    #[error("{file}: the trace would take {}, more than the {} free in {dir}; write fewer tokens or sequences, or write to another directory", crate::resources::bytes_words(*.need), crate::resources::bytes_words(*.free as u128))]
+    NoSpace {
+        file: String,
+        /// Bytes of the whole file.
+        need: u128,
+        /// Bytes free in its directory.
+        free: u64,
+        dir: String,
+    },
     /// A writer or importer was given data inconsistent with the header or format rules.
     #[error("{file}: {detail}")]
     Invalid { file: String, detail: String },

@@ -37,11 +37,14 @@ fn write_atomically_file<T>(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
+    // Declared before the file, so dropped after it: removed, then unregistered.
+    let _live: crate::cleanup::Registered;
     let mut tmp = tempfile::Builder::new()
         .prefix(".export-")
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(|e| TraceError::io(&file, "creating a temporary file in its directory", e))?;
+    _live = crate::cleanup::register(tmp.path());
     let value = body(tmp.as_file_mut())?;
     crate::file_mode::share_file(tmp.as_file())
         .map_err(|e| TraceError::io(&file, "setting permissions", e))?;

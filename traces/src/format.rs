@@ -67,15 +67,25 @@ pub fn encode_header(header: &Header) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Decode a header of format `version` (1 or 2); every byte of `bytes` must be consumed.
-pub(crate) fn decode_header(bytes: &[u8], version: u32, file: &str) -> Result<Header, TraceError> {
+/// Encode a header in the layout of format `version` (1 or 2) whatever it needs: for tests and
+/// tools that must write what an older writer wrote. Fails as [`encode_header`] does.
+pub fn encode_header_as(header: &Header, version: u32) -> Result<Vec<u8>, String> {
+    crate::format_layouts::encode(header, version, bincode_config()).map_err(|e| {
+        format!("the header does not encode in the version-{version} layout within the {MAX_HEADER_BYTES}-byte cap ({e})")
+    })
+}
+
+/// Decode a header of format `version` (1 or 2): the `H` bytes after the preamble; every byte
+/// must be consumed. Errors (`HeaderDecode`) say in words which kind of field is broken; `file`
+/// names the source.
+pub fn decode_header(bytes: &[u8], version: u32, file: &str) -> Result<Header, TraceError> {
     let err = |detail: String| TraceError::HeaderDecode {
         file: file.to_string(),
         len: bytes.len() as u64,
         detail,
     };
     let (header, used) = crate::format_layouts::decode(bytes, version, bincode_config())
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err(decode_error_words(&e)))?;
     if version == 1 {
         if let Some(i) = header
             .model
@@ -99,6 +109,47 @@ pub(crate) fn decode_header(bytes: &[u8], version: u32, file: &str) -> Result<He
         )));
     }
     Ok(header)
+}
+
+/// What a bincode decoding error means for a trace header, in words: bincode 2's own
+/// `Display` prints its Rust debug form (`Utf8 { inner: Utf8Error { .. } }`), which tells a
+/// user nothing about the file.
+fn decode_error_words(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as D;
+    let int = |t: &bincode::error::IntegerType| format!("{t:?}").to_ascii_lowercase();
+    match e {
+        D::UnexpectedEnd { .. } => {
+            "the header bytes end in the middle of a field (a length or count inside the header is corrupt)".into()
+        }
+        D::LimitExceeded => format!(
+            "a length inside the header exceeds the {MAX_HEADER_BYTES}-byte header cap (the header is corrupt)"
+        ),
+        D::InvalidIntegerType { expected, found } => format!(
+            "an integer field holds a {}-wide value where a {} belongs (the header is corrupt)",
+            int(found),
+            int(expected)
+        ),
+        D::Utf8 { inner } => format!(
+            "a text field (model name, provenance or sequence name) is not valid UTF-8: {inner}"
+        ),
+        D::InvalidCharEncoding(_) => "a character field is not valid UTF-8".into(),
+        D::InvalidBooleanValue(b) => {
+            format!("a yes/no field holds the byte {b}, where only 0 (no) and 1 (yes) are valid")
+        }
+        D::UnexpectedVariant { found, .. } => format!(
+            "an optional field holds the tag {found}, where only 0 (absent) and 1 (present) are valid"
+        ),
+        D::OutsideUsizeRange(n) => {
+            format!("a length field holds {n}, beyond what this machine can address")
+        }
+        D::ArrayLengthMismatch { required, found } => {
+            format!("a fixed-length field holds {found} items where {required} belong")
+        }
+        D::Io { inner, .. } => format!("reading the header: {inner}"),
+        D::Other(why) => (*why).to_string(),
+        D::OtherString(why) => why.clone(),
+        _ => "the bytes are not a version-1 trace header (the header is corrupt)".into(),
+    }
 }
 
 /// Check the model geometry: at most [`MAX_LAYERS`] layers (so the expert instances of all

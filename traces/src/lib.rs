@@ -6,6 +6,7 @@
 //! the synthetic generator and trace statistics. It knows nothing about GPUs, paging mechanisms
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
+pub mod cleanup;
 pub mod error;
 pub mod export;
 pub mod file_mode;
@@ -26,6 +27,7 @@ mod import_warmup;
 pub mod model;
 pub mod presets;
 pub mod reader;
+pub mod resources;
 pub mod stats;
 pub mod trace;
 pub mod writer;

@@ -4,8 +4,53 @@
 //! named in [`Preset::source`]); the config key each field was read from is given on the field.
 //! Dense layers are the leading layers without routed experts (`first_k_dense_replace` in the
 //! DeepSeek-V3 family); all other layers are MoE layers with identical geometry.
+//!
+//! A preset also carries its attention geometry ([`Attention`]), which the trace header does
+//! not record: the KV cache a token adds follows from it ([`Preset::kv_bytes_per_token`]), and
+//! the timing model uses it for traces whose model is a preset's ([`preset_of_model`]).
 
 use crate::model::{LayerSpec, ModelSpec};
+
+/// How a model's attention layers cache keys and values, from its config.json.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// Multi-head or grouped-query attention: every layer caches a key and a value of
+    /// `head_dim` elements for each of its `kv_heads` key-value heads.
+    Grouped {
+        /// Key-value heads (`num_key_value_heads`).
+        kv_heads: u32,
+        /// Elements per head (`head_dim`, or `hidden_size / num_attention_heads` for configs
+        /// without it).
+        head_dim: u32,
+    },
+    /// Multi-head latent attention (DeepSeek-V2/V3): every layer caches one compressed
+    /// key-value latent of `kv_lora_rank` elements and the decoupled RoPE key of `rope_dim`
+    /// elements shared by all heads (DeepSeek-V2 paper, section 2.1.3; the latent cache of
+    /// DeepSeek's inference code).
+    Latent {
+        /// Rank of the key-value compression (`kv_lora_rank`).
+        kv_lora_rank: u32,
+        /// Elements of the decoupled RoPE key (`qk_rope_head_dim`).
+        rope_dim: u32,
+    },
+}
+
+impl Attention {
+    /// Elements one token adds to one layer's KV cache.
+    pub fn kv_elements_per_layer(&self) -> u64 {
+        match *self {
+            Attention::Grouped { kv_heads, head_dim } => 2 * kv_heads as u64 * head_dim as u64,
+            Attention::Latent {
+                kv_lora_rank,
+                rope_dim,
+            } => kv_lora_rank as u64 + rope_dim as u64,
+        }
+    }
+}
+
+/// Bytes of one cached key or value element at bf16, the dtype of these models' released
+/// weights and of the KV cache of vLLM's and SGLang's default (`auto`) cache dtype.
+pub const KV_BYTES_PER_ELEMENT: u64 = 2;
 
 /// The public geometry of one MoE model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,9 +76,17 @@ pub struct Preset {
     /// Intermediate size of one routed expert (`moe_intermediate_size`, or
     /// `intermediate_size` for models whose experts use it).
     pub expert_ffn: u32,
+    /// The attention layers' KV cache geometry (the config keys are named on each variant).
+    pub attention: Attention,
 }
 
 impl Preset {
+    /// KV cache bytes one token adds to a sequence, over all layers, at
+    /// [`KV_BYTES_PER_ELEMENT`]: elements per layer x layers x 2 bytes.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        self.attention.kv_elements_per_layer() * self.layers as u64 * KV_BYTES_PER_ELEMENT
+    }
+
     /// The geometry as a [`ModelSpec`]: `dense_layers` dense layers, then MoE layers.
     pub fn model_spec(&self) -> ModelSpec {
         let layers = (0..self.layers)
@@ -78,6 +131,11 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 0,
         hidden_size: 1024,
         expert_ffn: 512,
+        // num_key_value_heads 8; no head_dim key: hidden_size 1024 / num_attention_heads 16
+        attention: Attention::Grouped {
+            kv_heads: 8,
+            head_dim: 64,
+        },
     },
     Preset {
         name: "olmoe-1b-7b",
@@ -90,6 +148,11 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 0,
         hidden_size: 2048,
         expert_ffn: 1024,
+        // num_key_value_heads 16 (full multi-head); hidden_size 2048 / num_attention_heads 16
+        attention: Attention::Grouped {
+            kv_heads: 16,
+            head_dim: 128,
+        },
     },
     Preset {
         name: "gpt-oss-20b",
@@ -102,6 +165,12 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 0,
         hidden_size: 2880,
         expert_ffn: 2880,
+        // num_key_value_heads 8, head_dim 64; half the layers are sliding-window (128 tokens)
+        // and hold less for long sequences, so this is an upper bound
+        attention: Attention::Grouped {
+            kv_heads: 8,
+            head_dim: 64,
+        },
     },
     Preset {
         name: "qwen3-30b-a3b",
@@ -114,6 +183,11 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 0,
         hidden_size: 2048,
         expert_ffn: 768,
+        // num_key_value_heads 4, head_dim 128
+        attention: Attention::Grouped {
+            kv_heads: 4,
+            head_dim: 128,
+        },
     },
     Preset {
         name: "mixtral-8x7b",
@@ -126,6 +200,11 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 0,
         hidden_size: 4096,
         expert_ffn: 14336,
+        // num_key_value_heads 8; no head_dim key: hidden_size 4096 / num_attention_heads 32
+        attention: Attention::Grouped {
+            kv_heads: 8,
+            head_dim: 128,
+        },
     },
     Preset {
         name: "deepseek-v3",
@@ -138,6 +217,11 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 1,
         hidden_size: 7168,
         expert_ffn: 2048,
+        // kv_lora_rank 512, qk_rope_head_dim 64: (512 + 64) x 61 layers x 2 B = 70,272 B a token
+        attention: Attention::Latent {
+            kv_lora_rank: 512,
+            rope_dim: 64,
+        },
     },
     Preset {
         name: "kimi-k2",
@@ -150,8 +234,25 @@ pub const PRESETS: &[Preset] = &[
         shared_experts: 1,
         hidden_size: 7168,
         expert_ffn: 2048,
+        // kv_lora_rank 512, qk_rope_head_dim 64 (the DeepSeek-V3 architecture)
+        attention: Attention::Latent {
+            kv_lora_rank: 512,
+            rope_dim: 64,
+        },
     },
 ];
+
+/// The preset whose model is `model`: its Hugging Face repository (the name `sim trace gen
+/// --preset` writes into a trace header), case-insensitive, with the same layer count and
+/// hidden size. Traces recorded under another name (without the organisation, say) do not
+/// match and keep the geometry's upper bound.
+pub fn preset_of_model(model: &ModelSpec) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| {
+        p.model.eq_ignore_ascii_case(&model.name)
+            && p.layers == model.layers.len()
+            && model.hidden_size == Some(p.hidden_size)
+    })
+}
 
 /// The preset called `name` (case-insensitive), if any.
 pub fn preset(name: &str) -> Option<&'static Preset> {
@@ -165,4 +266,36 @@ pub fn preset_names() -> String {
         .map(|p| p.name)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_bytes_per_token_by_hand() {
+        let kv = |name| preset(name).unwrap().kv_bytes_per_token();
+        // grouped-query: 2 (K, V) x KV heads x head size x layers x 2 bytes
+        assert_eq!(kv("granite-3.0-1b-a400m"), 2 * 8 * 64 * 24 * 2);
+        assert_eq!(kv("olmoe-1b-7b"), 2 * 16 * 128 * 16 * 2);
+        assert_eq!(kv("gpt-oss-20b"), 2 * 8 * 64 * 24 * 2);
+        assert_eq!(kv("qwen3-30b-a3b"), 2 * 4 * 128 * 48 * 2);
+        assert_eq!(kv("mixtral-8x7b"), 2 * 8 * 128 * 32 * 2);
+        // latent: (KV rank + RoPE key) x layers x 2 bytes; about 70 KB, not 1.75 MB
+        assert_eq!(kv("deepseek-v3"), 70_272);
+        assert_eq!(kv("kimi-k2"), (512 + 64) * 61 * 2);
+    }
+
+    #[test]
+    fn a_generated_trace_names_its_preset_and_others_do_not() {
+        for p in PRESETS {
+            assert_eq!(preset_of_model(&p.model_spec()), Some(p));
+        }
+        let mut m = preset("granite-3.0-1b-a400m").unwrap().model_spec();
+        m.name = "granite-3.0-1b-a400m-instruct".into();
+        assert_eq!(preset_of_model(&m), None, "the bundled traces' name");
+        let mut m = preset("qwen3-30b-a3b").unwrap().model_spec();
+        m.layers.pop();
+        assert_eq!(preset_of_model(&m), None, "another geometry under the name");
+    }
 }

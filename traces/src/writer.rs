@@ -6,8 +6,8 @@
 
 use crate::error::{TokenPos, TraceError};
 use crate::format::{
-    encode_header, validate_geometry, version_for, Layout, SelectionChecker, TokenCursor, MAGIC,
-    MAX_HEADER_BYTES,
+    encode_header, validate_geometry, version_for, Layout, SelectionChecker, TokenCursor,
+    CHECKSUM_LEN, MAGIC, MAX_HEADER_BYTES, PREAMBLE_LEN,
 };
 use crate::model::Header;
 use crate::trace::{KeySpace, PhaseSel, Trace};
@@ -15,7 +15,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Output buffer size: large writes keep the writer at disk speed.
-const WRITE_BUFFER_BYTES: usize = 4 << 20;
+pub(crate) const WRITE_BUFFER_BYTES: usize = 4 << 20;
 
 /// Writes a trace token by token without holding it in memory.
 ///
@@ -35,6 +35,9 @@ pub struct TraceWriter {
     crc: crc32fast::Hasher,
     scratch: Vec<u8>,
     offset: u64,
+    /// The temporary file's registration for removal on an interruption; after `out`, so the
+    /// file is removed (on drop) before it is unregistered.
+    _live: crate::cleanup::Registered,
 }
 
 impl std::fmt::Debug for TraceWriter {
@@ -50,7 +53,10 @@ impl std::fmt::Debug for TraceWriter {
 impl TraceWriter {
     /// Create the temporary file next to `path` and write the preamble and `header`.
     ///
-    /// Errors: invalid geometry, a header over [`MAX_HEADER_BYTES`], I/O errors.
+    /// Errors: invalid geometry, a header over [`MAX_HEADER_BYTES`], a file (the size the
+    /// header implies) larger than the space free in `path`'s directory, I/O errors. A write
+    /// that fails later (the disk filled up anyway) is an I/O error, and the temporary file
+    /// is removed with the writer.
     pub fn create(path: impl AsRef<Path>, header: &Header) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
         let file = path.display().to_string();
@@ -67,11 +73,25 @@ impl TraceWriter {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        let need = PREAMBLE_LEN as u128
+            + header_bytes.len() as u128
+            + Layout::of(header).payload_bytes
+            + CHECKSUM_LEN as u128;
+        let free = crate::resources::free_space(&dir);
+        if crate::resources::exceeds(need, free) {
+            return Err(TraceError::NoSpace {
+                file,
+                need,
+                free: free.unwrap_or(0),
+                dir: dir.display().to_string(),
+            });
+        }
         let tmp = tempfile::Builder::new()
             .prefix(".trace-")
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| TraceError::io(&file, "creating a temporary file in its directory", e))?;
+        let live = crate::cleanup::register(tmp.path());
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
         let mut pre = Vec::with_capacity(20 + header_bytes.len());
         pre.extend_from_slice(&MAGIC);
@@ -89,6 +109,7 @@ impl TraceWriter {
             crc: crc32fast::Hasher::new(),
             scratch: Vec::new(),
             offset: pre.len() as u64,
+            _live: live,
             ks,
             out,
             path,

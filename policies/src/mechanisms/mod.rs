@@ -36,7 +36,7 @@ pub use registry::{forms_help, forms_short, MechanismForm, MECHANISM_FORMS};
 pub use sizes::{SizeError, SizeOptions, Sizes, DEFAULT_GRANULE_BYTES, MIB};
 pub use spec::{parse, MechanismSpec, SpecError, ACCEPTED_FORMS};
 
-use crate::units::UnitMap;
+use crate::units::{UnitInfo, UnitMap};
 use serde::{Deserialize, Serialize};
 use traces::KeySpace;
 
@@ -98,6 +98,35 @@ pub enum BuildError {
     /// The profile trace's model has a different key space from the evaluated trace.
     #[error("the profile trace has {profile_keys} expert instances but the trace has {keys}")]
     ProfileMismatch { profile_keys: usize, keys: usize },
+    /// More units than the u32 unit ids can number.
+    #[error("`{spec}` would make {units} units ({per_key} per expert instance), more than the {} unit ids allow; use larger units (a larger page or region) or a smaller expert size", u32::MAX)]
+    TooManyUnits {
+        spec: String,
+        units: u128,
+        per_key: u64,
+    },
+    /// The unit map would not fit in the memory available.
+    #[error(
+        "`{spec}`: {detail}; use larger units (a larger page or region) or a smaller expert size"
+    )]
+    Memory {
+        spec: String,
+        /// The refusal, with the figures (kept out of `source()`: the message includes it).
+        detail: traces::resources::ResourceError,
+    },
+}
+
+/// Refuse a unit map whose tables would not fit in the memory available, before building it:
+/// the per-key tables (`key_first`, `key_count`: a u32 each per expert instance) and one
+/// [`UnitInfo`] per unit. The geometry comes from the trace header, so a file of a few hundred
+/// KB can declare billions of expert instances.
+pub(crate) fn check_map_memory(spec: &str, keys: usize, units: u128) -> Result<(), BuildError> {
+    let need = keys as u128 * 8 + units * std::mem::size_of::<UnitInfo>() as u128;
+    let what = format!("its tables for {keys} expert instances in {units} units");
+    traces::resources::check_memory(&what, need, "").map_err(|detail| BuildError::Memory {
+        spec: spec.to_string(),
+        detail,
+    })
 }
 
 /// A residency mechanism: lays every expert instance out into commit units.

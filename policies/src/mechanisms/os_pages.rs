@@ -42,6 +42,17 @@ impl Mechanism for OsPages {
         let page = self.page_bytes;
         let pages = eb.div_ceil(page);
         let nkeys = ks.num_keys();
+        // One unit per page of every expert instance: refuse what the unit ids cannot number
+        // or the memory cannot hold before allocating it.
+        let total = nkeys as u128 * pages as u128;
+        if total > u32::MAX as u128 {
+            return Err(BuildError::TooManyUnits {
+                spec: self.spec(),
+                units: total,
+                per_key: pages,
+            });
+        }
+        super::check_map_memory(&self.spec(), nkeys, total)?;
         let mut units = Vec::with_capacity(nkeys * pages as usize);
         let mut key_first = Vec::with_capacity(nkeys);
         for m in 0..ks.num_moe_layers() {

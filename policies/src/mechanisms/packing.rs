@@ -51,6 +51,12 @@ impl Mechanism for Packing {
             });
         }
         let n = self.n.max(1) as usize;
+        let chunks: u128 = ks
+            .experts
+            .iter()
+            .map(|&e| (e as usize).div_ceil(n) as u128)
+            .sum();
+        super::check_map_memory(&self.spec(), ks.num_keys(), chunks)?;
         let mut key_first = vec![0u32; ks.num_keys()];
         let mut units = Vec::new();
         for m in 0..ks.num_moe_layers() {

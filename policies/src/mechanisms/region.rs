@@ -49,6 +49,9 @@ impl Mechanism for Region {
                 min_mib: eb.div_ceil(MIB),
             });
         }
+        // Regions of `per_region` experts, packed in layer order (they may span layers).
+        let regions = (ks.num_keys() as u128).div_ceil(per_region as u128);
+        super::check_map_memory(&self.spec(), ks.num_keys(), regions)?;
         let mut key_first = vec![0u32; ks.num_keys()];
         let mut units: Vec<UnitInfo> = Vec::new();
         for m in 0..ks.num_moe_layers() {

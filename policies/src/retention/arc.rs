@@ -2,7 +2,7 @@
 
 use super::list::DList;
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `arc`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -37,6 +37,7 @@ pub struct Arc {
     b1: DList,
     b2: DList,
     last_miss_in_b2: bool,
+    exhausted: Exhausted,
 }
 
 impl Arc {
@@ -50,6 +51,7 @@ impl Arc {
             b1: DList::new(units),
             b2: DList::new(units),
             last_miss_in_b2: false,
+            exhausted: Exhausted::default(),
         }
     }
 
@@ -84,6 +86,7 @@ impl EvictionPolicy for Arc {
     }
 
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.last_miss_in_b2 = false;
         if self.b1.contains(u) {
             let delta = (self.b2.len() / self.b1.len()).max(1);
@@ -103,10 +106,29 @@ impl EvictionPolicy for Arc {
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
+        let v = self.replace(&protect);
+        if v.is_none() {
+            self.exhausted.mark(&protect);
+        }
+        v
+    }
+
+    fn work(&self) -> u64 {
+        self.t1.walked() + self.t2.walked()
+    }
+}
+
+impl Arc {
+    /// The paper's REPLACE among the units `protect` allows: T1's or T2's oldest, moved to its
+    /// ghost list.
+    fn replace(&mut self, protect: &Protect<'_>) -> Option<u32> {
         let t1_first = !self.t1.is_empty()
             && (self.t1.len() > self.p || (self.last_miss_in_b2 && self.t1.len() == self.p));
-        let from_t1 = |s: &Self| s.t1.oldest_where(|u| protect.is(u));
-        let from_t2 = |s: &Self| s.t2.oldest_where(|u| protect.is(u));
+        let from_t1 = |s: &Self| s.t1.oldest_unprotected(protect);
+        let from_t2 = |s: &Self| s.t2.oldest_unprotected(protect);
         let (v, in_t1) = if t1_first {
             match from_t1(self) {
                 Some(v) => (v, true),

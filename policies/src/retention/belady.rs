@@ -297,6 +297,10 @@ impl Belady {
 }
 
 impl EvictionPolicy for Belady {
+    fn work(&self) -> u64 {
+        self.steps
+    }
+
     #[inline]
     fn on_hit(&mut self, u: u32, at: At) {
         self.touch(u, at.pos, at.next_use);

@@ -2,7 +2,7 @@
 
 use super::list::DList;
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `fifo`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -25,6 +25,7 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 pub struct Fifo {
     /// Resident units, newest admission at the head.
     queue: DList,
+    exhausted: Exhausted,
 }
 
 impl Fifo {
@@ -32,6 +33,7 @@ impl Fifo {
     pub fn new(units: usize) -> Self {
         Fifo {
             queue: DList::new(units),
+            exhausted: Exhausted::default(),
         }
     }
 }
@@ -42,14 +44,25 @@ impl EvictionPolicy for Fifo {
 
     #[inline]
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.queue.push_head(u);
         Admission::Retain
     }
 
     #[inline]
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
-        let v = self.queue.oldest_where(|u| protect.is(u))?;
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
+        let Some(v) = self.queue.oldest_unprotected(&protect) else {
+            self.exhausted.mark(&protect);
+            return None;
+        };
         self.queue.remove(v);
         Some(v)
+    }
+
+    fn work(&self) -> u64 {
+        self.queue.walked()
     }
 }

@@ -1,7 +1,7 @@
 //! Least frequently used, with counts over the whole run.
 
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -47,6 +47,7 @@ pub struct Lfu {
     skipped: Vec<Reverse<(u64, u32, u32)>>,
     /// Heap pops plus pending entries examined so far: the work a test bounds per access.
     work: u64,
+    exhausted: Exhausted,
 }
 
 /// Pending entries beyond twice the resident units that trigger a compaction of `pending`.
@@ -66,13 +67,8 @@ impl Lfu {
             checked_group: 0,
             skipped: Vec::new(),
             work: 0,
+            exhausted: Exhausted::default(),
         }
-    }
-
-    /// Heap pops and pending entries examined so far, for tests that bound the work per access
-    /// (a count of operations, not a time).
-    pub fn work(&self) -> u64 {
-        self.work
     }
 
     #[inline]
@@ -107,6 +103,7 @@ impl EvictionPolicy for Lfu {
 
     #[inline]
     fn on_miss(&mut self, u: u32, at: At) -> Admission {
+        self.exhausted.reset();
         self.resident[u as usize] = true;
         self.live += 1;
         self.touch(u, at);
@@ -114,6 +111,9 @@ impl EvictionPolicy for Lfu {
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
         self.flush_unprotected(&protect);
         let Lfu {
             count,
@@ -141,10 +141,17 @@ impl EvictionPolicy for Lfu {
             break;
         }
         heap.extend(skipped.drain(..));
-        let v = victim?;
+        let Some(v) = victim else {
+            self.exhausted.mark(&protect);
+            return None;
+        };
         resident[v as usize] = false;
         self.live -= 1;
         Some(v)
+    }
+
+    fn work(&self) -> u64 {
+        self.work
     }
 }
 

@@ -2,6 +2,9 @@
 //! (LRU, FIFO, pin-LRU, ARC, S3-FIFO). Every operation is O(1) and allocation-free after
 //! construction: keys are small dense integers, so two `u32` arrays beat a hash map.
 
+use super::Protect;
+use std::cell::Cell;
+
 /// Sentinel for "no neighbour" / "not in the list".
 pub const NIL: u32 = u32::MAX;
 
@@ -15,6 +18,22 @@ pub struct DList {
     head: u32,
     tail: u32,
     len: usize,
+    /// Entries [`DList::oldest_where`] has walked so far (its calls included): the work that
+    /// tests bound per access.
+    walked: Cell<u64>,
+    /// Where [`DList::oldest_unprotected`] may resume within one group.
+    resume: Cell<Resume>,
+}
+
+/// Within group `group`, every entry from the tail up to `at` (inclusive; [`NIL`]: none) was
+/// protected when that group last searched the list. They stay protected for the rest of the
+/// group (a group's protection only grows) and nothing is inserted among them (insertions go
+/// to the head), so a later search of the same group starts after `at`. Removing or moving
+/// `at` itself forgets the resume point.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resume {
+    group: u32,
+    at: u32,
 }
 
 impl DList {
@@ -27,6 +46,8 @@ impl DList {
             head: NIL,
             tail: NIL,
             len: 0,
+            walked: Cell::new(0),
+            resume: Cell::new(Resume { group: 0, at: NIL }),
         }
     }
 
@@ -82,6 +103,9 @@ impl DList {
     #[inline]
     pub fn remove(&mut self, id: u32) {
         debug_assert!(self.member[id as usize]);
+        if self.resume.get().at == id {
+            self.resume.set(Resume { group: 0, at: NIL });
+        }
         let i = id as usize;
         let (p, n) = (self.prev[i], self.next[i]);
         if p != NIL {
@@ -112,13 +136,52 @@ impl DList {
     #[inline]
     pub fn oldest_where(&self, mut skip: impl FnMut(u32) -> bool) -> Option<u32> {
         let mut cur = self.tail;
+        self.walked.set(self.walked.get() + 1);
         while cur != NIL {
+            self.walked.set(self.walked.get() + 1);
             if !skip(cur) {
                 return Some(cur);
             }
             cur = self.prev[cur as usize];
         }
         None
+    }
+
+    /// The oldest id that `protect` does not protect: `oldest_where(|u| protect.is(u))`, but
+    /// a search in the same group as the previous one starts where that one stopped (see
+    /// [`Resume`]), so the evictions of one group walk its protected entries once in all,
+    /// not once each.
+    #[inline]
+    pub fn oldest_unprotected(&self, protect: &Protect<'_>) -> Option<u32> {
+        if protect.is_none() {
+            self.walked.set(self.walked.get() + 1);
+            return self.tail();
+        }
+        let g = protect.group();
+        let r = self.resume.get();
+        let mut last = if r.group == g { r.at } else { NIL };
+        let mut cur = if last == NIL {
+            self.tail
+        } else {
+            self.prev[last as usize]
+        };
+        self.walked.set(self.walked.get() + 1);
+        while cur != NIL {
+            self.walked.set(self.walked.get() + 1);
+            if !protect.is(cur) {
+                break;
+            }
+            last = cur;
+            cur = self.prev[cur as usize];
+        }
+        self.resume.set(Resume { group: g, at: last });
+        (cur != NIL).then_some(cur)
+    }
+
+    /// Entries walked by [`DList::oldest_where`] and [`DList::oldest_unprotected`] so far, one
+    /// more per call.
+    pub fn walked(&self) -> u64 {
+        self.walked.get()
     }
 
     /// Ids from head (newest) to tail (oldest); for tests and debugging.
@@ -155,5 +218,39 @@ mod tests {
         l.remove(2);
         assert!(l.is_empty());
         assert_eq!(l.tail(), None);
+    }
+
+    #[test]
+    fn protected_searches_of_one_group_resume_and_agree_with_a_full_walk() {
+        // 0 (tail) .. 9 (head); 0..6 protected in group 1
+        let mut l = DList::new(10);
+        for id in 0..10 {
+            l.push_head(id);
+        }
+        let mut stamp = vec![0u32; 10];
+        stamp[..6].fill(1);
+        let p = Protect::new(&stamp, 1);
+        let full = |l: &DList| l.oldest_where(|u| p.is(u));
+        assert_eq!(l.oldest_unprotected(&p), Some(6));
+        let walked = l.walked();
+        l.remove(6);
+        // resumes after 5: one step to 7, not six
+        assert_eq!(l.oldest_unprotected(&p), full(&l));
+        assert_eq!(l.oldest_unprotected(&p), Some(7));
+        assert!(l.walked() - walked <= 2 + 3 + 7, "{}", l.walked() - walked);
+        // moving the resume point forgets it; the answer stays the oldest unprotected
+        l.move_to_head(5);
+        assert_eq!(l.oldest_unprotected(&p), Some(7));
+        // another group starts from the tail
+        stamp[0] = 2;
+        let q = Protect::new(&stamp, 2);
+        assert_eq!(l.oldest_unprotected(&q), Some(1));
+        l.remove(7);
+        l.remove(8);
+        l.remove(9);
+        stamp.fill(2);
+        let q = Protect::new(&stamp, 2);
+        assert_eq!(l.oldest_unprotected(&q), None);
+        assert_eq!(l.oldest_unprotected(&Protect::none()), Some(0));
     }
 }

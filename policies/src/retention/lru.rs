@@ -2,7 +2,7 @@
 
 use super::list::DList;
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `lru`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -26,6 +26,7 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 pub struct Lru {
     /// Resident units, most recent at the head.
     order: DList,
+    exhausted: Exhausted,
 }
 
 impl Lru {
@@ -33,6 +34,7 @@ impl Lru {
     pub fn new(units: usize) -> Self {
         Lru {
             order: DList::new(units),
+            exhausted: Exhausted::default(),
         }
     }
 }
@@ -45,6 +47,7 @@ impl EvictionPolicy for Lru {
 
     #[inline]
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.order.push_head(u);
         Admission::Retain
     }
@@ -53,10 +56,20 @@ impl EvictionPolicy for Lru {
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
         let v = if protect.is_none() {
             self.order.tail()?
+        } else if self.exhausted.covers(&protect) {
+            return None;
         } else {
-            self.order.oldest_where(|u| protect.is(u))?
+            let Some(v) = self.order.oldest_unprotected(&protect) else {
+                self.exhausted.mark(&protect);
+                return None;
+            };
+            v
         };
         self.order.remove(v);
         Some(v)
+    }
+
+    fn work(&self) -> u64 {
+        self.order.walked()
     }
 }

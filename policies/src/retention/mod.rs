@@ -127,6 +127,40 @@ pub trait EvictionPolicy: Send {
     /// Choose a victim among the resident (retained, not preloaded-pinned) units that
     /// `protect` allows, forget it and return it; `None` when there is no such unit.
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32>;
+
+    /// Elementary steps taken so far by the victim searches: list entries walked, heap
+    /// entries popped, clock-hand moves, random draws. For tests that bound the work per
+    /// access (a count of operations, not a time); every policy counts its own.
+    fn work(&self) -> u64;
+}
+
+/// Remembers the group in which a policy found no unprotected victim: every resident unit
+/// then belongs to that group, and stays protected for the rest of it (a group's protection
+/// only grows, and units admitted later in the group are stamped with it too), so the
+/// driver's further searches of the same group answer `None` at once instead of walking the
+/// whole group again for each of its evictions (quadratic in a group of thousands of pages).
+/// A page-in resets it, as a safeguard.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Exhausted(u32);
+
+impl Exhausted {
+    /// True when `protect`'s group is known to leave no victim.
+    #[inline]
+    pub fn covers(&self, protect: &Protect<'_>) -> bool {
+        !protect.is_none() && self.0 == protect.group()
+    }
+
+    /// Record that `protect`'s group left no victim (no-op without protection).
+    #[inline]
+    pub fn mark(&mut self, protect: &Protect<'_>) {
+        self.0 = protect.group();
+    }
+
+    /// Forget (after a page-in).
+    #[inline]
+    pub fn reset(&mut self) {
+        self.0 = 0;
+    }
 }
 
 /// Construction inputs shared by every policy of one pool.

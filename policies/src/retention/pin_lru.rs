@@ -2,7 +2,7 @@
 
 use super::list::DList;
 use super::registry::{missing_profile, PolicyEntry};
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `pin-lru`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -30,6 +30,7 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 pub struct PinLru {
     pinned: Vec<u32>,
     order: DList,
+    exhausted: Exhausted,
 }
 
 impl PinLru {
@@ -42,6 +43,7 @@ impl PinLru {
         PinLru {
             pinned,
             order: DList::new(profile_always_on.len()),
+            exhausted: Exhausted::default(),
         }
     }
 
@@ -66,13 +68,24 @@ impl EvictionPolicy for PinLru {
 
     #[inline]
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.order.push_head(u);
         Admission::Retain
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
-        let v = self.order.oldest_where(|u| protect.is(u))?;
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
+        let Some(v) = self.order.oldest_unprotected(&protect) else {
+            self.exhausted.mark(&protect);
+            return None;
+        };
         self.order.remove(v);
         Some(v)
+    }
+
+    fn work(&self) -> u64 {
+        self.order.walked()
     }
 }

@@ -1,7 +1,7 @@
 //! Uniformly random victim.
 
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -28,6 +28,82 @@ pub struct Random {
     resident: Vec<u32>,
     slot: Vec<u32>,
     rng: Pcg64,
+    /// Draws and entries scanned so far.
+    steps: u64,
+    exhausted: Exhausted,
+    /// The unprotected positions of `resident` in the current group, once a search fell back
+    /// to an exact draw in it; kept up to date by the group's evictions.
+    open: Option<OpenPositions>,
+}
+
+/// The positions of `resident` holding unprotected units in group `group`, as a Fenwick tree
+/// of 0/1 flags, so that "the k-th unprotected position" costs O(log n) and the exact draw
+/// picks what the ascending list of those positions would give at index k.
+#[derive(Clone, Debug)]
+struct OpenPositions {
+    group: u32,
+    /// 1-based Fenwick tree over the flags.
+    tree: Vec<u32>,
+    flags: Vec<bool>,
+    count: usize,
+}
+
+impl OpenPositions {
+    fn new(group: u32, flags: Vec<bool>) -> Self {
+        let n = flags.len();
+        let mut tree = vec![0u32; n + 1];
+        for i in 1..=n {
+            tree[i] += flags[i - 1] as u32;
+            let parent = i + (i & i.wrapping_neg());
+            if parent <= n {
+                tree[parent] += tree[i];
+            }
+        }
+        let count = flags.iter().filter(|&&f| f).count();
+        OpenPositions {
+            group,
+            tree,
+            flags,
+            count,
+        }
+    }
+
+    fn set(&mut self, i: usize, open: bool) {
+        if self.flags[i] == open {
+            return;
+        }
+        self.flags[i] = open;
+        let (add, mut j) = (open, i + 1);
+        if open {
+            self.count += 1;
+        } else {
+            self.count -= 1;
+        }
+        while j < self.tree.len() {
+            if add {
+                self.tree[j] += 1;
+            } else {
+                self.tree[j] -= 1;
+            }
+            j += j & j.wrapping_neg();
+        }
+    }
+
+    /// The position of the `k`-th (0-based) open flag; `k < count`.
+    fn kth(&self, k: usize) -> usize {
+        let n = self.flags.len();
+        let (mut pos, mut rest) = (0usize, k as u32);
+        let mut step = n.next_power_of_two();
+        while step > 0 {
+            let next = pos + step;
+            if next <= n && self.tree[next] <= rest {
+                rest -= self.tree[next];
+                pos = next;
+            }
+            step >>= 1;
+        }
+        pos
+    }
 }
 
 /// Draws that may hit a protected unit before falling back to an exact draw among the
@@ -44,25 +120,44 @@ impl Random {
             resident: Vec::new(),
             slot: vec![u32::MAX; units],
             rng: Pcg64::from_seed(seed_bytes),
+            steps: 0,
+            exhausted: Exhausted::default(),
+            open: None,
         }
     }
 
     fn remove_at(&mut self, i: usize) -> u32 {
+        let last = self.resident.len() - 1;
         let v = self.resident.swap_remove(i);
         if let Some(&moved) = self.resident.get(i) {
             self.slot[moved as usize] = i as u32;
         }
         self.slot[v as usize] = u32::MAX;
+        if let Some(open) = &mut self.open {
+            // the last position's unit moved to `i`, and the last position is gone
+            let moved_open = open.flags[last];
+            open.set(last, false);
+            if i < last {
+                open.set(i, moved_open);
+            } else {
+                open.set(i, false);
+            }
+        }
         v
     }
 }
 
 impl EvictionPolicy for Random {
     #[inline]
-    fn on_hit(&mut self, _u: u32, _at: At) {}
+    fn on_hit(&mut self, _u: u32, _at: At) {
+        // an access may protect a unit: the open positions are recomputed when next needed
+        self.open = None;
+    }
 
     #[inline]
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
+        self.open = None;
         self.slot[u as usize] = self.resident.len() as u32;
         self.resident.push(u);
         Admission::Retain
@@ -74,16 +169,37 @@ impl EvictionPolicy for Random {
             return None;
         }
         for _ in 0..REJECTION_TRIES {
+            self.steps += 1;
             let i = self.rng.gen_range(0..n);
             if !protect.is(self.resident[i]) {
                 return Some(self.remove_at(i));
             }
         }
-        let open: Vec<usize> = (0..n).filter(|&i| !protect.is(self.resident[i])).collect();
-        if open.is_empty() {
+        // Known to be all protected: the draws above were still made, so the generator's
+        // sequence (and every later victim) is the same as with the scan.
+        if self.exhausted.covers(&protect) {
             return None;
         }
-        let i = open[self.rng.gen_range(0..open.len())];
+        // An exact draw among the unprotected positions, in ascending order: the positions
+        // are found once per group (O(n)) and kept up to date by its evictions (O(log n)).
+        let group = protect.group();
+        if self.open.as_ref().is_none_or(|o| o.group != group) {
+            self.steps += n as u64;
+            let flags = self.resident.iter().map(|&u| !protect.is(u)).collect();
+            self.open = Some(OpenPositions::new(group, flags));
+        }
+        let open = self.open.as_ref().expect("just built");
+        if open.count == 0 {
+            self.exhausted.mark(&protect);
+            return None;
+        }
+        let k = self.rng.gen_range(0..open.count);
+        let i = open.kth(k);
+        self.steps += open.tree.len().ilog2() as u64 + 1;
         Some(self.remove_at(i))
+    }
+
+    fn work(&self) -> u64 {
+        self.steps
     }
 }

@@ -2,7 +2,7 @@
 
 use super::list::DList;
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `s3fifo`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -38,6 +38,9 @@ pub struct S3Fifo {
     small: DList,
     main: DList,
     ghost: DList,
+    /// Loop steps of `evict` (promotions and counter decrements included).
+    steps: u64,
+    exhausted: Exhausted,
 }
 
 impl S3Fifo {
@@ -50,13 +53,15 @@ impl S3Fifo {
             small: DList::new(units),
             main: DList::new(units),
             ghost: DList::new(units),
+            steps: 0,
+            exhausted: Exhausted::default(),
         }
     }
 
     /// One step of S's eviction: Some(Some(v)) evicted v, Some(None) promoted a unit to M,
     /// None when S has no unprotected unit.
     fn step_small(&mut self, protect: &Protect<'_>) -> Option<Option<u32>> {
-        let t = self.small.oldest_where(|u| protect.is(u))?;
+        let t = self.small.oldest_unprotected(protect)?;
         self.small.remove(t);
         if self.freq[t as usize] > 0 {
             self.freq[t as usize] = 0;
@@ -74,7 +79,7 @@ impl S3Fifo {
 
     /// One step of M's eviction, same convention as [`Self::step_small`].
     fn step_main(&mut self, protect: &Protect<'_>) -> Option<Option<u32>> {
-        let t = self.main.oldest_where(|u| protect.is(u))?;
+        let t = self.main.oldest_unprotected(protect)?;
         self.main.remove(t);
         if self.freq[t as usize] > 0 {
             self.freq[t as usize] -= 1;
@@ -94,6 +99,7 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.freq[u as usize] = 0;
         if self.ghost.contains(u) {
             self.ghost.remove(u);
@@ -105,16 +111,32 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
+        let v = self.evict_step_by_step(&protect);
+        if v.is_none() {
+            self.exhausted.mark(&protect);
+        }
+        v
+    }
+
+    fn work(&self) -> u64 {
+        self.steps + self.small.walked() + self.main.walked()
+    }
+}
+
+impl S3Fifo {
+    fn evict_step_by_step(&mut self, protect: &Protect<'_>) -> Option<u32> {
         // Each step either evicts, promotes S -> M (at most |S| times) or decrements a
         // counter in M (at most FREQ_MAX per unit), so the loop ends.
         loop {
             let prefer_small = self.small.len() >= self.small_target || self.main.is_empty();
+            self.steps += 1;
             let step = if prefer_small {
-                self.step_small(&protect)
-                    .or_else(|| self.step_main(&protect))
+                self.step_small(protect).or_else(|| self.step_main(protect))
             } else {
-                self.step_main(&protect)
-                    .or_else(|| self.step_small(&protect))
+                self.step_main(protect).or_else(|| self.step_small(protect))
             };
             match step? {
                 Some(v) => return Some(v),

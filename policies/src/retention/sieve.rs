@@ -2,7 +2,7 @@
 
 use super::list::{DList, NIL};
 use super::registry::PolicyEntry;
-use super::{Admission, At, EvictionPolicy, Protect};
+use super::{Admission, At, EvictionPolicy, Exhausted, Protect};
 
 /// The registry entry of `sieve`.
 pub(super) const ENTRY: PolicyEntry = PolicyEntry {
@@ -37,6 +37,9 @@ pub struct Sieve {
     visited: Vec<bool>,
     /// Where the next eviction starts (a resident unit), or [`NIL`] for the tail.
     hand: u32,
+    /// Units the hand has passed so far.
+    steps: u64,
+    exhausted: Exhausted,
 }
 
 impl Sieve {
@@ -46,6 +49,8 @@ impl Sieve {
             queue: DList::new(units),
             visited: vec![false; units],
             hand: NIL,
+            steps: 0,
+            exhausted: Exhausted::default(),
         }
     }
 
@@ -66,12 +71,16 @@ impl EvictionPolicy for Sieve {
 
     #[inline]
     fn on_miss(&mut self, u: u32, _at: At) -> Admission {
+        self.exhausted.reset();
         self.queue.push_head(u);
         self.visited[u as usize] = false;
         Admission::Retain
     }
 
     fn evict(&mut self, protect: Protect<'_>) -> Option<u32> {
+        if self.exhausted.covers(&protect) {
+            return None;
+        }
         let mut cur = if self.hand == NIL {
             self.queue.tail()?
         } else {
@@ -82,7 +91,9 @@ impl EvictionPolicy for Sieve {
         let len = self.queue.len();
         let mut unprotected = false;
         for walked in 0..=2 * len {
+            self.steps += 1;
             if walked == len && !unprotected {
+                self.exhausted.mark(&protect);
                 return None;
             }
             if !protect.is(cur) {
@@ -97,6 +108,10 @@ impl EvictionPolicy for Sieve {
             cur = self.step(cur);
         }
         unreachable!("a second lap over cleared bits finds an unprotected unit")
+    }
+
+    fn work(&self) -> u64 {
+        self.steps
     }
 }
 

@@ -63,4 +63,9 @@ impl EvictionPolicy for StaticPin {
     fn evict(&mut self, _protect: Protect<'_>) -> Option<u32> {
         None
     }
+
+    /// Nothing is ever searched: the pins are chosen once, at construction.
+    fn work(&self) -> u64 {
+        0
+    }
 }

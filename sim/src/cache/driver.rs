@@ -289,6 +289,12 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         }
     }
 
+    /// The policies' work so far ([`EvictionPolicy::work`], summed over the pools): with
+    /// [`CacheReport::accesses`], the operations per access that tests bound.
+    pub fn policy_work(&self) -> u64 {
+        self.pools.iter().map(|p| p.policy.work()).sum()
+    }
+
     /// DRAM tier totals, when a DRAM tier was configured.
     pub fn tiers(&self) -> Option<super::TiersReport> {
         self.dram.as_ref().map(|d| d.report.clone())

@@ -54,8 +54,9 @@ pub struct TimingArgs {
     )]
     pub nonexpert_mib: Option<f64>,
 
-    /// KV cache bytes per token per sequence, all layers (default from the geometry:
-    /// 2 x hidden x 2 bytes x layers).
+    /// KV cache bytes per token per sequence, all layers (default: from the preset's attention
+    /// geometry when the trace's model is a `sim trace gen` preset, else 2 x hidden x 2 bytes x
+    /// layers).
     #[arg(long, value_name = "BYTES", help_heading = "Timing")]
     pub kv_bytes_per_token: Option<u64>,
 

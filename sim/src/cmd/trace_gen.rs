@@ -4,9 +4,9 @@ use anyhow::{bail, Context};
 use clap::Args;
 use std::path::PathBuf;
 use traces::gen::fit::{fit, FitOptions, LayerFit};
-use traces::gen::{write_trace, GenParams};
-use traces::presets::{preset, preset_names, PRESETS};
-use traces::{LayerSpec, ModelSpec};
+use traces::gen::{write_trace, GenError, GenParams};
+use traces::presets::{preset, preset_names, Attention, PRESETS};
+use traces::{LayerSpec, ModelSpec, TraceError};
 
 /// Arguments of `sim trace gen`.
 #[derive(Args, Debug)]
@@ -62,7 +62,8 @@ pub struct GenArgs {
     /// Print the parameters used (and the per-layer fit) as JSON.
     #[arg(long)]
     pub json: bool,
-    /// List the presets with their geometry and source, and exit.
+    /// List the presets with their geometry (attention and KV cache bytes per token included)
+    /// and source, and exit.
     #[arg(long)]
     pub list_presets: bool,
 }
@@ -75,9 +76,10 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     if a.list_presets {
         for p in PRESETS {
             println!(
-                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}  [{}]",
+                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]",
                 p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
-                p.hidden_size, p.expert_ffn, p.source
+                p.hidden_size, p.expert_ffn, attention_words(&p.attention),
+                p.kv_bytes_per_token(), p.source
             );
         }
         return Ok(());
@@ -93,7 +95,7 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     // they do not read as a failure to write it.
     params.validate(&model)?;
     // its errors name the file
-    write_trace(&out, &model, &params)?;
+    write_trace(&out, &model, &params).map_err(gen_error_words)?;
     if a.json {
         let fit_json = fitted.as_ref().map(|(_, f)| f);
         let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
@@ -111,6 +113,48 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A preset's attention geometry in a few words, for `--list-presets`.
+fn attention_words(a: &Attention) -> String {
+    match a {
+        Attention::Grouped { kv_heads, head_dim } => {
+            format!("{kv_heads} KV heads x {head_dim}")
+        }
+        Attention::Latent {
+            kv_lora_rank,
+            rope_dim,
+        } => format!("latent KV rank {kv_lora_rank} + RoPE {rope_dim}"),
+    }
+}
+
+/// The generator's refusals of what the machine cannot hold, in the words of the flags that
+/// ask for less; other errors as they are (they name the file).
+fn gen_error_words(e: GenError) -> anyhow::Error {
+    use traces::resources::{bytes_words, ResourceError};
+    match e {
+        GenError::Memory(ResourceError::Memory {
+            what,
+            need,
+            available,
+            ..
+        }) => anyhow::anyhow!(
+            "{what} would need {}, more than the {} of memory available now; give fewer --layers or --experts (or a smaller --preset)",
+            bytes_words(need),
+            bytes_words(available as u128)
+        ),
+        GenError::Trace(TraceError::NoSpace {
+            file,
+            need,
+            free,
+            dir,
+        }) => anyhow::anyhow!(
+            "--out {file}: the trace would take {}, more than the {} free in {dir}; give fewer --tokens or --sequences, or an --out in another file system",
+            bytes_words(need),
+            bytes_words(free as u128)
+        ),
+        other => other.into(),
+    }
 }
 
 /// The model and per-layer fits of `--fit-to`, if given.

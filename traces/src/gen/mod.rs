@@ -58,6 +58,80 @@ pub enum GenError {
     /// Writing the trace failed.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The tables the geometry needs do not fit in the memory available.
+    #[error(transparent)]
+    Memory(#[from] crate::resources::ResourceError),
+}
+
+/// Bytes the generator holds per expert of each MoE layer: the popularity permutation and its
+/// inverse (u16 each, 2 + 2), the Zipf weights (f64, 8), `rand_distr`'s alias table (an f64
+/// odds and a u32 alias per entry, 8 + 4) and the chosen flags (bool, 1). The element sizes of
+/// those tables' types.
+const TABLE_BYTES_PER_EXPERT: u128 = 25;
+/// Bytes per expert of the exact fallback's tables (a Fenwick tree and the weights, f64 each),
+/// held for one layer at a time.
+const FALLBACK_BYTES_PER_EXPERT: u128 = 16;
+/// Bytes per expert of the writer's selection checker (a u32 stamp per id of the largest layer).
+const CHECKER_BYTES_PER_EXPERT: u128 = 4;
+/// Bytes per id of one token record: the generator's record and each layer's previous
+/// selection (u16, 2 + 2) and the writer's scratch, reserved for ids and weights (2 + 4).
+const RECORD_BYTES_PER_ID: u128 = 10;
+/// Bytes per sequence, an upper bound: its header entry (`SequenceInfo`, 40 bytes, and its
+/// name `synthetic-N`, at most 30 bytes of heap) and that entry encoded twice by the writer (the
+/// encoded header and the preamble copy, under 30 bytes each).
+const BYTES_PER_SEQUENCE: u128 = 128;
+/// Fixed bytes: the rest of the header (provenance with the parameters as JSON) encoded and
+/// copied, paths and the output file's handles; an upper bound for parameters of a few hundred
+/// values.
+const FIXED_BYTES: u128 = 64 << 10;
+/// Fixed bytes per MoE layer, an upper bound: the generator's per-layer state (eight vectors'
+/// headers, the alias table's, three scalars: under 256 bytes on 64-bit targets) with the key
+/// space's and the header's entries for the layer.
+const BYTES_PER_MOE_LAYER: u128 = 384;
+
+/// Memory the generator needs for `model` before it draws a token, bytes: its tables, the
+/// fallback's, one token record, and the writer's checker and 4 MiB output buffer. With
+/// `in_memory`, also the ids of every token of `params` (what [`generate_trace`] holds).
+/// Computed in u128, so no geometry or token count overflows it.
+pub fn memory_bytes(model: &ModelSpec, params: &GenParams, in_memory: bool) -> u128 {
+    let ks = KeySpace::new(model);
+    let experts: u128 = ks.experts.iter().map(|&e| e as u128).sum();
+    let widest = ks.experts.iter().copied().max().unwrap_or(0) as u128;
+    let ids = ks.ids_per_token() as u128;
+    let mut need = experts * TABLE_BYTES_PER_EXPERT
+        + widest * (FALLBACK_BYTES_PER_EXPERT + CHECKER_BYTES_PER_EXPERT)
+        + ids * RECORD_BYTES_PER_ID
+        + ks.num_moe_layers() as u128 * BYTES_PER_MOE_LAYER
+        + params.sequences as u128 * BYTES_PER_SEQUENCE
+        + FIXED_BYTES
+        + crate::writer::WRITE_BUFFER_BYTES as u128;
+    if in_memory {
+        let tokens = params.sequences as u128 * params.tokens as u128;
+        need += tokens * ids * crate::format::ID_BYTES as u128;
+    }
+    need
+}
+
+/// Refuse a geometry (and, `in_memory`, a token count) whose tables would not fit in the
+/// memory available now, before anything is allocated.
+fn check_memory(model: &ModelSpec, params: &GenParams, in_memory: bool) -> Result<(), GenError> {
+    let ks = KeySpace::new(model);
+    let what = format!(
+        "the generator's tables for {} MoE layers of up to {} experts{}",
+        ks.num_moe_layers(),
+        ks.experts.iter().max().unwrap_or(&0),
+        if in_memory {
+            " and the whole trace"
+        } else {
+            ""
+        }
+    );
+    crate::resources::check_memory(
+        &what,
+        memory_bytes(model, params, in_memory),
+        "ask for fewer MoE layers or experts per layer",
+    )?;
+    Ok(())
 }
 
 /// Generator parameters; serialized as JSON into the trace's provenance.
@@ -368,6 +442,8 @@ impl Generator {
 /// Generate a whole trace in memory (for small traces and tests; use [`write_trace`] for
 /// large ones).
 pub fn generate_trace(model: &ModelSpec, params: &GenParams) -> Result<Trace, GenError> {
+    params.validate(model)?;
+    check_memory(model, params, true)?;
     let mut g = Generator::new(model, params)?;
     let header = params.header(model);
     let stride = g.keyspace().ids_per_token();
@@ -391,7 +467,13 @@ pub fn generate_trace(model: &ModelSpec, params: &GenParams) -> Result<Trace, Ge
 
 /// Generate a trace straight into the file `path` with the streaming writer (temporary file
 /// renamed on success), holding one token record in memory.
+///
+/// Refused before anything is allocated or written: tables larger than the memory available
+/// ([`memory_bytes`]), and a file larger than the space free in `path`'s directory (the
+/// writer's check).
 pub fn write_trace(path: &Path, model: &ModelSpec, params: &GenParams) -> Result<(), GenError> {
+    params.validate(model)?;
+    check_memory(model, params, false)?;
     let mut g = Generator::new(model, params)?;
     let header = params.header(model);
     let mut w = TraceWriter::create(path, &header)?;
