@@ -583,8 +583,10 @@ fn validate_counts_rows_within_the_goal_and_names_a_noisy_row() {
     let o = sim(&granite_lru_validate("h200-linux", GRANITE_LRU_P14, &[]));
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
+    // e1 +5.1%, e4:hot +1.2%, region:256 -3.5% under the shipped profile (with its live-set
+    // slopes): all three within 10%
     assert!(
-        out.contains("median step-time error within 10%: 2 of 3 rows"),
+        out.contains("median step-time error within 10%: 3 of 3 rows"),
         "{out}"
     );
     assert!(

@@ -115,4 +115,12 @@ fn a_small_trace_declaring_billions_of_expert_instances_is_refused() {
         started.elapsed().as_secs() < 10,
         "refused before allocating"
     );
+    // `trace stats` streams, but keeps one key state per declared instance: refused too
+    let o = sim(&["trace", "stats", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the statistics' per-expert state") && err.contains("of memory available now"),
+        "{err}"
+    );
 }

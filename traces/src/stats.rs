@@ -346,6 +346,19 @@ pub struct StatsAccumulator {
 }
 
 impl StatsAccumulator {
+    /// Bytes the accumulator holds for this header before any token: one key state per
+    /// declared expert instance (the successor tables are bounded apart, by
+    /// `DENSE_SUCCESSORS_TOTAL` and the sparse limits). A caller checks it against the
+    /// memory available before [`StatsAccumulator::new`], since it follows what the header
+    /// declares, not the data.
+    pub fn memory_needed(header: &Header) -> u128 {
+        let ks = KeySpace::new(&header.model);
+        (0..ks.num_moe_layers())
+            .map(|i| ks.experts[i] as u128)
+            .sum::<u128>()
+            * std::mem::size_of::<KeyState>() as u128
+    }
+
     /// An empty accumulator for traces with this header, counting tokens of `phases`.
     pub fn new(header: &Header, phases: PhaseSel) -> Self {
         let ks = KeySpace::new(&header.model);
