@@ -160,3 +160,40 @@ fn a_bad_dram_budget_names_dram_and_a_huge_size_stays_short() {
     );
     assert!(e.len() < 300, "{e}");
 }
+
+#[test]
+fn a_negative_count_names_its_flag() {
+    // clap would read `-1` as an unknown flag; these flags take it as a value and refuse it
+    for (flag, value) in [("--verify", "-1"), ("--seed", "-3"), ("--batch", "-2")] {
+        let err = fails(&[
+            "run",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+            "--budget",
+            "50%",
+            flag,
+            value,
+        ]);
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag}")),
+            "{flag}: {err}"
+        );
+    }
+}
+
+#[test]
+fn reprice_with_a_profile_that_does_not_load_fails_once() {
+    let err = fails(&[
+        "validate",
+        "--reprice",
+        "validate/data",
+        "--hw",
+        "no-such.json",
+    ]);
+    assert_eq!(err.matches("unknown hardware profile").count(), 1, "{err}");
+    assert!(err.contains("--hw no-such.json"), "{err}");
+}

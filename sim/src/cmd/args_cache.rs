@@ -50,12 +50,17 @@ pub struct CacheArgs {
     /// Sequences decoded together (W): each layer accesses the union of their selections
     /// once per step. Requests are the trace's tokens interleaved round-robin across
     /// sequences. `sim sweep` and `sim compare` take a comma-separated list. Default 1.
-    #[arg(long, value_delimiter = ',', value_name = "W")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "W",
+        allow_negative_numbers = true
+    )]
     pub batch: Vec<usize>,
 
     /// Waiting requests the scheduler may choose among (Q >= W); adds a `schedule` block
     /// (unions per token, dispatch delay p50/p99/max).
-    #[arg(long, value_name = "Q")]
+    #[arg(long, value_name = "Q", allow_negative_numbers = true)]
     pub queue: Option<usize>,
 
     /// How batches are formed: fifo (consecutive requests) or route-aware (from the Q oldest
@@ -66,7 +71,12 @@ pub struct CacheArgs {
     pub schedule: Schedule,
 
     /// Seed of the random policy (PCG64; each per-layer pool uses its own stream).
-    #[arg(long, default_value_t = 0, value_name = "SEED")]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "SEED",
+        allow_negative_numbers = true
+    )]
     pub seed: u64,
 
     /// Inverse question (`sim run`): the smallest budget whose transfer floor

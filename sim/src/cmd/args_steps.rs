@@ -16,7 +16,13 @@ pub struct StepArgs {
     /// --accepted. With --hw the run is also timed at K = 0 (speedup) and, for the break-even
     /// acceptance, at up to 9 more acceptances. `sim sweep` and `sim compare` take a
     /// comma-separated list (an axis).
-    #[arg(long, value_delimiter = ',', value_name = "K", help_heading = "Steps")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "K",
+        help_heading = "Steps",
+        allow_negative_numbers = true
+    )]
     pub verify: Vec<u32>,
 
     /// Probability (0 to 1) that a draft is accepted, independent per position (the first rejection
@@ -34,13 +40,23 @@ pub struct StepArgs {
 
     /// Every verify step accepts exactly N drafts (0 to K): a deterministic check, N + 1
     /// tokens per step.
-    #[arg(long, value_name = "N", help_heading = "Steps")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Steps",
+        allow_negative_numbers = true
+    )]
     pub accepted: Option<u32>,
 
     /// Process the prompt in chunks of C tokens, each one step reading the union of its
     /// tokens' experts, before decoding (with --phase all; the `steps` block then shows the
     /// decode page-ins that follow).
-    #[arg(long, value_name = "C", help_heading = "Steps")]
+    #[arg(
+        long,
+        value_name = "C",
+        help_heading = "Steps",
+        allow_negative_numbers = true
+    )]
     pub prefill_chunk: Option<u32>,
 }
 

@@ -20,6 +20,10 @@ struct One {
 
 /// Re-price every stored replay under `args.reprice` and print (or `--json`) the summary.
 pub(super) fn run(args: &ValidateArgs) -> Result<()> {
+    // a --hw that does not load is the user's error, said once, not once per stored file
+    if let Some(hw) = &args.timing.hw {
+        profile::load(hw).with_context(|| format!("--hw {hw}"))?;
+    }
     let files = stored_replays(&args.reprice)?;
     let mut out = Repricing {
         hw: args.timing.hw.clone(),
