@@ -264,14 +264,23 @@ pub fn check_trace(t: &Trace) -> Result<(), String> {
 
 fn check_geometry(h: &Header) -> Result<(), String> {
     let m = &h.model;
-    if m.layers.len() > 1 << 16 || !m.layers.iter().any(|l| l.experts > 0) {
-        return Err(format!("{} layers accepted", m.layers.len()));
+    // FORMAT.md's geometry rules: dense, MoE but not recorded (experts, top-k 0; refused in
+    // version-1 files by the decoder, which format_refusals.rs checks), or 1 <= top-k <=
+    // experts; at least one layer with recorded selections
+    if m.layers.len() > 1 << 16 || !m.layers.iter().any(|l| l.top_k >= 1) {
+        return Err(format!(
+            "{} layers, none recorded, accepted",
+            m.layers.len()
+        ));
     }
     for l in &m.layers {
-        let ok = (l.experts == 0 && l.top_k == 0) || (l.top_k >= 1 && l.top_k <= l.experts);
+        let ok = l.top_k == 0 || l.top_k <= l.experts;
         if !ok {
             return Err(format!("layer {l:?} accepted"));
         }
+    }
+    if m.expert_matrices == 0 {
+        return Err("0 expert matrices accepted".into());
     }
     if m.hidden_size == Some(0) || m.expert_ffn == Some(0) {
         return Err("a size of 0 accepted".into());
