@@ -21,6 +21,11 @@ const DEFAULT_ADMISSION_CAP: f64 = 1.0;
 
 /// Arguments of `sim plan`.
 #[derive(Args)]
+#[command(
+    after_help = "Without --admission-cap, sim plan caps mapped memory at 1.0 of the \
+profile's usable VRAM (all of it: the profile's usable figure already leaves out what the driver \
+and display reserve); give --admission-cap 0.9 to keep a tenth back."
+)]
 pub struct PlanArgs {
     #[command(flatten)]
     pub input: InputArgs,
