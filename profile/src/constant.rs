@@ -240,6 +240,33 @@ constant_names! {
     /// Decommit time added per granule for every 1024 granules mapped, kernels running
     /// between the calls (same arm and fit as [`ConstantName::VmmCommitBusyLiveSlope`]).
     VmmDecommitBusyLiveSlope = "vmm_decommit_busy_live_slope": Time,
+    /// Host CPU: expert bytes per µs of the int4 expert FFN (gate/up, SiLU, down; group
+    /// scales) for one token on all threads, from weights in DRAM: the slope of the fit of
+    /// call time against expert bytes (`sim calibrate --only host`).
+    HostExpertInt4Bandwidth = "host_expert_int4_bandwidth": Bandwidth,
+    /// Host CPU: fixed time of one int4 expert call, one token, all threads (intercept of the
+    /// same fit); absent when the intercept fell below zero (under the noise).
+    HostExpertInt4CallOverhead = "host_expert_int4_call_overhead": Time,
+    /// Host CPU: as [`ConstantName::HostExpertInt4Bandwidth`] on one thread.
+    HostExpertInt4Bandwidth1Thread = "host_expert_int4_1t_bandwidth": Bandwidth,
+    /// Host CPU: expert bytes per µs of the int4 expert FFN for a call of 16 tokens on all
+    /// threads (the compute-bound rate of a batch: one read of the weights, 16 tokens' FLOPs).
+    HostExpertInt4Tokens16Bandwidth = "host_expert_int4_t16_bandwidth": Bandwidth,
+    /// Host CPU: expert bytes per µs of the bf16 expert FFN, one token, all threads.
+    HostExpertBf16Bandwidth = "host_expert_bf16_bandwidth": Bandwidth,
+    /// Host CPU: fixed time of one bf16 expert call, one token, all threads.
+    HostExpertBf16CallOverhead = "host_expert_bf16_call_overhead": Time,
+    /// Host memory read bandwidth, all threads: the CPU streaming a buffer 8 times the
+    /// last-level cache from its own DRAM (not [`ConstantName::HostReadBandwidth`], a GPU
+    /// kernel reading host RAM over the bus).
+    HostMemoryReadBandwidth = "host_memory_read_bandwidth": Bandwidth,
+    /// Host memory read bandwidth of one thread (same read).
+    HostMemoryReadBandwidth1Thread = "host_memory_read_1t_bandwidth": Bandwidth,
+    /// File reads of expert-sized blocks from the `--ssd-path` directory, one at a time
+    /// (queue depth 1), in random block order; O_DIRECT or buffered as the profile notes say.
+    HostSsdReadBandwidth = "host_ssd_read_bandwidth": Bandwidth,
+    /// The same reads 4 at a time (queue depth 4, four threads).
+    HostSsdReadBandwidthQd4 = "host_ssd_read_qd4_bandwidth": Bandwidth,
 }
 
 impl std::fmt::Display for ConstantName {

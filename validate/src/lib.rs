@@ -15,6 +15,7 @@
 pub mod blocks;
 pub mod calibrate;
 pub mod device;
+pub mod host;
 pub mod host_context;
 mod kernel_surface;
 pub mod live_set_fit;
