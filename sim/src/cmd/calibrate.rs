@@ -533,4 +533,27 @@ mod tests {
         );
         assert!(!dir.path().join("q.json").exists());
     }
+
+    #[test]
+    fn the_development_machine_host_profile_loads_with_host_constants_only() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../profile/profiles/dev-box-host.json"
+        );
+        let p = profile::load(path).unwrap();
+        assert!(p.description.contains("development machine"));
+        assert!(
+            p.constants.keys().all(|k| k.starts_with("host_")),
+            "host constants only"
+        );
+        // memory read of all threads at least the one thread's median (a read the second
+        // thread can only add to)
+        let (all, one) = (
+            p.get(profile::ConstantName::HostMemoryReadBandwidth)
+                .unwrap(),
+            p.get(profile::ConstantName::HostMemoryReadBandwidth1Thread)
+                .unwrap(),
+        );
+        assert!(all >= one, "{all} < {one}");
+    }
 }

@@ -69,7 +69,46 @@ fn bank(geom: &ExpertGeometry, format: Format, n: usize, rng: &mut Pcg64) -> Vec
     }
 }
 
-/// Time every (size, tokens, threads) of one format; `progress` gets one line per point.
+/// One expert size's bank and activations.
+struct Arm {
+    geom: ExpertGeometry,
+    bytes: usize,
+    experts: usize,
+    bank: Vec<u8>,
+    x: Vec<f32>,
+    next: usize,
+}
+
+/// Time calls of `tokens` tokens on successive experts of `arm` (one untimed call first):
+/// up to `sizes.samples_per_round`, stopping after `sizes.seconds_per_round` once one is in.
+fn time_calls(
+    arm: &mut Arm,
+    format: Format,
+    pool: &rayon::ThreadPool,
+    tokens: usize,
+    sizes: &Sizes,
+) -> Vec<f64> {
+    let xs = &arm.x[..tokens * arm.geom.hidden];
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    for i in 0..=sizes.samples_per_round {
+        let e = &arm.bank[arm.next * arm.bytes..(arm.next + 1) * arm.bytes];
+        arm.next = (arm.next + 1) % arm.experts;
+        let t0 = Instant::now();
+        std::hint::black_box(pool.install(|| expert_ffn(&arm.geom, format, e, xs)));
+        if i > 0 {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            if start.elapsed().as_secs_f64() > sizes.seconds_per_round {
+                break;
+            }
+        }
+    }
+    samples
+}
+
+/// Time every (size, tokens, threads) of one format in `sizes.rounds` interleaved rounds (so
+/// a slow spell of a shared machine spreads over all points instead of biasing one);
+/// `progress` gets one line per point.
 pub fn measure(
     opts: &HostOptions,
     sizes: &Sizes,
@@ -77,50 +116,62 @@ pub fn measure(
     progress: &mut dyn FnMut(String),
 ) -> Vec<ExpertPoint> {
     let mut rng = Pcg64::seed_from_u64(opts.seed);
-    let mut points = Vec::new();
-    for &(h, f, g) in &sizes.geometries {
-        let geom = ExpertGeometry::new(h, f, g).expect("calibration geometries are valid");
-        let bytes = format.expert_bytes(&geom);
-        let n = (sizes.bank_bytes / bytes).max(2);
-        let bank = bank(&geom, format, n, &mut rng);
-        let x = reference::random_activations(16 * h, &mut rng);
-        for threads in sizes.thread_counts() {
-            let pool = pool(threads);
-            for tokens in TOKENS {
-                let xs = &x[..tokens * h];
-                let mut next = 0usize;
-                let mut samples = Vec::new();
-                let start = Instant::now();
-                // one untimed call, then calls on successive experts
-                for i in 0..=sizes.max_samples {
-                    let e = &bank[next * bytes..(next + 1) * bytes];
-                    next = (next + 1) % n;
-                    let t0 = Instant::now();
-                    std::hint::black_box(pool.install(|| expert_ffn(&geom, format, e, xs)));
-                    if i > 0 {
-                        samples.push(t0.elapsed().as_secs_f64() * 1e6);
-                    }
-                    if i >= 3 && start.elapsed().as_secs_f64() > sizes.seconds_per_point {
-                        break;
-                    }
-                }
-                let call_us = Summary::of(&samples).expect("at least 3 finite samples");
-                progress(format!(
-                    "host expert {format:?} {bytes} B, {tokens} tok, {threads} thr: {:.1} us",
-                    call_us.median
-                ));
-                points.push(ExpertPoint {
-                    format,
-                    geometry: [h, f, g],
-                    expert_bytes: bytes,
-                    tokens,
-                    threads,
-                    call_us,
-                });
+    let mut arms: Vec<Arm> = sizes
+        .geometries
+        .iter()
+        .map(|&(h, f, g)| {
+            let geom = ExpertGeometry::new(h, f, g).expect("calibration geometries are valid");
+            let bytes = format.expert_bytes(&geom);
+            let experts = (sizes.bank_bytes / bytes).max(2);
+            let bank = bank(&geom, format, experts, &mut rng);
+            let x = reference::random_activations(16 * h, &mut rng);
+            Arm {
+                geom,
+                bytes,
+                experts,
+                bank,
+                x,
+                next: 0,
             }
+        })
+        .collect();
+    let pools: Vec<(usize, rayon::ThreadPool)> = sizes
+        .thread_counts()
+        .into_iter()
+        .map(|t| (t, pool(t)))
+        .collect();
+    let mut keys = Vec::new();
+    for a in 0..arms.len() {
+        for p in 0..pools.len() {
+            keys.extend(TOKENS.iter().map(|&t| (a, p, t)));
         }
     }
-    points
+    let mut samples = vec![Vec::new(); keys.len()];
+    for _ in 0..sizes.rounds {
+        for (k, &(a, p, tokens)) in keys.iter().enumerate() {
+            samples[k].extend(time_calls(&mut arms[a], format, &pools[p].1, tokens, sizes));
+        }
+    }
+    keys.iter()
+        .zip(&samples)
+        .map(|(&(a, p, tokens), s)| {
+            let call_us = Summary::of(s).expect("every point has samples");
+            let (arm, threads) = (&arms[a], pools[p].0);
+            progress(format!(
+                "host expert {format:?} {} B, {tokens} tok, {threads} thr: {:.1} us",
+                arm.bytes, call_us.median
+            ));
+            let g = arm.geom;
+            ExpertPoint {
+                format,
+                geometry: [g.hidden, g.ffn, g.group],
+                expert_bytes: arm.bytes,
+                tokens,
+                threads,
+                call_us,
+            }
+        })
+        .collect()
 }
 
 /// The per-(format, tokens, threads) fits of `points`, in the order first seen; a group whose

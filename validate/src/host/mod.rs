@@ -30,10 +30,12 @@ pub struct Sizes {
     pub geometries: Vec<(usize, usize, usize)>,
     /// Bytes of each expert bank (many times the last-level cache in the full run).
     pub bank_bytes: usize,
-    /// Most timed calls per point.
-    pub max_samples: usize,
-    /// A point stops after this many seconds once it has 3 samples.
-    pub seconds_per_point: f64,
+    /// Interleaved rounds over every expert point.
+    pub rounds: usize,
+    /// Most timed calls per point and round.
+    pub samples_per_round: usize,
+    /// A point's round stops after this many seconds once it has a sample.
+    pub seconds_per_round: f64,
     /// Bytes of the streaming-read buffer.
     pub memory_bytes: usize,
     /// Timed passes of the streaming read.
@@ -50,14 +52,16 @@ pub struct Sizes {
 
 impl Sizes {
     /// The full run: Qwen3-30B-A3B's hidden size 2048 with expert FFN 384, 768 (its own) and
-    /// 1536, group 128 (int4 1.2 to 4.9 MB, bf16 4.7 to 18.9 MB per expert); banks, buffer
-    /// and file of 256 MiB, 8 times the 32 MiB L3 of the development machine's EPYC.
+    /// 1536, group 128 (int4 1.3 to 5.0 MB, bf16 4.7 to 18.9 MB per expert); expert banks of
+    /// 128 MiB, a read buffer and file of 256 MiB: 4 and 8 times the 32 MiB L3 of the
+    /// development machine's EPYC.
     pub fn full() -> Self {
         Sizes {
             geometries: vec![(2048, 384, 128), (2048, 768, 128), (2048, 1536, 128)],
-            bank_bytes: 256 << 20,
-            max_samples: 15,
-            seconds_per_point: 0.4,
+            bank_bytes: 128 << 20,
+            rounds: 15,
+            samples_per_round: 9,
+            seconds_per_round: 0.12,
             memory_bytes: 256 << 20,
             memory_passes: 7,
             ssd_block_bytes: kernels::ExpertGeometry::new(2048, 768, 128)
@@ -74,8 +78,9 @@ impl Sizes {
         Sizes {
             geometries: vec![(128, 32, 32), (128, 64, 32), (128, 128, 32)],
             bank_bytes: 1 << 20,
-            max_samples: 3,
-            seconds_per_point: 0.0,
+            rounds: 2,
+            samples_per_round: 2,
+            seconds_per_round: 0.0,
             memory_bytes: 4 << 20,
             memory_passes: 3,
             ssd_block_bytes: 64 << 10,
