@@ -35,7 +35,7 @@ pub struct CalibrateArgs {
     /// `host`: no GPU needed (the CUDA driver is not loaded): the host CPU's int4 and bf16
     /// expert kernels against expert bytes, tokens (1, 4, 16) and threads (1, all), the
     /// memory read bandwidth and, with --ssd-path, file reads; writes a host profile to --out
-    /// and the measurement set beside it (about 40 s on a 2-core machine; --quick: 1 s).
+    /// and the measurement set beside it (about 25 s on a 2-core machine; --quick: 1 s).
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
     /// With `--only host`: directory (on the SSD to measure) where a temporary file of
