@@ -10,7 +10,6 @@ use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Instant;
 
@@ -48,7 +47,9 @@ pub struct SsdMeasurement {
 }
 
 /// Open `path` for O_DIRECT reads, or buffered with the reason.
+#[cfg(target_os = "linux")]
 fn open_for_reads(path: &Path) -> std::io::Result<(File, String)> {
+    use std::os::unix::fs::OpenOptionsExt;
     match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
@@ -62,7 +63,17 @@ fn open_for_reads(path: &Path) -> std::io::Result<(File, String)> {
     }
 }
 
+/// Open `path` for buffered reads: O_DIRECT is only used on Linux.
+#[cfg(not(target_os = "linux"))]
+fn open_for_reads(path: &Path) -> std::io::Result<(File, String)> {
+    Ok((
+        OpenOptions::new().read(true).open(path)?,
+        "buffered (O_DIRECT is used on Linux only; the OS page cache may serve repeats)".into(),
+    ))
+}
+
 /// Ask the OS to drop the file's pages from the page cache (a hint; harmless under O_DIRECT).
+#[cfg(target_os = "linux")]
 fn drop_cache(f: &File) {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain syscall on a file descriptor this function borrows.
@@ -71,13 +82,38 @@ fn drop_cache(f: &File) {
     }
 }
 
+/// No page-cache hint outside Linux.
+#[cfg(not(target_os = "linux"))]
+fn drop_cache(_f: &File) {}
+
+/// Read `buf.len()` bytes at `offset` without moving a shared cursor.
+#[cfg(unix)]
+fn read_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    f.read_exact_at(buf, offset)
+}
+
+/// Read `buf.len()` bytes at `offset` without moving a shared cursor.
+#[cfg(windows)]
+fn read_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match f.seek_read(&mut buf[done..], offset + done as u64)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => done += n,
+        }
+    }
+    Ok(())
+}
+
 /// Read `blocks` (block indices) of `block` bytes each with one buffer aligned for O_DIRECT.
 fn read_blocks(f: &File, blocks: &[usize], block: usize) -> std::io::Result<()> {
     let mut raw = vec![0u8; block + DIRECT_ALIGN];
     let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
     let buf = &mut raw[off..off + block];
     for &b in blocks {
-        f.read_exact_at(buf, (b * block) as u64)?;
+        read_at(f, buf, (b * block) as u64)?;
     }
     Ok(())
 }
