@@ -204,17 +204,33 @@ fn host_only(args: &CalibrateArgs) -> anyhow::Result<()> {
             ),
             None => "host calibration failed".into(),
         })?;
-    let measurements = serde_json::to_string_pretty(&cal)?;
+    let profile = validate::host::to_profile::to_profile(&cal, &args.name);
+    write_set_and_profile(
+        args,
+        &serde_json::to_string_pretty(&cal)?,
+        &profile,
+        cal.wall_s,
+    )
+}
+
+/// Write a calibration's measurement set beside `--out` and its profile at `--out` (both
+/// atomically), say where, and print the set with `--json`.
+fn write_set_and_profile(
+    args: &CalibrateArgs,
+    measurements: &str,
+    profile: &profile::Profile,
+    wall_s: f64,
+) -> anyhow::Result<()> {
     let mpath = measurements_path(&args.out);
     write_atomic(&mpath, measurements.as_bytes())?;
-    validate::host::to_profile::to_profile(&cal, &args.name)
+    profile
         .save(&args.out)
         .with_context(|| format!("writing profile {}", args.out.display()))?;
     eprintln!(
         "calibrate: wrote {} and {} in {:.1} s",
         args.out.display(),
         mpath.display(),
-        cal.wall_s
+        wall_s
     );
     if args.json {
         println!("{measurements}");
@@ -244,22 +260,12 @@ fn measure_all(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyho
     let cal = validate::calibrate(opts, &mut |line| eprintln!("calibrate: {line}"))
         .context("calibration failed")?;
     let profile = validate::to_profile::to_profile(&cal, &args.name);
-    let measurements = serde_json::to_string_pretty(&cal)?;
-    let mpath = measurements_path(&args.out);
-    write_atomic(&mpath, measurements.as_bytes())?;
-    profile
-        .save(&args.out)
-        .with_context(|| format!("writing profile {}", args.out.display()))?;
-    eprintln!(
-        "calibrate: wrote {} and {} in {:.1} s",
-        args.out.display(),
-        mpath.display(),
-        cal.wall_s
-    );
-    if args.json {
-        println!("{measurements}");
-    }
-    Ok(())
+    write_set_and_profile(
+        args,
+        &serde_json::to_string_pretty(&cal)?,
+        &profile,
+        cal.wall_s,
+    )
 }
 
 #[cfg(test)]
