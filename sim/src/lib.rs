@@ -6,6 +6,7 @@ pub mod cache;
 pub mod cost;
 pub mod engine;
 pub mod grid;
+pub mod host_cost;
 pub mod kernel_surface;
 pub mod model_profile;
 pub mod output;
