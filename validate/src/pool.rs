@@ -16,8 +16,10 @@
 //! calibration date (the latest is kept) and the free VRAM at the start (the least is kept).
 //! Not here: the calibration itself ([`crate::calibrate`]) or the profile ([`crate::to_profile`]).
 
+use crate::host::HostCalibration;
 use crate::stats::Summary;
 use crate::Calibration;
+use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
 /// Why measurement sets could not be pooled.
@@ -64,6 +66,31 @@ pub enum PoolError {
 /// [`PoolError::Mismatch`] naming the first place where a set differs from the first in a
 /// setting or in shape.
 pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
+    let mut pooled = pool_sets(sets, |c| c.pooled_from)?;
+    if sets.len() > 1 {
+        pooled.pooled_from = Some(u32::try_from(sets.len()).unwrap_or(u32::MAX));
+    }
+    Ok(pooled)
+}
+
+/// Pools host calibrations (`sim calibrate --only host`, [`crate::host`]) as [`pool`] pools
+/// GPU sets; the expert fits are then refitted through the pooled points (a fit's
+/// coefficients are not medians of other fits). Same errors as [`pool`].
+pub fn pool_host(sets: &[HostCalibration]) -> Result<HostCalibration, PoolError> {
+    let mut pooled = pool_sets(sets, |c| c.pooled_from)?;
+    if sets.len() > 1 {
+        pooled.expert_fits = crate::host::expert_arms::fits(&pooled.experts);
+        pooled.pooled_from = Some(u32::try_from(sets.len()).unwrap_or(u32::MAX));
+    }
+    Ok(pooled)
+}
+
+/// The checks and the JSON walk shared by [`pool`] and [`pool_host`]; the caller sets the
+/// pooled count. One set is returned as it is.
+fn pool_sets<T: Clone + Serialize + DeserializeOwned>(
+    sets: &[T],
+    pooled_from: impl Fn(&T) -> Option<u32>,
+) -> Result<T, PoolError> {
     match sets {
         [] => Err(PoolError::Empty),
         [one] => Ok(one.clone()),
@@ -71,7 +98,7 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
             if let Some((set, from)) = sets
                 .iter()
                 .enumerate()
-                .find_map(|(i, c)| c.pooled_from.map(|n| (i, n)))
+                .find_map(|(i, c)| pooled_from(c).map(|n| (i, n)))
             {
                 return Err(PoolError::PooledInput { set, from });
             }
@@ -85,9 +112,7 @@ pub fn pool(sets: &[Calibration]) -> Result<Calibration, PoolError> {
                 }
             }
             let refs: Vec<&Value> = values.iter().collect();
-            let mut pooled: Calibration = serde_json::from_value(pool_values(&refs, "$")?)?;
-            pooled.pooled_from = Some(u32::try_from(sets.len()).unwrap_or(u32::MAX));
-            Ok(pooled)
+            Ok(serde_json::from_value(pool_values(&refs, "$")?)?)
         }
     }
 }
@@ -234,6 +259,63 @@ mod tests {
     fn pooled(vs: &[Value]) -> Result<Value, PoolError> {
         let refs: Vec<&Value> = vs.iter().collect();
         pool_values(&refs, "$")
+    }
+
+    /// A host set with int4 one-token points at 1 and 2 MB taking `scale` x (100 + bytes /
+    /// 4000) µs, i.e. a line of intercept 100 x scale and bandwidth 4000 / scale.
+    fn host_set(scale: f64, date: &str) -> HostCalibration {
+        use crate::host::expert_arms::ExpertPoint;
+        use crate::host::expert_kernel::Format;
+        let experts: Vec<ExpertPoint> = [1_000_000usize, 2_000_000]
+            .iter()
+            .map(|&b| ExpertPoint {
+                format: Format::Int4,
+                geometry: [1024, 512, 128],
+                expert_bytes: b,
+                tokens: 1,
+                threads: 2,
+                call_us: Summary::of(&[scale * (100.0 + b as f64 / 4000.0)]).unwrap(),
+            })
+            .collect();
+        HostCalibration {
+            cpu: "test CPU".into(),
+            os: "linux x86_64".into(),
+            all_threads: 2,
+            date: date.into(),
+            quick: true,
+            seed: 1,
+            expert_bank_bytes: 1 << 27,
+            expert_fits: crate::host::expert_arms::fits(&experts),
+            experts,
+            memory: vec![],
+            ssd: None,
+            wall_s: 10.0 * scale,
+            pooled_from: None,
+        }
+    }
+
+    #[test]
+    fn host_sets_pool_their_points_and_refit_the_line() {
+        // Scales 1.0, 1.2 and 1.1: the pooled points are the 1.1 set's, so the refitted line
+        // has intercept 110 µs and bandwidth 4000 / 1.1 bytes per µs.
+        let sets = [
+            host_set(1.0, "2026-12-01"),
+            host_set(1.2, "2026-12-02"),
+            host_set(1.1, "2026-11-30"),
+        ];
+        let p = pool_host(&sets).unwrap();
+        assert_eq!(p.pooled_from, Some(3));
+        assert_eq!(p.date, "2026-12-02");
+        let fit = &p.expert_fits[0].fit;
+        assert!((fit.latency_us - 110.0).abs() < 1e-6, "{fit:?}");
+        assert!((fit.bytes_per_us - 4000.0 / 1.1).abs() < 1e-6, "{fit:?}");
+        let e = pool_host(&[p.clone(), sets[0].clone()]).unwrap_err();
+        assert!(
+            matches!(e, PoolError::PooledInput { set: 0, from: 3 }),
+            "{e}"
+        );
+        let e = pool_host(&[sets[0].clone(), sets[0].clone()]).unwrap_err();
+        assert!(matches!(e, PoolError::Duplicate { set: 1, same: 0 }), "{e}");
     }
 
     #[test]

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 #[derive(Args)]
 pub struct CalibrateArgs {
     /// Where to write the hardware profile (JSON, the `profile` crate's schema). The full
-    /// measurement set is written beside it as `<stem>.measurements.json`.
+    /// measurement set is written beside it as `<stem>.measurements.json`. The full
+    /// calibration also runs the host arms and writes the host profile `<stem>-host.json`
+    /// (named `<name>-host`, for `--hw-host`) with its own `<stem>-host.measurements.json`.
     #[arg(long, value_name = "FILE.json")]
     pub out: PathBuf,
     /// Fast pass: 3 repetitions, fewer sizes and fill levels (a fraction of the full pass).
@@ -38,10 +40,11 @@ pub struct CalibrateArgs {
     /// and the measurement set beside it (about 25 s on a 2-core machine; --quick: 1 s).
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
-    /// With `--only host`: directory (on the SSD to measure) where a temporary file of
-    /// expert-sized blocks is written, read at queue depths 1 and 4 (O_DIRECT where allowed,
-    /// else buffered after dropping it from the page cache), then removed.
-    #[arg(long, value_name = "DIR", requires = "only")]
+    /// For the host arms (`--only host`, or the full calibration): directory (on the SSD to
+    /// measure) where a temporary file of expert-sized blocks is written, read at queue
+    /// depths 1 and 4 (O_DIRECT where allowed, else buffered after dropping it from the page
+    /// cache), then removed.
+    #[arg(long, value_name = "DIR")]
     pub ssd_path: Option<PathBuf>,
     /// Measure nothing: rebuild the profile from a stored measurement set (the
     /// `<stem>.measurements.json` an earlier calibration wrote), e.g. after the fits changed.
@@ -106,12 +109,13 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     if args.only == Some(CalibratePart::Host) {
         return host_only(&args);
     }
-    if let Some(dir) = &args.ssd_path {
+    if let (Some(dir), Some(CalibratePart::Kernels)) = (&args.ssd_path, args.only) {
         anyhow::bail!(
-            "--ssd-path {} is used by `--only host` only: add `--only host` or drop --ssd-path",
+            "--ssd-path {} is used by the host arms, which `--only kernels` does not run: drop --ssd-path",
             dir.display()
         );
     }
+    check_ssd_path(args.ssd_path.as_deref())?;
     kernels::check_cuda_libraries().context("`sim calibrate` measures the local GPU")?;
     let opts = validate::CalibrateOptions {
         quick: args.quick,
@@ -131,49 +135,50 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
     for from in &args.from_measurements {
         let text = std::fs::read_to_string(from)
             .with_context(|| format!("reading --from-measurements {}", from.display()))?;
-        let cal: validate::Calibration = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "--from-measurements {} is not a measurement set `sim calibrate` wrote",
-                from.display()
-            )
-        })?;
-        sets.push(cal);
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("--from-measurements {} is not JSON", from.display()))?;
+        sets.push(value);
     }
+    let host = sets.iter().map(is_host_set).collect::<Vec<_>>();
+    anyhow::ensure!(
+        host.iter().all(|&h| h == host[0]),
+        "--from-measurements mixes host sets (`--only host`) and GPU sets: pool each kind on its own"
+    );
+    let parse_err = |i: usize| {
+        format!(
+            "--from-measurements {} is not a measurement set `sim calibrate` wrote",
+            args.from_measurements[i].display()
+        )
+    };
     let numbered: Vec<String> = args
         .from_measurements
         .iter()
         .enumerate()
         .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
         .collect();
-    let cal = validate::pool::pool(&sets)
-        .with_context(|| format!("--from-measurements: cannot pool ({})", numbered.join(", ")))?;
+    let pool_err = || format!("--from-measurements: cannot pool ({})", numbered.join(", "));
+    let (set_json, profile) = if host[0] {
+        let sets = decode_sets::<validate::host::HostCalibration>(sets, parse_err)?;
+        let cal = validate::pool::pool_host(&sets).with_context(pool_err)?;
+        let p = validate::host::to_profile::to_profile(&cal, &args.name);
+        (serde_json::to_string_pretty(&cal)?, p)
+    } else {
+        let sets = decode_sets::<validate::Calibration>(sets, parse_err)?;
+        let cal = validate::pool::pool(&sets).with_context(pool_err)?;
+        let p = validate::to_profile::to_profile(&cal, &args.name);
+        (serde_json::to_string_pretty(&cal)?, p)
+    };
+    if args.from_measurements.len() > 1 {
+        write_pooled_set(args, &set_json)?;
+    }
+    profile
+        .save(&args.out)
+        .with_context(|| format!("writing profile {}", args.out.display()))?;
     let from: Vec<String> = args
         .from_measurements
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    if sets.len() > 1 {
-        let mpath = measurements_path(&args.out);
-        let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => false,
-        };
-        anyhow::ensure!(
-            !args.from_measurements.iter().any(|p| same(p)),
-            "--out {} would write the pooled set over the input {}: choose another --out",
-            args.out.display(),
-            mpath.display()
-        );
-        write_atomic(&mpath, serde_json::to_string_pretty(&cal)?.as_bytes())?;
-        eprintln!(
-            "calibrate: pooled {} measurement sets into {}",
-            sets.len(),
-            mpath.display()
-        );
-    }
-    validate::to_profile::to_profile(&cal, &args.name)
-        .save(&args.out)
-        .with_context(|| format!("writing profile {}", args.out.display()))?;
     eprintln!(
         "calibrate: wrote {} from {}",
         args.out.display(),
@@ -182,15 +187,65 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A host calibration's set (`--only host`) has expert fits and no VMM arms.
+fn is_host_set(v: &serde_json::Value) -> bool {
+    v.get("expert_fits").is_some() && v.get("vmm").is_none()
+}
+
+/// Decode every set as `T`; `err(i)` names the set that does not decode.
+fn decode_sets<T: serde::de::DeserializeOwned>(
+    sets: Vec<serde_json::Value>,
+    err: impl Fn(usize) -> String,
+) -> anyhow::Result<Vec<T>> {
+    sets.into_iter()
+        .enumerate()
+        .map(|(i, v)| serde_json::from_value(v).with_context(|| err(i)))
+        .collect()
+}
+
+/// Write the pooled set beside `--out`, refusing to overwrite one of the inputs.
+fn write_pooled_set(args: &CalibrateArgs, set_json: &str) -> anyhow::Result<()> {
+    let mpath = measurements_path(&args.out);
+    let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    anyhow::ensure!(
+        !args.from_measurements.iter().any(|p| same(p)),
+        "--out {} would write the pooled set over the input {}: choose another --out",
+        args.out.display(),
+        mpath.display()
+    );
+    write_atomic(&mpath, set_json.as_bytes())?;
+    eprintln!(
+        "calibrate: pooled {} measurement sets into {}",
+        args.from_measurements.len(),
+        mpath.display()
+    );
+    Ok(())
+}
+
 /// `--only host`: the host arms (no GPU), the host profile and its measurement set.
 fn host_only(args: &CalibrateArgs) -> anyhow::Result<()> {
-    if let Some(dir) = &args.ssd_path {
+    check_ssd_path(args.ssd_path.as_deref())?;
+    measure_host(args, &args.out, &args.name, args.json)
+}
+
+/// `--ssd-path` must be an existing directory (checked before anything is measured).
+fn check_ssd_path(dir: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(dir) = dir {
         anyhow::ensure!(
             dir.is_dir(),
             "--ssd-path {}: not a directory; give an existing directory on the SSD to measure",
             dir.display()
         );
     }
+    Ok(())
+}
+
+/// Run the host arms and write the host profile `name` at `out`, its set beside it (printed
+/// with `json`).
+fn measure_host(args: &CalibrateArgs, out: &Path, name: &str, json: bool) -> anyhow::Result<()> {
     let opts = validate::host::HostOptions {
         quick: args.quick,
         seed: args.seed,
@@ -204,35 +259,46 @@ fn host_only(args: &CalibrateArgs) -> anyhow::Result<()> {
             ),
             None => "host calibration failed".into(),
         })?;
-    let profile = validate::host::to_profile::to_profile(&cal, &args.name);
+    let profile = validate::host::to_profile::to_profile(&cal, name);
     write_set_and_profile(
-        args,
+        out,
+        json,
         &serde_json::to_string_pretty(&cal)?,
         &profile,
         cal.wall_s,
     )
 }
 
+/// Where the full calibration writes its host profile: `<stem>-host.json` beside `--out`.
+fn host_out_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    out.with_file_name(format!("{stem}-host.json"))
+}
+
 /// Write a calibration's measurement set beside `--out` and its profile at `--out` (both
 /// atomically), say where, and print the set with `--json`.
 fn write_set_and_profile(
-    args: &CalibrateArgs,
+    out: &Path,
+    json: bool,
     measurements: &str,
     profile: &profile::Profile,
     wall_s: f64,
 ) -> anyhow::Result<()> {
-    let mpath = measurements_path(&args.out);
+    let mpath = measurements_path(out);
     write_atomic(&mpath, measurements.as_bytes())?;
     profile
-        .save(&args.out)
-        .with_context(|| format!("writing profile {}", args.out.display()))?;
+        .save(out)
+        .with_context(|| format!("writing profile {}", out.display()))?;
     eprintln!(
         "calibrate: wrote {} and {} in {:.1} s",
-        args.out.display(),
+        out.display(),
         mpath.display(),
         wall_s
     );
-    if args.json {
+    if json {
         println!("{measurements}");
     }
     Ok(())
@@ -261,11 +327,16 @@ fn measure_all(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyho
         .context("calibration failed")?;
     let profile = validate::to_profile::to_profile(&cal, &args.name);
     write_set_and_profile(
-        args,
+        &args.out,
+        args.json,
         &serde_json::to_string_pretty(&cal)?,
         &profile,
         cal.wall_s,
-    )
+    )?;
+    // The host side of the same machine, as its own host profile (`--hw-host`); `--json`
+    // prints the GPU set only, so stdout stays one JSON document.
+    let name = format!("{}-host", args.name);
+    measure_host(args, &host_out_path(&args.out), &name, false)
 }
 
 #[cfg(test)]
@@ -522,6 +593,33 @@ mod tests {
             "the expert arms ran: {} points",
             cal.experts.len()
         );
+    }
+
+    #[test]
+    fn a_host_set_rebuilds_its_profile_and_does_not_pool_with_a_gpu_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("host.json");
+        run(host_args(out.clone(), None)).unwrap();
+        let rebuilt = dir.path().join("rebuilt.json");
+        let from = |sets: Vec<PathBuf>, out: PathBuf| CalibrateArgs {
+            only: None,
+            from_measurements: sets,
+            ..host_args(out, None)
+        };
+        run(from(vec![measurements_path(&out)], rebuilt.clone())).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&rebuilt).unwrap(),
+            std::fs::read_to_string(&out).unwrap(),
+            "a host set rebuilds its profile byte for byte"
+        );
+        let gpu = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../validate/data/h200-linux-p9.measurements.json");
+        let mixed = from(
+            vec![measurements_path(&out), gpu],
+            dir.path().join("m.json"),
+        );
+        let e = run(mixed).unwrap_err().to_string();
+        assert!(e.contains("mixes host sets"), "{e}");
     }
 
     #[test]

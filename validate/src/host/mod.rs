@@ -139,8 +139,11 @@ pub struct HostCalibration {
     /// File reads; absent without `--ssd-path`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssd: Option<ssd::SsdMeasurement>,
-    /// Wall time of the whole calibration, s.
+    /// Wall time of the whole calibration, s (pooled sets: the median of theirs).
     pub wall_s: f64,
+    /// How many host calibrations this set pools ([`crate::pool::pool_host`]); absent for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooled_from: Option<u32>,
 }
 
 /// CPU brand string (sysinfo), `unknown CPU` when the OS gives none.
@@ -190,5 +193,6 @@ pub fn calibrate_host(
         memory,
         ssd,
         wall_s: start.elapsed().as_secs_f64(),
+        pooled_from: None,
     })
 }
