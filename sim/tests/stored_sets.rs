@@ -57,6 +57,38 @@ fn stored_calibrations_rebuild_byte_for_byte() {
         );
         checked += 1;
     }
-    // the fifteenth pass's two calibrations and the fourteenth's five at least
-    assert!(checked >= 7, "only {checked} stored calibrations found");
+    // the sixteenth pass's two GPU and four host calibrations, the fifteenth's three and the
+    // fourteenth's five at least
+    assert!(checked >= 13, "only {checked} stored calibrations found");
+}
+
+/// Runs `sim calibrate --from-measurements SETS --out OUT --name NAME`, asserting success.
+fn rebuild(sets: &[PathBuf], out: &Path, name: &str) {
+    let list: Vec<String> = sets.iter().map(|p| p.display().to_string()).collect();
+    let st = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["calibrate", "--from-measurements", &list.join(",")])
+        .arg("--out")
+        .arg(out)
+        .args(["--name", name])
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+}
+
+#[test]
+fn the_shipped_h200_host_profile_is_the_pool_of_its_four_host_calibrations() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("validate/data/h200-linux-p16");
+    let sets: Vec<PathBuf> = ["c4-host", "h2", "c5-host", "h3"]
+        .iter()
+        .map(|s| dir.join(format!("{s}.measurements.json")))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("h200-host.json");
+    rebuild(&sets, &out, "h200-host");
+    let shipped = std::fs::read_to_string(root.join("profile/profiles/h200-host.json")).unwrap();
+    assert!(std::fs::read_to_string(&out).unwrap() == shipped);
+    let pooled = std::fs::read_to_string(tmp.path().join("h200-host.measurements.json")).unwrap();
+    let stored = std::fs::read_to_string(dir.join("h200-host.measurements.json")).unwrap();
+    assert!(pooled == stored, "the stored pooled set is the pool of the four");
 }
