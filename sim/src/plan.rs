@@ -276,27 +276,9 @@ impl Bank {
     }
 }
 
-/// A byte size for reading: GiB from 1 GiB up, else MiB, 3 to 4 significant digits.
+/// A byte size for reading (`6.40 GiB`, `512 MiB`).
 fn size_text(bytes: u64) -> String {
-    let gib = bytes as f64 / (1u64 << 30) as f64;
-    if gib >= 1.0 {
-        format!("{} GiB", reports::metrics::fmt(gib))
-    } else {
-        format!("{} MiB", reports::metrics::fmt(bytes as f64 / crate::MIB))
-    }
-}
-
-/// An integer with thousands separators: 6144 -> `6,144`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    reports::sizes::size_text(bytes as f64)
 }
 
 impl Plan {
@@ -318,15 +300,15 @@ impl Plan {
         let units = if r.units_total == r.experts_total {
             String::new()
         } else {
-            format!(" ({} units)", thousands(f.budget_units))
+            format!(" ({} units)", reports::sizes::thousands(f.budget_units))
         };
         format!(
             "use {} + {} with {}{units} = {} of {} experts on the GPU: {} tok/s",
             r.mechanism,
             r.evict,
             size_text(f.budget_bytes),
-            thousands(f.experts_kept),
-            thousands(r.experts_total),
+            reports::sizes::thousands(f.experts_kept),
+            reports::sizes::thousands(r.experts_total),
             reports::metrics::fmt(f.tokens_per_s)
         )
     }
@@ -364,8 +346,8 @@ impl Plan {
             };
             let experts = format!(
                 "{} of {}",
-                thousands(f.experts_kept),
-                thousands(r.experts_total)
+                reports::sizes::thousands(f.experts_kept),
+                reports::sizes::thousands(r.experts_total)
             );
             out.push_str(&format!(
                 "{:<4} {name:<22} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}\n",
@@ -420,17 +402,5 @@ mod tests {
                 assert!(runs <= bound, "{runs} runs for a bank of {bank}");
             }
         }
-    }
-
-    #[test]
-    fn sizes_and_counts_read_as_people_write_them() {
-        assert_eq!(thousands(6144), "6,144");
-        assert_eq!(thousands(1_638), "1,638");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000_000), "1,000,000");
-        assert_eq!(size_text(6 << 30), "6 GiB");
-        assert_eq!(size_text((6.4 * (1u64 << 30) as f64) as u64), "6.40 GiB");
-        assert_eq!(size_text(512 << 20), "512 MiB");
-        assert_eq!(size_text(3 << 20), "3 MiB");
     }
 }
