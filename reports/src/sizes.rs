@@ -130,7 +130,12 @@ pub fn budget_text(given: &Budget, size: Option<&BudgetSize>) -> String {
     match *given {
         Budget::Units(n) if n == z.units => z.text(),
         Budget::Units(_) => format!("{}, pools hold {}", given_text(given), z.text()),
-        Budget::Bytes(_) => format!("{} = {} = {}", given_text(given), z.units_text(), z.experts_text()),
+        Budget::Bytes(_) => format!(
+            "{} = {} = {}",
+            given_text(given),
+            z.units_text(),
+            z.experts_text()
+        ),
         Budget::Fraction { .. } => format!("{} = {}", given_text(given), z.text()),
     }
 }

@@ -308,7 +308,7 @@ fn every_plot_is_valid_svg_with_expected_series() {
     );
     has(
         "step_cdf_a_25_.svg",
-        &["e1 / lru", "e1 / belady", "e1 / static-pin"],
+        &["e1 / lru", "e1 / belady (bound)", "e1 / static-pin"],
     );
     has("concentration.svg", &["a", "b"]);
 }

@@ -156,7 +156,14 @@ pub fn batch_key_base(r: &RunReport) -> String {
     let ret = r
         .retention
         .as_ref()
-        .map(|x| format!("{} {} {}", x.evict.name(), given_text(&x.budget), x.split.name()))
+        .map(|x| {
+            format!(
+                "{} {} {}",
+                x.evict.name(),
+                given_text(&x.budget),
+                x.split.name()
+            )
+        })
         .unwrap_or_else(|| "streaming".into());
     format!("{} {}", r.inputs.policy, ret)
 }
