@@ -22,6 +22,7 @@ fn workload() -> Workload {
         tokens: 48,
         seed: 7,
         fitted_to: None,
+        always_on: Vec::new(),
     };
     let trace = generate_trace(&model, &params).unwrap();
     Workload::new(
