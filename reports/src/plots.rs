@@ -68,18 +68,27 @@ pub struct LineChart<'a> {
     pub y_from_zero: bool,
 }
 
+/// Distinct series colours: the Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008, less
+/// black, reserved for bounds, and yellow, too faint on white) with a brown, then five of Paul
+/// Tol's "muted" scheme (Tol 2021, SRON/EPS/TN/09-002) unlike any of them. A chart with more
+/// series draws the later ones dashed, so no two series look alike up to twice this count.
+const PALETTE: [RGBColor; 12] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(140, 110, 60),
+    RGBColor(51, 34, 136),
+    RGBColor(136, 34, 85),
+    RGBColor(153, 153, 51),
+    RGBColor(68, 170, 153),
+    RGBColor(204, 102, 119),
+];
+
 fn color(i: usize) -> RGBColor {
-    // Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), black reserved for bounds.
-    const P: [RGBColor; 7] = [
-        RGBColor(0, 114, 178),
-        RGBColor(213, 94, 0),
-        RGBColor(0, 158, 115),
-        RGBColor(204, 121, 167),
-        RGBColor(230, 159, 0),
-        RGBColor(86, 180, 233),
-        RGBColor(140, 110, 60),
-    ];
-    P[i % P.len()]
+    PALETTE[i % PALETTE.len()]
 }
 
 fn span(v: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -258,7 +267,9 @@ fn draw_line(
         pts = steps(&pts);
     }
     let style = ShapeStyle::from(&c).stroke_width(2);
-    if s.dashed {
+    // past the palette a colour repeats: the repeat is dashed
+    let dashed = s.dashed || s.color.unwrap_or(i) >= PALETTE.len();
+    if dashed {
         chart
             .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
             .map_err(err)?;
@@ -273,7 +284,7 @@ fn draw_line(
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
             .map_err(err)?;
     }
-    Ok((s.name.clone(), c, Some(s.dashed)))
+    Ok((s.name.clone(), c, Some(dashed)))
 }
 
 /// Points as steps: each y is held until the next point's x.
