@@ -91,8 +91,7 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     };
     let fitted = fitted_of(&a)?;
     let model = model_of(&a, fitted.as_ref())?;
-    let moe = model.moe_layers().len();
-    let params = params_of(&a, tokens, moe, fitted.as_ref())?;
+    let params = params_of(&a, tokens, &model, fitted.as_ref())?;
     // Bad parameters are argument errors: report them before the output file is touched, so
     // they do not read as a failure to write it.
     params.validate(&model)?;
@@ -109,7 +108,7 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
             "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
             out.display(),
             model.name,
-            moe,
+            model.moe_layers().len(),
             reports::metrics::count(params.sequences, "sequence"),
             params.tokens,
             params.seed
@@ -223,20 +222,21 @@ fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
 }
 
 /// The generator's parameters; skew and locality default to the fit's (per layer when the fit
-/// has one per MoE layer, else their means).
+/// has one per MoE layer, else their means); the always-on counts carry over to the fitted
+/// trace's own layer geometry only (another top-k or expert count has other always-on experts).
 fn params_of(
     a: &GenArgs,
     tokens: u64,
-    moe: usize,
+    model: &ModelSpec,
     fitted: Option<&Fitted>,
 ) -> anyhow::Result<GenParams> {
+    let moe = model.moe_layers().len();
     let (mut skew, mut locality) = (a.skew.clone(), a.locality.clone());
     let mut cross_layer = a.cross_layer.unwrap_or(0.0);
     let mut always_on = Vec::new();
-    if let Some((_, fits, cross)) = fitted {
+    if let Some((real, fits, cross)) = fitted {
         cross_layer = a.cross_layer.unwrap_or(cross.cross_layer);
-        // always-on experts are per layer: they carry over to the same geometry only
-        if cross.always_on.len() == moe && cross.always_on.iter().any(|&n| n > 0) {
+        if real.layers == model.layers && cross.always_on.iter().any(|&n| n > 0) {
             always_on = cross.always_on.clone();
         }
         let s: Vec<f64> = fits.iter().map(|f| f.skew).collect();
