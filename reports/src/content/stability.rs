@@ -164,7 +164,13 @@ fn stability_summary(worst: &Worst, runs: usize) -> String {
         Some(l) if l <= SMALL => format!("Every choice transfers well: the worst loses {:+.1}% against choosing on the evaluated trace itself, so a packing or pin set profiled on one of these traces can serve the others.", l * 100.0),
         Some(l) => format!("The worst choice loses {:+.1}% against choosing on the evaluated trace itself: profile the packing or pin set on traces like the ones the model will serve.", l * 100.0),
     };
-    format!("In short: {runs} static choices were carried from one trace to another. {verdict}")
+    format!(
+        "In short: {} carried from one trace to another. {verdict}",
+        match runs {
+            1 => "1 static choice was".to_string(),
+            n => format!("{n} static choices were"),
+        }
+    )
 }
 
 /// The row of cross run `r` against the run chosen on its own trace; a larger relative loss
