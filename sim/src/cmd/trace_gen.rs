@@ -57,8 +57,10 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Estimate --skew and --locality per layer from this real trace (decode phase) by
-    /// simulated moments (see traces::gen::fit). Without --preset/--layers the geometry is also
-    /// taken from it; with a different geometry the per-layer fits are averaged.
+    /// simulated moments (see traces::gen::fit), and --cross-layer and the always-on experts
+    /// per layer (traces::gen::fit_cross; --json reports both under `fit_cross`). Without
+    /// --preset/--layers the geometry is also taken from it; with a different geometry the
+    /// per-layer fits are averaged and no expert is always-on.
     #[arg(long)]
     pub fit_to: Option<PathBuf>,
     /// Print the parameters used (and the per-layer fit) as JSON.
