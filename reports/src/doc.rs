@@ -158,11 +158,7 @@ impl Doc {
                     for r in rows {
                         s.push_str("<tr>");
                         for c in r {
-                            if c.best && !c.text.is_empty() {
-                                let _ = write!(s, "<td class=\"best\">{}</td>", inline(&c.text));
-                            } else {
-                                let _ = write!(s, "<td>{}</td>", inline(&c.text));
-                            }
+                            let _ = write!(s, "<td{}>{}</td>", cell_class(c), inline(&c.text));
                         }
                         s.push_str("</tr>\n");
                     }
@@ -200,10 +196,33 @@ th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:right;white-spac
 th{background:#f6f8fa;white-space:normal;vertical-align:bottom;max-width:11rem}
 td:first-child,th:first-child{text-align:left}
 td.best{background:#dafbe1;font-weight:600}
+td.wrap{white-space:normal;min-width:14rem;text-align:left;overflow-wrap:anywhere}
 figure{margin:1rem 0 1.6rem}
 figure svg{max-width:100%;height:auto;border:1px solid #eaeef2}
 figcaption{color:#57606a;font-size:.9rem}
 ";
+
+/// Cells longer than this many characters wrap (provenance, notes); shorter ones, numbers
+/// and labels, stay on one line. 40 characters at the table's font are about 20rem, the width
+/// a wrapping cell keeps (`td.wrap` in [`CSS`]), so a wrapped cell is never narrower than
+/// the text it would otherwise have held on one line.
+const WRAP_CHARS: usize = 40;
+
+/// The class attribute of a table cell: `best` (highlighted), `wrap` (long text), both or none.
+fn cell_class(c: &Cell) -> String {
+    let mut classes = Vec::new();
+    if c.best && !c.text.is_empty() {
+        classes.push("best");
+    }
+    if c.text.chars().count() > WRAP_CHARS {
+        classes.push("wrap");
+    }
+    if classes.is_empty() {
+        String::new()
+    } else {
+        format!(" class=\"{}\"", classes.join(" "))
+    }
+}
 
 /// Escape text for HTML.
 pub fn escape(t: &str) -> String {

@@ -15,6 +15,7 @@ pub mod output;
 pub mod plots;
 pub mod results;
 pub mod run;
+pub mod sizes;
 pub mod text;
 pub mod union_curve;
 

@@ -68,18 +68,27 @@ pub struct LineChart<'a> {
     pub y_from_zero: bool,
 }
 
+/// Distinct series colours: the Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008, less
+/// black, reserved for bounds, and yellow, too faint on white) with a brown, then five of Paul
+/// Tol's "muted" scheme (Tol 2021, SRON/EPS/TN/09-002) unlike any of them. A chart with more
+/// series draws the later ones dashed, so no two series look alike up to twice this count.
+const PALETTE: [RGBColor; 12] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(140, 110, 60),
+    RGBColor(51, 34, 136),
+    RGBColor(136, 34, 85),
+    RGBColor(153, 153, 51),
+    RGBColor(68, 170, 153),
+    RGBColor(204, 102, 119),
+];
+
 fn color(i: usize) -> RGBColor {
-    // Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), black reserved for bounds.
-    const P: [RGBColor; 7] = [
-        RGBColor(0, 114, 178),
-        RGBColor(213, 94, 0),
-        RGBColor(0, 158, 115),
-        RGBColor(204, 121, 167),
-        RGBColor(230, 159, 0),
-        RGBColor(86, 180, 233),
-        RGBColor(140, 110, 60),
-    ];
-    P[i % P.len()]
+    PALETTE[i % PALETTE.len()]
 }
 
 fn span(v: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -102,6 +111,14 @@ fn pad(lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
     }
 }
 
+/// Font sizes of tick labels and legend text, and of axis titles, as plotters takes them:
+/// its SVG backend writes a size s as `font-size` s / 1.24 px (plotters-svg 0.3, `svg.rs`),
+/// so 16 and 17 are 12.9 and 13.7 px. Charts are drawn at [`SIZE`] and shown at that width in
+/// a 1400 px window (the report's column is wider), so these are the sizes on screen, above
+/// the 12 px floor of readable chart text (the headless-Chromium report test checks it).
+const LABEL_PX: u32 = 16;
+const AXIS_PX: u32 = 17;
+
 /// Width in pixels of the legend panel right of the plot.
 const LEGEND_W: u32 = 230;
 
@@ -113,7 +130,7 @@ fn legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     entries: &[Entry],
 ) -> anyhow::Result<()> {
-    let style = ("sans-serif", 13).into_font().color(&BLACK);
+    let style = ("sans-serif", LABEL_PX).into_font().color(&BLACK);
     for (i, (name, c, look)) in entries.iter().enumerate() {
         let y = 48 + 20 * i as i32;
         match look {
@@ -198,6 +215,8 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
             .configure_mesh()
             .x_desc(spec.x_label)
             .y_desc(spec.y_label)
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", AXIS_PX))
             .x_labels(if log2 { 64 } else { 10 })
             .x_label_formatter(&fmt_x)
             .y_label_formatter(&fmt_y)
@@ -248,7 +267,9 @@ fn draw_line(
         pts = steps(&pts);
     }
     let style = ShapeStyle::from(&c).stroke_width(2);
-    if s.dashed {
+    // past the palette a colour repeats: the repeat is dashed
+    let dashed = s.dashed || s.color.unwrap_or(i) >= PALETTE.len();
+    if dashed {
         chart
             .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
             .map_err(err)?;
@@ -263,7 +284,7 @@ fn draw_line(
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
             .map_err(err)?;
     }
-    Ok((s.name.clone(), c, Some(s.dashed)))
+    Ok((s.name.clone(), c, Some(dashed)))
 }
 
 /// Points as steps: each y is held until the next point's x.
@@ -336,6 +357,8 @@ pub fn stacked_bars(
             .disable_y_mesh()
             .y_labels(2 * n + 1)
             .y_label_formatter(&fmt_y)
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", AXIS_PX))
             .x_desc(x_label)
             .x_label_formatter(&|x: &f64| trim(*x))
             .light_line_style(RGBColor(240, 240, 240))
@@ -365,18 +388,20 @@ pub fn stacked_bars(
     Ok(svg)
 }
 
-/// Heat map of `rows[r][c]` in [0, max]: row r drawn bottom-up as y = r, column c as x = c,
-/// white (0) to dark blue (max).
+/// Heat map of `rows[r][c]` in [0, max] (values in `unit`): row r drawn bottom-up as y = r, column c as x = c,
+/// white (0) to dark blue (max), with a colour scale right of the map.
 pub fn heat_map(
     title: &str,
     x_label: &str,
     y_label: &str,
+    unit: &str,
     rows: &[Vec<f64>],
 ) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
+        let whole = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        whole.fill(&WHITE).map_err(err)?;
+        let (root, side) = whole.split_horizontally(SIZE.0 - SCALE_W);
         let nr = rows.len().max(1);
         let nc = rows.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let max = rows
@@ -395,6 +420,8 @@ pub fn heat_map(
         chart
             .configure_mesh()
             .disable_mesh()
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", AXIS_PX))
             .x_desc(x_label)
             .y_desc(y_label)
             .x_label_formatter(&|x: &f64| format!("{}", x.floor() as i64))
@@ -403,22 +430,61 @@ pub fn heat_map(
             .map_err(err)?;
         let cells = rows.iter().enumerate().flat_map(|(r, row)| {
             row.iter().enumerate().map(move |(c, &v)| {
-                let t = (v / max).clamp(0.0, 1.0);
-                let shade = RGBColor(
-                    (255.0 - t * (255.0 - 8.0)) as u8,
-                    (255.0 - t * (255.0 - 48.0)) as u8,
-                    (255.0 - t * (255.0 - 107.0)) as u8,
-                );
                 Rectangle::new(
                     [(c as f64, r as f64), (c as f64 + 1.0, r as f64 + 1.0)],
-                    shade.filled(),
+                    shade(v / max).filled(),
                 )
             })
         });
         chart.draw_series(cells).map_err(err)?;
-        root.present().map_err(err)?;
+        colour_scale(&side, max, unit)?;
+        whole.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// Width in pixels of a heat map's colour-scale panel.
+const SCALE_W: u32 = 120;
+
+/// The heat map's colour at `t` in [0, 1]: white (0) to dark blue (1), linear in RGB.
+fn shade(t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0);
+    let mix = |dark: f64| (255.0 - t * (255.0 - dark)) as u8;
+    RGBColor(mix(8.0), mix(48.0), mix(107.0))
+}
+
+/// A vertical colour bar in `area` from 0 (bottom) to `max` (top), labelled at 0, max / 2 and
+/// max, titled with the values' `unit`, so the heat map's shades read as values.
+fn colour_scale<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    max: f64,
+    unit: &str,
+) -> anyhow::Result<()> {
+    const STEPS: i32 = 64;
+    let (top, bottom, x0, x1) = (60, SIZE.1 as i32 - 60, 14, 38);
+    let h = (bottom - top) as f64 / STEPS as f64;
+    for i in 0..STEPS {
+        let y = bottom as f64 - (i + 1) as f64 * h;
+        let t = (i as f64 + 0.5) / STEPS as f64;
+        area.draw(&Rectangle::new(
+            [(x0, y.floor() as i32), (x1, (y + h).ceil() as i32)],
+            shade(t).filled(),
+        ))
+        .map_err(err)?;
+    }
+    area.draw(&Rectangle::new(
+        [(x0, top), (x1, bottom)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(err)?;
+    let style = ("sans-serif", LABEL_PX).into_font().color(&BLACK);
+    for (frac, v) in [(0.0, 0.0), (0.5, max / 2.0), (1.0, max)] {
+        let y = bottom - ((bottom - top) as f64 * frac) as i32;
+        area.draw_text(&trim(v), &style, (x1 + 6, y - 7))
+            .map_err(err)?;
+    }
+    area.draw_text(unit, &style, (x0, top - 24)).map_err(err)?;
+    Ok(())
 }
 
 /// Short number text for axis labels: integers without decimals, others to 3 significant digits.

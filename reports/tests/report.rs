@@ -308,7 +308,7 @@ fn every_plot_is_valid_svg_with_expected_series() {
     );
     has(
         "step_cdf_a_25_.svg",
-        &["e1 / lru", "e1 / belady", "e1 / static-pin"],
+        &["e1 / lru", "e1 / belady (bound)", "e1 / static-pin"],
     );
     has("concentration.svg", &["a", "b"]);
 }
@@ -600,4 +600,49 @@ fn charts_refuse_axes_beyond_drawing() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("chart \"b\": its value axis would span"), "{e}");
+}
+
+/// The report opens with the answer: the fastest online run with its budget in bytes, units
+/// and experts. The fixture's e1 bank is 8 units committing 32 MiB (4 MiB each) and holding
+/// 8 experts of 3 MiB, so the resolved 2 units are 8 MiB and 2 experts. Belady has the lowest
+/// step p50 of the timing table yet is never highlighted there.
+#[test]
+fn the_report_opens_with_the_answer_and_never_crowns_the_bound() {
+    let mut res = fixture(true);
+    for r in res.runs.iter_mut().filter(|r| r.grid.evict.is_some()) {
+        let retention = json!({
+            "evict": r.grid.evict, "budget": r.grid.budget, "split": "global",
+            "semantics": "group", "batch": 1, "queue": null, "schedule": "fifo",
+            "dram": null, "seed": 0
+        });
+        r.result.retention = Some(serde_json::from_value(retention).unwrap());
+        r.result.streaming = Some(serde_json::from_value(streaming(6.0, 6.0)).unwrap());
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&res, &out).unwrap();
+    let md = read(&out, "report.md");
+    let answer = md.lines().nth(2).unwrap();
+    // static-pin's 1000 / (2 + 3) = 200 tokens/s at both budgets; the last of equal maxima
+    assert_eq!(
+        answer,
+        "**Answer:** on `a`, use `e1 / static-pin @ 50%` (budget 50% = 8 MiB = 2 units = 2 experts): 200 tokens/s (simulated on `rtx4060-laptop-wddm`; Belady/MIN, the offline bound, is never recommended)."
+    );
+    assert!(
+        md.contains("| policy | budget 25% = 8 MiB = 2 experts | budget 50% = 8 MiB = 2 experts |"),
+        "{md}"
+    );
+    let belady_rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| e1 / belady (bound) @ "))
+        .collect();
+    assert_eq!(belady_rows.len(), 2, "{md}");
+    assert!(
+        belady_rows.iter().all(|l| !l.contains("**")),
+        "{belady_rows:?}"
+    );
+    assert!(md
+        .contains("No tokens-per-second-against-batch plot for `a`: the runs have one batch size"));
+    // the cross-trace choice loses 9 / 7.5 - 1 = 20%, above the 5% called small
+    assert!(md.contains("In short: 1 static choice was carried from one trace to another. The worst choice loses +20.0% against choosing on the evaluated trace itself"), "{md}");
 }

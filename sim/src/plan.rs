@@ -29,6 +29,10 @@ pub struct PlanSpec {
     pub mechanisms: Vec<String>,
     /// Retention policies.
     pub policies: Vec<PolicyKind>,
+    /// Tokens of context each sequence already holds in its KV cache before the trace's own
+    /// tokens (`--context`; 0: only the trace's tokens). They are reserved in VRAM beside the
+    /// non-expert weights: batch x context x KV bytes per token.
+    pub context_tokens: u64,
 }
 
 /// The largest budget that fits for one configuration, and how it runs there.
@@ -78,6 +82,8 @@ pub struct Plan {
     /// The hardware profile as named.
     pub hw: String,
     pub batch: usize,
+    /// Tokens of context reserved in each sequence's KV cache ([`PlanSpec::context_tokens`]).
+    pub context_tokens: u64,
     /// The admission cap, a fraction of usable VRAM.
     pub admission_cap: f64,
     /// cap x usable VRAM, MiB (from the first timed run; `None` when none ran).
@@ -113,6 +119,7 @@ pub fn plan(spec: &PlanSpec, w: &Workload) -> Result<Plan> {
     Ok(Plan {
         hw: timing.hw.clone(),
         batch: spec.retention.batching.batch,
+        context_tokens: spec.context_tokens,
         admission_cap: cap,
         limit_mib,
         rows,
@@ -190,6 +197,7 @@ fn search(
     };
     let (map, _) = runner::build_units(&probe, w)?;
     let bank = Bank::of(&map, w);
+    let spec = &with_context(spec, &map, w)?;
     let mut row = PlanRow {
         mechanism: map.spec.clone(),
         evict: policy.name().to_string(),
@@ -214,6 +222,35 @@ fn search(
         Err(e) => row.error = Some(format!("{e:#}")),
     }
     Ok((row, limit))
+}
+
+/// `spec` with its context's KV caches reserved: the non-expert memory override raised by
+/// batch x `context_tokens` x KV bytes per token, both resolved as the engine resolves them
+/// for this mechanism's expert size (the geometry, the preset, or the overrides). Unchanged
+/// without a context.
+fn with_context(spec: &PlanSpec, map: &policies::UnitMap, w: &Workload) -> Result<PlanSpec> {
+    let Some(t) = spec
+        .base
+        .timing
+        .as_ref()
+        .filter(|_| spec.context_tokens > 0)
+    else {
+        return Ok(spec.clone());
+    };
+    let c = crate::model_profile::ComputeModel::new(
+        t.compute,
+        &w.trace.trace.header.model,
+        map.expert_bytes,
+        &t.profile,
+        &t.overrides,
+    )?;
+    let batch = spec.retention.batching.batch as f64;
+    let kv = batch * spec.context_tokens as f64 * c.kv_bytes_per_token;
+    let mut out = spec.clone();
+    if let Some(t) = out.base.timing.as_mut() {
+        t.overrides.nonexpert_mib = Some((c.nonexpert_bytes + kv) / crate::MIB);
+    }
+    Ok(out)
 }
 
 /// The largest budget in `1..=bank` at which `run` fits, with its report, assuming fitting
@@ -276,27 +313,9 @@ impl Bank {
     }
 }
 
-/// A byte size for reading: GiB from 1 GiB up, else MiB, 3 to 4 significant digits.
+/// A byte size for reading (`6.40 GiB`, `512 MiB`).
 fn size_text(bytes: u64) -> String {
-    let gib = bytes as f64 / (1u64 << 30) as f64;
-    if gib >= 1.0 {
-        format!("{} GiB", reports::metrics::fmt(gib))
-    } else {
-        format!("{} MiB", reports::metrics::fmt(bytes as f64 / crate::MIB))
-    }
-}
-
-/// An integer with thousands separators: 6144 -> `6,144`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    reports::sizes::size_text(bytes as f64)
 }
 
 impl Plan {
@@ -318,15 +337,15 @@ impl Plan {
         let units = if r.units_total == r.experts_total {
             String::new()
         } else {
-            format!(" ({} units)", thousands(f.budget_units))
+            format!(" ({} units)", reports::sizes::thousands(f.budget_units))
         };
         format!(
             "use {} + {} with {}{units} = {} of {} experts on the GPU: {} tok/s",
             r.mechanism,
             r.evict,
             size_text(f.budget_bytes),
-            thousands(f.experts_kept),
-            thousands(r.experts_total),
+            reports::sizes::thousands(f.experts_kept),
+            reports::sizes::thousands(r.experts_total),
             reports::metrics::fmt(f.tokens_per_s)
         )
     }
@@ -364,8 +383,8 @@ impl Plan {
             };
             let experts = format!(
                 "{} of {}",
-                thousands(f.experts_kept),
-                thousands(r.experts_total)
+                reports::sizes::thousands(f.experts_kept),
+                reports::sizes::thousands(r.experts_total)
             );
             out.push_str(&format!(
                 "{:<4} {name:<22} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}\n",
@@ -387,6 +406,13 @@ impl Plan {
             self.hw,
             reports::metrics::count(self.batch as u64, "sequence"),
         ));
+        if self.context_tokens > 0 {
+            out.pop();
+            out.push_str(&format!(
+                ", each holding {} tokens of context\n",
+                reports::sizes::thousands(self.context_tokens)
+            ));
+        }
         out
     }
 }
@@ -420,17 +446,5 @@ mod tests {
                 assert!(runs <= bound, "{runs} runs for a bank of {bank}");
             }
         }
-    }
-
-    #[test]
-    fn sizes_and_counts_read_as_people_write_them() {
-        assert_eq!(thousands(6144), "6,144");
-        assert_eq!(thousands(1_638), "1,638");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000_000), "1,000,000");
-        assert_eq!(size_text(6 << 30), "6 GiB");
-        assert_eq!(size_text((6.4 * (1u64 << 30) as f64) as u64), "6.40 GiB");
-        assert_eq!(size_text(512 << 20), "512 MiB");
-        assert_eq!(size_text(3 << 20), "3 MiB");
     }
 }

@@ -388,9 +388,12 @@ fn per_layer_pools_that_differ_from_a_unit_budget_are_named() {
             .unwrap()
             .to_string()
     };
-    assert!(line("10").contains("budget 10 units, pools hold 24 units (per-layer split)"));
-    assert!(line("100").contains("budget 100 units, pools hold 96 units (per-layer split)"));
-    assert!(line("96").contains("budget 96 units (per-layer split)"));
+    assert!(line("10")
+        .contains("budget 10 units, pools hold 96 MiB = 24 units = 24 experts (per-layer split)"));
+    assert!(line("100").contains(
+        "budget 100 units, pools hold 384 MiB = 96 units = 96 experts (per-layer split)"
+    ));
+    assert!(line("96").contains("budget 384 MiB = 96 units = 96 experts (per-layer split)"));
 }
 
 /// `--repeat` cannot change a stored replay: with `--measured` it is named as ignored, with the
@@ -478,12 +481,15 @@ fn summaries_and_notes_read_well() {
 
     let o = sim(&["run", "--policy", "e1", "--evict", "lru", "--budget", "192"]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("budget 192 units (global split)"), "{out}");
+    assert!(
+        out.contains("budget 768 MiB = 192 units = 192 experts (global split)"),
+        "{out}"
+    );
     let o = sim(&["run", "--policy", "e1", "--evict", "lru", "--budget", "25%"]);
     let out = String::from_utf8_lossy(&o.stdout);
-    // 25% of 768 units = 192
+    // 25% of 768 units = 192, each a 3 MiB expert committed in two 2 MiB granules
     assert!(
-        out.contains("budget 25% = 192 units (global split)"),
+        out.contains("budget 25% = 768 MiB = 192 units = 192 experts (global split)"),
         "{out}"
     );
 

@@ -22,6 +22,7 @@ fn workload() -> Workload {
         tokens: 48,
         seed: 7,
         fitted_to: None,
+        always_on: Vec::new(),
     };
     let trace = generate_trace(&model, &params).unwrap();
     Workload::new(
@@ -69,6 +70,7 @@ fn spec(batch: usize) -> PlanSpec {
         },
         mechanisms: vec!["e1".into(), "e2".into()],
         policies: vec![PolicyKind::Lru, PolicyKind::StaticPin, PolicyKind::Belady],
+        context_tokens: 0,
     }
 }
 
@@ -234,4 +236,84 @@ fn an_admission_refusal_names_a_peak_above_the_cap() {
         }
     }
     assert!(refusals > 0, "the cap refuses the larger budgets");
+}
+
+/// A context of 64 tokens at 1 MiB of KV per token reserves 64 MiB per sequence: the plan
+/// equals the plan without context whose non-expert weights are that much larger (an
+/// independent route to the same memory), and with 64 MiB experts each sequence's context
+/// costs exactly one `e1` unit of budget.
+#[test]
+fn a_context_reserves_its_kv_caches_beside_the_weights() {
+    let w = workload();
+    for batch in [1usize, 2] {
+        let mut with = spec(batch);
+        with.mechanisms = vec!["e1".into()];
+        with.policies = vec![PolicyKind::Lru];
+        let without = with.clone();
+        with.context_tokens = 64;
+        let mut heavier = without.clone();
+        let t = heavier.base.timing.as_mut().unwrap();
+        t.overrides.nonexpert_mib = Some(100.0 + 64.0 * batch as f64);
+        let units = |s: &PlanSpec| {
+            plan(s, &w).unwrap().rows[0]
+                .fit
+                .as_ref()
+                .unwrap()
+                .budget_units
+        };
+        let (a, b, c) = (units(&with), units(&heavier), units(&without));
+        assert_eq!(a, b, "batch {batch}");
+        assert_eq!(
+            a + batch as u64,
+            c,
+            "batch {batch}: {a} with context, {c} without"
+        );
+    }
+}
+
+/// `--preset` plans a model without a trace of it: the generated trace has the preset's
+/// geometry (OLMoE: 16 MoE layers x 64 experts = 1,024) and the answer comes first; an unknown
+/// name and a --trace beside it are refused with the flag named.
+#[test]
+fn a_preset_is_planned_on_a_generated_trace() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            "lru",
+            "--preset-tokens",
+            "16",
+        ];
+        a.extend(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&a)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--preset", "olmoe-1b-7b", "--context", "1024"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("use e1 + lru with ") && first.contains(" of 1,024 experts on the GPU: "),
+        "{first}"
+    );
+    assert!(
+        text.contains("each holding 1,024 tokens of context"),
+        "{text}"
+    );
+    let o = run(&["--preset", "no-such-model"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--preset") && err.contains("qwen3-30b-a3b"),
+        "{err}"
+    );
+    let o = run(&["--preset", "olmoe-1b-7b", "--trace", "x.bin"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace"));
 }

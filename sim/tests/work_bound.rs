@@ -35,6 +35,7 @@ fn trace(seed: u64) -> traces::Trace {
         tokens: 6,
         seed,
         fitted_to: None,
+        always_on: Vec::new(),
     };
     generate_trace(&model, &params).unwrap()
 }

@@ -25,6 +25,7 @@ fn bench(c: &mut Criterion) {
         tokens: TOKENS / 4,
         seed: 1,
         fitted_to: None,
+        always_on: Vec::new(),
     };
     write_trace(&path, &model, &params).unwrap();
     let selections = TOKENS * 464;

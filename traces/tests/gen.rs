@@ -18,6 +18,7 @@ fn params(skew: f64, locality: f64, cross: f64, seqs: u64, tokens: u64, seed: u6
         tokens,
         seed,
         fitted_to: None,
+        always_on: Vec::new(),
     }
 }
 

@@ -49,6 +49,7 @@ fn params(skew: f64, sequences: u64, tokens: u64) -> GenParams {
         tokens,
         seed: 5,
         fitted_to: None,
+        always_on: Vec::new(),
     }
 }
 

@@ -9,6 +9,7 @@ use crate::doc::{Cell, Doc};
 use crate::metrics::{self, best, fmt, Better};
 use crate::results::{Results, RunEntry, TraceInfo};
 use crate::run::TimingReport;
+use crate::sizes::{budget_text, size_text, BudgetSize};
 
 /// What the report answers, and whether this is only one shard of it.
 pub(super) fn question(doc: &mut Doc, res: &Results) {
@@ -27,6 +28,75 @@ pub(super) fn question(doc: &mut Doc, res: &Results) {
             res.runs.len(),
             res.total_runs
         ));
+    }
+}
+
+/// The one-line answer the report opens with: per evaluated trace, the fastest online run
+/// (on a hardware profile), else the online run that moves the fewest bytes per token, with
+/// its budget in bytes, units and experts.
+pub(super) fn answer(doc: &mut Doc, res: &Results) {
+    let hw = profile_name(res);
+    let parts: Vec<String> = res
+        .traces
+        .iter()
+        .filter_map(|t| trace_answer(res, t, hw.as_deref()))
+        .collect();
+    let line = if parts.is_empty() {
+        "these results hold no retention or timed run to recommend; see the streaming regime below"
+            .to_string()
+    } else {
+        parts.join("; ")
+    };
+    let tail = match hw {
+        Some(h) => {
+            format!(" (simulated on `{h}`; Belady/MIN, the offline bound, is never recommended).")
+        }
+        None => " (no hardware profile was given, so time was not simulated).".into(),
+    };
+    doc.p(format!("**Answer:** {line}{tail}"));
+}
+
+/// The answer for trace `t`: its fastest online run, else the one moving the fewest bytes.
+fn trace_answer(res: &Results, t: &TraceInfo, hw: Option<&str>) -> Option<String> {
+    let online = || own(res, &t.name).filter(|r| !is_belady(r));
+    if hw.is_some() {
+        if let Some((r, v)) = online()
+            .filter_map(|r| Some((r, tokens_per_s(r)?)))
+            .max_by(|a, b| cmp_f64(a.1, b.1))
+        {
+            return Some(format!(
+                "on `{}`, use `{}`{}{}: {} tokens/s",
+                t.name,
+                run_label(r),
+                budget_words(r),
+                r.grid
+                    .batch
+                    .map(|b| format!(" at batch {b}"))
+                    .unwrap_or_default(),
+                fmt(v)
+            ));
+        }
+    }
+    let (r, v) = online()
+        .filter_map(|r| Some((r, bytes_per_token(r)?)))
+        .min_by(|a, b| cmp_f64(a.1, b.1))?;
+    Some(format!(
+        "on `{}`, `{}`{} moves the fewest bytes: {} MiB per token",
+        t.name,
+        run_label(r),
+        budget_words(r),
+        fmt(v * metrics::MIB)
+    ))
+}
+
+/// ` (budget 25% = 768 MiB = 192 units = 192 experts)`, empty for a streaming run.
+pub(super) fn budget_words(r: &RunEntry) -> String {
+    match &r.result.retention {
+        Some(i) => format!(
+            " (budget {})",
+            budget_text(&i.budget, BudgetSize::of_run(&r.result).as_ref())
+        ),
+        None => String::new(),
     }
 }
 
@@ -72,7 +142,7 @@ fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
     header.extend(
         budgets
             .iter()
-            .map(|b| format!("fewest MiB / token at {b} (x Belady)")),
+            .map(|b| format!("fewest MiB / token at {b} (x Belady bound)")),
     );
     if timed {
         header.push("best tokens/s (policy @ budget)".into());
@@ -158,7 +228,10 @@ fn fastest_cell(of_m: &[&RunEntry]) -> GlanceCell {
     match best {
         Some((r, v)) => {
             let how = match (&r.grid.evict, &r.grid.budget) {
-                (Some(e), Some(b)) => format!("{e} @ {b}"),
+                (Some(e), Some(b)) => match BudgetSize::of_run(&r.result) {
+                    Some(z) => format!("{e} @ {b} = {}, {}", size_text(z.bytes), z.experts_text()),
+                    None => format!("{e} @ {b}"),
+                },
                 _ => "streaming".into(),
             };
             (Some(v), format!("{} ({how})", fmt(v)))
@@ -266,11 +339,12 @@ fn retention_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
                 .and_then(bytes_per_token)
                 .map(|x| x * metrics::MIB);
             items.push(format!(
-                "`{}`, budget {}{}: fewest bytes moved by `{}` with {} MiB per token{}.",
+                "`{}`, budget {}{}: fewest bytes moved by `{}`{} with {} MiB per token{}.",
                 t.name,
                 budget.as_deref().unwrap_or("-"),
                 batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
                 run_label(b),
+                budget_words(b),
                 fmt(v),
                 match bound {
                     Some(x) if x > 0.0 => format!(
@@ -298,10 +372,11 @@ fn speed_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
             .max_by(|a, b| cmp_f64(a.1.tokens_per_s, b.1.tokens_per_s))
         {
             items.push(format!(
-                "`{}`{}: fastest is `{}` at {} tokens/s (step p50 {} ms, p99 {} ms) on `{}`.",
+                "`{}`{}: fastest is `{}`{} at {} tokens/s (step p50 {} ms, p99 {} ms) on `{}`.",
                 t.name,
                 batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
                 run_label(b),
+                budget_words(b),
                 fmt(tm.tokens_per_s),
                 fmt(tm.step_ms_p50),
                 fmt(tm.step_ms_p99),

@@ -255,6 +255,13 @@ fn concentration(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             }
             Series::new(t.name.clone(), pts)
         })
+        .chain(std::iter::once(
+            Series::new(
+                "uniform routing (diagonal)",
+                vec![(0.0, 0.0), (100.0, 100.0)],
+            )
+            .dashed(),
+        ))
         .collect();
     figure(
         doc,
@@ -269,7 +276,7 @@ fn concentration(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             },
             &curves,
         ),
-        "Concentration curve: the hottest x% of (layer, expert) keys take y% of all expert accesses. A diagonal would be uniform routing; the further above it, the more a small pinned set can serve.".into(),
+        "Concentration curve: the hottest x% of (layer, expert) keys take y% of all expert accesses. The dashed diagonal is uniform routing (every key taken equally often); the further a curve lies above it, the more a small pinned set can serve.".into(),
     )?;
     Ok(())
 }
@@ -302,8 +309,8 @@ fn skew(doc: &mut Doc, t: &TraceInfo) -> anyhow::Result<()> {
     figure(
         doc,
         format!("skew_{}.svg", slug(&t.name)),
-        plots::heat_map(&title.replace('`', ""), "expert rank in its layer (0 = most selected)", "MoE layer", &rows),
-        format!("{title}. Each row is one MoE layer, its experts sorted by selection count; dark cells on the left mean a few experts dominate the layer."),
+        plots::heat_map(&title.replace('`', ""), "expert rank in its layer (0 = most selected)", "MoE layer", "% of layer", &rows),
+        format!("{title}. Each row is one MoE layer, its experts sorted by selection count; dark cells on the left mean a few experts dominate the layer; the colour scale on the right gives the share in percent."),
     )?;
     Ok(())
 }
@@ -314,7 +321,12 @@ fn trace_stats(doc: &mut Doc, t: &TraceInfo) {
         let items: Vec<String> = stats
             .iter()
             .filter_map(|(k, v)| match v {
-                Value::Number(_) | Value::String(_) | Value::Bool(_) => {
+                // statistics to 3-4 significant digits; counts stay whole
+                Value::Number(n) => Some(format!(
+                    "`{k}`: {}",
+                    n.as_f64().map_or_else(|| n.to_string(), fmt)
+                )),
+                Value::String(_) | Value::Bool(_) => {
                     Some(format!("`{k}`: {}", crate::flatten::cell(v)))
                 }
                 Value::Array(a) if k == "always_on_keys" => {

@@ -27,8 +27,8 @@ use serde_json::Value;
 /// Title of every report.
 pub const TITLE: &str = "MoE expert paging: mechanism and policy comparison";
 
-/// Readable label of a run: `e2:hot`, `e2:hot / lru @ 25%`, with ` + static w2` for a
-/// prefetch predictor at window 2.
+/// Readable label of a run: `e2:hot`, `e2:hot / lru @ 25%`, `e1 / belady (bound) @ 25%`, with
+/// ` + static w2` for a prefetch predictor at window 2.
 pub fn run_label(r: &RunEntry) -> String {
     run_label_of(&r.grid)
 }
@@ -39,6 +39,10 @@ pub fn run_label_of(g: &RunCoords) -> String {
     if let Some(e) = &g.evict {
         s.push_str(" / ");
         s.push_str(e);
+        // the offline policy is the bound runs are measured against, never a contender
+        if is_offline(e) {
+            s.push_str(" (bound)");
+        }
     }
     if let Some(b) = &g.budget {
         s.push_str(" @ ");
@@ -150,13 +154,19 @@ fn expert_mib(r: &RunEntry, t: &TraceInfo) -> Option<f64> {
     (k > 0).then_some(r.streaming()?.useful_mib_total / k as f64)
 }
 
-/// Cells of one metric column for `runs`, with the best marked.
+/// Cells of one metric column for `runs`, with the best online run marked (the offline
+/// bound is shown but never marked best).
 fn column(runs: &[&RunEntry], m: &Metric) -> Vec<Cell> {
     let vals: Vec<Option<f64>> = runs
         .iter()
         .map(|r| (m.get)(&r.result).map(|v| v * m.scale))
         .collect();
-    let marks = best(&vals, m.better);
+    let contenders: Vec<Option<f64>> = runs
+        .iter()
+        .zip(&vals)
+        .map(|(r, v)| if is_belady(r) { None } else { *v })
+        .collect();
+    let marks = best(&contenders, m.better);
     vals.iter()
         .zip(marks)
         .map(|(v, b)| Cell {
@@ -217,6 +227,7 @@ fn figure(
 pub fn build(res: &Results) -> anyhow::Result<Doc> {
     let mut doc = Doc::default();
     doc.h(1, TITLE);
+    glance::answer(&mut doc, res);
     glance::question(&mut doc, res);
     glance::findings(&mut doc, res);
     inputs::inputs(&mut doc, res);

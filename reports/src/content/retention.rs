@@ -6,6 +6,7 @@ use crate::doc::{Cell, Doc};
 use crate::metrics::{self, best, fmt, Better};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunEntry, TraceInfo};
+use crate::sizes::{size_text, BudgetSize};
 
 /// Budget given as a percentage (`25%`), as a number.
 fn percent(b: &str) -> Option<f64> {
@@ -102,11 +103,17 @@ fn group_table(doc: &mut Doc, res: &Results, g: &Group) {
     let (budgets, policies) = (&g.budgets, &g.policies);
     let (cols, below) = budget_columns(res, g);
     let mut header = vec!["policy".to_string()];
-    header.extend(
-        budgets
+    header.extend(budgets.iter().map(|b| {
+        // one mechanism: a budget is one size, read off any of its runs
+        let size = g
+            .runs
             .iter()
-            .map(|b| format!("budget {}", b.as_deref().unwrap_or("-"))),
-    );
+            .find(|r| &r.grid.budget == b)
+            .and_then(|r| BudgetSize::of_run(&r.result))
+            .map(|z| format!(" = {} = {}", size_text(z.bytes), z.experts_text()))
+            .unwrap_or_default();
+        format!("budget {}{size}", b.as_deref().unwrap_or("-"))
+    }));
     let rows = policies
         .iter()
         .enumerate()

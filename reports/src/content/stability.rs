@@ -135,6 +135,7 @@ pub(super) fn stability(doc: &mut Doc, res: &Results) {
             l * 100.0
         ));
     }
+    doc.p(stability_summary(&worst, rows.len()));
     doc.list(items);
     doc.table(
         [
@@ -151,6 +152,27 @@ pub(super) fn stability(doc: &mut Doc, res: &Results) {
         rows,
     );
 }
+/// The paragraph over the cross-trace table: how many choices were carried over, and whether
+/// the worst of them lost much. A loss within 5% is called small: below the spread the
+/// retention tables show between neighbouring policies of one budget, a reading aid, not
+/// a measured threshold.
+fn stability_summary(worst: &Worst, runs: usize) -> String {
+    const SMALL: f64 = 0.05;
+    let losses: Vec<f64> = worst.iter().flatten().map(|w| w.0).collect();
+    let verdict = match losses.iter().cloned().reduce(f64::max) {
+        None => "No choice has a run on its own trace to compare with, so no loss is computed.".to_string(),
+        Some(l) if l <= SMALL => format!("Every choice transfers well: the worst loses {:+.1}% against choosing on the evaluated trace itself, so a packing or pin set profiled on one of these traces can serve the others.", l * 100.0),
+        Some(l) => format!("The worst choice loses {:+.1}% against choosing on the evaluated trace itself: profile the packing or pin set on traces like the ones the model will serve.", l * 100.0),
+    };
+    format!(
+        "In short: {} carried from one trace to another. {verdict}",
+        match runs {
+            1 => "1 static choice was".to_string(),
+            n => format!("{n} static choices were"),
+        }
+    )
+}
+
 /// The row of cross run `r` against the run chosen on its own trace; a larger relative loss
 /// than the worst so far replaces it.
 fn stability_row(res: &Results, r: &RunEntry, worst: &mut Worst) -> Vec<Cell> {

@@ -10,6 +10,7 @@ use crate::doc::Doc;
 use crate::metrics::{self, fmt};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunEntry, TraceInfo};
+use crate::sizes::{size_text, BudgetSize};
 use serde_json::Value;
 
 /// The timing section: per trace, batch and budget a table, time split and latency CDF.
@@ -29,7 +30,7 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         return Ok(());
     }
     let hw = profile_name(res).unwrap_or_default();
-    doc.p(format!("Simulated on `{hw}`. Lower is better except tokens/s; the best cell of each column is highlighted. `vs Belady` is the step p50 divided by that of the Belady/MIN run of the same mechanism and budget."));
+    doc.p(format!("Simulated on `{hw}`. Lower is better except tokens/s; the best online cell of each column is highlighted (Belady/MIN, the offline bound, never is). `vs Belady` is the step p50 divided by that of the Belady/MIN run of the same mechanism and budget."));
     for t in &res.traces {
         let tr: Vec<&RunEntry> = timed
             .iter()
@@ -42,6 +43,8 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         }
         if batches.iter().flatten().count() >= 2 {
             tokens_vs_batch(doc, res, t, &tr, &hw)?;
+        } else {
+            doc.p(format!("No tokens-per-second-against-batch plot for `{}`: the runs have one batch size; give `--batch 1,4,16` to `sim compare` to draw it.", t.name));
         }
     }
     Ok(())
@@ -103,7 +106,7 @@ fn batch_section(
         doc.h(
             4,
             match &budget {
-                Some(b) => format!("budget {b}"),
+                Some(b) => format!("budget {b}{}", budget_sizes(&group)),
                 None => "streaming (nothing retained)".to_string(),
             },
         );
@@ -112,6 +115,34 @@ fn batch_section(
         latency_cdf(doc, t, &group, &budget, &bname, &bsuffix)?;
     }
     Ok(())
+}
+
+/// What one budget holds for each mechanism of `group` (a fraction of the bank is a different
+/// size per mechanism): ` (e1: 768 MiB = 192 experts; e2:hot: 576 MiB = 192 experts)`.
+pub(super) fn budget_sizes(group: &[&RunEntry]) -> String {
+    let mut seen = Vec::new();
+    let parts: Vec<String> = group
+        .iter()
+        .filter(|r| {
+            let new = !seen.contains(&&r.grid.mechanism);
+            seen.push(&r.grid.mechanism);
+            new
+        })
+        .filter_map(|r| {
+            let z = BudgetSize::of_run(&r.result)?;
+            Some(format!(
+                "{}: {} = {}",
+                r.grid.mechanism,
+                size_text(z.bytes),
+                z.experts_text()
+            ))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
 }
 
 /// The timing metrics of one budget's runs, with each step p50 against Belady's.

@@ -3,6 +3,7 @@
 
 use super::MIB;
 use crate::run::RunReport;
+use crate::sizes::{count_text, given_text, size_text, BudgetSize};
 use policies::Split;
 use std::fmt::Write;
 
@@ -39,13 +40,15 @@ pub fn retention_table_header(tiers: bool, sched: bool) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9} {:>8} {:>11} {:>9} {:>9}",
+        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>7} {:>10} {:>9} {:>8} {:>11} {:>9} {:>9}",
         "mechanism",
         "evict",
         "budget",
         "split",
         "batch",
         "units",
+        "experts",
+        "size",
         "pgin/tok",
         "miss %",
         "MiB/token",
@@ -72,17 +75,20 @@ pub fn retention_table_row(r: &RunReport) -> Option<String> {
     let (Some(i), Some(c)) = (&r.retention, &r.cache) else {
         return None;
     };
+    let size = BudgetSize::of_run(r);
     let mut s = format!(
-        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>9.3} {:>8.2} {:>11.3} {:>9} {:>9.1}",
+        "{:<10} {:<10} {:>8} {:<9} {:>5} {:>6} {:>7} {:>10} {:>9.3} {:>8.2} {:>11.3} {:>9} {:>9.1}",
         r.inputs.policy,
         i.evict.name(),
-        i.budget.to_string(),
+        given_text(&i.budget),
         match i.split {
             Split::Global => "global",
             Split::PerLayer => "per-layer",
         },
         i.batch,
         c.budget_units,
+        size.map_or("-".into(), |z| count_text(z.experts)),
+        size.map_or("-".into(), |z| size_text(z.bytes)),
         c.page_ins_per_token,
         c.miss_rate * 100.0,
         c.bytes_per_token / MIB,
@@ -150,7 +156,14 @@ pub fn batch_key_base(r: &RunReport) -> String {
     let ret = r
         .retention
         .as_ref()
-        .map(|x| format!("{} {} {}", x.evict.name(), x.budget, x.split.name()))
+        .map(|x| {
+            format!(
+                "{} {} {}",
+                x.evict.name(),
+                given_text(&x.budget),
+                x.split.name()
+            )
+        })
         .unwrap_or_else(|| "streaming".into());
     format!("{} {}", r.inputs.policy, ret)
 }

@@ -2,11 +2,11 @@
 //! regime with its tiers, schedule and target search, and the timing on a hardware profile.
 
 use super::MIB;
-use crate::metrics::count;
 use crate::run::{
     PrefetchReport, RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport,
     TiersReport,
 };
+use crate::sizes::{budget_text, BudgetSize};
 use policies::{Budget, Schedule};
 use std::fmt::Write;
 
@@ -129,14 +129,7 @@ pub fn retention_summary(r: &RunReport) -> String {
         s,
         "\ncache regime: evict {}  budget {} ({} split)  semantics {}  batch {}",
         i.evict,
-        // a budget given as a unit count is its own resolution: say it once, unless the
-        // per-layer split's pools (at least one unit each, shares rounded) sum to another count
-        match i.budget {
-            Budget::Units(n) if n == c.budget_units => i.budget.to_string(),
-            Budget::Units(_) =>
-                format!("{}, pools hold {}", i.budget, count(c.budget_units, "unit")),
-            _ => format!("{} = {}", i.budget, count(c.budget_units, "unit")),
-        },
+        budget_text(&i.budget, BudgetSize::of_run(r).as_ref()),
         i.split.name(),
         i.semantics.name(),
         i.batch
@@ -187,7 +180,7 @@ pub fn retention_summary(r: &RunReport) -> String {
         s += &schedule_summary(q, i);
     }
     if let Some(t) = &r.target {
-        s += &target_summary(t, i);
+        s += &target_summary(t, i, r);
     }
     s
 }
@@ -233,17 +226,17 @@ pub fn schedule_summary(q: &ScheduleReport, i: &RetentionInputs) -> String {
 }
 
 /// The target-search line of a run summary (with `--target-tokens-per-s`).
-pub fn target_summary(t: &TargetReport, i: &RetentionInputs) -> String {
+pub fn target_summary(t: &TargetReport, i: &RetentionInputs, r: &RunReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     match t.budget_units {
         Some(u) => {
             let _ = writeln!(
                 s,
-                "target {} tokens/s over {} GB/s: smallest budget {} units ({} search, {} runs); transfer floor {}",
+                "target {} tokens/s over {} GB/s: smallest budget {} ({} search, {} runs); transfer floor {}",
                 t.target_tokens_per_s,
                 t.link_gbps,
-                u,
+                budget_text(&Budget::Units(u), BudgetSize::of(r, u).as_ref()),
                 t.search,
                 t.evaluations,
                 t.tokens_per_s

@@ -8,12 +8,18 @@ use clap::Args;
 use policies::PolicyKind;
 use sim::cache::{Batching, CacheConfig, RetentionConfig, Semantics, Split};
 use sim::plan::{plan, PlanSpec};
-use sim::runner::RunConfig;
+use sim::runner::{RunConfig, TraceInput, Workload};
 use std::path::PathBuf;
+use traces::gen::GenParams;
 
 /// The mechanisms planned when `--policies` is not given: one expert per commit and two
 /// packings, the per-layer mechanisms every model supports.
 const DEFAULT_MECHANISMS: &str = "e1,e2,e4";
+
+/// Decode tokens per sequence of a `--preset` trace when `--preset-tokens` is not given: the
+/// length of the bundled granite traces' sequences (64 new tokens per prompt, see their
+/// provenance), enough for every policy to reach its steady state on a trace this short.
+const DEFAULT_PRESET_TOKENS: u64 = 64;
 
 /// The admission cap when `--admission-cap` is not given: all of the profile's usable VRAM
 /// (the profile's usable figure already leaves out what the driver and display reserve).
@@ -38,6 +44,26 @@ pub struct PlanArgs {
     #[arg(long, value_delimiter = ',', value_name = "POLICY", default_value = "all",
           help = format!("Retention policies to plan: {}", super::args_cache::policy_values()))]
     pub evict: Vec<String>,
+
+    /// Plan a model from its geometry preset (see `sim trace gen --list-presets`), e.g.
+    /// qwen3-30b-a3b, on a trace generated for it: --preset-tokens decode tokens per
+    /// sequence, one sequence per batch slot, skew and locality fitted to the bundled
+    /// granite prose trace (a recorded one: see `sim trace gen --fit-to`). Conflicts with
+    /// --trace; give --trace with a trace of the model itself for its real routing.
+    #[arg(long, value_name = "NAME", conflicts_with = "trace")]
+    pub preset: Option<String>,
+
+    /// Decode tokens per sequence of the --preset trace.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRESET_TOKENS, requires = "preset",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub preset_tokens: u64,
+
+    /// Tokens of context each sequence already holds in its KV cache (a prompt of N tokens):
+    /// batch x N x KV bytes per token (--kv-bytes-per-token, else the preset's attention
+    /// geometry) is reserved in VRAM beside the non-expert weights, before the trace's own
+    /// tokens. Memory only: the step time's KV read counts the trace's tokens.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub context: u64,
 
     /// Sequences decoding together; each holds its own KV cache.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -113,8 +139,12 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         },
         mechanisms,
         policies: policies_of(&args.evict)?,
+        context_tokens: args.context,
     };
-    let workload = args.input.workload()?;
+    let workload = match &args.preset {
+        Some(name) => preset_workload(name, args.preset_tokens, args.batch, args.seed)?,
+        None => args.input.workload()?,
+    };
     let p = plan(&spec, &workload)?;
     let text = if args.json {
         serde_json::to_string_pretty(&p)? + "\n"
@@ -122,4 +152,43 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         format!("{}\n\n{}", p.recommendation(), p.table())
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// A trace for preset `name`: `sequences` sequences of `tokens` decode tokens with the mean
+/// skew and locality fitted to the embedded granite prose trace (`traces::gen::fit`), seeded
+/// by `seed`.
+fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result<Workload> {
+    let p = traces::presets::preset(name).with_context(|| {
+        format!(
+            "--preset {name:?}: unknown; the presets are: {}",
+            traces::presets::preset_names()
+        )
+    })?;
+    let prose = TraceInput::load(None)?;
+    let stats = traces::stats::trace_stats(&prose.trace, traces::PhaseSel::Decode)
+        .context("statistics of the embedded prose trace")?;
+    let fits = traces::gen::fit::fit(&stats, &traces::gen::fit::FitOptions::default());
+    let mean = |f: fn(&traces::gen::fit::LayerFit) -> f64| {
+        fits.iter().map(f).sum::<f64>() / fits.len().max(1) as f64
+    };
+    let params = GenParams {
+        preset: Some(p.name.to_string()),
+        skew: vec![mean(|f| f.skew)],
+        locality: vec![mean(|f| f.locality)],
+        cross_layer: 0.0,
+        sequences,
+        tokens,
+        seed,
+        fitted_to: Some(prose.label.clone()),
+        always_on: Vec::new(),
+    };
+    let trace = traces::gen::generate_trace(&p.model_spec(), &params)
+        .map_err(|e| anyhow::anyhow!("--preset {name}: {e}"))?;
+    Workload::new(
+        TraceInput {
+            label: format!("generated:{}", p.name),
+            trace,
+        },
+        None,
+    )
 }

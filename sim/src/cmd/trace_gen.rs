@@ -4,6 +4,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use std::path::PathBuf;
 use traces::gen::fit::{fit, FitOptions, LayerFit};
+use traces::gen::fit_cross::{fit_cross, CrossFit};
 use traces::gen::{write_trace, GenError, GenParams};
 use traces::presets::{preset, preset_names, Attention, PRESETS};
 use traces::{LayerSpec, ModelSpec, TraceError};
@@ -42,9 +43,10 @@ pub struct GenArgs {
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub locality: Vec<f64>,
     /// Probability in [0, 1] that a free slot takes the successor (same popularity rank) of the
-    /// previous layer's expert in that slot; 0 keeps layers independent.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub cross_layer: f64,
+    /// previous layer's expert in that slot; 0 keeps layers independent. Default: fitted to
+    /// the --fit-to trace's next-layer predictability, else 0.
+    #[arg(long, allow_negative_numbers = true)]
+    pub cross_layer: Option<f64>,
     /// Decode tokens per sequence.
     #[arg(long, required_unless_present = "list_presets")]
     pub tokens: Option<u64>,
@@ -55,8 +57,10 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Estimate --skew and --locality per layer from this real trace (decode phase) by
-    /// simulated moments (see traces::gen::fit). Without --preset/--layers the geometry is also
-    /// taken from it; with a different geometry the per-layer fits are averaged.
+    /// simulated moments (see traces::gen::fit), and --cross-layer and the always-on experts
+    /// per layer (traces::gen::fit_cross; --json reports both under `fit_cross`). Without
+    /// --preset/--layers the geometry is also taken from it; with a different geometry the
+    /// per-layer fits are averaged and no expert is always-on.
     #[arg(long)]
     pub fit_to: Option<PathBuf>,
     /// Print the parameters used (and the per-layer fit) as JSON.
@@ -89,24 +93,24 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     };
     let fitted = fitted_of(&a)?;
     let model = model_of(&a, fitted.as_ref())?;
-    let moe = model.moe_layers().len();
-    let params = params_of(&a, tokens, moe, fitted.as_ref())?;
+    let params = params_of(&a, tokens, &model, fitted.as_ref())?;
     // Bad parameters are argument errors: report them before the output file is touched, so
     // they do not read as a failure to write it.
     params.validate(&model)?;
     // its errors name the file
     write_trace(&out, &model, &params).map_err(gen_error_words)?;
     if a.json {
-        let fit_json = fitted.as_ref().map(|(_, f)| f);
+        let fit_json = fitted.as_ref().map(|(_, f, _)| f);
+        let cross_json = fitted.as_ref().map(|(_, _, c)| c);
         let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
-            "params": params, "fit": fit_json });
+            "params": params, "fit": fit_json, "fit_cross": cross_json });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
             "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
             out.display(),
             model.name,
-            moe,
+            model.moe_layers().len(),
             reports::metrics::count(params.sequences, "sequence"),
             params.tokens,
             params.seed
@@ -157,21 +161,28 @@ fn gen_error_words(e: GenError) -> anyhow::Error {
     }
 }
 
-/// The model and per-layer fits of `--fit-to`, if given.
-fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<(ModelSpec, Vec<LayerFit>)>> {
+/// What `--fit-to` fitted: the real trace's model, its per-layer fits, and its always-on
+/// counts and cross-layer correlation.
+type Fitted = (ModelSpec, Vec<LayerFit>, CrossFit);
+
+/// The model and fits of `--fit-to`, if given.
+fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<Fitted>> {
     Ok(match &a.fit_to {
         Some(path) => {
             let st = super::trace_stats::stats_of_file(path, traces::PhaseSel::Decode)
                 .with_context(|| format!("fitting to {}", path.display()))?;
             let model = traces::read_header(path)?.model;
-            Some((model, fit(&st, &FitOptions::default())))
+            let opts = FitOptions::default();
+            let layers = fit(&st, &opts);
+            let cross = fit_cross(&model, &st, &layers, &opts);
+            Some((model, layers, cross))
         }
         None => None,
     })
 }
 
 /// The geometry: a preset, a custom `--layers/--experts/--top-k`, or the fitted trace's.
-fn model_of(a: &GenArgs, fitted: Option<&(ModelSpec, Vec<LayerFit>)>) -> anyhow::Result<ModelSpec> {
+fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
     Ok(if let Some(name) = &a.preset {
         let Some(p) = preset(name) else {
             bail!(
@@ -205,7 +216,7 @@ fn model_of(a: &GenArgs, fitted: Option<&(ModelSpec, Vec<LayerFit>)>) -> anyhow:
             };
         }
         m
-    } else if let Some((m, _)) = fitted {
+    } else if let Some((m, _, _)) = fitted {
         m.clone()
     } else {
         bail!("give the geometry: --preset NAME, --layers/--experts/--top-k, or --fit-to FILE");
@@ -213,15 +224,23 @@ fn model_of(a: &GenArgs, fitted: Option<&(ModelSpec, Vec<LayerFit>)>) -> anyhow:
 }
 
 /// The generator's parameters; skew and locality default to the fit's (per layer when the fit
-/// has one per MoE layer, else their means).
+/// has one per MoE layer, else their means); the always-on counts carry over to the fitted
+/// trace's own layer geometry only (another top-k or expert count has other always-on experts).
 fn params_of(
     a: &GenArgs,
     tokens: u64,
-    moe: usize,
-    fitted: Option<&(ModelSpec, Vec<LayerFit>)>,
+    model: &ModelSpec,
+    fitted: Option<&Fitted>,
 ) -> anyhow::Result<GenParams> {
+    let moe = model.moe_layers().len();
     let (mut skew, mut locality) = (a.skew.clone(), a.locality.clone());
-    if let Some((_, fits)) = fitted {
+    let mut cross_layer = a.cross_layer.unwrap_or(0.0);
+    let mut always_on = Vec::new();
+    if let Some((real, fits, cross)) = fitted {
+        cross_layer = a.cross_layer.unwrap_or(cross.cross_layer);
+        if real.layers == model.layers && cross.always_on.iter().any(|&n| n > 0) {
+            always_on = cross.always_on.clone();
+        }
         let s: Vec<f64> = fits.iter().map(|f| f.skew).collect();
         let l: Vec<f64> = fits.iter().map(|f| f.locality).collect();
         let same = fits.len() == moe;
@@ -241,10 +260,11 @@ fn params_of(
         preset: a.preset.clone(),
         skew,
         locality,
-        cross_layer: a.cross_layer,
+        cross_layer,
         sequences: a.sequences,
         tokens,
         seed: a.seed,
         fitted_to: a.fit_to.as_ref().map(|p| p.display().to_string()),
+        always_on,
     })
 }

@@ -185,6 +185,7 @@ fn tiny_workload() -> &'static sim::runner::Workload {
             tokens: 4,
             seed: 1,
             fitted_to: None,
+            always_on: Vec::new(),
         };
         let trace = traces::gen::generate_trace(&model, &params).unwrap();
         let input = sim::runner::TraceInput {

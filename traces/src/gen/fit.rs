@@ -17,8 +17,8 @@
 //! entropy of a short trace is biased low, and the replicates carry the same bias). Each layer
 //! is simulated with its own fixed seed, so the fit is deterministic; layers run in parallel.
 //!
-//! Cross-layer correlation is not fitted: the generated trace uses the value given on the
-//! command line (0 by default).
+//! Always-on experts and cross-layer correlation couple layers and tokens, so they are fitted
+//! on whole simulated traces afterwards, in [`super::fit_cross`].
 
 use super::{GenParams, Generator};
 use crate::model::ModelSpec;
@@ -77,14 +77,14 @@ pub struct LayerFit {
 
 /// Shape of one simulated evaluation: `sequences` x `seq_len` tokens, `replicates` times.
 #[derive(Clone, Copy, Debug)]
-struct SimShape {
-    sequences: u64,
-    seq_len: u64,
-    replicates: u64,
+pub(super) struct SimShape {
+    pub(super) sequences: u64,
+    pub(super) seq_len: u64,
+    pub(super) replicates: u64,
 }
 
 impl SimShape {
-    fn new(stats: &TraceStats, sim_tokens: u64) -> Self {
+    pub(super) fn new(stats: &TraceStats, sim_tokens: u64) -> Self {
         let sim_tokens = sim_tokens.max(2);
         let seqs = stats.sequences.iter().filter(|s| s.tokens > 0).count() as u64;
         let seqs = seqs.max(1);
@@ -118,6 +118,7 @@ fn simulate(
         tokens: shape.seq_len,
         seed,
         fitted_to: None,
+        always_on: Vec::new(),
     };
     let mut g = Generator::new(&model, &params).expect("fit parameters are in range");
     let k = k as usize;
@@ -154,7 +155,7 @@ fn simulate(
 
 /// Bisection for `f(x) = target` on [lo, hi] with `f` monotone (`increasing` says which way);
 /// clamps to the end of the bracket when the target lies outside f's range there.
-fn solve(
+pub(super) fn solve(
     mut lo: f64,
     mut hi: f64,
     increasing: bool,

@@ -6,8 +6,10 @@
 //! draw picks rank r with probability proportional to `1 / (r+1)^skew_L` (a Zipf law with
 //! exponent `skew_L`; 0 = uniform). For every token, layer L's selection of `k_L` distinct
 //! experts is built slot by slot:
-//! 1. **temporal locality**: each expert of the previous token's selection in layer L (same
-//!    sequence) is kept, independently, with probability `locality_L`;
+//! 0. **always-on experts**: the `always_on_L` most popular experts of layer L (none unless
+//!    given) take the first slots of every selection;
+//! 1. **temporal locality**: each other expert of the previous token's selection in layer L
+//!    (same sequence) is kept, independently, with probability `locality_L`;
 //! 2. **cross-layer correlation**: each remaining slot i (0-based, `i < k_{L-1}`) is, with
 //!    probability `cross_layer`, the *successor* of slot i of layer L-1's selection for this
 //!    token: the expert of layer L whose popularity rank equals that expert's rank in layer L-1
@@ -27,6 +29,7 @@
 //! The fitting of skew and locality to a real trace lives in [`fit`].
 
 pub mod fit;
+pub mod fit_cross;
 mod remaining;
 
 use crate::error::TraceError;
@@ -156,6 +159,13 @@ pub struct GenParams {
     pub seed: u64,
     /// The trace the skew and locality were fitted to (`--fit-to`), if any.
     pub fitted_to: Option<String>,
+    /// Always-on experts per MoE layer: the `always_on[L]` most popular experts of layer L are
+    /// selected by every token, before any other slot is filled (a real router's shared-like
+    /// experts, which `sim trace stats` lists as `always_on_keys`). Empty: none in any layer;
+    /// otherwise one count per MoE layer, each at most the layer's top-k. Left out of the
+    /// JSON when empty, so traces generated without it keep their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_on: Vec<u16>,
 }
 
 impl GenParams {
@@ -199,6 +209,22 @@ impl GenParams {
                 return Err(GenError::Param(format!(
                     "--locality {l} is out of range: it is a probability in [0, 1]"
                 )));
+            }
+        }
+        if !self.always_on.is_empty() {
+            if self.always_on.len() != m {
+                return Err(GenError::Param(format!(
+                    "always-on counts: {} values for {m} MoE layers; give one per MoE layer",
+                    self.always_on.len()
+                )));
+            }
+            for (i, (&a, &l)) in self.always_on.iter().zip(&model.moe_layers()).enumerate() {
+                if a > model.layers[l].top_k {
+                    return Err(GenError::Param(format!(
+                        "MoE layer {i}: {a} always-on experts exceed its top-k {}",
+                        model.layers[l].top_k
+                    )));
+                }
             }
         }
         if !(0.0..=1.0).contains(&self.cross_layer) {
@@ -267,6 +293,8 @@ struct LayerGen {
     weights: Vec<f64>,
     alias: WeightedAliasIndex<f64>,
     locality: f64,
+    /// Always-on experts: popularity ranks 0..always_on, in every selection.
+    always_on: usize,
     /// The previous token's selection in this layer (empty at a sequence start).
     prev: Vec<u16>,
     /// Experts in the selection being built (cleared after each selection).
@@ -285,10 +313,25 @@ impl LayerGen {
         out: &mut [u16],
         upstream: Option<(&[u16], &[u16])>,
         cross: f64,
+        up_always_on: usize,
     ) {
         let mut n = 0;
+        // always-on experts first; they draw no random number, so a layer without them
+        // consumes the stream exactly as before they existed
+        for r in 0..self.always_on {
+            let e = self.perm[r];
+            out[n] = e;
+            self.chosen[e as usize] = true;
+            n += 1;
+        }
         if self.locality > 0.0 {
             for &e in &self.prev {
+                if n == self.k {
+                    break;
+                }
+                if self.chosen[e as usize] {
+                    continue;
+                }
                 if rng.gen::<f64>() < self.locality {
                     out[n] = e;
                     self.chosen[e as usize] = true;
@@ -299,7 +342,9 @@ impl LayerGen {
         let experts = self.perm.len();
         while n < self.k {
             if let Some((up, up_rank)) = upstream {
-                if cross > 0.0 && n < up.len() && rng.gen::<f64>() < cross {
+                // the upstream layer's always-on experts (its first slots) pass on no
+                // successor, or every later layer would have always-on experts too
+                if cross > 0.0 && n < up.len() && n >= up_always_on && rng.gen::<f64>() < cross {
                     let r = up_rank[up[n] as usize] as usize * experts / up_rank.len();
                     let e = self.perm[r];
                     if !self.chosen[e as usize] {
@@ -376,6 +421,7 @@ impl Generator {
         let m = ks.num_moe_layers();
         let skew = GenParams::per_layer(&params.skew, m, "skew")?;
         let locality = GenParams::per_layer(&params.locality, m, "locality")?;
+        let always_on = |i: usize| params.always_on.get(i).map_or(0, |&a| a as usize);
         let mut rng = Pcg64::seed_from_u64(params.seed);
         let mut layers = Vec::with_capacity(m);
         for i in 0..m {
@@ -398,6 +444,7 @@ impl Generator {
                 weights,
                 alias,
                 locality: locality[i],
+                always_on: always_on(i),
                 prev: Vec::new(),
                 chosen: vec![false; experts],
                 exact: None,
@@ -434,7 +481,8 @@ impl Generator {
             let upstream = before
                 .last()
                 .map(|u| (&done[so[m - 1]..so[m]], u.rank_of.as_slice()));
-            after[0].select(&mut self.rng, cur, upstream, self.cross);
+            let up_always_on = before.last().map_or(0, |u| u.always_on);
+            after[0].select(&mut self.rng, cur, upstream, self.cross, up_always_on);
         }
     }
 }
