@@ -8,6 +8,7 @@
 //! shards, is byte-for-byte the report of the original run.
 
 pub mod content;
+pub mod cpu_lane;
 pub mod doc;
 pub mod flatten;
 pub mod metrics;

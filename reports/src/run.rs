@@ -322,6 +322,9 @@ pub struct RunReport {
     /// `--prefill-chunk`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepsReport>,
+    /// The CPU lane (experts computed on the host), with `--cpu-experts` other than `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::cpu_lane::CpuLaneReport>,
     /// Lines for the user about what the run wrote or left out (not part of the result, so
     /// not in the JSON; empty in a run read back from a file).
     #[serde(skip)]

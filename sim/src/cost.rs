@@ -148,6 +148,9 @@ pub struct CostModel {
     /// demoted to host RAM than VRAM. `None` when either rate is absent; touches past usable
     /// VRAM then follow the fill-level curve's above-100% band instead.
     pub spill_read_ratio: Option<f64>,
+    /// The CPU lane's prices (`--cpu-experts` other than `none`); `None`: every expert runs
+    /// on the GPU. Set by the run after [`CostModel::new`] (it needs the trace and dtype).
+    pub cpu: Option<crate::engine::cpu::CpuLane>,
 }
 
 fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
@@ -196,6 +199,7 @@ impl CostModel {
             decommit_read_slope_us: 0.0,
             commit_read_unit_slope_us: 0.0,
             decommit_read_unit_slope_us: 0.0,
+            cpu: None,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))

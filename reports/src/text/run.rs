@@ -308,6 +308,9 @@ pub fn timing_summary(r: &RunReport) -> String {
         }
         None => {}
     }
+    if let Some(c) = &r.cpu {
+        s += &crate::cpu_lane::cpu_lane_summary(c, t.tokens_per_s);
+    }
     if let Some(a) = &r.admission {
         if let (Some(cap), Some(limit)) = (a.cap, a.limit_mib) {
             let _ = writeln!(

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod build;
 pub mod churn;
 pub mod config;
+pub mod cpu;
 pub mod plan;
 pub mod predict;
 pub mod prefetch;

@@ -11,6 +11,8 @@ pub enum Resource {
     Copy = 2,
     Driver = 3,
     Faults = 4,
+    /// The CPU lane (`--cpu-experts`): experts computed on the host.
+    Cpu = 5,
 }
 
 impl Resource {
@@ -20,6 +22,7 @@ impl Resource {
             Resource::Copy => "copy engine (H2D)",
             Resource::Driver => "driver (VMM calls)",
             Resource::Faults => "fault handler",
+            Resource::Cpu => "CPU lane (host experts)",
         }
     }
 }
@@ -69,12 +72,15 @@ impl Timeline {
     /// The Chrome trace-event document.
     pub fn to_json(&self) -> serde_json::Value {
         let mut events = Vec::with_capacity(self.spans.len() + 4);
-        for r in [
+        // the CPU lane is named only when a run used it (files without it stay as they were)
+        let cpu = self.spans.iter().any(|s| s.resource == Resource::Cpu);
+        let lanes = [
             Resource::Compute,
             Resource::Copy,
             Resource::Driver,
             Resource::Faults,
-        ] {
+        ];
+        for r in lanes.into_iter().chain(cpu.then_some(Resource::Cpu)) {
             events.push(
                 json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
                 "args": {"name": r.label()}}),
