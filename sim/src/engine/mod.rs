@@ -30,4 +30,6 @@ pub use report::{StepParts, TimingDetail, TimingReport};
 pub use timeline::Timeline;
 
 #[cfg(test)]
+mod cpu_tests;
+#[cfg(test)]
 mod tests;
