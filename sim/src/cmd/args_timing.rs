@@ -276,9 +276,21 @@ pub fn with_prefetch(t: &TimingConfig, p: PrefetchPoint) -> TimingConfig {
     }
 }
 
-/// Give every sweep configuration the timing options, once per prefetch point (innermost);
-/// with `--admission-cap` each runs twice, without and with the cap (adjacent rows), for
-/// [`batch_table`].
+/// `t` with the placement named `placement` (a `--cpu-experts` value as printed; `None`:
+/// `t` as it is).
+pub fn with_placement(t: &TimingConfig, placement: Option<&str>) -> TimingConfig {
+    let cpu_experts = placement
+        .and_then(|s| CpuExperts::parse(s).ok())
+        .unwrap_or(t.cpu_experts);
+    TimingConfig {
+        cpu_experts,
+        ..t.clone()
+    }
+}
+
+/// Give every sweep configuration the timing options, once per prefetch point and, inside
+/// it, once per `--cpu-experts` placement (innermost); with `--admission-cap` each runs
+/// twice, without and with the cap (adjacent rows), for [`batch_table`].
 pub fn with_timing(
     configs: Vec<sim::runner::RunConfig>,
     args: &TimingArgs,
@@ -288,12 +300,18 @@ pub fn with_timing(
         return Ok(configs);
     };
     let points = args.prefetch_points();
-    let mut out = Vec::with_capacity(configs.len() * 2 * points.len());
-    for (c, &p) in configs
-        .iter()
-        .flat_map(|c| points.iter().map(move |p| (c, p)))
-    {
-        let (c, t) = (c.clone(), with_prefetch(&base, p));
+    let placements = &args.cpu_experts;
+    let mut out = Vec::with_capacity(configs.len() * 2 * points.len() * placements.len());
+    for (c, &p, &cpu) in configs.iter().flat_map(|c| {
+        points
+            .iter()
+            .flat_map(move |p| placements.iter().map(move |x| (c, p, x)))
+    }) {
+        let t = TimingConfig {
+            cpu_experts: cpu,
+            ..with_prefetch(&base, p)
+        };
+        let c = c.clone();
         if t.admission_cap.is_some() {
             let mut free = t.clone();
             free.admission_cap = None;

@@ -71,7 +71,7 @@ impl CpuExperts {
         units: llama.cpp --n-cpu-moe N), misses (a key not resident on the GPU runs on the \
         CPU, its unit paged in off the critical path: ktransformers), cheaper (per missed \
         unit, the faster of paging in and the CPU: Fiddler). Needs --hw and a host profile \
-        (--hw-host). `sim sweep` and `sim compare` take a comma-separated list (an axis)";
+        (--hw-host). The comparison grids take a comma-separated list (an axis); `sim run` takes one";
 
     /// Parse one placement; the error says what is accepted.
     pub fn parse(s: &str) -> Result<CpuExperts, String> {
