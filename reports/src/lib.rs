@@ -17,6 +17,7 @@ pub mod plots;
 pub mod results;
 pub mod run;
 pub mod text;
+pub mod tier_timing;
 pub mod union_curve;
 
 pub use output::write_report;

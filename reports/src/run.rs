@@ -157,6 +157,9 @@ pub struct TimingDetail {
     pub oversubscribed_page_ins: u64,
     /// The profile's usable VRAM, MiB.
     pub usable_mib: f64,
+    /// Per-tier time of the page-ins, with `--dram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<crate::tier_timing::TierTiming>,
 }
 
 /// The engine's time split of one decode step, µs: what each resource was busy with while

@@ -18,7 +18,8 @@ const COPY_2MIB: f64 = 2097.152;
 /// One token's activation (hidden 1024, bf16: 2048 B) one way at 1000 B/µs.
 const ACT_1: f64 = 2.048;
 
-fn gpu_profile() -> Profile {
+/// The round-number GPU profile (also the timed tiers' tests').
+pub(super) fn gpu_profile() -> Profile {
     let mut p = Profile::new("test", "hand-made", Device::default());
     let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
     p.set(C::VmmCommit, a(10.0, "us"))
@@ -48,7 +49,8 @@ fn cost(mode: CpuExperts, layers: usize, bw: f64) -> CostModel {
     c
 }
 
-fn unit_map(layers: usize, per_layer: usize) -> UnitMap {
+/// `layers x per_layer` one-expert units of 2 MiB (one granule each).
+pub(super) fn unit_map(layers: usize, per_layer: usize) -> UnitMap {
     let n = layers * per_layer;
     let units = (0..n)
         .map(|k| UnitInfo {
@@ -69,11 +71,12 @@ fn unit_map(layers: usize, per_layer: usize) -> UnitMap {
     )
 }
 
-fn ks(layers: usize, experts: u16) -> KeySpace {
+pub(super) fn ks(layers: usize, experts: u16) -> KeySpace {
     KeySpace::new(&ModelSpec::uniform("t", layers, experts, 1))
 }
 
-fn compute() -> ComputeModel {
+/// Non-expert compute 50 µs per group, 20 µs per expert.
+pub(super) fn compute() -> ComputeModel {
     ComputeModel {
         nonexpert_us: 50.0,
         expert_us: 20.0,
@@ -81,8 +84,17 @@ fn compute() -> ComputeModel {
     }
 }
 
+pub(super) fn try_run(
+    plans: &Plans,
+    map: &UnitMap,
+    ks: &KeySpace,
+    cost: &CostModel,
+) -> Result<Replay, EngineError> {
+    replay(plans, map, ks, cost, &compute(), EngineOptions::default())
+}
+
 fn run(plans: &Plans, map: &UnitMap, ks: &KeySpace, cost: &CostModel) -> Replay {
-    replay(plans, map, ks, cost, &compute(), EngineOptions::default()).unwrap()
+    try_run(plans, map, ks, cost).unwrap()
 }
 
 fn close(a: f64, b: f64) -> bool {

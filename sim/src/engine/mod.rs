@@ -33,3 +33,5 @@ pub use timeline::Timeline;
 mod cpu_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tier_tests;

@@ -38,7 +38,9 @@ use rand_pcg::Pcg64;
 use traces::KeySpace;
 
 mod cpu_lane;
+mod tiers;
 pub use cpu_lane::CpuCounts;
+pub use tiers::TierCounts;
 
 /// Engine switches (`sim run` timing flags).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -72,6 +74,8 @@ pub struct Replay {
     pub prefetch: PrefetchCounts,
     /// The CPU lane's totals (all zero without `--cpu-experts`).
     pub cpu: CpuCounts,
+    /// The DRAM and SSD tiers' totals (all zero without `--dram`).
+    pub tiers: TierCounts,
 }
 
 /// Errors of a replay.
@@ -147,6 +151,13 @@ struct State<'a> {
     /// The CPU lane: when it is free, and its totals.
     cpu_free: f64,
     cpu: CpuCounts,
+    /// The plan has a DRAM tier (`--dram`): page-ins are DRAM hits or SSD reads.
+    tiered: bool,
+    /// Units the current group reads from SSD (marked per group from the plan).
+    from_ssd: Vec<bool>,
+    /// When the SSD is free (one read at a time), and the tiers' totals.
+    ssd_free: f64,
+    tiers: TierCounts,
 }
 
 impl State<'_> {
@@ -314,6 +325,19 @@ impl State<'_> {
     /// Page in VMM unit `u` (commit, then copy) no earlier than `t`; returns when resident.
     #[inline]
     fn vmm_page_in(&mut self, u: u32, t: f64, name: &'static str) -> Result<f64, EngineError> {
+        self.vmm_page_in_after(u, t, name, 0.0)
+    }
+
+    /// [`State::vmm_page_in`] of a unit whose bytes are in host memory from `data_at` on (an
+    /// SSD read ends then; 0: already there): the copy starts no earlier.
+    #[inline]
+    fn vmm_page_in_after(
+        &mut self,
+        u: u32,
+        t: f64,
+        name: &'static str,
+        data_at: f64,
+    ) -> Result<f64, EngineError> {
         self.drain_deferred(t);
         self.release_pending(u, t);
         let info = &self.units.units[u as usize];
@@ -331,7 +355,7 @@ impl State<'_> {
         self.busy_commit += c;
         self.map_calls += g;
         self.span(Resource::Driver, "map", d_start, c);
-        let x_start = self.copy_free.max(self.driver_free);
+        let x_start = self.copy_free.max(self.driver_free).max(data_at);
         self.copy_free = x_start + x;
         self.busy_copy += x;
         self.bytes_in += useful;
@@ -497,6 +521,8 @@ pub fn replay_learning(
     });
     let mut st = State::new(cost, units, compute, opts);
     st.preload(&plans.preloaded);
+    st.tiered = plans.tiered;
+    let mut ssd_cursor = 0usize;
     let mut evictions = Evictions::default();
     let mut place = cpu_lane::Scratch::new(units.num_units());
     let mut log = StepLog::new(plans.steps.len());
@@ -506,12 +532,14 @@ pub fn replay_learning(
         log.enter_group(&mut st, &g, plans);
         let router = st.nonexpert_compute(plans.steps[g.step as usize].kv_tokens as f64)?;
         st.evict_resident(plans.evicted(&g), router, &mut evictions);
+        st.mark_ssd(plans, gi, &mut ssd_cursor, true);
         let placed = match &cost.cpu {
             None => {
                 cpu_lane::Placed::gpu(st.demand_page_ins(plans.page_ins(&g), router)?, &g, plans)
             }
             Some(lane) => st.place_group(lane, plans, &g, router, &mut place)?,
         };
+        st.mark_ssd(plans, gi, &mut ssd_cursor, false);
         let mut ready = placed.ready;
         if let Some(p) = &mut prefetch {
             ready = st.await_prefetched(plans.accessed(&g), ready);
@@ -739,6 +767,10 @@ impl<'a> State<'a> {
             layer: 0,
             cpu_free: 0.0,
             cpu: CpuCounts::default(),
+            tiered: false,
+            from_ssd: vec![false; n],
+            ssd_free: 0.0,
+            tiers: TierCounts::default(),
         }
     }
 
@@ -831,6 +863,7 @@ impl<'a> State<'a> {
                 continue;
             }
             match self.cost.paging {
+                Paging::Vmm if self.tiered => ready = ready.max(self.tiered_page_in(u, router)?),
                 Paging::Vmm => ready = ready.max(self.vmm_page_in(u, router, "h2d")?),
                 Paging::Os => {
                     os_bytes += self.map_os_unit(u, router);
@@ -980,6 +1013,13 @@ impl<'a> State<'a> {
             bytes_in: self.bytes_in,
             oversubscribed_page_ins: self.oversubscribed,
             usable_mib: self.cost.usable_bytes / crate::MIB,
+            tiers: self.tiered.then(|| reports::tier_timing::TierTiming {
+                dram_hits: self.tiers.dram_hits,
+                ssd_reads: self.tiers.ssd_reads,
+                dram_copy_ms_per_step: self.tiers.dram_copy_us / steps / 1e3,
+                ssd_read_ms_per_step: self.tiers.ssd_read_us / steps / 1e3,
+                ssd_copy_ms_per_step: self.tiers.ssd_copy_us / steps / 1e3,
+            }),
         };
         Ok(Replay {
             timing,
@@ -996,6 +1036,7 @@ impl<'a> State<'a> {
                 wasted_bytes: self.prefetch_wasted_bytes,
             },
             cpu: self.cpu,
+            tiers: self.tiers,
         })
     }
 }

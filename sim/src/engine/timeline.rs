@@ -13,6 +13,8 @@ pub enum Resource {
     Faults = 4,
     /// The CPU lane (`--cpu-experts`): experts computed on the host.
     Cpu = 5,
+    /// The NVMe drive behind the DRAM tier (`--dram`): SSD reads.
+    Ssd = 6,
 }
 
 impl Resource {
@@ -23,6 +25,7 @@ impl Resource {
             Resource::Driver => "driver (VMM calls)",
             Resource::Faults => "fault handler",
             Resource::Cpu => "CPU lane (host experts)",
+            Resource::Ssd => "SSD reads (DRAM tier misses)",
         }
     }
 }
@@ -72,15 +75,17 @@ impl Timeline {
     /// The Chrome trace-event document.
     pub fn to_json(&self) -> serde_json::Value {
         let mut events = Vec::with_capacity(self.spans.len() + 4);
-        // the CPU lane is named only when a run used it (files without it stay as they were)
-        let cpu = self.spans.iter().any(|s| s.resource == Resource::Cpu);
+        // the CPU lane and the SSD are named only when a run used them (files without them
+        // stay as they were)
+        let used = |r: Resource| self.spans.iter().any(|s| s.resource == r).then_some(r);
         let lanes = [
             Resource::Compute,
             Resource::Copy,
             Resource::Driver,
             Resource::Faults,
         ];
-        for r in lanes.into_iter().chain(cpu.then_some(Resource::Cpu)) {
+        let extra = [used(Resource::Cpu), used(Resource::Ssd)];
+        for r in lanes.into_iter().chain(extra.into_iter().flatten()) {
             events.push(
                 json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
                 "args": {"name": r.label()}}),
