@@ -21,4 +21,4 @@ pub use constant::{Constant, ConstantName, Dimension, Measurement, Provenance};
 pub use error::ProfileError;
 pub use kernel_curve::{KernelCurve, KernelCurvePoint};
 pub use schema::{Device, OsPaging, Profile, SCHEMA_VERSION};
-pub use shipped::{load, shipped, shipped_names};
+pub use shipped::{load, shipped, shipped_host_names, shipped_names, with_host, HOST_CONSTANTS};

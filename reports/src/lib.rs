@@ -8,6 +8,7 @@
 //! shards, is byte-for-byte the report of the original run.
 
 pub mod content;
+pub mod cpu_lane;
 pub mod doc;
 pub mod flatten;
 pub mod metrics;
@@ -17,6 +18,7 @@ pub mod results;
 pub mod run;
 pub mod sizes;
 pub mod text;
+pub mod tier_timing;
 pub mod union_curve;
 
 pub use output::write_report;

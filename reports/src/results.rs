@@ -152,6 +152,10 @@ pub struct RunCoords {
     /// Prompt tokens per prefill step, with `--prefill-chunk`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_chunk: Option<u32>,
+    /// Where routed experts ran (`--cpu-experts`: `none`, `all`, `layers:8`, ...), `None`
+    /// when the grid had no placement axis (all on the GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_experts: Option<String>,
 }
 
 impl RunCoords {

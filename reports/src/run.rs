@@ -157,6 +157,9 @@ pub struct TimingDetail {
     pub oversubscribed_page_ins: u64,
     /// The profile's usable VRAM, MiB.
     pub usable_mib: f64,
+    /// Per-tier time of the page-ins, with `--dram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<crate::tier_timing::TierTiming>,
 }
 
 /// The engine's time split of one decode step, µs: what each resource was busy with while
@@ -322,6 +325,9 @@ pub struct RunReport {
     /// `--prefill-chunk`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepsReport>,
+    /// The CPU lane (experts computed on the host), with `--cpu-experts` other than `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::cpu_lane::CpuLaneReport>,
     /// Lines for the user about what the run wrote or left out (not part of the result, so
     /// not in the JSON; empty in a run read back from a file).
     #[serde(skip)]

@@ -101,6 +101,7 @@ fn entry(
             verify: None,
             acceptance: None,
             prefill_chunk: None,
+            cpu_experts: None,
         },
         does_not_fit: None,
         result,

@@ -148,6 +148,12 @@ pub struct CostModel {
     /// demoted to host RAM than VRAM. `None` when either rate is absent; touches past usable
     /// VRAM then follow the fill-level curve's above-100% band instead.
     pub spill_read_ratio: Option<f64>,
+    /// The CPU lane's prices (`--cpu-experts` other than `none`); `None`: every expert runs
+    /// on the GPU. Set by the run after [`CostModel::new`] (it needs the trace and dtype).
+    pub cpu: Option<crate::engine::cpu::CpuLane>,
+    /// SSD read rate of the DRAM tier's misses, bytes per µs (`host_ssd_read_bandwidth`,
+    /// queue depth 1); `None` when absent (a run that reads from SSD then names it).
+    pub ssd_bytes_per_us: Option<f64>,
 }
 
 fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
@@ -196,6 +202,8 @@ impl CostModel {
             decommit_read_slope_us: 0.0,
             commit_read_unit_slope_us: 0.0,
             decommit_read_unit_slope_us: 0.0,
+            cpu: None,
+            ssd_bytes_per_us: p.get(C::HostSsdReadBandwidth),
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))

@@ -252,6 +252,7 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
                 verify,
                 acceptance,
                 prefill_chunk,
+                cpu_experts: None,
             },
             retention: r.cloned(),
             prefetch: pf,

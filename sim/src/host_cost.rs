@@ -88,6 +88,18 @@ impl HostCostModel {
         if tokens == 0 {
             return Ok(0.0);
         }
+        self.expert_call_mean_us(dtype, expert_bytes, f64::from(tokens))
+    }
+
+    /// [`HostCostModel::expert_call_us`] at a mean of `tokens` tokens per call (a batch's
+    /// slots over its distinct experts, >= 1): the same roofline with `t` real. At most one
+    /// token needs only the one-token arm.
+    pub fn expert_call_mean_us(
+        &self,
+        dtype: DType,
+        expert_bytes: u64,
+        tokens: f64,
+    ) -> Result<f64, ProfileError> {
         let line = self.line(dtype)?;
         let need = |name: C, what: &str| ProfileError::Missing {
             profile: self.profile.clone(),
@@ -99,7 +111,7 @@ impl HostCostModel {
             .ok_or_else(|| need(line.bandwidth, "experts computed on the CPU"))?;
         let bytes = expert_bytes as f64;
         let memory_us = bytes / bw;
-        if tokens == 1 {
+        if tokens <= 1.0 {
             return Ok(line.overhead_us + memory_us);
         }
         let batch_name = line.batch16.unwrap_or(C::HostExpertInt4Tokens16Bandwidth);
@@ -109,7 +121,7 @@ impl HostCostModel {
                 &format!("CPU expert calls of {tokens} tokens in {dtype:?} (a batch arm)"),
             )
         })?;
-        let compute_us = f64::from(tokens) * bytes / (16.0 * batch);
+        let compute_us = tokens * bytes / (16.0 * batch);
         Ok(line.overhead_us + memory_us.max(compute_us))
     }
 

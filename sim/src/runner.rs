@@ -314,6 +314,9 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
     let (map, sizes) = build_units(cfg, w)?;
     let trace = &w.trace.trace;
     let streaming = streaming_metrics(trace, cfg.phase, &map)?;
+    // experts placed on the CPU leave the GPU's units (the budget counts only the GPU's)
+    let (map, placed, placed_notes) = crate::engine::cpu::placed(cfg, map, trace, sizes.dtype)?;
+    let cfg = placed.as_ref().unwrap_or(cfg);
     let stepped = !cfg.stepping.is_off();
     let capped = cfg
         .timing
@@ -348,6 +351,7 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
     let decode_step_us = timing.as_ref().and_then(|t| t.decode_step_us_mean);
     let retention = retention.map(|(r, _)| r);
     let mut notes = batch_notes(cfg, trace);
+    notes.extend(placed_notes);
     notes.extend(timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default());
     let report = RunReport {
         inputs: RunInputs {
@@ -373,6 +377,7 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
         timing: timing.as_ref().map(|t| t.timing.clone()),
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
+        cpu: timing.as_ref().and_then(|t| t.cpu.clone()),
         admission: timing.and_then(|t| t.admission),
         steps,
     };

@@ -12,6 +12,7 @@
 
 mod glance;
 mod inputs;
+mod placement;
 mod prefetch;
 mod retention;
 mod stability;
@@ -56,6 +57,9 @@ pub fn run_label_of(g: &RunCoords) -> String {
         s.push_str(&format!(" + {p} w{w}"));
     }
     s.push_str(&stepping_label_of(g));
+    if let Some(c) = &g.cpu_experts {
+        s.push_str(&format!(" cpu {c}"));
+    }
     s
 }
 
@@ -237,6 +241,7 @@ pub fn build(res: &Results) -> anyhow::Result<Doc> {
     timing::timing(&mut doc, res)?;
     prefetch::prefetch(&mut doc, res)?;
     steps::steps(&mut doc, res)?;
+    placement::placement(&mut doc, res)?;
     stability::other_blocks(&mut doc, res);
     stability::stability(&mut doc, res);
     stability::files(&mut doc, res);
@@ -285,5 +290,6 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
             && x.grid.verify == r.grid.verify
             && x.grid.acceptance == r.grid.acceptance
             && x.grid.prefill_chunk == r.grid.prefill_chunk
+            && x.grid.cpu_experts == r.grid.cpu_experts
     })
 }

@@ -2,6 +2,7 @@
 //! parses arguments and calls.
 
 pub mod grid;
+pub mod placement;
 pub mod prefetch;
 pub mod profile;
 pub mod run;

@@ -301,6 +301,12 @@ pub fn timing_summary(r: &RunReport) -> String {
         }
         None => {}
     }
+    if let Some(x) = &d.tiers {
+        s += &crate::tier_timing::tier_summary(x);
+    }
+    if let Some(c) = &r.cpu {
+        s += &crate::cpu_lane::cpu_lane_summary(c, t.tokens_per_s);
+    }
     if let Some(a) = &r.admission {
         if let (Some(cap), Some(limit)) = (a.cap, a.limit_mib) {
             let _ = writeln!(

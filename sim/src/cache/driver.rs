@@ -30,6 +30,8 @@ pub struct GroupOutcome {
     pub page_ins: Vec<u32>,
     /// Units evicted from VRAM, in eviction order.
     pub evicted: Vec<u32>,
+    /// Of `page_ins`, the units read from SSD (with a DRAM tier; the others were DRAM hits).
+    pub ssd_reads: Vec<u32>,
 }
 
 /// The cache-regime simulator. Feed it the groups of an access stream in order with
@@ -172,11 +174,17 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         self.pools[p].capacity
     }
 
+    /// Whether the simulator has a DRAM tier behind VRAM (`--dram`).
+    pub fn has_dram(&self) -> bool {
+        self.dram.is_some()
+    }
+
     /// Access the units of one group (distinct, in selection order) and evict per the
     /// semantics. Returns what was paged in and evicted.
     pub fn group(&mut self, units: &[u32]) -> &GroupOutcome {
         self.outcome.page_ins.clear();
         self.outcome.evicted.clear();
+        self.outcome.ssd_reads.clear();
         self.group_stamp += 1;
         let g = self.group_stamp;
         let mut bypassed = 0usize;
@@ -205,7 +213,9 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
                 self.page_ins += 1;
                 self.page_in_bytes += self.useful[u as usize] as u128;
                 if let Some(d) = &mut self.dram {
-                    d.page_in(u);
+                    if d.page_in(u) {
+                        self.outcome.ssd_reads.push(u);
+                    }
                 }
                 self.outcome.page_ins.push(u);
                 match pool.policy.on_miss(l, at) {

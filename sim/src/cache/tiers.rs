@@ -33,18 +33,23 @@ impl DramTier {
         self.touched[u as usize] = true;
     }
 
-    /// Classify the page-in of unit `u` and take it out of DRAM.
+    /// Classify the page-in of unit `u` and take it out of DRAM; true when it is read from
+    /// SSD (not a DRAM hit).
     #[inline]
-    pub fn page_in(&mut self, u: u32) {
-        if self.lru.contains(u) {
+    pub fn page_in(&mut self, u: u32) -> bool {
+        let from_ssd = if self.lru.contains(u) {
             self.lru.remove(u);
             self.report.dram_hits += 1;
+            false
         } else if !self.touched[u as usize] {
             self.report.ssd_compulsory += 1;
+            true
         } else {
             self.report.ssd_capacity += 1;
-        }
+            true
+        };
         self.touched[u as usize] = true;
+        from_ssd
     }
 
     /// Unit `u` left VRAM: keep it in DRAM.

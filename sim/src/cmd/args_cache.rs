@@ -44,6 +44,8 @@ pub struct CacheArgs {
 
     /// Add an exclusive LRU DRAM tier of this size behind VRAM (same forms as --budget, over
     /// the same bank), with SSD behind it; reports DRAM hits and SSD compulsory/capacity reads.
+    /// With --hw, a DRAM hit costs its H2D copy and an SSD read first the NVMe read at
+    /// host_ssd_read_bandwidth (a host profile's, --hw-host), per-tier time in the timing.
     #[arg(long, value_name = "BUDGET", allow_hyphen_values = true, value_parser = |s: &str| Budget::parse(s))]
     pub dram: Option<Budget>,
 

@@ -1,9 +1,10 @@
 //! Timing options shared by `sim run`, `sim sweep` and `sim compare`: hardware profile,
 //! compute model, prefetch predictor, batch memory.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use sim::engine::cpu::CpuExperts;
 use sim::engine::predict::PREDICTORS;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::grid::PrefetchPoint;
@@ -18,6 +19,18 @@ pub struct TimingArgs {
     /// or the path of a profile JSON. Turns on the discrete-event engine and the `timing` block.
     #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
     pub hw: Option<String>,
+
+    /// Host profile combined with --hw: a shipped name (dev-box-host, this project's
+    /// development CPU) or the path of a profile written by `sim calibrate --only host`. Its
+    /// host CPU constants (host_expert_*, host_memory_*, host_ssd_*) replace --hw's; a host
+    /// constant it lacks is absent, and a run that needs it names it.
+    #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
+    pub hw_host: Option<String>,
+
+    // Help and values: `CpuExperts::HELP` and its parser.
+    #[arg(long, default_value = "none", value_delimiter = ',', value_name = "PLACEMENT",
+          help_heading = "Timing", help = CpuExperts::HELP, value_parser = CpuExperts::parse)]
+    pub cpu_experts: Vec<CpuExperts>,
 
     /// Compute model: `geometry` (non-expert and expert FFN weights read once per step at the
     /// profile's device read bandwidth) or `none` (paging only, to compare with paging
@@ -163,6 +176,9 @@ impl TimingArgs {
         if self.predictor.len() > 1 || self.window.len() > 1 {
             bail!("--predictor and --window take one value in `sim run`; give lists to `sim sweep` or `sim compare`, which run every predictor at every window");
         }
+        if self.cpu_experts.len() > 1 {
+            bail!("--cpu-experts takes one placement in `sim run`; give a list to `sim sweep` or `sim compare`, which run every placement");
+        }
         self.for_grid(seed)
     }
 
@@ -176,9 +192,11 @@ impl TimingArgs {
                 || self.serial_loader
                 || self.predicts()
                 || self.admission_cap.is_some()
-                || self.timeline.is_some();
+                || self.timeline.is_some()
+                || self.hw_host.is_some()
+                || self.places_on_cpu();
             if used {
-                bail!("timing flags (--handle-pool, --deferred-unmap, --serial-loader, --predictor, --admission-cap, --timeline) need a hardware profile: add --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
+                bail!("timing flags (--handle-pool, --deferred-unmap, --serial-loader, --predictor, --admission-cap, --timeline, --hw-host, --cpu-experts) need a hardware profile: add --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
             }
             return Ok(None);
         };
@@ -202,6 +220,10 @@ impl TimingArgs {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
         let (predictor, window) = self.prefetch_points()[0];
+        let profile = self.profile(hw)?;
+        if self.places_on_cpu() && self.hw_host.is_none() && !has_host_constants(&profile) {
+            bail!("--cpu-experts {} computes experts on the CPU, and --hw {hw} has no host CPU constant: add --hw-host dev-box-host (this project's development CPU) or a profile of your CPU from `sim calibrate --only host --out FILE`", self.cpu_experts.iter().find(|&&c| c != CpuExperts::None).expect("a placement on the CPU"));
+        }
         Ok(Some(TimingConfig {
             compute: self.compute,
             overrides: ComputeOverrides {
@@ -218,9 +240,31 @@ impl TimingArgs {
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
             seed,
-            ..TimingConfig::new(hw.clone(), Arc::new(profile::load(hw)?))
+            hw_host: self.hw_host.clone(),
+            cpu_experts: self.cpu_experts[0],
+            ..TimingConfig::new(hw.clone(), Arc::new(profile))
         }))
     }
+
+    /// Whether any `--cpu-experts` places experts on the CPU.
+    pub fn places_on_cpu(&self) -> bool {
+        self.cpu_experts.iter().any(|&c| c != CpuExperts::None)
+    }
+
+    /// The profile `--hw` names, combined with `--hw-host` when given.
+    fn profile(&self, hw: &str) -> Result<profile::Profile> {
+        let gpu = profile::load(hw)?;
+        let Some(host) = &self.hw_host else {
+            return Ok(gpu);
+        };
+        let h = profile::load(host).with_context(|| format!("--hw-host {host}"))?;
+        profile::with_host(&gpu, &h).with_context(|| format!("--hw-host {host}"))
+    }
+}
+
+/// Whether `p` holds any host CPU constant (a GPU profile calibrated with its host arms).
+fn has_host_constants(p: &profile::Profile) -> bool {
+    profile::HOST_CONSTANTS.iter().any(|&n| p.get(n).is_some())
 }
 
 /// `t` with the predictor and window of prefetch point `p`.
@@ -232,9 +276,21 @@ pub fn with_prefetch(t: &TimingConfig, p: PrefetchPoint) -> TimingConfig {
     }
 }
 
-/// Give every sweep configuration the timing options, once per prefetch point (innermost);
-/// with `--admission-cap` each runs twice, without and with the cap (adjacent rows), for
-/// [`batch_table`].
+/// `t` with the placement named `placement` (a `--cpu-experts` value as printed; `None`:
+/// `t` as it is).
+pub fn with_placement(t: &TimingConfig, placement: Option<&str>) -> TimingConfig {
+    let cpu_experts = placement
+        .and_then(|s| CpuExperts::parse(s).ok())
+        .unwrap_or(t.cpu_experts);
+    TimingConfig {
+        cpu_experts,
+        ..t.clone()
+    }
+}
+
+/// Give every sweep configuration the timing options, once per prefetch point and, inside
+/// it, once per `--cpu-experts` placement (innermost); with `--admission-cap` each runs
+/// twice, without and with the cap (adjacent rows), for [`batch_table`].
 pub fn with_timing(
     configs: Vec<sim::runner::RunConfig>,
     args: &TimingArgs,
@@ -244,12 +300,18 @@ pub fn with_timing(
         return Ok(configs);
     };
     let points = args.prefetch_points();
-    let mut out = Vec::with_capacity(configs.len() * 2 * points.len());
-    for (c, &p) in configs
-        .iter()
-        .flat_map(|c| points.iter().map(move |p| (c, p)))
-    {
-        let (c, t) = (c.clone(), with_prefetch(&base, p));
+    let placements = &args.cpu_experts;
+    let mut out = Vec::with_capacity(configs.len() * 2 * points.len() * placements.len());
+    for (c, &p, &cpu) in configs.iter().flat_map(|c| {
+        points
+            .iter()
+            .flat_map(move |p| placements.iter().map(move |x| (c, p, x)))
+    }) {
+        let t = TimingConfig {
+            cpu_experts: cpu,
+            ..with_prefetch(&base, p)
+        };
+        let c = c.clone();
         if t.admission_cap.is_some() {
             let mut free = t.clone();
             free.admission_cap = None;

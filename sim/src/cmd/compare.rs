@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use reports::{Results, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
 use sim::cache::{RetentionConfig, Split};
+use sim::engine::cpu::CpuExperts;
 use sim::engine::TimingConfig;
 use sim::grid::{self, CompareAxes, ComparePoint};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
@@ -147,9 +148,10 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
             granule_mib: args.granule_mib,
         },
         retention: p.retention.clone(),
-        timing: timing
-            .as_ref()
-            .map(|t| super::args_timing::with_prefetch(t, p.prefetch)),
+        timing: timing.as_ref().map(|t| {
+            let t = super::args_timing::with_prefetch(t, p.prefetch);
+            super::args_timing::with_placement(&t, p.coords.cpu_experts.as_deref())
+        }),
         stepping: p.stepping,
         ..RunConfig::default()
     }
@@ -182,6 +184,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
     let points = same_model_cross_runs(points, &inputs, &names);
+    let points = with_placements(points, &args.timing.cpu_experts);
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
         .iter()
@@ -249,6 +252,23 @@ fn same_model_cross_runs(
         .into_iter()
         .filter(|p| geometry[p.trace] == geometry[p.profile])
         .collect()
+}
+
+/// Every point once per placement of `placements` (innermost), its coordinates naming it;
+/// the points as they are when the only placement is `none` (no placement axis).
+fn with_placements(points: Vec<ComparePoint>, placements: &[CpuExperts]) -> Vec<ComparePoint> {
+    if placements == [CpuExperts::None] {
+        return points;
+    }
+    let mut out = Vec::with_capacity(points.len() * placements.len());
+    for p in points {
+        for c in placements {
+            let mut q = p.clone();
+            q.coords.cpu_experts = Some(c.to_string());
+            out.push(q);
+        }
+    }
+    out
 }
 
 /// Every trace loaded once, and its name (the file stem; names must be distinct).
@@ -422,6 +442,16 @@ fn grid_json(
             .map(|&(k, w)| json!({ "predictor": k.name(), "window": w }))
             .collect();
         grid["prefetch"] = Value::Array(axis);
+    }
+    // the placement axis, only with --cpu-experts (earlier results files have none)
+    if args.timing.cpu_experts != [CpuExperts::None] {
+        let axis: Vec<String> = args
+            .timing
+            .cpu_experts
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        grid["cpu_experts"] = json!(axis);
     }
     // the stepping axis, only with --verify or --prefill-chunk (earlier results files have none)
     let steps = args.steps.points(args.phase, c.seed)?;

@@ -1,6 +1,6 @@
 //! `sim profile list|show|union-curve|check-churn`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use sim::engine::{churn, TimingConfig};
 use std::sync::Arc;
@@ -33,6 +33,10 @@ pub struct ListArgs {
 pub struct ShowArgs {
     /// A shipped profile name or the path of a profile JSON.
     pub name: String,
+    /// A host profile (shipped: dev-box-host; or a JSON path) to combine with it, as
+    /// `--hw NAME --hw-host HOST` does: the combined profile is shown.
+    #[arg(long, value_name = "PROFILE")]
+    pub hw_host: Option<String>,
     /// Print the profile's JSON document.
     #[arg(long)]
     pub json: bool,
@@ -108,7 +112,11 @@ fn list(a: ListArgs) -> Result<()> {
 }
 
 fn show(a: ShowArgs) -> Result<()> {
-    let p = profile::load(&a.name)?;
+    let mut p = profile::load(&a.name)?;
+    if let Some(h) = &a.hw_host {
+        let host = profile::load(h).with_context(|| format!("--hw-host {h}"))?;
+        p = profile::with_host(&p, &host).with_context(|| format!("--hw-host {h}"))?;
+    }
     if a.json {
         println!("{}", p.to_json());
         return Ok(());

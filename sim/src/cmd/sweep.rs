@@ -175,6 +175,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
                 .collect();
             tables(&shown)
                 + &prefetch_text::prefetch_table(&reports)
+                + &reports::text::placement::placement_table(&reports)
                 + &reports::text::steps::steps_table(&reports)
         }
     };

@@ -45,6 +45,7 @@ pub fn record(
             plans.preloaded = (0..map.num_units() as u32)
                 .filter(|&u| sim.is_resident(u))
                 .collect();
+            plans.tiered = sim.has_dram();
             Some(sim)
         }
         None => None,
@@ -102,6 +103,8 @@ struct GroupBuf {
     units: Vec<u32>,
     page_ins: Vec<u32>,
     evicted: Vec<u32>,
+    /// Of `page_ins`, the units read from SSD (with a DRAM tier).
+    ssd: Vec<u32>,
     /// Marks for deduplication; all false between groups.
     seen_key: Vec<bool>,
     seen_unit: Vec<bool>,
@@ -115,6 +118,7 @@ impl GroupBuf {
             units: Vec::new(),
             page_ins: Vec::new(),
             evicted: Vec::new(),
+            ssd: Vec::new(),
             seen_key: vec![false; keys],
             seen_unit: vec![false; units],
         }
@@ -170,6 +174,8 @@ impl GroupBuf {
         self.evicted.extend_from_slice(&out.evicted);
         self.page_ins.clear();
         self.page_ins.extend_from_slice(&out.page_ins);
+        self.ssd.clear();
+        self.ssd.extend_from_slice(&out.ssd_reads);
         let policy_evicted = self.evicted.len();
         for &u in &self.evicted {
             self.seen_unit[u as usize] = true;
@@ -188,5 +194,7 @@ impl GroupBuf {
             self.slots,
             [&self.units, &self.page_ins, &self.evicted],
         );
+        let gi = (plans.groups.len() - 1) as u32;
+        plans.ssd_reads.extend(self.ssd.iter().map(|&u| (gi, u)));
     }
 }

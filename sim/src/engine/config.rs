@@ -4,6 +4,7 @@
 
 use super::batch::{admit, Admission};
 use super::build::plans;
+use super::cpu::{CpuExperts, CpuLane};
 use super::plan::Plans;
 use super::predict::{Learning, PredictorKind};
 use super::prefetch;
@@ -18,6 +19,7 @@ use policies::UnitMap;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
+use traces::model::DType;
 use traces::{PhaseSel, Trace};
 
 /// Spans kept for `--timeline` (about 100 MB of JSON at most).
@@ -45,6 +47,20 @@ pub struct TimingConfig {
     pub timeline: Option<PathBuf>,
     /// Seed of the oversubscription jitter.
     pub seed: u64,
+    /// The host profile combined with `hw` (`--hw-host`), as the user named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_host: Option<String>,
+    /// Where routed experts run (`--cpu-experts`); `none`: all on the GPU.
+    #[serde(skip_serializing_if = "is_gpu_only")]
+    pub cpu_experts: CpuExperts,
+    /// The experts' weight dtype (the run's sizes; prices CPU expert calls); `None` when
+    /// the expert size was given in MiB.
+    #[serde(skip)]
+    pub expert_dtype: Option<DType>,
+}
+
+fn is_gpu_only(c: &CpuExperts) -> bool {
+    *c == CpuExperts::None
 }
 
 impl TimingConfig {
@@ -65,6 +81,9 @@ impl TimingConfig {
             admission_cap: None,
             timeline: None,
             seed: 0,
+            hw_host: None,
+            cpu_experts: CpuExperts::None,
+            expert_dtype: None,
         }
     }
 }
@@ -83,6 +102,8 @@ pub struct TimingOutcome {
     /// Mean time of the steps that process no prompt token, µs; `None` without one.
     #[serde(skip)]
     pub decode_step_us_mean: Option<f64>,
+    /// The CPU lane; `None` with `--cpu-experts none`.
+    pub cpu: Option<reports::cpu_lane::CpuLaneReport>,
 }
 
 /// Time the replay of `trace` under `map`: retention per `retention` (streaming when None),
@@ -170,6 +191,10 @@ pub fn run_timing(
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;
     let decode_step_us_mean = decode_step_mean(&plans, &r.step_us);
+    let cpu = cost
+        .cpu
+        .as_ref()
+        .map(|lane| super::cpu::report(lane, &cost.profile, &plans, &r));
     Ok(TimingOutcome {
         timing: r.timing,
         detail: r.detail,
@@ -177,6 +202,7 @@ pub fn run_timing(
         prefetch,
         notes,
         decode_step_us_mean,
+        cpu,
     })
 }
 
@@ -197,7 +223,7 @@ fn decode_step_mean(plans: &Plans, step_us: &[f64]) -> Option<f64> {
 /// checked only with a predictor).
 fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
-    let cost = CostModel::new(
+    let mut cost = CostModel::new(
         hw,
         map.paging,
         CostOptions {
@@ -205,6 +231,17 @@ fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel
             prefetch: cfg.predictor != PredictorKind::None,
         },
     )?;
+    if cfg.cpu_experts != CpuExperts::None {
+        super::cpu::check(cfg.cpu_experts, map, cfg.predictor)?;
+        let lane = CpuLane::new(
+            cfg.cpu_experts,
+            hw,
+            trace,
+            cfg.expert_dtype,
+            map.expert_bytes,
+        )?;
+        cost.cpu = Some(lane);
+    }
     let compute = ComputeModel::new(
         cfg.compute,
         &trace.header.model,

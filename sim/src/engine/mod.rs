@@ -11,6 +11,7 @@ pub mod batch;
 pub mod build;
 pub mod churn;
 pub mod config;
+pub mod cpu;
 pub mod plan;
 pub mod predict;
 pub mod prefetch;
@@ -29,4 +30,8 @@ pub use report::{StepParts, TimingDetail, TimingReport};
 pub use timeline::Timeline;
 
 #[cfg(test)]
+mod cpu_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tier_tests;

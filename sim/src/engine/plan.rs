@@ -39,6 +39,11 @@ pub struct Plans {
     pub steps: Vec<StepRec>,
     /// Units resident before the first step (static pins), never page-ins.
     pub preloaded: Vec<u32>,
+    /// Whether the plan has a DRAM tier behind VRAM (`--dram`): its page-ins are DRAM hits
+    /// except those in `ssd_reads`.
+    pub tiered: bool,
+    /// (group index, unit) of every page-in read from SSD, in group order (with `tiered`).
+    pub ssd_reads: Vec<(u32, u32)>,
     ids: Vec<u32>,
     /// The sequence of each request of each step, step-major: step `s`'s are
     /// `step_seqs[seq_end[s - 1] .. seq_end[s]]` (prefetch predictors that track a sequence read them).

@@ -37,6 +37,11 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use traces::KeySpace;
 
+mod cpu_lane;
+mod tiers;
+pub use cpu_lane::CpuCounts;
+pub use tiers::TierCounts;
+
 /// Engine switches (`sim run` timing flags).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EngineOptions {
@@ -67,6 +72,10 @@ pub struct Replay {
     pub timeline: Option<Timeline>,
     /// What became of the prefetches (all zero without a predictor).
     pub prefetch: PrefetchCounts,
+    /// The CPU lane's totals (all zero without `--cpu-experts`).
+    pub cpu: CpuCounts,
+    /// The DRAM and SSD tiers' totals (all zero without `--dram`).
+    pub tiers: TierCounts,
 }
 
 /// Errors of a replay.
@@ -139,6 +148,16 @@ struct State<'a> {
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
+    /// The CPU lane: when it is free, and its totals.
+    cpu_free: f64,
+    cpu: CpuCounts,
+    /// The plan has a DRAM tier (`--dram`): page-ins are DRAM hits or SSD reads.
+    tiered: bool,
+    /// Units the current group reads from SSD (marked per group from the plan).
+    from_ssd: Vec<bool>,
+    /// When the SSD is free (one read at a time), and the tiers' totals.
+    ssd_free: f64,
+    tiers: TierCounts,
 }
 
 impl State<'_> {
@@ -306,6 +325,19 @@ impl State<'_> {
     /// Page in VMM unit `u` (commit, then copy) no earlier than `t`; returns when resident.
     #[inline]
     fn vmm_page_in(&mut self, u: u32, t: f64, name: &'static str) -> Result<f64, EngineError> {
+        self.vmm_page_in_after(u, t, name, 0.0)
+    }
+
+    /// [`State::vmm_page_in`] of a unit whose bytes are in host memory from `data_at` on (an
+    /// SSD read ends then; 0: already there): the copy starts no earlier.
+    #[inline]
+    fn vmm_page_in_after(
+        &mut self,
+        u: u32,
+        t: f64,
+        name: &'static str,
+        data_at: f64,
+    ) -> Result<f64, EngineError> {
         self.drain_deferred(t);
         self.release_pending(u, t);
         let info = &self.units.units[u as usize];
@@ -315,18 +347,15 @@ impl State<'_> {
         self.note_mapped();
         let f = self.oversub_factor()?;
         let g = self.granules(u);
-        let reused = g.min(self.released_granules);
-        self.released_granules -= reused;
-        let fresh = (g - reused) as f64 * self.cost.commit_fresh_us;
-        let c = (self.cost.commit_us_at(g, live, self.read_live()) + fresh) * f;
+        let (c, x) = self.page_in_prices(u, live, f);
+        self.released_granules -= g.min(self.released_granules);
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
         self.busy_driver += c;
         self.busy_commit += c;
         self.map_calls += g;
         self.span(Resource::Driver, "map", d_start, c);
-        let x = self.cost.copy_us(useful) * f;
-        let x_start = self.copy_free.max(self.driver_free);
+        let x_start = self.copy_free.max(self.driver_free).max(data_at);
         self.copy_free = x_start + x;
         self.busy_copy += x;
         self.bytes_in += useful;
@@ -335,6 +364,18 @@ impl State<'_> {
             self.driver_free = self.copy_free;
         }
         Ok(self.copy_free)
+    }
+
+    /// Driver and copy time of paging in VMM unit `u` with `live` granules mapped before it,
+    /// at cost factor `f`: commit (fresh granules beyond the released ones priced extra),
+    /// then the H2D copy of its useful bytes.
+    #[inline]
+    fn page_in_prices(&self, u: u32, live: f64, f: f64) -> (f64, f64) {
+        let g = self.granules(u);
+        let fresh = (g - g.min(self.released_granules)) as f64 * self.cost.commit_fresh_us;
+        let c = (self.cost.commit_us_at(g, live, self.read_live()) + fresh) * f;
+        let useful = self.units.units[u as usize].useful_bytes;
+        (c, self.cost.copy_us(useful) * f)
     }
 
     /// The read live set now.
@@ -480,7 +521,10 @@ pub fn replay_learning(
     });
     let mut st = State::new(cost, units, compute, opts);
     st.preload(&plans.preloaded);
+    st.tiered = plans.tiered;
+    let mut ssd_cursor = 0usize;
     let mut evictions = Evictions::default();
+    let mut place = cpu_lane::Scratch::new(units.num_units());
     let mut log = StepLog::new(plans.steps.len());
 
     for gi in 0..ng {
@@ -488,12 +532,21 @@ pub fn replay_learning(
         log.enter_group(&mut st, &g, plans);
         let router = st.nonexpert_compute(plans.steps[g.step as usize].kv_tokens as f64)?;
         st.evict_resident(plans.evicted(&g), router, &mut evictions);
-        let mut ready = st.demand_page_ins(plans.page_ins(&g), router)?;
+        st.mark_ssd(plans, gi, &mut ssd_cursor, true);
+        let placed = match &cost.cpu {
+            None => {
+                cpu_lane::Placed::gpu(st.demand_page_ins(plans.page_ins(&g), router)?, &g, plans)
+            }
+            Some(lane) => st.place_group(lane, plans, &g, router, &mut place)?,
+        };
+        st.mark_ssd(plans, gi, &mut ssd_cursor, false);
+        let mut ready = placed.ready;
         if let Some(p) = &mut prefetch {
             ready = st.await_prefetched(plans.accessed(&g), ready);
             p.issue(&mut st, plans, gi, router)?;
         }
-        let done = st.expert_compute(&g, plans.keys(&g).len(), plans.accessed(&g), ready)?;
+        let gpu_done = st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
+        let done = st.join_cpu(gpu_done, placed.cpu_done);
         st.evict_late(&mut evictions, done);
         if let Some(p) = &prefetch {
             p.reclaim_unused(&mut st, gi);
@@ -712,6 +765,12 @@ impl<'a> State<'a> {
             timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
             step: 0,
             layer: 0,
+            cpu_free: 0.0,
+            cpu: CpuCounts::default(),
+            tiered: false,
+            from_ssd: vec![false; n],
+            ssd_free: 0.0,
+            tiers: TierCounts::default(),
         }
     }
 
@@ -804,6 +863,7 @@ impl<'a> State<'a> {
                 continue;
             }
             match self.cost.paging {
+                Paging::Vmm if self.tiered => ready = ready.max(self.tiered_page_in(u, router)?),
                 Paging::Vmm => ready = ready.max(self.vmm_page_in(u, router, "h2d")?),
                 Paging::Os => {
                     os_bytes += self.map_os_unit(u, router);
@@ -864,13 +924,13 @@ impl<'a> State<'a> {
         Ok(())
     }
 
-    /// Expert compute of group `g` over its `keys` distinct keys once every unit is resident
-    /// (at `ready`): the kernel surface over its slots and keys. The `accessed` units count
+    /// Expert compute of a group over `keys` distinct keys and `slots` slots on the GPU once
+    /// every unit is resident (at `ready`): the kernel surface over its slots and keys. The `accessed` units count
     /// as read. Returns when it ends.
     #[inline]
     fn expert_compute(
         &mut self,
-        g: &GroupRec,
+        slots: u32,
         keys: usize,
         accessed: &[u32],
         ready: f64,
@@ -879,7 +939,7 @@ impl<'a> State<'a> {
         self.stall += start - self.compute_free;
         let ex = if keys > 0 {
             let mut t = self.compute.expert_group_fixed_us + keys as f64 * self.compute.expert_us;
-            let repeats = (g.slots as usize).saturating_sub(keys);
+            let repeats = (slots as usize).saturating_sub(keys);
             if repeats > 0 && self.compute.expert_repeat_us > 0.0 {
                 t += repeats as f64 * self.compute.expert_repeat_us;
             }
@@ -953,6 +1013,13 @@ impl<'a> State<'a> {
             bytes_in: self.bytes_in,
             oversubscribed_page_ins: self.oversubscribed,
             usable_mib: self.cost.usable_bytes / crate::MIB,
+            tiers: self.tiered.then(|| reports::tier_timing::TierTiming {
+                dram_hits: self.tiers.dram_hits,
+                ssd_reads: self.tiers.ssd_reads,
+                dram_copy_ms_per_step: self.tiers.dram_copy_us / steps / 1e3,
+                ssd_read_ms_per_step: self.tiers.ssd_read_us / steps / 1e3,
+                ssd_copy_ms_per_step: self.tiers.ssd_copy_us / steps / 1e3,
+            }),
         };
         Ok(Replay {
             timing,
@@ -968,6 +1035,8 @@ impl<'a> State<'a> {
                 wasted: self.prefetch_wasted,
                 wasted_bytes: self.prefetch_wasted_bytes,
             },
+            cpu: self.cpu,
+            tiers: self.tiers,
         })
     }
 }

@@ -11,6 +11,10 @@ pub enum Resource {
     Copy = 2,
     Driver = 3,
     Faults = 4,
+    /// The CPU lane (`--cpu-experts`): experts computed on the host.
+    Cpu = 5,
+    /// The NVMe drive behind the DRAM tier (`--dram`): SSD reads.
+    Ssd = 6,
 }
 
 impl Resource {
@@ -20,6 +24,8 @@ impl Resource {
             Resource::Copy => "copy engine (H2D)",
             Resource::Driver => "driver (VMM calls)",
             Resource::Faults => "fault handler",
+            Resource::Cpu => "CPU lane (host experts)",
+            Resource::Ssd => "SSD reads (DRAM tier misses)",
         }
     }
 }
@@ -69,12 +75,17 @@ impl Timeline {
     /// The Chrome trace-event document.
     pub fn to_json(&self) -> serde_json::Value {
         let mut events = Vec::with_capacity(self.spans.len() + 4);
-        for r in [
+        // the CPU lane and the SSD are named only when a run used them (files without them
+        // stay as they were)
+        let used = |r: Resource| self.spans.iter().any(|s| s.resource == r).then_some(r);
+        let lanes = [
             Resource::Compute,
             Resource::Copy,
             Resource::Driver,
             Resource::Faults,
-        ] {
+        ];
+        let extra = [used(Resource::Cpu), used(Resource::Ssd)];
+        for r in lanes.into_iter().chain(extra.into_iter().flatten()) {
             events.push(
                 json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
                 "args": {"name": r.label()}}),
