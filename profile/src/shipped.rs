@@ -17,12 +17,14 @@ const SHIPPED: &[(&str, &str)] = &[
 ];
 
 /// (name, JSON) of every shipped host profile (host CPU constants only, for `--hw-host`):
-/// `dev-box-host` is the development machine's CPU, measured by `sim calibrate --only host`.
-/// Loaded by name like the GPU profiles, listed apart from them.
-const SHIPPED_HOST: &[(&str, &str)] = &[(
-    "dev-box-host",
-    include_str!("../profiles/dev-box-host.json"),
-)];
+/// `dev-box-host` is the development machine's CPU, measured by `sim calibrate --only host`;
+/// `h200-host` the CPU of the H200 machine that measured `h200-linux`, the pool of four host
+/// calibrations (validate/data/h200-linux-p16/). Loaded by name like the GPU profiles,
+/// listed apart from them.
+const SHIPPED_HOST: &[(&str, &str)] = &[
+    ("dev-box-host", include_str!("../profiles/dev-box-host.json")),
+    ("h200-host", include_str!("../profiles/h200-host.json")),
+];
 
 /// The host CPU's constants: what `sim calibrate --only host` measures and `--hw-host`
 /// brings into a GPU profile. (`host_read_bandwidth`, a GPU kernel reading host RAM over
@@ -159,16 +161,21 @@ mod tests {
     }
 
     #[test]
-    fn dev_box_host_is_shipped_and_combines_with_the_laptop() {
-        let host = load("dev-box-host").unwrap();
-        let gpu = load("rtx4060-laptop-wddm").unwrap();
-        let both = with_host(&gpu, &host).unwrap();
-        for &n in HOST_CONSTANTS {
-            assert_eq!(both.get(n), host.get(n), "{n}");
+    fn shipped_host_profiles_combine_with_the_gpu_profiles() {
+        for (host, gpu) in [
+            ("dev-box-host", "rtx4060-laptop-wddm"),
+            ("h200-host", "h200-linux"),
+        ] {
+            let host = load(host).unwrap();
+            let gpu = load(gpu).unwrap();
+            let both = with_host(&gpu, &host).unwrap();
+            for &n in HOST_CONSTANTS {
+                assert_eq!(both.get(n), host.get(n), "{n}");
+            }
+            assert_eq!(
+                both.get(ConstantName::H2dBandwidth),
+                gpu.get(ConstantName::H2dBandwidth)
+            );
         }
-        assert_eq!(
-            both.get(ConstantName::H2dBandwidth),
-            gpu.get(ConstantName::H2dBandwidth)
-        );
     }
 }
