@@ -36,6 +36,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
