@@ -23,7 +23,14 @@ fn granite(name: &str) -> String {
     )
 }
 
-const GRID: [&str; 6] = ["--evict", "lru,belady,static-pin", "--budget", "25%,50%", "--split", "global"];
+const GRID: [&str; 6] = [
+    "--evict",
+    "lru,belady,static-pin",
+    "--budget",
+    "25%,50%",
+    "--split",
+    "global",
+];
 
 /// The output of one sweep of `traces` in `format`.
 fn sweep(traces: &[String], format: &str) -> String {
@@ -43,7 +50,8 @@ fn several_traces_give_the_rows_of_separate_sweeps() {
     let alone: Vec<serde_json::Value> = names
         .iter()
         .flat_map(|t| {
-            let v: serde_json::Value = serde_json::from_str(&sweep(&[t.clone()], "json")).unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(&sweep(std::slice::from_ref(t), "json")).unwrap();
             v.as_array().unwrap().clone()
         })
         .collect();
@@ -51,7 +59,10 @@ fn several_traces_give_the_rows_of_separate_sweeps() {
     assert_eq!(together.as_array().unwrap(), &alone);
     assert_eq!(alone.len(), 3 * 3 * 2);
 
-    let tables: Vec<String> = names.iter().map(|t| sweep(&[t.clone()], "table")).collect();
+    let tables: Vec<String> = names
+        .iter()
+        .map(|t| sweep(std::slice::from_ref(t), "table"))
+        .collect();
     assert_eq!(sweep(&names, "table"), tables.join("\n"));
 }
 
@@ -61,8 +72,14 @@ fn csv_of_several_traces_adds_a_trace_column() {
     let together = sweep(&names, "csv");
     let mut lines = together.lines();
     let header = lines.next().unwrap();
-    let alone: Vec<String> = names.iter().map(|t| sweep(&[t.clone()], "csv")).collect();
-    assert_eq!(header, format!("trace,{}", alone[0].lines().next().unwrap()));
+    let alone: Vec<String> = names
+        .iter()
+        .map(|t| sweep(std::slice::from_ref(t), "csv"))
+        .collect();
+    assert_eq!(
+        header,
+        format!("trace,{}", alone[0].lines().next().unwrap())
+    );
     let expected: Vec<String> = names
         .iter()
         .zip(&alone)
@@ -73,7 +90,13 @@ fn csv_of_several_traces_adds_a_trace_column() {
 
 #[test]
 fn run_refuses_a_second_trace() {
-    let (ok, _, err) = sim(&["run", "--trace", &granite("prose"), "--trace", &granite("code")]);
+    let (ok, _, err) = sim(&[
+        "run",
+        "--trace",
+        &granite("prose"),
+        "--trace",
+        &granite("code"),
+    ]);
     assert!(!ok);
     assert!(err.contains("--trace was given 2 times"), "{err}");
 }
@@ -81,7 +104,14 @@ fn run_refuses_a_second_trace() {
 #[test]
 fn a_short_run_draws_no_bar_even_when_asked() {
     let (ok, _, err) = sim(&[
-        "sweep", "--trace", &granite("prose"), "--evict", "lru", "--budget", "25%", "--progress",
+        "sweep",
+        "--trace",
+        &granite("prose"),
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--progress",
     ]);
     assert!(ok, "{err}");
     assert!(err.is_empty(), "{err}");

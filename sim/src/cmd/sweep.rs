@@ -240,7 +240,8 @@ fn with_trace_column(csv_text: &str, reports: &[RunReport]) -> Result<String> {
     let mut wr = csv::WriterBuilder::new()
         .flexible(true)
         .from_writer(Vec::new());
-    let mut labels = std::iter::once("trace").chain(reports.iter().map(|r| r.inputs.trace.as_str()));
+    let mut labels =
+        std::iter::once("trace").chain(reports.iter().map(|r| r.inputs.trace.as_str()));
     for rec in rd.records() {
         let rec = rec.context("re-reading the sweep's CSV")?;
         let label = labels.next().context("more CSV records than sweep rows")?;
