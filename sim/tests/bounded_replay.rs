@@ -215,3 +215,44 @@ fn runs_the_path_does_not_cover_are_left_to_the_in_memory_one() {
     c.retention = Some(r);
     assert!(!sim::bounded::supports(&c));
 }
+
+#[test]
+fn a_grid_sharing_its_passes_matches_separate_in_memory_runs() {
+    let f = files();
+    let mut cfgs = Vec::new();
+    for mechanism in ["e1", "e2:hot", "region:5"] {
+        cfgs.push(cfg(mechanism, PhaseSel::All, None));
+        for policy in [
+            PolicyKind::Lru,
+            PolicyKind::Belady,
+            PolicyKind::StaticPin,
+            PolicyKind::S3Fifo,
+        ] {
+            for budget in ["20%", "50%"] {
+                for split in [Split::Global, Split::PerLayer] {
+                    for batch in [1, 2] {
+                        let mut r = retention(policy, budget, split, Semantics::Group);
+                        r.batching.batch = batch;
+                        cfgs.push(cfg(mechanism, PhaseSel::All, Some(r)));
+                    }
+                }
+            }
+        }
+    }
+    let text = |r: anyhow::Result<sim::runner::RunReport>| match r {
+        Ok(r) => serde_json::to_string(&r).unwrap(),
+        Err(e) => format!("{e:#}"),
+    };
+    for profile in [None, Some(f.profile.as_path())] {
+        let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
+        let w = Workload::new(load(&f.trace), profile.map(load)).unwrap();
+        let memory: Vec<String> = runner::sweep(&cfgs, &w).into_iter().map(text).collect();
+        let shared = sim::bounded::grid::sweep_file(&cfgs, &f.trace, profile, &|_| {}).unwrap();
+        let shared: Vec<String> = shared.into_iter().map(text).collect();
+        assert_eq!(memory, shared);
+        // the per-layer split of regions spanning layers is refused, run by run
+        assert!(memory
+            .iter()
+            .any(|m| m.contains("per-layer split needs units inside one layer")));
+    }
+}

@@ -18,6 +18,7 @@
 //! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Runs this
 //! path does not cover ([`supports`]) load the trace as before.
 
+pub mod grid;
 pub mod next_use;
 pub mod profile;
 pub mod source;
@@ -102,6 +103,172 @@ fn each_record(
     Ok(())
 }
 
+/// A trace file and its profile trace file as the passes read them: headers only.
+pub(crate) struct Files<'a> {
+    trace: &'a Path,
+    label: String,
+    /// The trace's header, as a trace without data.
+    skeleton: Trace,
+    ks: KeySpace,
+    /// The profile trace's path, label and key space, when one was given.
+    profile: Option<(&'a Path, String, KeySpace)>,
+}
+
+impl<'a> Files<'a> {
+    /// Read and check both headers (as [`runner::Workload::new`] checks the loaded traces).
+    pub(crate) fn open(trace: &'a Path, profile: Option<&'a Path>) -> Result<Files<'a>> {
+        let skeleton = header_only(open(trace, "--trace")?.header().clone());
+        let profile = profile
+            .map(|p| {
+                let ks = KeySpace::new(&open(p, "--profile-trace")?.header().model);
+                Ok::<_, anyhow::Error>((p, p.display().to_string(), ks))
+            })
+            .transpose()?;
+        let files = Files {
+            trace,
+            label: trace.display().to_string(),
+            ks: skeleton.keyspace(),
+            skeleton,
+            profile,
+        };
+        let p = files.profile.as_ref().map(|(_, l, k)| (l.as_str(), k));
+        runner::check_workload((&files.label, &files.ks), p)?;
+        Ok(files)
+    }
+
+    /// The file the profile statistics come from (the trace itself when no profile trace
+    /// was given), the flag naming it and its key space.
+    fn profile_source(&self) -> (&Path, &'static str, &KeySpace) {
+        match &self.profile {
+            Some((p, _, ks)) => (p, "--profile-trace", ks),
+            None => (self.trace, "--trace", &self.ks),
+        }
+    }
+}
+
+/// What every run of one mechanism shares: its unit map and sizes, the streaming metrics,
+/// and the pinning policies' unit statistics when asked for.
+pub(crate) struct Stream {
+    map: UnitMap,
+    sizes: policies::mechanisms::Sizes,
+    streaming: crate::streaming::StreamingMetrics,
+    units: Option<cache::ProfileStats>,
+}
+
+impl Stream {
+    /// The passes of `cfg`'s mechanism (its policy, phase and sizes) over `files`: the
+    /// profile's key counts when the mechanism orders by them, the streaming pass, and with
+    /// `pinning` the unit statistics (from the streaming pass, or a pass over the profile).
+    pub(crate) fn new(
+        cfg: &RunConfig,
+        f: &Files,
+        pinning: bool,
+        tick: &dyn Fn(u64),
+    ) -> Result<Stream> {
+        cfg.stepping.check(cfg.phase)?;
+        let (profile_path, profile_flag, pks) = f.profile_source();
+        let mech = runner::parse_policy(&cfg.policy, "--policy")?;
+        let key_profile = if mech.needs_profile() {
+            let mut counts = profile::KeyCounts::new(pks);
+            each_record(profile_path, profile_flag, cfg.phase, tick, |r| {
+                counts.step(r)
+            })?;
+            Some(counts.finish())
+        } else {
+            None
+        };
+        let (map, sizes) = runner::build_units_with(cfg, &f.skeleton.header.model, |_| {
+            key_profile.as_ref().expect("the profile pass ran")
+        })?;
+        let mut pass = crate::streaming::StreamingPass::new(&f.ks, &map)?;
+        let mut own =
+            (pinning && f.profile.is_none()).then(|| profile::UnitCounts::new(&f.ks, &map));
+        each_record(f.trace, "--trace", cfg.phase, tick, |r| {
+            pass.step(r);
+            if let Some(o) = &mut own {
+                o.step(r);
+            }
+        })?;
+        let streaming = pass.finish(cfg.phase)?;
+        let units = match own {
+            Some(o) => Some(o.finish()),
+            None if pinning => {
+                let mut c = profile::UnitCounts::new(pks, &map);
+                each_record(profile_path, profile_flag, cfg.phase, tick, |r| c.step(r))?;
+                Some(c.finish())
+            }
+            None => None,
+        };
+        Ok(Stream {
+            map,
+            sizes,
+            streaming,
+            units,
+        })
+    }
+
+    /// The unit statistics, or empty ones when no pinning policy asked for them.
+    fn unit_profile(&self) -> std::borrow::Cow<'_, cache::ProfileStats> {
+        match &self.units {
+            Some(u) => std::borrow::Cow::Borrowed(u),
+            None => std::borrow::Cow::Owned(empty_profile(&self.map)),
+        }
+    }
+
+    /// The report of `cfg`'s run with `retention`'s outcome, as [`runner::run`] words it.
+    fn report(
+        &self,
+        cfg: &RunConfig,
+        f: &Files,
+        retention: Option<(RetentionConfig, CacheOutcome)>,
+    ) -> RunReport {
+        let retention = retention.map(|(rc, out)| {
+            let rc = RetentionConfig {
+                batching: cache::Batching {
+                    stepping: cfg.stepping,
+                    ..rc.batching
+                },
+                ..rc
+            };
+            cache::retention_outcome(rc.cache.clone(), &rc, out, None, None)
+        });
+        let profile_label = f.profile.as_ref().map_or(&f.label, |(_, l, _)| l);
+        RunReport {
+            inputs: runner::run_inputs(
+                cfg,
+                &self.map,
+                self.sizes,
+                &f.skeleton,
+                (&f.label, profile_label),
+            ),
+            streaming: Some(self.streaming.clone()),
+            retention: retention.as_ref().map(|r| r.inputs.clone()),
+            cache: retention.as_ref().map(|r| r.cache.clone()),
+            tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
+            schedule: None,
+            target: None,
+            notes: runner::batch_notes(cfg, &f.skeleton),
+            timing: None,
+            timing_detail: None,
+            prefetch: None,
+            admission: None,
+            steps: None,
+        }
+    }
+}
+
+/// The checks a retention run of `rc` makes before its replay: the profile trace's geometry
+/// and a batch of at least one request.
+fn check_retention(f: &Files, rc: &RetentionConfig) -> Result<()> {
+    if let Some((_, _, p)) = &f.profile {
+        cache::check_same_geometry(&f.ks, p)?;
+    }
+    if rc.batching.batch == 0 {
+        return Err(cache::CacheError::BatchZero.into());
+    }
+    Ok(())
+}
+
 /// [`runner::run`] of `cfg` on the trace file `trace` (and the profile trace file `profile`)
 /// without loading either; `cfg` must be one [`supports`] covers. `tick(n)`: n more tokens of
 /// a pass are done.
@@ -111,94 +278,29 @@ pub fn run_file(
     profile: Option<&Path>,
     tick: &dyn Fn(u64),
 ) -> Result<RunReport> {
-    let label = trace.display().to_string();
-    let skeleton = header_only(open(trace, "--trace")?.header().clone());
-    let ks = skeleton.keyspace();
-    let profile_header = profile
-        .map(|p| Ok::<_, anyhow::Error>(open(p, "--profile-trace")?.header().clone()))
-        .transpose()?;
-    let pks = profile_header.as_ref().map(|h| KeySpace::new(&h.model));
-    let profile_label = profile.map(|p| p.display().to_string());
-    runner::check_workload((&label, &ks), profile_label.as_deref().zip(pks.as_ref()))?;
-    cfg.stepping.check(cfg.phase)?;
-    let (profile_path, profile_flag) = match profile {
-        Some(p) => (p, "--profile-trace"),
-        None => (trace, "--trace"),
-    };
-    let mech = runner::parse_policy(&cfg.policy, "--policy")?;
-    let key_profile = if mech.needs_profile() {
-        let mut counts = profile::KeyCounts::new(pks.as_ref().unwrap_or(&ks));
-        each_record(profile_path, profile_flag, cfg.phase, tick, |r| {
-            counts.step(r)
-        })?;
-        Some(counts.finish())
-    } else {
-        None
-    };
-    let (map, sizes) = runner::build_units_with(cfg, &skeleton.header.model, |_| {
-        key_profile.as_ref().expect("the profile pass ran")
-    })?;
+    let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention
         .as_ref()
         .is_some_and(|r| r.cache.policy.needs_profile());
-    let mut pass = crate::streaming::StreamingPass::new(&ks, &map)?;
-    let mut own = (pinning && profile.is_none()).then(|| profile::UnitCounts::new(&ks, &map));
-    each_record(trace, "--trace", cfg.phase, tick, |r| {
-        pass.step(r);
-        if let Some(o) = &mut own {
-            o.step(r);
-        }
-    })?;
-    let streaming = pass.finish(cfg.phase)?;
+    let stream = Stream::new(cfg, &f, pinning, tick)?;
     let retention = match &cfg.retention {
         None => None,
         Some(rc) => {
-            if let Some(p) = &pks {
-                cache::check_same_geometry(&ks, p)?;
-            }
-            let unit_profile = match own {
-                Some(o) => o.finish(),
-                None if pinning => {
-                    let mut c = profile::UnitCounts::new(pks.as_ref().unwrap_or(&ks), &map);
-                    each_record(profile_path, profile_flag, cfg.phase, tick, |r| c.step(r))?;
-                    c.finish()
-                }
-                None => empty_profile(&map),
-            };
-            let out = retain(trace, &ks, &map, cfg.phase, rc, &unit_profile, tick)?;
-            let rc = RetentionConfig {
-                batching: cache::Batching {
-                    stepping: cfg.stepping,
-                    ..rc.batching
-                },
-                ..rc.clone()
-            };
-            Some(cache::retention_outcome(
-                rc.cache.clone(),
-                &rc,
-                out,
-                None,
-                None,
-            ))
+            check_retention(&f, rc)?;
+            let out = retain(
+                trace,
+                &f.ks,
+                &stream.map,
+                cfg.phase,
+                rc,
+                &stream.unit_profile(),
+                tick,
+            )?;
+            Some((rc.clone(), out))
         }
     };
-    let profile_label = profile_label.unwrap_or_else(|| label.clone());
-    Ok(RunReport {
-        inputs: runner::run_inputs(cfg, &map, sizes, &skeleton, (&label, &profile_label)),
-        streaming: Some(streaming),
-        retention: retention.as_ref().map(|r| r.inputs.clone()),
-        cache: retention.as_ref().map(|r| r.cache.clone()),
-        tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
-        schedule: None,
-        target: None,
-        notes: runner::batch_notes(cfg, &skeleton),
-        timing: None,
-        timing_detail: None,
-        prefetch: None,
-        admission: None,
-        steps: None,
-    })
+    Ok(stream.report(cfg, &f, retention))
 }
 
 /// Profile statistics no policy reads (the policy needs none).
@@ -222,9 +324,6 @@ fn retain(
     tick: &dyn Fn(u64),
 ) -> Result<CacheOutcome> {
     use retention::{Belady, Fifo, Lru};
-    if rc.batching.batch == 0 {
-        return Err(cache::CacheError::BatchZero.into());
-    }
     let cfg = &rc.cache;
     let replay = Replay {
         trace,

@@ -239,7 +239,10 @@ mod tests {
         for phases in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
             let expected: Vec<Vec<u16>> = round_robin_requests(&t, phases)
                 .iter()
-                .map(|r| t.token(&ks, r.sequence as usize, r.phase, r.token as usize).to_vec())
+                .map(|r| {
+                    t.token(&ks, r.sequence as usize, r.phase, r.token as usize)
+                        .to_vec()
+                })
                 .collect();
             // 4-byte records: 4 bytes read each alone, 40 bytes gives 2-record buffers
             for buffer in [4, 40, 1 << 20] {

@@ -138,10 +138,22 @@ pub fn run(args: SweepArgs) -> Result<()> {
         .progress
         .bar("sim sweep", (configs.len() * traces.len()) as u64, "runs");
     let mut rows: Vec<TraceRows> = Vec::with_capacity(traces.len());
+    let tick = |n: u64| bar.inc(n);
     for path in traces {
-        // one trace in memory at a time: each is dropped once its rows are done
-        let workload = args.input.workload_of(path)?;
-        rows.push(trace_rows(&args, &configs, &workload, &bar)?);
+        let results = match path {
+            // a trace file and runs the file-streaming path covers: bounded memory, and the
+            // runs of a mechanism share its passes over the file
+            Some(p) if configs.iter().all(sim::bounded::supports) => {
+                let profile = args.input.profile_trace.as_deref();
+                sim::bounded::grid::sweep_file(&configs, p, profile, &tick)?
+            }
+            // one trace in memory at a time: each is dropped once its rows are done
+            _ => {
+                let workload = args.input.workload_of(path)?;
+                runner::sweep_with(&configs, &workload, &|| tick(1))
+            }
+        };
+        rows.push(trace_rows(&args, &configs, results)?);
     }
     bar.finish();
     let all: Vec<RunReport> = rows.iter().flat_map(|t| t.reports.clone()).collect();
@@ -182,12 +194,11 @@ impl TraceRows {
     }
 }
 
-/// Run every configuration on one workload, advancing `bar` per run.
+/// The rows of one trace from its runs' `results` (in `configs` order).
 fn trace_rows(
     args: &SweepArgs,
     configs: &[RunConfig],
-    workload: &sim::runner::Workload,
-    bar: &super::args_progress::Progress,
+    results: Vec<Result<RunReport>>,
 ) -> Result<TraceRows> {
     let mut reports = Vec::with_capacity(configs.len());
     // with a prefetch axis the tables other than the prefetch one show its first point only
@@ -197,7 +208,6 @@ fn trace_rows(
     let first_step = configs.first().map(|c| c.stepping);
     let mut first_point = Vec::with_capacity(configs.len());
     let mut skipped = std::collections::BTreeSet::new();
-    let results = runner::sweep_with(configs, workload, &|| bar.inc(1));
     for (cfg, r) in configs.iter().zip(results) {
         let mut r = match r {
             // The default splits include per-layer, which a mechanism whose units span
