@@ -2,19 +2,8 @@
 //! rows of one sweep of each trace alone (JSON, CSV with a leading `trace` column, table);
 //! `sim run` refuses a second `--trace`; `--progress` draws nothing on a short run.
 
-use std::process::Command;
-
-fn sim(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
-    )
-}
+mod common;
+use common::sim;
 
 fn granite(name: &str) -> String {
     format!(
