@@ -438,14 +438,17 @@ impl Replay<'_> {
         log.next_uses(self.map.num_units())
     }
 
-    /// An upper bound of the stream's accesses from the header: every selection's units.
+    /// An upper bound of the stream's accesses from the header: every selection's units, and
+    /// at most every unit once per group.
     fn trace_accesses_bound(&self) -> Result<u64> {
         let header = traces::read_header(self.trace).context("--trace")?;
         let tokens = header_only(header).total_tokens(self.phases) as u64;
         let per_key = self.map.key_count.iter().copied().max().unwrap_or(1) as u64;
-        Ok(tokens
-            .saturating_mul(self.ks.ids_per_token() as u64)
+        let selections = tokens.saturating_mul(self.ks.ids_per_token() as u64);
+        let groups = tokens.div_ceil(self.batch as u64) * self.ks.num_moe_layers() as u64;
+        Ok(selections
             .saturating_mul(per_key)
+            .min(groups.saturating_mul(self.map.num_units() as u64))
             .min(NEVER as u64))
     }
 
