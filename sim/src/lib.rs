@@ -2,6 +2,7 @@
 //! the discrete-event engine, the cost model and metrics. The binary (`main.rs` and `cmd/`)
 //! is thin glue that parses arguments and prints what these return.
 
+pub mod bounded;
 pub mod cache;
 pub mod cost;
 pub mod engine;

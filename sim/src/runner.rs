@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::OnceLock;
-use traces::{PhaseSel, Trace};
+use traces::{KeySpace, PhaseSel, Trace};
 
 /// The bundled granite-3.0-1b-a400m prose trace (prompt `english_prose`, 64 decode tokens),
 /// embedded so `sim run` works from any directory. Attribution: traces/data/granite/NOTICE.
@@ -126,32 +126,14 @@ impl Workload {
     /// Pair a trace with an optional profile trace. Error when the profile trace's model has
     /// other expert counts per MoE layer than the evaluated trace's.
     pub fn new(trace: TraceInput, profile: Option<TraceInput>) -> Result<Workload> {
-        // Every run's unit map indexes every expert instance (two u32 per instance), however
-        // few the trace selects: refuse a header geometry whose index alone cannot fit.
-        let keys = trace.trace.keyspace().num_keys();
-        traces::resources::check_memory(
-            &format!(
-                "`{}` declares {keys} expert instances; their unit-map index",
-                trace.label
-            ),
-            keys as u128 * 8,
-            "the trace's geometry is beyond this machine",
+        check_workload(
+            (&trace.label, &trace.trace.keyspace()),
+            profile
+                .as_ref()
+                .map(|p| (p.label.as_str(), p.trace.keyspace()))
+                .as_ref()
+                .map(|(l, k)| (*l, k)),
         )?;
-        if let Some(p) = &profile {
-            let (a, b) = (trace.trace.keyspace(), p.trace.keyspace());
-            if a.experts != b.experts {
-                bail!(
-                    "--profile-trace `{}` has {} MoE layers with {:?} experts, but the trace `{}` \
-                     has {} MoE layers with {:?}; the profile must come from the same model",
-                    p.label,
-                    b.num_moe_layers(),
-                    dedup(&b.experts),
-                    trace.label,
-                    a.num_moe_layers(),
-                    dedup(&a.experts)
-                );
-            }
-        }
         Ok(Workload {
             trace,
             profile,
@@ -182,6 +164,35 @@ impl Workload {
     }
 }
 
+/// The checks of [`Workload::new`] on the (label, key space) of a trace and of its profile
+/// trace: every run's unit map indexes every expert instance (two u32 per instance), however
+/// few the trace selects, so a header geometry whose index alone cannot fit is refused; and a
+/// profile trace must have the trace's expert counts per MoE layer.
+pub fn check_workload(trace: (&str, &KeySpace), profile: Option<(&str, &KeySpace)>) -> Result<()> {
+    let (label, a) = trace;
+    let keys = a.num_keys();
+    traces::resources::check_memory(
+        &format!("`{label}` declares {keys} expert instances; their unit-map index"),
+        keys as u128 * 8,
+        "the trace's geometry is beyond this machine",
+    )?;
+    if let Some((p_label, b)) = profile {
+        if a.experts != b.experts {
+            bail!(
+                "--profile-trace `{}` has {} MoE layers with {:?} experts, but the trace `{}` \
+                 has {} MoE layers with {:?}; the profile must come from the same model",
+                p_label,
+                b.num_moe_layers(),
+                dedup(&b.experts),
+                label,
+                a.num_moe_layers(),
+                dedup(&a.experts)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs of equal values collapsed to one (`[64, 64, 32, 64]` -> `[64, 32, 64]`), for short
 /// messages about per-layer expert counts.
 fn dedup(v: &[u16]) -> Vec<u16> {
@@ -201,13 +212,24 @@ pub fn parse_policy(spec: &str, flag: &str) -> Result<Box<dyn Mechanism>> {
 
 /// Build the unit map of `cfg`'s mechanism for the workload's model.
 pub fn build_units(cfg: &RunConfig, w: &Workload) -> Result<(UnitMap, Sizes)> {
+    build_units_with(cfg, &w.trace.trace.header.model, |coactivation| {
+        w.profile_stats(cfg.phase, coactivation)
+    })
+}
+
+/// Build the unit map of `cfg`'s mechanism for `model`; `profile(coactivation)` gives the
+/// profile statistics when the mechanism orders experts by them.
+pub fn build_units_with<'p>(
+    cfg: &RunConfig,
+    model: &traces::ModelSpec,
+    profile: impl FnOnce(bool) -> &'p ProfileStats,
+) -> Result<(UnitMap, Sizes)> {
     let mech = parse_policy(&cfg.policy, "--policy")?;
-    let model = &w.trace.trace.header.model;
     let sizes = Sizes::resolve(model, &cfg.sizes)?;
-    let ks = w.trace.trace.keyspace();
+    let ks = traces::KeySpace::new(model);
     let profile = mech
         .needs_profile()
-        .then(|| w.profile_stats(cfg.phase, mech.needs_coactivation()));
+        .then(|| profile(mech.needs_coactivation()));
     let ctx = BuildContext {
         keyspace: &ks,
         sizes,
@@ -354,19 +376,7 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
     notes.extend(placed_notes);
     notes.extend(timing.as_ref().map(|t| t.notes.clone()).unwrap_or_default());
     let report = RunReport {
-        inputs: RunInputs {
-            policy: map.spec.clone(),
-            trace: w.trace.label.clone(),
-            profile_trace: w.profile_label().to_string(),
-            phase: cfg.phase,
-            model: trace.header.model.name.clone(),
-            moe_layers: trace.keyspace().num_moe_layers(),
-            tokens: trace.total_tokens(cfg.phase) as u64,
-            dtype: sizes.dtype,
-            expert_bytes: sizes.expert_bytes,
-            expert_mib: sizes.expert_bytes as f64 / crate::MIB,
-            granule_bytes: map.granule_bytes,
-        },
+        inputs: run_inputs(cfg, &map, sizes, trace, (&w.trace.label, w.profile_label())),
         streaming: Some(streaming),
         retention: retention.as_ref().map(|r| r.inputs.clone()),
         cache: retention.as_ref().map(|r| r.cache.clone()),
@@ -384,10 +394,34 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
     Ok((report, decode_step_us))
 }
 
+/// The `inputs` block of a run of `cfg` over `map` on `trace` (whose header is all it reads),
+/// the trace and the profile trace named by `labels`.
+pub(crate) fn run_inputs(
+    cfg: &RunConfig,
+    map: &UnitMap,
+    sizes: Sizes,
+    trace: &Trace,
+    labels: (&str, &str),
+) -> RunInputs {
+    RunInputs {
+        policy: map.spec.clone(),
+        trace: labels.0.to_string(),
+        profile_trace: labels.1.to_string(),
+        phase: cfg.phase,
+        model: trace.header.model.name.clone(),
+        moe_layers: trace.keyspace().num_moe_layers(),
+        tokens: trace.total_tokens(cfg.phase) as u64,
+        dtype: sizes.dtype,
+        expert_bytes: sizes.expert_bytes,
+        expert_mib: sizes.expert_bytes as f64 / crate::MIB,
+        granule_bytes: map.granule_bytes,
+    }
+}
+
 /// A warning when the batch is larger than the sequences that have tokens in the phase:
 /// requests are the sequences' tokens round-robin, so the extra slots of a batch are filled
 /// with later tokens of the same sequences, which decode one after the other in reality.
-fn batch_notes(cfg: &RunConfig, trace: &Trace) -> Vec<String> {
+pub(crate) fn batch_notes(cfg: &RunConfig, trace: &Trace) -> Vec<String> {
     let Some(batch) = cfg.retention.as_ref().map(|r| r.batching.batch) else {
         return Vec::new();
     };
@@ -407,5 +441,22 @@ fn batch_notes(cfg: &RunConfig, trace: &Trace) -> Vec<String> {
 /// Run every configuration in parallel on the current rayon pool; results in `configs` order
 /// whatever the thread count (each run is independent and deterministic).
 pub fn sweep(configs: &[RunConfig], w: &Workload) -> Vec<Result<RunReport>> {
-    configs.par_iter().map(|c| run(c, w)).collect()
+    sweep_with(configs, w, &|| {})
+}
+
+/// [`sweep`], calling `done` after each run (from the thread that ran it), e.g. to advance
+/// a progress bar.
+pub fn sweep_with(
+    configs: &[RunConfig],
+    w: &Workload,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Result<RunReport>> {
+    configs
+        .par_iter()
+        .map(|c| {
+            let r = run(c, w);
+            done();
+            r
+        })
+        .collect()
 }

@@ -73,6 +73,8 @@ pub struct TraceReader<R: Read = File> {
     block_offset: u64,
     /// File offset of the checksum.
     checksum_offset: u64,
+    /// File offset of the first token record.
+    payload_offset: u64,
     state: State,
 }
 
@@ -229,6 +231,7 @@ impl<R: Read> TraceReader<R> {
             tokens_unread: layout.total_tokens,
             block_offset: PREAMBLE_LEN + header_len,
             checksum_offset: PREAMBLE_LEN + header_len + found,
+            payload_offset: PREAMBLE_LEN + header_len,
             state: State::Reading,
             header,
             ks,
@@ -254,6 +257,14 @@ impl<R: Read> TraceReader<R> {
     /// The name errors use for this source (the path for files).
     pub fn file_name(&self) -> &str {
         &self.file
+    }
+
+    /// File offset of the first token record: records follow in payload order (sequence by
+    /// sequence, prefill before decode), [`Layout::record_bytes`] each, the ids of a record
+    /// first (little-endian u16, [`Layout::ids_per_token`] of them), for a caller that reads
+    /// records at their offsets instead of in order.
+    pub fn payload_offset(&self) -> u64 {
+        self.payload_offset
     }
 
     /// Read the next block of records, check-summing the raw bytes and decoding ids/weights.

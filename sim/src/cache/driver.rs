@@ -182,6 +182,16 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// Access the units of one group (distinct, in selection order) and evict per the
     /// semantics. Returns what was paged in and evicted.
     pub fn group(&mut self, units: &[u32]) -> &GroupOutcome {
+        let pos = self.pos as usize;
+        let next_use = self.next_use.map(|n| &n[pos..pos + units.len()]);
+        self.group_next(units, next_use)
+    }
+
+    /// [`CacheSim::group`] with the next uses of this group's accesses given by the caller
+    /// (`next_use[i]` for `units[i]`, as [`super::AccessStream::next_use`] numbers them),
+    /// for a caller that reads them from a file block by block instead of holding them all;
+    /// `None` when the policy needs none.
+    pub fn group_next(&mut self, units: &[u32], next_use: Option<&[u32]>) -> &GroupOutcome {
         self.outcome.page_ins.clear();
         self.outcome.evicted.clear();
         self.outcome.ssd_reads.clear();
@@ -190,7 +200,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         let mut bypassed = 0usize;
         // One pool (global split): local ids are the global ids, skip the lookups.
         let single = self.pools.len() == 1;
-        for &u in units {
+        for (i, &u) in units.iter().enumerate() {
             let (p, l) = if single {
                 (0, u)
             } else {
@@ -201,7 +211,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             };
             let at = At {
                 pos: self.pos,
-                next_use: self.next_use.map_or(NEVER, |n| n[self.pos as usize]),
+                next_use: next_use.map_or(NEVER, |n| n[i]),
             };
             self.pos += 1;
             self.accesses += 1;

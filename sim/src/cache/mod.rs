@@ -252,70 +252,81 @@ impl Workload {
         &'a self,
         map: &UnitMap,
         cfg: &CacheConfig,
-        mut make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
+        make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
     ) -> Result<(CacheSim<'a, P>, Vec<u32>), CacheError> {
-        let n = map.num_units();
-        let max_unit = map
-            .units
-            .iter()
-            .map(|u| u.committed_bytes)
-            .max()
-            .unwrap_or(1);
-        let global = cfg.budget.resolve(n, max_unit)?;
-        let pool_of = driver::pool_layout(map, cfg.split)?;
-        let pools = pool_of.iter().map(|&p| p as usize + 1).max().unwrap_or(1);
-        let mut pool_units = vec![0usize; pools];
-        for &p in &pool_of {
-            pool_units[p as usize] += 1;
-        }
-        let capacities = match cfg.split {
-            Split::Global => vec![global],
-            Split::PerLayer => budget::split_per_layer(&cfg.budget, global, n, &pool_units),
+        let next_use = cfg.policy.needs_next_use().then_some(&self.next_use[..]);
+        simulator_of(map, cfg, &self.profile, next_use, make)
+    }
+}
+
+/// A fresh simulator for `cfg` over `map`'s units, its pinning policies ranking units by
+/// `profile` and its offline policies reading `next_use` (the whole stream's, or `None` for a
+/// caller that gives each group's with [`CacheSim::group_next`]); policies made by `make`,
+/// one per pool. Also returns the pool of every unit.
+pub fn simulator_of<'a, P: ?Sized + EvictionPolicy>(
+    map: &UnitMap,
+    cfg: &CacheConfig,
+    profile: &ProfileStats,
+    next_use: Option<&'a [u32]>,
+    mut make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
+) -> Result<(CacheSim<'a, P>, Vec<u32>), CacheError> {
+    let n = map.num_units();
+    let max_unit = map
+        .units
+        .iter()
+        .map(|u| u.committed_bytes)
+        .max()
+        .unwrap_or(1);
+    let global = cfg.budget.resolve(n, max_unit)?;
+    let pool_of = driver::pool_layout(map, cfg.split)?;
+    let pools = pool_of.iter().map(|&p| p as usize + 1).max().unwrap_or(1);
+    let mut pool_units = vec![0usize; pools];
+    for &p in &pool_of {
+        pool_units[p as usize] += 1;
+    }
+    let capacities = match cfg.split {
+        Split::Global => vec![global],
+        Split::PerLayer => budget::split_per_layer(&cfg.budget, global, n, &pool_units),
+    };
+    let dram = cfg
+        .dram
+        .as_ref()
+        .map(|d| d.resolve(n, max_unit))
+        .transpose()
+        .map_err(|e| CacheError::DramBudget(e.0))?;
+    let mut policies: Vec<Box<P>> = Vec::with_capacity(pools);
+    for p in 0..pools {
+        let local = |v: &[u64]| -> Vec<u64> {
+            (0..n)
+                .filter(|&u| pool_of[u] as usize == p)
+                .map(|u| v[u])
+                .collect()
         };
-        let dram = cfg
-            .dram
-            .as_ref()
-            .map(|d| d.resolve(n, max_unit))
-            .transpose()
-            .map_err(|e| CacheError::DramBudget(e.0))?;
-        let mut policies: Vec<Box<P>> = Vec::with_capacity(pools);
-        for p in 0..pools {
-            let local = |v: &[u64]| -> Vec<u64> {
+        let setup = PolicySetup {
+            units: pool_units[p],
+            capacity: capacities[p],
+            seed: cfg.seed,
+            pool: p as u64,
+            profile_counts: cfg.policy.needs_profile().then(|| local(&profile.counts)),
+            profile_always_on: cfg.policy.needs_profile().then(|| {
                 (0..n)
                     .filter(|&u| pool_of[u] as usize == p)
-                    .map(|u| v[u])
+                    .map(|u| profile.always_on[u])
                     .collect()
-            };
-            let setup = PolicySetup {
-                units: pool_units[p],
-                capacity: capacities[p],
-                seed: cfg.seed,
-                pool: p as u64,
-                profile_counts: cfg
-                    .policy
-                    .needs_profile()
-                    .then(|| local(&self.profile.counts)),
-                profile_always_on: cfg.policy.needs_profile().then(|| {
-                    (0..n)
-                        .filter(|&u| pool_of[u] as usize == p)
-                        .map(|u| self.profile.always_on[u])
-                        .collect()
-                }),
-            };
-            policies.push(make(&setup).map_err(CacheError::Input)?);
-        }
-        let next_use = cfg.policy.needs_next_use().then_some(&self.next_use[..]);
-        let sim = CacheSim::new(
-            map,
-            &pool_of,
-            policies,
-            &capacities,
-            cfg.semantics,
-            next_use,
-            dram,
-        );
-        Ok((sim, pool_of))
+            }),
+        };
+        policies.push(make(&setup).map_err(CacheError::Input)?);
     }
+    let sim = CacheSim::new(
+        map,
+        &pool_of,
+        policies,
+        &capacities,
+        cfg.semantics,
+        next_use,
+        dram,
+    );
+    Ok((sim, pool_of))
 }
 
 /// A retention run as `sim run` / `sim sweep` ask for it: policy, budget, batching, and
@@ -384,25 +395,36 @@ impl PreparedRetention {
     /// The report blocks of the run `rc` asked for, given the outcome of stepping the whole
     /// stream under [`PreparedRetention::cache`].
     pub fn outcome(self, rc: &RetentionConfig, out: CacheOutcome) -> RetentionOutcome {
-        let cfg = self.cache;
-        RetentionOutcome {
-            inputs: RetentionInputs {
-                evict: cfg.policy,
-                budget: cfg.budget.clone(),
-                split: cfg.split,
-                semantics: cfg.semantics,
-                batch: rc.batching.batch,
-                queue: rc.batching.queue,
-                schedule: rc.batching.schedule,
-                dram: cfg.dram.clone(),
-                seed: cfg.seed,
-                target_search: self.target.as_ref().map(|t| t.search.clone()),
-            },
-            cache: out.cache,
-            tiers: out.tiers,
-            schedule: self.workload.schedule,
-            target: self.target,
-        }
+        retention_outcome(self.cache, rc, out, self.workload.schedule, self.target)
+    }
+}
+
+/// The report blocks of the run `rc` asked for, run under `cfg` (its budget resolved): the
+/// stepped outcome, the schedule summary and the target search.
+pub fn retention_outcome(
+    cfg: CacheConfig,
+    rc: &RetentionConfig,
+    out: CacheOutcome,
+    schedule: Option<ScheduleReport>,
+    target: Option<TargetReport>,
+) -> RetentionOutcome {
+    RetentionOutcome {
+        inputs: RetentionInputs {
+            evict: cfg.policy,
+            budget: cfg.budget.clone(),
+            split: cfg.split,
+            semantics: cfg.semantics,
+            batch: rc.batching.batch,
+            queue: rc.batching.queue,
+            schedule: rc.batching.schedule,
+            dram: cfg.dram.clone(),
+            seed: cfg.seed,
+            target_search: target.as_ref().map(|t| t.search.clone()),
+        },
+        cache: out.cache,
+        tiers: out.tiers,
+        schedule,
+        target,
     }
 }
 

@@ -17,7 +17,7 @@ pub struct InputArgs {
     /// Trace file (the `sim trace` binary format). Default: the bundled granite-3.0-1b-a400m
     /// prose trace, embedded in the binary.
     #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
+    pub trace: Vec<PathBuf>,
 
     /// Phases of the trace to replay: decode (generated tokens), prefill (prompt tokens) or
     /// all. The profile trace is read with the same phases.
@@ -81,9 +81,37 @@ impl InputArgs {
         }
     }
 
-    /// Load the trace and the profile trace.
+    /// The one trace file of a command that replays one (`None`: the embedded trace); an
+    /// error naming `--trace` when it was given several times.
+    pub fn one_trace(&self) -> Result<Option<&Path>> {
+        match &self.trace[..] {
+            [] => Ok(None),
+            [p] => Ok(Some(p)),
+            many => anyhow::bail!(
+                "--trace was given {} times, but this command replays one trace; give --trace once (`sim sweep` takes several, one set of rows per trace)",
+                many.len()
+            ),
+        }
+    }
+
+    /// Load the trace and the profile trace (one trace: see [`InputArgs::one_trace`]).
     pub fn workload(&self) -> Result<Workload> {
-        let trace = match &self.trace {
+        self.workload_of(self.one_trace()?)
+    }
+
+    /// Every `--trace` in the order given (`[None]`, the embedded trace, when none was
+    /// given), for a command that replays them one after the other.
+    pub fn traces(&self) -> Vec<Option<&Path>> {
+        if self.trace.is_empty() {
+            return vec![None];
+        }
+        self.trace.iter().map(|p| Some(p.as_path())).collect()
+    }
+
+    /// The workload of the trace at `path` (the embedded trace when `None`) with the profile
+    /// trace.
+    pub fn workload_of(&self, path: Option<&Path>) -> Result<Workload> {
+        let trace = match path {
             Some(p) => TraceInput::load(Some(p)).context("--trace")?,
             None => TraceInput::load(None)?,
         };

@@ -7,7 +7,6 @@ use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use policies::mechanisms::SizeOptions;
 use rayon::prelude::*;
 use reports::{Results, RunEntry, Shard, TraceInfo};
@@ -88,9 +87,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// No progress bar on stderr.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 
     /// Retention grid: --evict, --budget (alias --budgets), --split, --batch lists as in
     /// `sim sweep`, and the shared --semantics, --dram, --queue, --schedule, --seed.
@@ -313,18 +311,7 @@ fn run_points(
     workloads: &BTreeMap<(usize, usize), Workload>,
     timing: &Option<TimingConfig>,
 ) -> Result<Vec<RunEntry>> {
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(points.len() as u64).with_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        )
-    };
-    bar.set_prefix("sim compare");
+    let bar = args.progress.bar("sim compare", points.len() as u64, "runs");
     let work = || -> Vec<Result<RunEntry>> {
         points
             .par_iter()
@@ -343,7 +330,7 @@ fn run_points(
             .install(work),
         None => work(),
     };
-    bar.finish_and_clear();
+    bar.finish();
     done.into_iter().collect()
 }
 

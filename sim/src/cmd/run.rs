@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use reports::text::run as text;
 use sim::runner::{self, RunConfig, RunReport};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `sim run`.
 #[derive(Args)]
@@ -36,10 +36,13 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let workload = args.input.workload()?;
+    let trace = args.input.one_trace()?;
     let cfg = RunConfig {
         policy: args.policy.clone(),
         phase: args.input.phase,
@@ -48,7 +51,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         timing: args.timing.for_run(args.cache.seed)?,
         stepping: args.steps.for_run(args.input.phase, args.cache.seed)?,
     };
-    let report = runner::run(&cfg, &workload)?;
+    let report = match trace {
+        // a trace file and a run the file-streaming path covers: bounded memory
+        Some(path) if sim::bounded::supports(&cfg) => run_bounded(&args, &cfg, path)?,
+        _ => runner::run(&cfg, &args.input.workload()?)?,
+    };
     print_notes(&report);
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
@@ -59,6 +66,28 @@ pub fn run(args: RunArgs) -> Result<()> {
             + &reports::text::steps::steps_summary(&report)
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.
+fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport> {
+    let tokens = match traces::read_header(path) {
+        Ok(h) => h
+            .sequences
+            .iter()
+            .map(|s| {
+                let p = u64::from(cfg.phase.includes(traces::Phase::Prefill)) * s.prefill_tokens;
+                let d = u64::from(cfg.phase.includes(traces::Phase::Decode)) * s.decode_tokens;
+                p + d
+            })
+            .sum(),
+        Err(_) => 0, // the run itself words the error
+    };
+    let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
+    let bar = args.progress.bar("sim run", passes * tokens, "tokens");
+    let profile = args.input.profile_trace.as_deref();
+    let report = sim::bounded::run_file(cfg, path, profile, &|n| bar.inc(n));
+    bar.finish();
+    report
 }
 
 /// Print a run's notes (files written, what was left out, warnings) to stderr, one line

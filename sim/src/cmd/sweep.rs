@@ -1,4 +1,5 @@
-//! `sim sweep`: many mechanisms on one trace, one row each, run in parallel.
+//! `sim sweep`: many mechanisms on one trace or several, one row each (per trace), run in
+//! parallel.
 //!
 //! The grid comes from `sim::grid`: one [`RunConfig`] per mechanism spec, times the retention
 //! lists (`--evict`, `--budget`, `--split`, `--batch`), nested with the spec outermost, then
@@ -33,6 +34,7 @@ pub enum Format {
 /// Arguments of `sim sweep`.
 #[derive(Args)]
 #[command(mut_arg("budget", |a| a.visible_alias("budgets")))]
+#[command(mut_arg("trace", |a| a.help("Trace file (the `sim trace` binary format); repeat the flag for several traces, whose rows follow one another in the order given. Default: the bundled granite-3.0-1b-a400m prose trace, embedded in the binary")))]
 pub struct SweepArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -67,6 +69,9 @@ pub struct SweepArgs {
 
     #[command(flatten)]
     pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 }
 
 /// The mechanism specs asked for, canonical and without repeats (`e1:index` and `e1:hot` are
@@ -128,7 +133,74 @@ fn spans_layers(e: &anyhow::Error) -> bool {
 
 pub fn run(args: SweepArgs) -> Result<()> {
     let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
-    let workload = args.input.workload()?;
+    let traces = args.input.traces();
+    let bar = args
+        .progress
+        .bar("sim sweep", (configs.len() * traces.len()) as u64, "runs");
+    let mut rows: Vec<TraceRows> = Vec::with_capacity(traces.len());
+    let tick = |n: u64| bar.inc(n);
+    for path in traces {
+        let results = match path {
+            // a trace file and runs the file-streaming path covers: bounded memory, and the
+            // runs of a mechanism share its passes over the file
+            Some(p) if configs.iter().all(sim::bounded::supports) => {
+                let profile = args.input.profile_trace.as_deref();
+                sim::bounded::grid::sweep_file(&configs, p, profile, &tick)?
+            }
+            // one trace in memory at a time: each is dropped once its rows are done
+            _ => {
+                let workload = args.input.workload_of(path)?;
+                runner::sweep_with(&configs, &workload, &|| tick(1))
+            }
+        };
+        rows.push(trace_rows(&args, &configs, results)?);
+    }
+    bar.finish();
+    let all: Vec<RunReport> = rows.iter().flat_map(|t| t.reports.clone()).collect();
+    let text = match args.format {
+        Format::Json => serde_json::to_string_pretty(&all)? + "\n",
+        Format::Csv if rows.len() == 1 => grid_text::sweep_csv(&all)?,
+        Format::Csv => with_trace_column(&grid_text::sweep_csv(&all)?, &all)?,
+        // each trace's tables open with a line naming it
+        Format::Table => rows
+            .iter()
+            .map(TraceRows::table)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    emit(args.out.as_deref(), &text)
+}
+
+/// The rows of one trace: every report, and whether each is at the first prefetch and
+/// stepping point (the tables other than the prefetch and steps ones show those only).
+struct TraceRows {
+    reports: Vec<RunReport>,
+    first_point: Vec<bool>,
+}
+
+impl TraceRows {
+    /// The tables of these rows.
+    fn table(&self) -> String {
+        let shown: Vec<RunReport> = self
+            .reports
+            .iter()
+            .zip(&self.first_point)
+            .filter(|(_, &f)| f)
+            .map(|(r, _)| r.clone())
+            .collect();
+        tables(&shown)
+            + &prefetch_text::prefetch_table(&self.reports)
+            + &reports::text::placement::placement_table(&self.reports)
+            + &reports::text::steps::steps_table(&self.reports)
+    }
+}
+
+/// The rows of one trace from its runs' `results` (in `configs` order).
+fn trace_rows(
+    args: &SweepArgs,
+    configs: &[RunConfig],
+    results: Vec<Result<RunReport>>,
+) -> Result<TraceRows> {
     let mut reports = Vec::with_capacity(configs.len());
     // with a prefetch axis the tables other than the prefetch one show its first point only
     // (retention does not depend on the predictor)
@@ -137,7 +209,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let first_step = configs.first().map(|c| c.stepping);
     let mut first_point = Vec::with_capacity(configs.len());
     let mut skipped = std::collections::BTreeSet::new();
-    for (cfg, r) in configs.iter().zip(runner::sweep(&configs, &workload)) {
+    for (cfg, r) in configs.iter().zip(results) {
         let mut r = match r {
             // The default splits include per-layer, which a mechanism whose units span
             // layers cannot have: leave its per-layer rows out and say so once.
@@ -163,23 +235,30 @@ pub fn run(args: SweepArgs) -> Result<()> {
         }
         reports.push(r);
     }
-    let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
-        Format::Csv => grid_text::sweep_csv(&reports)?,
-        Format::Table => {
-            let shown: Vec<RunReport> = reports
-                .iter()
-                .zip(&first_point)
-                .filter(|(_, &f)| f)
-                .map(|(r, _)| r.clone())
-                .collect();
-            tables(&shown)
-                + &prefetch_text::prefetch_table(&reports)
-                + &reports::text::placement::placement_table(&reports)
-                + &reports::text::steps::steps_table(&reports)
-        }
-    };
-    emit(args.out.as_deref(), &text)
+    Ok(TraceRows {
+        reports,
+        first_point,
+    })
+}
+
+/// `csv` (one header line, then one record per report of `reports`) with a first column
+/// `trace` naming each record's trace, for a sweep over several traces.
+fn with_trace_column(csv_text: &str, reports: &[RunReport]) -> Result<String> {
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(csv_text.as_bytes());
+    let mut wr = csv::WriterBuilder::new()
+        .flexible(true)
+        .from_writer(Vec::new());
+    let mut labels =
+        std::iter::once("trace").chain(reports.iter().map(|r| r.inputs.trace.as_str()));
+    for rec in rd.records() {
+        let rec = rec.context("re-reading the sweep's CSV")?;
+        let label = labels.next().context("more CSV records than sweep rows")?;
+        wr.write_record(std::iter::once(label).chain(rec.iter()))?;
+    }
+    Ok(String::from_utf8(wr.into_inner()?)?)
 }
 
 /// The retention (or streaming) table and the batch table of `reports`.

@@ -1,0 +1,209 @@
+//! A grid of runs on one trace file, sharing its passes: the runs of one mechanism share the
+//! profile and streaming passes, and those that also share a batch size share one replay
+//! pass (and one next-use computation), which decodes the file once and feeds every run's
+//! simulator, block by block, the runs of a block in parallel (rayon). Each run's report is
+//! [`super::run_file`]'s (and so [`crate::runner::run`]'s) for it, bit for bit.
+
+use super::{check_retention, next_use, sim_of, Files, Replay, Stream};
+use crate::cache::{CacheOutcome, CacheSim};
+use crate::runner::{RunConfig, RunReport};
+use anyhow::Result;
+use policies::retention::{self, EvictionPolicy};
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Accesses buffered before the runs step through them (4 M: 16 MiB of unit ids, plus their
+/// next uses when a run reads them).
+const BLOCK_ACCESSES: usize = 1 << 22;
+
+/// Every run of `cfgs` (each one [`super::supports`] covers) on the trace file `trace`, results
+/// in `cfgs` order; `done(n)`: n more runs are done. The outer error is the files' (a header
+/// that cannot be read); each run's own error is its entry's.
+pub fn sweep_file(
+    cfgs: &[RunConfig],
+    trace: &Path,
+    profile: Option<&Path>,
+    done: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Result<RunReport>>> {
+    let f = Files::open(trace, profile)?;
+    let mut out: Vec<Option<Result<RunReport>>> = (0..cfgs.len()).map(|_| None).collect();
+    // runs of one mechanism, in order of first appearance
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in cfgs.iter().enumerate() {
+        let same = |j: &usize| {
+            let d = &cfgs[*j];
+            (&d.policy, d.phase, d.sizes) == (&c.policy, c.phase, c.sizes)
+        };
+        match groups.iter_mut().find(|g| same(&g[0])) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    for g in groups {
+        let pinning = g.iter().any(|&i| {
+            cfgs[i]
+                .retention
+                .as_ref()
+                .is_some_and(|r| r.cache.policy.needs_profile())
+        });
+        let stream = match Stream::new(&cfgs[g[0]], &f, pinning, &|_| {}) {
+            Ok(s) => s,
+            // a damaged trace file is the whole grid's error, as when loading it
+            Err(e) if e.chain().any(|c| c.is::<traces::TraceError>()) => return Err(e),
+            Err(_) => {
+                // every run of the mechanism fails the same way: give each its own error
+                for &i in &g {
+                    out[i] = Some(super::run_file(&cfgs[i], trace, profile, &|_| {}));
+                }
+                done(g.len() as u64);
+                continue;
+            }
+        };
+        let mut batches: Vec<usize> = Vec::new();
+        for &i in &g {
+            match &cfgs[i].retention {
+                None => out[i] = Some(Ok(stream.report(&cfgs[i], &f, None))),
+                Some(rc) if !batches.contains(&rc.batching.batch) => {
+                    batches.push(rc.batching.batch)
+                }
+                Some(_) => {}
+            }
+        }
+        for batch in batches {
+            let runs: Vec<usize> = g
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    cfgs[i]
+                        .retention
+                        .as_ref()
+                        .is_some_and(|r| r.batching.batch == batch)
+                })
+                .collect();
+            for (i, r) in replay_runs(cfgs, &runs, &f, &stream)? {
+                out[i] = Some(r);
+            }
+        }
+        done(g.len() as u64);
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every run was given a result"))
+        .collect())
+}
+
+/// The retention runs `runs` of `cfgs` (one mechanism, one batch size) in one replay pass.
+fn replay_runs(
+    cfgs: &[RunConfig],
+    runs: &[usize],
+    f: &Files,
+    stream: &Stream,
+) -> Result<Vec<(usize, Result<RunReport>)>> {
+    let profile = stream.unit_profile();
+    let mut results = Vec::new();
+    let mut live: Vec<(usize, CacheSim<'_, dyn EvictionPolicy>)> = Vec::new();
+    for &i in runs {
+        let rc = cfgs[i].retention.as_ref().expect("a retention run");
+        let sim = check_retention(f, rc).and_then(|_| {
+            sim_of(&stream.map, &rc.cache, &profile, |s| {
+                retention::build(rc.cache.policy, s)
+            })
+        });
+        match sim {
+            Ok(s) => live.push((i, s)),
+            Err(e) => results.push((i, Err(e))),
+        }
+    }
+    if live.is_empty() {
+        return Ok(results);
+    }
+    let cfg0 = &cfgs[live[0].0];
+    let replay = Replay {
+        trace: f.trace,
+        ks: &f.ks,
+        map: &stream.map,
+        phases: cfg0.phase,
+        batch: cfg0
+            .retention
+            .as_ref()
+            .expect("a retention run")
+            .batching
+            .batch,
+        tick: &|_| {},
+    };
+    let offline: Vec<bool> = live
+        .iter()
+        .map(|(i, _)| {
+            cfgs[*i]
+                .retention
+                .as_ref()
+                .is_some_and(|r| r.cache.policy.needs_next_use())
+        })
+        .collect();
+    let stepped = match offline
+        .iter()
+        .any(|&o| o)
+        .then(|| replay.next_uses())
+        .transpose()
+    {
+        Ok(next) => step_all(&replay, &mut live, &offline, next),
+        Err(e) => Err(e),
+    };
+    match stepped {
+        Ok(tokens) => {
+            for (i, mut sim) in live {
+                sim.add_tokens(tokens);
+                let out = CacheOutcome {
+                    cache: sim.report(),
+                    tiers: sim.tiers(),
+                };
+                let rc = cfgs[i].retention.clone().expect("a retention run");
+                results.push((i, Ok(stream.report(&cfgs[i], f, Some((rc, out))))));
+            }
+        }
+        // an error of the pass itself (the file, the stream's length) is every run's
+        Err(e) => {
+            for (i, _) in live {
+                results.push((i, Err(anyhow::anyhow!("{e:#}"))));
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Step every simulator of `sims` over the stream of `replay`, block by block, in parallel;
+/// `offline[k]`: simulator k reads the next uses. Returns the stream's tokens.
+fn step_all(
+    replay: &Replay,
+    sims: &mut [(usize, CacheSim<'_, dyn EvictionPolicy>)],
+    offline: &[bool],
+    mut next: Option<next_use::NextUses>,
+) -> Result<u64> {
+    let mut units: Vec<u32> = Vec::with_capacity(BLOCK_ACCESSES);
+    let mut starts: Vec<usize> = vec![0];
+    let mut flush = |units: &mut Vec<u32>, starts: &mut Vec<usize>| -> Result<()> {
+        let nexts = next.as_mut().map(|n| n.take(units.len())).transpose()?;
+        sims.par_iter_mut()
+            .zip(offline)
+            .for_each(|((_, sim), &off)| {
+                for w in starts.windows(2) {
+                    let n = nexts.filter(|_| off).map(|n| &n[w[0]..w[1]]);
+                    sim.group_next(&units[w[0]..w[1]], n);
+                }
+            });
+        units.clear();
+        starts.truncate(1);
+        Ok(())
+    };
+    let tokens = replay.groups(|g| {
+        units.extend_from_slice(g);
+        starts.push(units.len());
+        if units.len() >= BLOCK_ACCESSES {
+            flush(&mut units, &mut starts)?;
+        }
+        Ok(())
+    });
+    let tokens = tokens?;
+    flush(&mut units, &mut starts)?;
+    Ok(tokens)
+}

@@ -1,0 +1,485 @@
+//! `sim run` on a trace file in memory bounded by the model, not by the trace's length: the
+//! trace is never loaded. Each figure comes from a pass that streams the file block by block:
+//!
+//! 1. with a mechanism that orders experts by a profile (`eN:hot`): the profile trace's
+//!    selection counts ([`profile::KeyCounts`]);
+//! 2. the streaming metrics, over the trace read by [`traces::TraceReader`], which validates
+//!    every record and the payload checksum; the same pass gives the pinning policies' unit
+//!    statistics when the trace is its own profile ([`profile::UnitCounts`]; a profile trace
+//!    gets a pass of its own);
+//! 3. with an offline policy (Belady/MIN): the access stream logged to a temporary file and
+//!    its next uses computed by a backward pass over it ([`next_use`]);
+//! 4. the retention replay: requests round-robin across sequences ([`source::RoundRobin`]),
+//!    batched, each group's units fed to the same [`CacheSim`] as the in-memory path's, with
+//!    the next uses read alongside.
+//!
+//! Memory: the unit map, the policy state and per-unit counters, one block buffer per pass,
+//! and the record buffers of [`source`]. The results are those of [`crate::runner::run`] on
+//! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Runs this
+//! path does not cover ([`supports`]) load the trace as before.
+
+pub mod grid;
+pub mod next_use;
+pub mod profile;
+pub mod source;
+
+use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, RetentionConfig, Schedule};
+use crate::runner::{self, RunConfig, RunReport};
+use anyhow::{Context, Result};
+use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup, NEVER};
+use policies::UnitMap;
+use std::path::Path;
+use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
+
+/// Tokens between two calls of a pass's progress callback.
+const TICK_TOKENS: u64 = 4096;
+
+/// Whether [`run_file`] covers `cfg`: no timing, one token per step, and with retention no
+/// tokens/s target and the FIFO schedule without a queue; a mechanism without co-activation
+/// order. Every retention policy, budget, split, semantics, batch and DRAM tier is covered.
+pub fn supports(cfg: &RunConfig) -> bool {
+    let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
+        r.target.is_none()
+            && r.batching.queue.is_none()
+            && r.batching.schedule == Schedule::Fifo
+            && r.batching.stepping.is_off()
+    });
+    let mechanism_ok =
+        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
+    cfg.timing.is_none() && cfg.stepping.is_off() && retention_ok && mechanism_ok
+}
+
+/// Passes over the trace that [`run_file`] makes for `cfg` (for a progress bar's length).
+pub fn passes(cfg: &RunConfig, profile_given: bool) -> u64 {
+    let mech_profile =
+        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| m.needs_profile());
+    let Some(rc) = &cfg.retention else {
+        return 1 + mech_profile as u64;
+    };
+    let policy = rc.cache.policy;
+    1 + mech_profile as u64
+        + (policy.needs_profile() && profile_given) as u64
+        + policy.needs_next_use() as u64
+        + 1
+}
+
+/// A trace whose header is all there is: the sequences' data are empty. What reads only the
+/// header (token counts, the key space, the batch warning) reads it as the whole trace's.
+fn header_only(header: Header) -> Trace {
+    let n = header.sequences.len();
+    Trace {
+        header,
+        sequences: vec![SequenceData::default(); n],
+    }
+}
+
+/// Open a trace file for a streaming pass; errors name `flag`.
+fn open(path: &Path, flag: &str) -> Result<TraceReader> {
+    runner::require_trace_file(path).context(flag.to_string())?;
+    TraceReader::open(path).context(flag.to_string())
+}
+
+/// Feed every token record of `phases` in `path` (in file order) to `step`, calling `tick`
+/// with the tokens done every [`TICK_TOKENS`].
+fn each_record(
+    path: &Path,
+    flag: &str,
+    phases: PhaseSel,
+    tick: &dyn Fn(u64),
+    mut step: impl FnMut(&[u16]),
+) -> Result<()> {
+    let mut r = open(path, flag)?;
+    let mut n = 0u64;
+    while let Some(tok) = r.next_token().context(flag.to_string())? {
+        if phases.includes(tok.pos.phase) {
+            step(tok.ids);
+            n += 1;
+            if n.is_multiple_of(TICK_TOKENS) {
+                tick(TICK_TOKENS);
+            }
+        }
+    }
+    tick(n % TICK_TOKENS);
+    Ok(())
+}
+
+/// A trace file and its profile trace file as the passes read them: headers only.
+pub(crate) struct Files<'a> {
+    trace: &'a Path,
+    label: String,
+    /// The trace's header, as a trace without data.
+    skeleton: Trace,
+    ks: KeySpace,
+    /// The profile trace's path, label and key space, when one was given.
+    profile: Option<(&'a Path, String, KeySpace)>,
+}
+
+impl<'a> Files<'a> {
+    /// Read and check both headers (as [`runner::Workload::new`] checks the loaded traces).
+    pub(crate) fn open(trace: &'a Path, profile: Option<&'a Path>) -> Result<Files<'a>> {
+        let skeleton = header_only(open(trace, "--trace")?.header().clone());
+        let profile = profile
+            .map(|p| {
+                let ks = KeySpace::new(&open(p, "--profile-trace")?.header().model);
+                Ok::<_, anyhow::Error>((p, p.display().to_string(), ks))
+            })
+            .transpose()?;
+        let files = Files {
+            trace,
+            label: trace.display().to_string(),
+            ks: skeleton.keyspace(),
+            skeleton,
+            profile,
+        };
+        let p = files.profile.as_ref().map(|(_, l, k)| (l.as_str(), k));
+        runner::check_workload((&files.label, &files.ks), p)?;
+        Ok(files)
+    }
+
+    /// The file the profile statistics come from (the trace itself when no profile trace
+    /// was given), the flag naming it and its key space.
+    fn profile_source(&self) -> (&Path, &'static str, &KeySpace) {
+        match &self.profile {
+            Some((p, _, ks)) => (p, "--profile-trace", ks),
+            None => (self.trace, "--trace", &self.ks),
+        }
+    }
+}
+
+/// What every run of one mechanism shares: its unit map and sizes, the streaming metrics,
+/// and the pinning policies' unit statistics when asked for.
+pub(crate) struct Stream {
+    map: UnitMap,
+    sizes: policies::mechanisms::Sizes,
+    streaming: crate::streaming::StreamingMetrics,
+    units: Option<cache::ProfileStats>,
+}
+
+impl Stream {
+    /// The passes of `cfg`'s mechanism (its policy, phase and sizes) over `files`: the
+    /// profile's key counts when the mechanism orders by them, the streaming pass, and with
+    /// `pinning` the unit statistics (from the streaming pass, or a pass over the profile).
+    pub(crate) fn new(
+        cfg: &RunConfig,
+        f: &Files,
+        pinning: bool,
+        tick: &dyn Fn(u64),
+    ) -> Result<Stream> {
+        cfg.stepping.check(cfg.phase)?;
+        let (profile_path, profile_flag, pks) = f.profile_source();
+        let mech = runner::parse_policy(&cfg.policy, "--policy")?;
+        let key_profile = if mech.needs_profile() {
+            let mut counts = profile::KeyCounts::new(pks);
+            each_record(profile_path, profile_flag, cfg.phase, tick, |r| {
+                counts.step(r)
+            })?;
+            Some(counts.finish())
+        } else {
+            None
+        };
+        let (map, sizes) = runner::build_units_with(cfg, &f.skeleton.header.model, |_| {
+            key_profile.as_ref().expect("the profile pass ran")
+        })?;
+        let mut pass = crate::streaming::StreamingPass::new(&f.ks, &map)?;
+        let mut own =
+            (pinning && f.profile.is_none()).then(|| profile::UnitCounts::new(&f.ks, &map));
+        each_record(f.trace, "--trace", cfg.phase, tick, |r| {
+            pass.step(r);
+            if let Some(o) = &mut own {
+                o.step(r);
+            }
+        })?;
+        let streaming = pass.finish(cfg.phase)?;
+        let units = match own {
+            Some(o) => Some(o.finish()),
+            None if pinning => {
+                let mut c = profile::UnitCounts::new(pks, &map);
+                each_record(profile_path, profile_flag, cfg.phase, tick, |r| c.step(r))?;
+                Some(c.finish())
+            }
+            None => None,
+        };
+        Ok(Stream {
+            map,
+            sizes,
+            streaming,
+            units,
+        })
+    }
+
+    /// The unit statistics, or empty ones when no pinning policy asked for them.
+    fn unit_profile(&self) -> std::borrow::Cow<'_, cache::ProfileStats> {
+        match &self.units {
+            Some(u) => std::borrow::Cow::Borrowed(u),
+            None => std::borrow::Cow::Owned(empty_profile(&self.map)),
+        }
+    }
+
+    /// The report of `cfg`'s run with `retention`'s outcome, as [`runner::run`] words it.
+    fn report(
+        &self,
+        cfg: &RunConfig,
+        f: &Files,
+        retention: Option<(RetentionConfig, CacheOutcome)>,
+    ) -> RunReport {
+        let retention = retention.map(|(rc, out)| {
+            let rc = RetentionConfig {
+                batching: cache::Batching {
+                    stepping: cfg.stepping,
+                    ..rc.batching
+                },
+                ..rc
+            };
+            cache::retention_outcome(rc.cache.clone(), &rc, out, None, None)
+        });
+        let profile_label = f.profile.as_ref().map_or(&f.label, |(_, l, _)| l);
+        RunReport {
+            inputs: runner::run_inputs(
+                cfg,
+                &self.map,
+                self.sizes,
+                &f.skeleton,
+                (&f.label, profile_label),
+            ),
+            streaming: Some(self.streaming.clone()),
+            retention: retention.as_ref().map(|r| r.inputs.clone()),
+            cache: retention.as_ref().map(|r| r.cache.clone()),
+            tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
+            schedule: None,
+            target: None,
+            notes: runner::batch_notes(cfg, &f.skeleton),
+            timing: None,
+            timing_detail: None,
+            prefetch: None,
+            admission: None,
+            steps: None,
+            cpu: None,
+        }
+    }
+}
+
+/// The checks a retention run of `rc` makes before its replay: the profile trace's geometry
+/// and a batch of at least one request.
+fn check_retention(f: &Files, rc: &RetentionConfig) -> Result<()> {
+    if let Some((_, _, p)) = &f.profile {
+        cache::check_same_geometry(&f.ks, p)?;
+    }
+    if rc.batching.batch == 0 {
+        return Err(cache::CacheError::BatchZero.into());
+    }
+    Ok(())
+}
+
+/// [`runner::run`] of `cfg` on the trace file `trace` (and the profile trace file `profile`)
+/// without loading either; `cfg` must be one [`supports`] covers. `tick(n)`: n more tokens of
+/// a pass are done.
+pub fn run_file(
+    cfg: &RunConfig,
+    trace: &Path,
+    profile: Option<&Path>,
+    tick: &dyn Fn(u64),
+) -> Result<RunReport> {
+    let f = Files::open(trace, profile)?;
+    let pinning = cfg
+        .retention
+        .as_ref()
+        .is_some_and(|r| r.cache.policy.needs_profile());
+    let stream = Stream::new(cfg, &f, pinning, tick)?;
+    let retention = match &cfg.retention {
+        None => None,
+        Some(rc) => {
+            check_retention(&f, rc)?;
+            let out = retain(
+                trace,
+                &f.ks,
+                &stream.map,
+                cfg.phase,
+                rc,
+                &stream.unit_profile(),
+                tick,
+            )?;
+            Some((rc.clone(), out))
+        }
+    };
+    Ok(stream.report(cfg, &f, retention))
+}
+
+/// Profile statistics no policy reads (the policy needs none).
+fn empty_profile(map: &UnitMap) -> cache::ProfileStats {
+    cache::ProfileStats {
+        counts: vec![0; map.num_units()],
+        always_on: vec![false; map.num_units()],
+        tokens: 0,
+    }
+}
+
+/// The retention run of `rc` over the trace file: LRU, FIFO and Belady on their concrete
+/// types (no virtual call per access, as [`cache::Workload::run`] does), the others boxed.
+fn retain(
+    trace: &Path,
+    ks: &KeySpace,
+    map: &UnitMap,
+    phases: PhaseSel,
+    rc: &RetentionConfig,
+    profile: &cache::ProfileStats,
+    tick: &dyn Fn(u64),
+) -> Result<CacheOutcome> {
+    use retention::{Belady, Fifo, Lru};
+    let cfg = &rc.cache;
+    let replay = Replay {
+        trace,
+        ks,
+        map,
+        phases,
+        batch: rc.batching.batch,
+        tick,
+    };
+    let offline = cfg.policy.needs_next_use();
+    match cfg.policy {
+        PolicyKind::Lru => replay.go(
+            sim_of(map, cfg, profile, |s| Ok(Box::new(Lru::new(s.units)))),
+            offline,
+        ),
+        PolicyKind::Fifo => replay.go(
+            sim_of(map, cfg, profile, |s| Ok(Box::new(Fifo::new(s.units)))),
+            offline,
+        ),
+        PolicyKind::Belady => replay.go(
+            sim_of(map, cfg, profile, |s| Ok(Box::new(Belady::new(s.units)))),
+            offline,
+        ),
+        _ => replay.go(
+            sim_of(map, cfg, profile, |s| retention::build(cfg.policy, s)),
+            offline,
+        ),
+    }
+}
+
+/// A simulator for `cfg` that takes each group's next uses from its caller.
+fn sim_of<'a, P: ?Sized + EvictionPolicy>(
+    map: &UnitMap,
+    cfg: &CacheConfig,
+    profile: &cache::ProfileStats,
+    make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
+) -> Result<CacheSim<'a, P>> {
+    Ok(cache::simulator_of(map, cfg, profile, None, make)?.0)
+}
+
+/// The groups of a retention run over a trace file.
+struct Replay<'a> {
+    trace: &'a Path,
+    ks: &'a KeySpace,
+    map: &'a UnitMap,
+    phases: PhaseSel,
+    batch: usize,
+    tick: &'a dyn Fn(u64),
+}
+
+impl Replay<'_> {
+    /// Every group's units in stream order (as [`cache::AccessStream::build`] forms them from
+    /// FIFO batches of round-robin requests), each passed to `group`; returns the tokens.
+    fn groups(&self, mut group: impl FnMut(&[u32]) -> Result<()>) -> Result<u64> {
+        let mut src = source::RoundRobin::open(self.trace, self.phases)?;
+        let ipt = self.ks.ids_per_token();
+        let layers = self.ks.num_moe_layers();
+        let mut stamp = vec![0u32; self.map.num_units()];
+        let mut g = 0u32;
+        let (mut records, mut units) = (Vec::with_capacity(self.batch * ipt), Vec::new());
+        let (mut tokens, mut accesses) = (0u64, 0u64);
+        loop {
+            records.clear();
+            while records.len() < self.batch * ipt {
+                match src.next_record()? {
+                    Some(r) => records.extend_from_slice(r),
+                    None => break,
+                }
+            }
+            if records.is_empty() {
+                break;
+            }
+            for m in 0..layers {
+                g += 1;
+                units.clear();
+                let (base, sel) = (
+                    self.ks.offsets[m],
+                    self.ks.sel_offsets[m]..self.ks.sel_offsets[m + 1],
+                );
+                for rec in records.chunks_exact(ipt) {
+                    for &e in &rec[sel.clone()] {
+                        for u in self.map.units_of(base + e as u32) {
+                            if stamp[u as usize] != g {
+                                stamp[u as usize] = g;
+                                units.push(u);
+                            }
+                        }
+                    }
+                }
+                accesses += units.len() as u64;
+                group(&units)?;
+            }
+            let requests = (records.len() / ipt) as u64;
+            tokens += requests;
+            (self.tick)(requests);
+            if accesses >= NEVER as u64 {
+                return Err(cache::CacheError::Input(format!(
+                    "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",
+                    NEVER - 1
+                ))
+                .into());
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// The next uses of the stream (a pass logging it, then the backward pass).
+    fn next_uses(&self) -> Result<next_use::NextUses> {
+        let bound = self.trace_accesses_bound()?;
+        let mut log = next_use::AccessLog::new(bound)?;
+        self.groups(|units| log.push(units))?;
+        log.next_uses(self.map.num_units())
+    }
+
+    /// An upper bound of the stream's accesses from the header: every selection's units, and
+    /// at most every unit once per group.
+    fn trace_accesses_bound(&self) -> Result<u64> {
+        let header = traces::read_header(self.trace).context("--trace")?;
+        let tokens = header_only(header).total_tokens(self.phases) as u64;
+        let per_key = self.map.key_count.iter().copied().max().unwrap_or(1) as u64;
+        let selections = tokens.saturating_mul(self.ks.ids_per_token() as u64);
+        let groups = tokens.div_ceil(self.batch as u64) * self.ks.num_moe_layers() as u64;
+        Ok(selections
+            .saturating_mul(per_key)
+            .min(groups.saturating_mul(self.map.num_units() as u64))
+            .min(NEVER as u64))
+    }
+
+    /// Step `sim` (or give its error: a bad budget is refused before any pass) over the
+    /// stream, with the stream's next uses when the policy is `offline`.
+    fn go<P: ?Sized + EvictionPolicy>(
+        &self,
+        sim: Result<CacheSim<'_, P>>,
+        offline: bool,
+    ) -> Result<CacheOutcome> {
+        let sim = sim?;
+        let next = offline.then(|| self.next_uses()).transpose()?;
+        self.run(sim, next)
+    }
+
+    /// Step `sim` over the stream, with next uses from `next` when the policy reads them.
+    fn run<P: ?Sized + EvictionPolicy>(
+        &self,
+        mut sim: CacheSim<'_, P>,
+        mut next: Option<next_use::NextUses>,
+    ) -> Result<CacheOutcome> {
+        let tokens = self.groups(|units| {
+            let n = next.as_mut().map(|n| n.take(units.len())).transpose()?;
+            sim.group_next(units, n);
+            Ok(())
+        })?;
+        sim.add_tokens(tokens);
+        Ok(CacheOutcome {
+            cache: sim.report(),
+            tiers: sim.tiers(),
+        })
+    }
+}

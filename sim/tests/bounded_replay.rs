@@ -1,0 +1,258 @@
+//! The bounded-memory path of `sim run` (`sim::bounded::run_file`, which streams the trace
+//! file) gives, bit for bit, the report of the in-memory path (`sim::runner::run` on the
+//! loaded trace): every retention policy, both semantics, both splits, batches, a DRAM tier,
+//! mechanisms with one unit per key, packed chunks ordered by a profile, regions spanning
+//! layers and OS pages, a profile trace, and traces of several sequences of unequal lengths
+//! with prefill and decode tokens.
+
+use policies::PolicyKind;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
+use sim::runner::{self, RunConfig, TraceInput, Workload};
+use std::path::Path;
+use traces::{ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
+
+/// A trace of `model` with one sequence per (prefill, decode) token count, each token's
+/// selections drawn by `rng` with a skew towards low expert ids (so that retention matters).
+fn random_trace(model: ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> Trace {
+    let ks = traces::KeySpace::new(&model);
+    let mut block = |n: u64| {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            for m in 0..ks.num_moe_layers() {
+                let mut sel: Vec<u16> = Vec::new();
+                while sel.len() < ks.top_k[m] as usize {
+                    let x: f64 = rng.gen();
+                    let e = ((x * x * x) * ks.experts[m] as f64) as u16;
+                    if !sel.contains(&e) {
+                        sel.push(e);
+                    }
+                }
+                ids.extend(sel);
+            }
+        }
+        TokenBlock { ids, weights: None }
+    };
+    let sequences = lens
+        .iter()
+        .map(|&(p, d)| SequenceData {
+            prefill: block(p),
+            decode: block(d),
+        })
+        .collect();
+    let header = traces::Header {
+        model,
+        provenance: Provenance::default(),
+        sequences: lens
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, d))| SequenceInfo {
+                name: format!("s{i}"),
+                prefill_tokens: p,
+                decode_tokens: d,
+            })
+            .collect(),
+        has_weights: false,
+    };
+    let t = Trace { header, sequences };
+    t.check().expect("a valid trace");
+    t
+}
+
+fn retention(
+    policy: PolicyKind,
+    budget: &str,
+    split: Split,
+    semantics: Semantics,
+) -> RetentionConfig {
+    RetentionConfig {
+        cache: CacheConfig {
+            policy,
+            budget: Budget::parse(budget).unwrap(),
+            split,
+            semantics,
+            dram: None,
+            seed: 3,
+        },
+        batching: Batching::default(),
+        target: None,
+    }
+}
+
+/// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits).
+fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
+    let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
+    let w = Workload::new(load(trace), profile.map(load)).unwrap();
+    assert!(sim::bounded::supports(cfg), "{cfg:?}");
+    let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
+    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
+        .map(|r| serde_json::to_string(&r).unwrap());
+    match (memory, bounded) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
+        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
+    }
+}
+
+struct Files {
+    _dir: tempfile::TempDir,
+    trace: std::path::PathBuf,
+    profile: std::path::PathBuf,
+}
+
+fn files() -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Pcg64::seed_from_u64(17);
+    let model = ModelSpec::uniform("tiny", 3, 16, 2);
+    let lens = [(5, 40), (0, 25), (3, 0), (7, 61)];
+    let trace = dir.path().join("t.bin");
+    traces::write_file(&trace, &random_trace(model.clone(), &lens, &mut rng)).unwrap();
+    let profile = dir.path().join("p.bin");
+    traces::write_file(&profile, &random_trace(model, &[(2, 30)], &mut rng)).unwrap();
+    Files {
+        _dir: dir,
+        trace,
+        profile,
+    }
+}
+
+fn cfg(policy: &str, phase: PhaseSel, retention: Option<RetentionConfig>) -> RunConfig {
+    let mut c = RunConfig {
+        policy: policy.into(),
+        phase,
+        retention,
+        ..RunConfig::default()
+    };
+    c.sizes.expert_mib = Some(1.5);
+    c
+}
+
+#[test]
+fn every_policy_split_and_semantics_matches_the_in_memory_path() {
+    let f = files();
+    for policy in PolicyKind::ALL {
+        for split in [Split::Global, Split::PerLayer] {
+            for semantics in [Semantics::Group, Semantics::Access] {
+                for budget in ["25%", "3"] {
+                    for phase in [PhaseSel::Decode, PhaseSel::All] {
+                        let c = cfg(
+                            "e1",
+                            phase,
+                            Some(retention(policy, budget, split, semantics)),
+                        );
+                        let (a, b) = both(&c, &f.trace, None);
+                        assert_eq!(a, b, "{c:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batches_tiers_profiles_and_mechanisms_match_the_in_memory_path() {
+    let f = files();
+    for mechanism in ["e1", "e2:hot", "e4:index", "region:5", "os4k"] {
+        for policy in [
+            PolicyKind::Lru,
+            PolicyKind::Belady,
+            PolicyKind::StaticPin,
+            PolicyKind::Arc,
+        ] {
+            for batch in [1, 3] {
+                for (dram, profile) in [(None, None), (Some("50%"), Some(&f.profile))] {
+                    let split = if mechanism.starts_with("region") {
+                        Split::Global
+                    } else {
+                        Split::PerLayer
+                    };
+                    let mut r = retention(policy, "30%", split, Semantics::Group);
+                    r.batching.batch = batch;
+                    r.cache.dram = dram.map(|d| Budget::parse(d).unwrap());
+                    let c = cfg(mechanism, PhaseSel::All, Some(r));
+                    let (a, b) = both(&c, &f.trace, profile.map(|p| p.as_path()));
+                    assert_eq!(a, b, "{c:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn streaming_runs_and_errors_match_the_in_memory_path() {
+    let f = files();
+    for mechanism in ["e1", "e2:hot", "region:5", "os4k"] {
+        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
+            let (a, b) = both(&cfg(mechanism, phase, None), &f.trace, Some(&f.profile));
+            assert_eq!(a, b, "{mechanism} {phase:?}");
+        }
+    }
+    // a budget above the bank is refused by both, in the same words
+    let c = cfg(
+        "e1",
+        PhaseSel::Decode,
+        Some(retention(
+            PolicyKind::Lru,
+            "1000",
+            Split::Global,
+            Semantics::Group,
+        )),
+    );
+    let (a, b) = both(&c, &f.trace, None);
+    assert_eq!(a, b);
+    assert!(!a.starts_with('{'), "{a}");
+}
+
+#[test]
+fn runs_the_path_does_not_cover_are_left_to_the_in_memory_one() {
+    let mut c = cfg("e4:coact", PhaseSel::Decode, None);
+    assert!(!sim::bounded::supports(&c));
+    c.policy = "e4:hot".into();
+    assert!(sim::bounded::supports(&c));
+    let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
+    r.batching.queue = Some(4);
+    c.retention = Some(r);
+    assert!(!sim::bounded::supports(&c));
+}
+
+#[test]
+fn a_grid_sharing_its_passes_matches_separate_in_memory_runs() {
+    let f = files();
+    let mut cfgs = Vec::new();
+    for mechanism in ["e1", "e2:hot", "region:5"] {
+        cfgs.push(cfg(mechanism, PhaseSel::All, None));
+        for policy in [
+            PolicyKind::Lru,
+            PolicyKind::Belady,
+            PolicyKind::StaticPin,
+            PolicyKind::S3Fifo,
+        ] {
+            for budget in ["20%", "50%"] {
+                for split in [Split::Global, Split::PerLayer] {
+                    for batch in [1, 2] {
+                        let mut r = retention(policy, budget, split, Semantics::Group);
+                        r.batching.batch = batch;
+                        cfgs.push(cfg(mechanism, PhaseSel::All, Some(r)));
+                    }
+                }
+            }
+        }
+    }
+    let text = |r: anyhow::Result<sim::runner::RunReport>| match r {
+        Ok(r) => serde_json::to_string(&r).unwrap(),
+        Err(e) => format!("{e:#}"),
+    };
+    for profile in [None, Some(f.profile.as_path())] {
+        let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
+        let w = Workload::new(load(&f.trace), profile.map(load)).unwrap();
+        let memory: Vec<String> = runner::sweep(&cfgs, &w).into_iter().map(text).collect();
+        let shared = sim::bounded::grid::sweep_file(&cfgs, &f.trace, profile, &|_| {}).unwrap();
+        let shared: Vec<String> = shared.into_iter().map(text).collect();
+        assert_eq!(memory, shared);
+        // the per-layer split of regions spanning layers is refused, run by run
+        assert!(memory
+            .iter()
+            .any(|m| m.contains("per-layer split needs units inside one layer")));
+    }
+}

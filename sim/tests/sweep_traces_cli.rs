@@ -1,0 +1,107 @@
+//! `sim sweep` over several `--trace`: its rows are, trace by trace in the order given, the
+//! rows of one sweep of each trace alone (JSON, CSV with a leading `trace` column, table);
+//! `sim run` refuses a second `--trace`; `--progress` draws nothing on a short run.
+
+mod common;
+use common::sim;
+
+fn granite(name: &str) -> String {
+    format!(
+        "{}/../traces/data/granite/{name}.bin",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+const GRID: [&str; 6] = [
+    "--evict",
+    "lru,belady,static-pin",
+    "--budget",
+    "25%,50%",
+    "--split",
+    "global",
+];
+
+/// The output of one sweep of `traces` in `format`.
+fn sweep(traces: &[String], format: &str) -> String {
+    let mut args: Vec<&str> = vec!["sweep", "--format", format];
+    for t in traces {
+        args.extend(["--trace", t.as_str()]);
+    }
+    args.extend(GRID);
+    let (ok, out, err) = sim(&args);
+    assert!(ok, "{err}");
+    out
+}
+
+#[test]
+fn several_traces_give_the_rows_of_separate_sweeps() {
+    let names = ["prose", "code", "math"].map(granite);
+    let alone: Vec<serde_json::Value> = names
+        .iter()
+        .flat_map(|t| {
+            let v: serde_json::Value =
+                serde_json::from_str(&sweep(std::slice::from_ref(t), "json")).unwrap();
+            v.as_array().unwrap().clone()
+        })
+        .collect();
+    let together: serde_json::Value = serde_json::from_str(&sweep(&names, "json")).unwrap();
+    assert_eq!(together.as_array().unwrap(), &alone);
+    assert_eq!(alone.len(), 3 * 3 * 2);
+
+    let tables: Vec<String> = names
+        .iter()
+        .map(|t| sweep(std::slice::from_ref(t), "table"))
+        .collect();
+    assert_eq!(sweep(&names, "table"), tables.join("\n"));
+}
+
+#[test]
+fn csv_of_several_traces_adds_a_trace_column() {
+    let names = ["prose", "code"].map(granite);
+    let together = sweep(&names, "csv");
+    let mut lines = together.lines();
+    let header = lines.next().unwrap();
+    let alone: Vec<String> = names
+        .iter()
+        .map(|t| sweep(std::slice::from_ref(t), "csv"))
+        .collect();
+    assert_eq!(
+        header,
+        format!("trace,{}", alone[0].lines().next().unwrap())
+    );
+    let expected: Vec<String> = names
+        .iter()
+        .zip(&alone)
+        .flat_map(|(t, csv)| csv.lines().skip(1).map(move |l| format!("{t},{l}")))
+        .collect();
+    assert_eq!(lines.map(str::to_string).collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn run_refuses_a_second_trace() {
+    let (ok, _, err) = sim(&[
+        "run",
+        "--trace",
+        &granite("prose"),
+        "--trace",
+        &granite("code"),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--trace was given 2 times"), "{err}");
+}
+
+#[test]
+fn a_short_run_draws_no_bar_even_when_asked() {
+    let (ok, _, err) = sim(&[
+        "sweep",
+        "--trace",
+        &granite("prose"),
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--progress",
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.is_empty(), "{err}");
+}
