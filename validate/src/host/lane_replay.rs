@@ -141,7 +141,8 @@ mod tests {
         let fits = LaneBank::new(g, Format::Int4, 3, 3 * one, 1, 1);
         assert!(fits.distinct);
         assert_eq!(fits.bank_bytes(), 3 * one);
-        let mut cycled = LaneBank::new(g, Format::Bf16, 10, 4 * Format::Bf16.expert_bytes(&g), 1, 1);
+        let mut cycled =
+            LaneBank::new(g, Format::Bf16, 10, 4 * Format::Bf16.expert_bytes(&g), 1, 1);
         assert!(!cycled.distinct);
         let call = LaneCall {
             expert: 7,

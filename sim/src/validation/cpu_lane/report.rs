@@ -154,8 +154,15 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
     let _ = writeln!(
         t,
         "{:<12} {:>6} {:>10} {:>13} {:>12} {:>10} {:>8} {:>8} {:>10}  weights",
-        "mode", "layers", "calls/step", "predicted ms", "measured ms", "median err", "p10",
-        "p90", "rep spread"
+        "mode",
+        "layers",
+        "calls/step",
+        "predicted ms",
+        "measured ms",
+        "median err",
+        "p10",
+        "p90",
+        "rep spread"
     );
     for r in &v.rows {
         let _ = writeln!(

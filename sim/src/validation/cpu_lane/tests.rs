@@ -4,8 +4,7 @@ use super::*;
 use crate::host_cost::HostCostModel;
 use profile::{Constant, ConstantName as C, Device, Profile};
 use traces::{
-    DType, Header, ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, Trace,
-    TokenBlock,
+    DType, Header, ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace,
 };
 
 /// 2 MoE layers of 4 experts, top-2; two sequences of 2 decode tokens each. A token's
@@ -68,7 +67,13 @@ fn a_batch_calls_each_distinct_expert_once_on_the_tokens_that_picked_it() {
     assert_eq!(s.len(), 2);
     assert_eq!(
         s[0].calls,
-        vec![call(0, 0, 2), call(0, 1, 2), call(1, 2, 1), call(1, 3, 2), call(1, 0, 1)]
+        vec![
+            call(0, 0, 2),
+            call(0, 1, 2),
+            call(1, 2, 1),
+            call(1, 3, 2),
+            call(1, 0, 1)
+        ]
     );
 }
 
