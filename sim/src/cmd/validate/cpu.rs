@@ -185,7 +185,12 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
     let threads = validate::host::all_threads();
     let pool = validate::host::pool(threads);
     let plans: Vec<Vec<Vec<LaneCall>>> = steps.iter().map(|st| lane_plan(&ks, st)).collect();
-    let (measured, positions) = replay(&mut bank, &plans, &pool, args.repeat);
+    let mut probe = probe_bank(s.format, args.cache.seed.wrapping_add(1))?;
+    let probe_bytes = probe.block_bytes() as u64;
+    let probe_us = cost
+        .expert_call_us(s.dtype, probe_bytes, 1)
+        .with_context(|| format!("--hw-host {}", s.host_arg))?;
+    let r = replay(&mut bank, &mut probe, &plans, &pool, args.repeat);
     let rows = (0..s.modes.len())
         .map(|i| {
             let calls = plans[i].iter().map(Vec::len).sum::<usize>() as f64;
@@ -195,9 +200,10 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
                 calls / plans[i].len() as f64,
                 (bank.distinct, bank.bank_bytes() as u64),
                 predicted[i].clone(),
-                measured[i].clone(),
-                positions[i].clone(),
+                r.steps[i].clone(),
+                r.positions[i].clone(),
             )
+            .with_probe(probe_bytes, probe_us, r.probes[i].clone())
         })
         .collect();
     Ok(CpuLaneValidation {
@@ -234,31 +240,71 @@ fn lane_plan(ks: &traces::KeySpace, steps: &[CpuStep]) -> Vec<Vec<LaneCall>> {
         .collect()
 }
 
+/// Calls of the probe per pass (`sim::validation::cpu_lane::Probe`).
+const PROBE_CALLS: usize = 16;
+
+/// The probe: a bank of the host calibration's middle expert geometry and expert bank size
+/// (`validate::host::Sizes::full`), cycled call by call as the calibration cycles it.
+fn probe_bank(format: Format, seed: u64) -> Result<LaneBank> {
+    let full = validate::host::Sizes::full();
+    let (h, f, g) = full.geometries[full.geometries.len() / 2];
+    let geom = ExpertGeometry::new(h, f, g).context("the calibration's geometry")?;
+    Ok(LaneBank::new(
+        geom,
+        format,
+        usize::MAX,
+        full.bank_bytes,
+        1,
+        seed,
+    ))
+}
+
+/// Measured µs of each mode's passes and probes.
+struct Replayed {
+    /// `[mode][repetition][step]`.
+    steps: Vec<Vec<Vec<f64>>>,
+    /// `[mode][repetition]`: the median probe call.
+    probes: Vec<Vec<f64>>,
+    /// `[mode][repetition]`: the mode's place in the repetition.
+    positions: Vec<Vec<u32>>,
+}
+
 /// `repetitions` passes over every mode's steps, the modes' order rotated by one per
-/// repetition, each pass after one untimed step; `[mode][repetition][step]` µs and each
-/// mode's position per repetition.
+/// repetition, each pass after [`PROBE_CALLS`] probe calls and one untimed step.
 fn replay(
     bank: &mut LaneBank,
+    probe: &mut LaneBank,
     plans: &[Vec<Vec<LaneCall>>],
     pool: &rayon::ThreadPool,
     repetitions: u32,
-) -> (Vec<Vec<Vec<f64>>>, Vec<Vec<u32>>) {
+) -> Replayed {
     let n = plans.len();
-    let mut measured = vec![Vec::new(); n];
-    let mut positions = vec![Vec::new(); n];
+    let mut r = Replayed {
+        steps: vec![Vec::new(); n],
+        probes: vec![Vec::new(); n],
+        positions: vec![Vec::new(); n],
+    };
+    let one = [LaneCall {
+        expert: 0,
+        tokens: 1,
+    }];
     for rep in 0..repetitions as usize {
         for pos in 0..n {
             let m = (pos + rep) % n;
+            let calls: Vec<f64> = (0..PROBE_CALLS)
+                .map(|_| probe.time_step(&one, pool))
+                .collect();
+            r.probes[m].push(quantile(&calls, 0.5));
             bank.time_step(&plans[m][0], pool);
-            measured[m].push(plans[m].iter().map(|s| bank.time_step(s, pool)).collect());
-            positions[m].push(pos as u32);
+            r.steps[m].push(plans[m].iter().map(|s| bank.time_step(s, pool)).collect());
+            r.positions[m].push(pos as u32);
         }
         eprintln!(
             "validate: CPU lane, repetition {}/{repetitions} done",
             rep + 1
         );
     }
-    (measured, positions)
+    r
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ mod report;
 mod steps;
 
 pub use predict::predict_steps;
-pub use report::{cpu_lane_table, quantile, CpuLaneRow, CpuLaneValidation};
+pub use report::{cpu_lane_table, quantile, CpuLaneRow, CpuLaneValidation, Probe};
 pub use steps::{cpu_steps, CpuCall, CpuStep};
 
 #[cfg(test)]

@@ -67,6 +67,27 @@ pub struct CpuLaneRow {
     pub repetition_error_pct: Vec<f64>,
     /// (max - min) / median of the repetitions' total measured times.
     pub repetition_spread: f64,
+    /// The machine's state during this mode: the calibration's own point run beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+}
+
+/// A probe of the machine's state: calls at one point the host calibration measured (its
+/// middle geometry, one token, all threads, a bank cycled call by call), run before each pass
+/// of a mode. On a shared machine the other tenants slow every call alike; the probe's
+/// measured/predicted ratio says by how much, apart from the model's error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// Bytes of the probe's expert in the kernel's layout (what the calibration's fit is in).
+    pub expert_bytes: u64,
+    /// The host profile's price of one probe call, µs.
+    pub predicted_us: f64,
+    /// Measured µs per probe call, median of each repetition's calls.
+    pub measured_us: Vec<f64>,
+    /// Median over repetitions of measured / predicted.
+    pub ratio: f64,
+    /// Median per-step error with each step's measured time divided by `ratio`, %.
+    pub adjusted_median_error_pct: f64,
 }
 
 /// The `q` quantile (0..=1) of `values` by linear interpolation between the closest ranks
@@ -130,7 +151,34 @@ impl CpuLaneRow {
             predicted_us,
             measured_us,
             positions,
+            probe: None,
         }
+    }
+
+    /// This row with its probe: `measured_us` per probe call per repetition against the
+    /// profile's `predicted_us` for one call of `expert_bytes`.
+    pub fn with_probe(
+        mut self,
+        expert_bytes: u64,
+        predicted_us: f64,
+        measured_us: Vec<f64>,
+    ) -> Self {
+        let ratio = quantile(&measured_us, 0.5) / predicted_us;
+        let per_step: Vec<f64> = (0..self.predicted_us.len())
+            .map(|s| {
+                let reps: Vec<f64> = self.measured_us.iter().map(|r| r[s] / ratio).collect();
+                quantile(&reps, 0.5)
+            })
+            .collect();
+        let adjusted = quantile(&step_errors(&self.predicted_us, &per_step), 0.5);
+        self.probe = Some(Probe {
+            expert_bytes,
+            predicted_us,
+            measured_us,
+            ratio,
+            adjusted_median_error_pct: adjusted,
+        });
+        self
     }
 }
 
@@ -153,7 +201,7 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
     );
     let _ = writeln!(
         t,
-        "{:<12} {:>6} {:>10} {:>13} {:>12} {:>10} {:>8} {:>8} {:>10}  weights",
+        "{:<12} {:>6} {:>10} {:>13} {:>12} {:>10} {:>8} {:>8} {:>10} {:>11} {:>12}  weights",
         "mode",
         "layers",
         "calls/step",
@@ -162,12 +210,14 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
         "median err",
         "p10",
         "p90",
-        "rep spread"
+        "rep spread",
+        "probe ratio",
+        "adjusted err"
     );
     for r in &v.rows {
         let _ = writeln!(
             t,
-            "{:<12} {:>6} {:>10.1} {:>13.3} {:>12.3} {:>9.1}% {:>7.1}% {:>7.1}% {:>9.1}%  {}",
+            "{:<12} {:>6} {:>10.1} {:>13.3} {:>12.3} {:>9.1}% {:>7.1}% {:>7.1}% {:>9.1}% {:>11} {:>12}  {}",
             r.mode,
             r.cpu_layers,
             r.calls_per_step,
@@ -177,6 +227,12 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
             r.p10_error_pct,
             r.p90_error_pct,
             100.0 * r.repetition_spread,
+            r.probe
+                .as_ref()
+                .map_or("-".into(), |p| format!("{:.2}", p.ratio)),
+            r.probe
+                .as_ref()
+                .map_or("-".into(), |p| format!("{:.1}%", p.adjusted_median_error_pct)),
             if r.distinct_weights {
                 format!("one block per expert, {} MB", r.bank_bytes / 1_000_000)
             } else {
