@@ -240,9 +240,6 @@ fn lane_plan(ks: &traces::KeySpace, steps: &[CpuStep]) -> Vec<Vec<LaneCall>> {
         .collect()
 }
 
-/// Calls of the probe per pass (`sim::validation::cpu_lane::Probe`).
-const PROBE_CALLS: usize = 16;
-
 /// The probe: a bank of the host calibration's middle expert geometry and expert bank size
 /// (`validate::host::Sizes::full`), cycled call by call as the calibration cycles it.
 fn probe_bank(format: Format, seed: u64) -> Result<LaneBank> {
@@ -263,14 +260,15 @@ fn probe_bank(format: Format, seed: u64) -> Result<LaneBank> {
 struct Replayed {
     /// `[mode][repetition][step]`.
     steps: Vec<Vec<Vec<f64>>>,
-    /// `[mode][repetition]`: the median probe call.
+    /// `[mode][repetition]`: the median of the pass's probe calls.
     probes: Vec<Vec<f64>>,
     /// `[mode][repetition]`: the mode's place in the repetition.
     positions: Vec<Vec<u32>>,
 }
 
 /// `repetitions` passes over every mode's steps, the modes' order rotated by one per
-/// repetition, each pass after [`PROBE_CALLS`] probe calls and one untimed step.
+/// repetition, each pass after one untimed step; one probe call (timed apart) before every
+/// step samples the machine's state over the whole pass.
 fn replay(
     bank: &mut LaneBank,
     probe: &mut LaneBank,
@@ -291,12 +289,17 @@ fn replay(
     for rep in 0..repetitions as usize {
         for pos in 0..n {
             let m = (pos + rep) % n;
-            let calls: Vec<f64> = (0..PROBE_CALLS)
-                .map(|_| probe.time_step(&one, pool))
-                .collect();
-            r.probes[m].push(quantile(&calls, 0.5));
             bank.time_step(&plans[m][0], pool);
-            r.steps[m].push(plans[m].iter().map(|s| bank.time_step(s, pool)).collect());
+            let mut calls = Vec::with_capacity(plans[m].len());
+            let pass = plans[m]
+                .iter()
+                .map(|s| {
+                    calls.push(probe.time_step(&one, pool));
+                    bank.time_step(s, pool)
+                })
+                .collect();
+            r.steps[m].push(pass);
+            r.probes[m].push(quantile(&calls, 0.5));
             r.positions[m].push(pos as u32);
         }
         eprintln!(

@@ -73,20 +73,21 @@ pub struct CpuLaneRow {
 }
 
 /// A probe of the machine's state: calls at one point the host calibration measured (its
-/// middle geometry, one token, all threads, a bank cycled call by call), run before each pass
-/// of a mode. On a shared machine the other tenants slow every call alike; the probe's
-/// measured/predicted ratio says by how much, apart from the model's error.
+/// middle geometry, one token, all threads, a bank cycled call by call), one before every
+/// step of a pass (timed apart from it). On a shared machine the other tenants slow every call
+/// alike; the probe's measured/predicted ratio says by how much, apart from the model's error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
     /// Bytes of the probe's expert in the kernel's layout (what the calibration's fit is in).
     pub expert_bytes: u64,
     /// The host profile's price of one probe call, µs.
     pub predicted_us: f64,
-    /// Measured µs per probe call, median of each repetition's calls.
+    /// Measured µs per probe call, the median of each repetition's calls.
     pub measured_us: Vec<f64>,
     /// Median over repetitions of measured / predicted.
     pub ratio: f64,
-    /// Median per-step error with each step's measured time divided by `ratio`, %.
+    /// Median per-step error with each repetition's step times divided by that repetition's
+    /// ratio before the median over repetitions is taken, %.
     pub adjusted_median_error_pct: f64,
 }
 
@@ -163,13 +164,16 @@ impl CpuLaneRow {
         predicted_us: f64,
         measured_us: Vec<f64>,
     ) -> Self {
-        let ratio = quantile(&measured_us, 0.5) / predicted_us;
+        let ratios: Vec<f64> = measured_us.iter().map(|m| m / predicted_us).collect();
         let per_step: Vec<f64> = (0..self.predicted_us.len())
             .map(|s| {
-                let reps: Vec<f64> = self.measured_us.iter().map(|r| r[s] / ratio).collect();
+                let reps: Vec<f64> = (self.measured_us.iter().zip(&ratios))
+                    .map(|(r, k)| r[s] / k)
+                    .collect();
                 quantile(&reps, 0.5)
             })
             .collect();
+        let ratio = quantile(&ratios, 0.5);
         let adjusted = quantile(&step_errors(&self.predicted_us, &per_step), 0.5);
         self.probe = Some(Probe {
             expert_bytes,

@@ -151,24 +151,25 @@ fn a_row_takes_errors_against_each_steps_median_repetition() {
 
 #[test]
 fn the_probe_ratio_takes_the_machine_state_out_of_the_error() {
-    // predicted 100, 200; measured twice as slow in both repetitions; the probe predicted
-    // 50 us, measured 100 and 110 -> ratio median(2.0, 2.2) = 2.1; raw error -50%,
-    // adjusted: measured / 2.1 = 95.24, 190.48 -> error 100 x (100 - 95.24) / 95.24 = 5.0%.
+    // predicted 100, 200; repetition 0 measured 2x slow, repetition 1 2.2x; the probe
+    // predicted 50 us, measured 100 and 110: ratios 2.0 and 2.2 (median 2.1). Raw: per-step
+    // medians 210, 420 -> -52.4%. Adjusted: each repetition divided by its own ratio gives
+    // 100, 200 in both -> 0%.
     let row = CpuLaneRow::new(
         "all",
         1,
         1.0,
         (true, 10),
         vec![100.0, 200.0],
-        vec![vec![200.0, 400.0], vec![200.0, 400.0]],
+        vec![vec![200.0, 400.0], vec![220.0, 440.0]],
         vec![0, 0],
     )
     .with_probe(1000, 50.0, vec![100.0, 110.0]);
-    assert!((row.median_error_pct + 50.0).abs() < 1e-9);
+    assert!((row.median_error_pct - 100.0 * (100.0 - 210.0) / 210.0).abs() < 1e-9);
     let p = row.probe.unwrap();
     assert!((p.ratio - 2.1).abs() < 1e-12);
     assert!(
-        (p.adjusted_median_error_pct - 5.0).abs() < 1e-9,
+        p.adjusted_median_error_pct.abs() < 1e-9,
         "{}",
         p.adjusted_median_error_pct
     );
