@@ -82,7 +82,7 @@ pub struct Probe {
     pub expert_bytes: u64,
     /// The host profile's price of one probe call, µs.
     pub predicted_us: f64,
-    /// Measured µs per probe call, the median of each repetition's calls.
+    /// Measured µs per probe call, the mean of each repetition's calls.
     pub measured_us: Vec<f64>,
     /// Median over repetitions of measured / predicted.
     pub ratio: f64,
