@@ -111,6 +111,10 @@ fn setup(args: &ValidateArgs) -> Result<Setup> {
     let model = &workload.trace.trace.header.model;
     let dtype = args.input.dtype.unwrap_or(DType::Bf16);
     let (format, geom) = kernel_geometry(model, dtype)?;
+    let block = format.expert_bytes(&geom);
+    if block.saturating_mul(2) > LANE_BANK_BYTES {
+        bail!("the trace header's expert geometry (hidden {}, FFN {}) makes {block} B experts: the CPU-lane replay holds at most {LANE_BANK_BYTES} B of weights and cycles at least 2 experts; use a trace of a smaller model", geom.hidden, geom.ffn);
+    }
     let expert_bytes =
         policies::mechanisms::Sizes::resolve(model, &args.input.sizes())?.expert_bytes;
     let moe = workload.trace.trace.keyspace().num_moe_layers();
@@ -174,23 +178,18 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
         .with_context(|| format!("--hw-host {}", s.host_arg))?;
     // one bank for every mode: the experts of the most CPU layers
     let resident = ks.offsets[*s.cpu_layers.iter().max().expect("one mode at least")] as usize;
-    let mut bank = LaneBank::new(
-        s.geom,
-        s.format,
-        resident,
-        LANE_BANK_BYTES,
-        s.batch,
-        args.cache.seed,
-    );
+    let seed = args.cache.seed;
+    let mut bank = LaneBank::new(s.geom, s.format, resident, LANE_BANK_BYTES, s.batch, seed);
     let threads = validate::host::all_threads();
     let pool = validate::host::pool(threads);
     let plans: Vec<Vec<Vec<LaneCall>>> = steps.iter().map(|st| lane_plan(&ks, st)).collect();
-    let mut probe = probe_bank(s.format, args.cache.seed.wrapping_add(1))?;
+    let mut probe = probe_bank(s.format, seed.wrapping_add(1))?;
     let probe_bytes = probe.block_bytes() as u64;
     let probe_us = cost
         .expert_call_us(s.dtype, probe_bytes, 1)
         .with_context(|| format!("--hw-host {}", s.host_arg))?;
     let r = replay(&mut bank, &mut probe, &plans, &pool, args.repeat);
+    let weights = (bank.distinct, bank.bank_bytes() as u64);
     let rows = (0..s.modes.len())
         .map(|i| {
             let calls = plans[i].iter().map(Vec::len).sum::<usize>() as f64;
@@ -198,7 +197,7 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
                 &s.modes[i].name,
                 s.cpu_layers[i],
                 calls / plans[i].len() as f64,
-                (bank.distinct, bank.bank_bytes() as u64),
+                weights,
                 predicted[i].clone(),
                 r.steps[i].clone(),
                 r.positions[i].clone(),
