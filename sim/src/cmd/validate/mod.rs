@@ -128,8 +128,9 @@ pub struct ValidateArgs {
           conflicts_with_all = ["policy", "measured", "reprice", "blocks", "breakdown", "warm_up"])]
     pub cpu_experts: Vec<String>,
 
-    /// Host profile pricing the CPU calls of --cpu-experts: a shipped name (`dev-box-host`)
-    /// or a file (one written by `sim calibrate --only host`).
+    /// Host profile pricing the CPU calls of --cpu-experts: a file (this machine's
+    /// profile/profiles/dev-box-host.json, or one written by `sim calibrate --only host`) or a
+    /// shipped profile's name.
     #[arg(long, value_name = "NAME|FILE", requires = "cpu_experts")]
     pub hw_host: Option<String>,
 
