@@ -50,7 +50,7 @@ pub struct ExpertFit {
 }
 
 /// A bank of `n` random experts of `geom` in `format`, contiguous.
-fn bank(geom: &ExpertGeometry, format: Format, n: usize, rng: &mut Pcg64) -> Vec<u8> {
+pub(crate) fn bank(geom: &ExpertGeometry, format: Format, n: usize, rng: &mut Pcg64) -> Vec<u8> {
     match format {
         Format::Int4 => {
             let b = reference::random_bank(geom, n, rng);

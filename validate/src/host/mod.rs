@@ -4,6 +4,7 @@
 
 pub mod expert_arms;
 pub mod expert_kernel;
+pub mod lane_replay;
 pub mod memory;
 pub mod ssd;
 pub mod to_profile;
@@ -100,13 +101,13 @@ impl Sizes {
     }
 }
 
-/// Threads the OS lets this process run at once.
-fn all_threads() -> usize {
+/// Threads the OS lets this process run at once (the calibration's "all threads").
+pub fn all_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A rayon pool of `threads` threads.
-fn pool(threads: usize) -> rayon::ThreadPool {
+pub fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()

@@ -26,6 +26,7 @@ use sim::validation::text::{analysis_table, breakdown_table, table};
 use sim::validation::*;
 use std::path::PathBuf;
 
+mod cpu;
 mod gpu;
 mod reprice;
 mod same_run;
@@ -49,7 +50,7 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    #[arg(long, value_delimiter = ',', required_unless_present = "reprice", value_name = "SPEC",
+    #[arg(long, value_delimiter = ',', required_unless_present_any = ["reprice", "cpu_experts"], value_name = "SPEC",
           help = format!(
               "Mechanisms to replay, comma-separated: {} (each is predicted and measured on the \
                same plans)",
@@ -115,6 +116,23 @@ pub struct ValidateArgs {
     /// against real replays.
     #[arg(long, value_name = "FILE.json")]
     pub measured: Option<PathBuf>,
+
+    /// Validate the CPU lane instead of the GPU: run, on this machine's CPU, the expert calls
+    /// a mode puts there (`all`: every MoE layer; `layers:N`: the first N), comma-separated,
+    /// with the host calibration's kernels on all threads, and compare each step's time with
+    /// the host cost model's price under --hw-host. One call per distinct expert per layer per
+    /// step (--batch W: fifo batches of W requests); --repeat N passes, the modes interleaved;
+    /// --steps limits the steps. Needs --dtype int4, bf16 or fp16 and the header geometry. The
+    /// GPU part of a step is not in it. No GPU needed.
+    #[arg(long, value_delimiter = ',', value_name = "MODE",
+          conflicts_with_all = ["policy", "measured", "reprice", "blocks", "breakdown", "warm_up"])]
+    pub cpu_experts: Vec<String>,
+
+    /// Host profile pricing the CPU calls of --cpu-experts: a file (this machine's
+    /// profile/profiles/dev-box-host.json, or one written by `sim calibrate --only host`) or a
+    /// shipped profile's name.
+    #[arg(long, value_name = "NAME|FILE", requires = "cpu_experts")]
+    pub hw_host: Option<String>,
 
     /// CUDA device ordinal to replay on.
     #[arg(long, default_value_t = 0, value_name = "ORDINAL")]
@@ -236,6 +254,9 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
+    if !args.cpu_experts.is_empty() {
+        return cpu::run(&args);
+    }
     if !args.reprice.is_empty() {
         return reprice::run(&args);
     }
