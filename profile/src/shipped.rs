@@ -22,7 +22,10 @@ const SHIPPED: &[(&str, &str)] = &[
 /// calibrations (validate/data/h200-linux-p16/). Loaded by name like the GPU profiles,
 /// listed apart from them.
 const SHIPPED_HOST: &[(&str, &str)] = &[
-    ("dev-box-host", include_str!("../profiles/dev-box-host.json")),
+    (
+        "dev-box-host",
+        include_str!("../profiles/dev-box-host.json"),
+    ),
     ("h200-host", include_str!("../profiles/h200-host.json")),
 ];
 

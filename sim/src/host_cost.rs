@@ -19,6 +19,12 @@
 //!   `host_expert_bf16_call_overhead`); the calibration leaves it absent when the intercept
 //!   fell below zero (under the noise), and then it adds nothing.
 //!
+//! `b` is the bytes of the expert in the kernel's own layout, which the arms measured: for int4
+//! the host kernel keeps one f32 scale per group of 128 weights (64 + 4 = 68 bytes per 128
+//! parameters, `validate::host::expert_kernel::Format::Int4`, the `kernels` crate's layout)
+//! where the model's int4 expert has an fp16 one (66 bytes, [`DType::Int4`]), so an int4
+//! call is priced on `expert_bytes x 68 / 66`; bf16 and fp16 experts are the kernel's bytes.
+//!
 //! bf16 and fp16 share the bf16 arm (the same 2 bytes per parameter and the same math after
 //! conversion); int4 with group scales has its own arm. Other dtypes have no host arm and
 //! are refused. A constant a call needs that the profile lacks is a
@@ -27,6 +33,13 @@
 
 use profile::{ConstantName as C, Profile, ProfileError};
 use traces::model::DType;
+
+/// Bytes per 128 int4 parameters in the host kernel's layout: 64 of packed nibbles and one f32
+/// group scale (`validate::host::expert_kernel::Format::Int4`).
+const INT4_KERNEL_BYTES_PER_128: f64 = 68.0;
+/// Bytes per 128 int4 parameters in the model's layout: 64 and one fp16 scale
+/// ([`DType::Int4`]'s `bytes_for`).
+const INT4_MODEL_BYTES_PER_128: f64 = 66.0;
 
 /// The measured line of one host expert format.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,6 +50,8 @@ struct ExpertLine {
     bytes_per_us: Option<f64>,
     /// 16-token expert bytes per µs; `None` when absent.
     batch16_bytes_per_us: Option<f64>,
+    /// Bytes of the kernel's layout (what the arms measured) per byte of the model's expert.
+    kernel_bytes_per_byte: f64,
     /// Names for error messages.
     bandwidth: C,
     batch16: Option<C>,
@@ -61,6 +76,7 @@ impl HostCostModel {
                 overhead_us: p.get(C::HostExpertInt4CallOverhead).unwrap_or(0.0),
                 bytes_per_us: p.get(C::HostExpertInt4Bandwidth),
                 batch16_bytes_per_us: p.get(C::HostExpertInt4Tokens16Bandwidth),
+                kernel_bytes_per_byte: INT4_KERNEL_BYTES_PER_128 / INT4_MODEL_BYTES_PER_128,
                 bandwidth: C::HostExpertInt4Bandwidth,
                 batch16: Some(C::HostExpertInt4Tokens16Bandwidth),
             },
@@ -68,6 +84,7 @@ impl HostCostModel {
                 overhead_us: p.get(C::HostExpertBf16CallOverhead).unwrap_or(0.0),
                 bytes_per_us: p.get(C::HostExpertBf16Bandwidth),
                 batch16_bytes_per_us: None,
+                kernel_bytes_per_byte: 1.0,
                 bandwidth: C::HostExpertBf16Bandwidth,
                 batch16: None,
             },
@@ -109,7 +126,7 @@ impl HostCostModel {
         let bw = line
             .bytes_per_us
             .ok_or_else(|| need(line.bandwidth, "experts computed on the CPU"))?;
-        let bytes = expert_bytes as f64;
+        let bytes = expert_bytes as f64 * line.kernel_bytes_per_byte;
         let memory_us = bytes / bw;
         if tokens <= 1.0 {
             return Ok(line.overhead_us + memory_us);
@@ -155,30 +172,37 @@ mod tests {
 
     #[test]
     fn one_token_call_is_overhead_plus_bytes_over_bandwidth() {
-        // 4000 MB/s = 4000 bytes/µs; 8 MB / 4000 = 2000 µs, + 30 µs overhead.
+        // A 7,760,000 B int4 expert is 7,760,000 x 68 / 66 = 7,995,151.5 B in the kernel's
+        // layout; at 4000 MB/s = 4000 bytes/µs: 1998.79 µs, + 30 µs overhead.
         let p = host(&[
             (C::HostExpertInt4Bandwidth, 4000.0, "MB/s"),
             (C::HostExpertInt4CallOverhead, 30.0, "us"),
         ]);
         let m = HostCostModel::new(&p);
-        let t = m.expert_call_us(DType::Int4, 8_000_000, 1).unwrap();
-        assert!((t - 2030.0).abs() < 1e-9, "{t}");
+        let t = m.expert_call_us(DType::Int4, 7_760_000, 1).unwrap();
+        assert!(
+            (t - (30.0 + 7_760_000.0 * 68.0 / 66.0 / 4000.0)).abs() < 1e-9,
+            "{t}"
+        );
+        assert!((t - 2028.79).abs() < 0.01, "{t}");
     }
 
     #[test]
     fn batch_is_the_slower_of_memory_and_compute() {
-        // bw 4000 B/µs, batch16 1000 B/µs: compute per token = b / 16000.
-        // 8 MB: memory 2000 µs; 4 tokens: compute 4 x 8e6 / 16000 = 2000 µs (tie);
-        // 16 tokens: 8000 µs = 8e6 / 1000 (the 16-token arm itself).
+        // bw 4000 B/µs, batch16 1000 B/µs: compute per token = b / 16000. A 6,600,000 B int4
+        // expert is b = 6,800,000 kernel bytes (x 68 / 66): memory 1700 µs; 2 tokens: compute
+        // 850 µs, so memory; 4 tokens: 4 x 6.8e6 / 16000 = 1700 µs (tie); 16 tokens:
+        // 6800 µs = 6.8e6 / 1000 (the 16-token arm itself).
         let p = host(&[
             (C::HostExpertInt4Bandwidth, 4000.0, "MB/s"),
             (C::HostExpertInt4Tokens16Bandwidth, 1000.0, "MB/s"),
         ]);
         let m = HostCostModel::new(&p);
-        assert!((m.expert_call_us(DType::Int4, 8_000_000, 2).unwrap() - 2000.0).abs() < 1e-9);
-        assert!((m.expert_call_us(DType::Int4, 8_000_000, 4).unwrap() - 2000.0).abs() < 1e-9);
-        assert!((m.expert_call_us(DType::Int4, 8_000_000, 16).unwrap() - 8000.0).abs() < 1e-9);
-        assert_eq!(m.expert_call_us(DType::Int4, 8_000_000, 0).unwrap(), 0.0);
+        let b = 6_600_000;
+        assert!((m.expert_call_us(DType::Int4, b, 2).unwrap() - 1700.0).abs() < 1e-9);
+        assert!((m.expert_call_us(DType::Int4, b, 4).unwrap() - 1700.0).abs() < 1e-9);
+        assert!((m.expert_call_us(DType::Int4, b, 16).unwrap() - 6800.0).abs() < 1e-9);
+        assert_eq!(m.expert_call_us(DType::Int4, b, 0).unwrap(), 0.0);
     }
 
     #[test]
@@ -198,7 +222,8 @@ mod tests {
     #[test]
     fn shipped_dev_box_host_profile_prices_an_int4_expert() {
         // The shipped host profile has every int4 constant: a Qwen3-30B-A3B int4 expert
-        // (3 x 2048 x 768 params = 4,718,592; x 66/128 bytes = 2,433,024 B) is priced.
+        // (3 x 2048 x 768 params = 4,718,592; x 66/128 bytes = 2,433,024 B) is priced on its
+        // 4,718,592 x 68/128 = 2,506,752 B in the kernel's layout.
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../profile/profiles/dev-box-host.json"
@@ -210,6 +235,6 @@ mod tests {
         let bw = p.get(C::HostExpertInt4Bandwidth).unwrap();
         let oh = p.get(C::HostExpertInt4CallOverhead).unwrap_or(0.0);
         let t = m.expert_call_us(DType::Int4, bytes, 1).unwrap();
-        assert!((t - (oh + bytes as f64 / bw)).abs() < 1e-9);
+        assert!((t - (oh + 2_506_752.0 / bw)).abs() < 1e-6);
     }
 }

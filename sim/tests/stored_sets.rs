@@ -72,7 +72,11 @@ fn rebuild(sets: &[PathBuf], out: &Path, name: &str) {
         .args(["--name", name])
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
 }
 
 #[test]
@@ -90,5 +94,8 @@ fn the_shipped_h200_host_profile_is_the_pool_of_its_four_host_calibrations() {
     assert!(std::fs::read_to_string(&out).unwrap() == shipped);
     let pooled = std::fs::read_to_string(tmp.path().join("h200-host.measurements.json")).unwrap();
     let stored = std::fs::read_to_string(dir.join("h200-host.measurements.json")).unwrap();
-    assert!(pooled == stored, "the stored pooled set is the pool of the four");
+    assert!(
+        pooled == stored,
+        "the stored pooled set is the pool of the four"
+    );
 }

@@ -311,7 +311,9 @@ fn run_points(
     workloads: &BTreeMap<(usize, usize), Workload>,
     timing: &Option<TimingConfig>,
 ) -> Result<Vec<RunEntry>> {
-    let bar = args.progress.bar("sim compare", points.len() as u64, "runs");
+    let bar = args
+        .progress
+        .bar("sim compare", points.len() as u64, "runs");
     let work = || -> Vec<Result<RunEntry>> {
         points
             .par_iter()

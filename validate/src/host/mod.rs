@@ -54,16 +54,20 @@ pub struct Sizes {
 impl Sizes {
     /// The full run: Qwen3-30B-A3B's hidden size 2048 with expert FFN 384, 768 (its own) and
     /// 1536, group 128 (int4 1.3 to 5.0 MB, bf16 4.7 to 18.9 MB per expert); expert banks of
-    /// 128 MiB, a read buffer and file of 256 MiB: 4 and 8 times the 32 MiB L3 of the
-    /// development machine's EPYC.
+    /// 4 times and a read buffer of 8 times the last-level cache ([`last_level_cache_bytes`]),
+    /// at least 128 and 256 MiB (4 and 8 times the 32 MiB L3 of the development machine's
+    /// EPYC, also used where the cache size is unknown), so weights and reads come from DRAM
+    /// (the H200 machine's Xeon reports a 300 MiB L3); a file of 256 MiB (O_DIRECT or
+    /// dropped from the page cache: no CPU cache holds it).
     pub fn full() -> Self {
+        let llc = last_level_cache_bytes().unwrap_or(0);
         Sizes {
             geometries: vec![(2048, 384, 128), (2048, 768, 128), (2048, 1536, 128)],
-            bank_bytes: 128 << 20,
+            bank_bytes: (4 * llc).max(128 << 20),
             rounds: 15,
             samples_per_round: 9,
             seconds_per_round: 0.12,
-            memory_bytes: 256 << 20,
+            memory_bytes: (8 * llc).max(256 << 20),
             memory_passes: 7,
             ssd_block_bytes: kernels::ExpertGeometry::new(2048, 768, 128)
                 .expect("valid")
@@ -99,6 +103,34 @@ impl Sizes {
             vec![1]
         }
     }
+}
+
+/// Bytes of the largest CPU cache of CPU 0 as Linux reports it
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/size`, e.g. `32768K`); `None` elsewhere or
+/// when unreadable.
+pub fn last_level_cache_bytes() -> Option<usize> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| {
+        let size = std::fs::read_to_string(e.ok()?.path().join("size")).ok()?;
+        parse_cache_size(size.trim())
+    })
+    .max()
+}
+
+/// `32768K`, `300M`, `1G` or a plain byte count, as sysfs writes cache sizes.
+fn parse_cache_size(s: &str) -> Option<usize> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 /// Threads the OS lets this process run at once (the calibration's "all threads").
@@ -196,4 +228,27 @@ pub fn calibrate_host(
         wall_s: start.elapsed().as_secs_f64(),
         pooled_from: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sizes_parse_as_sysfs_writes_them() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("300M"), Some(300 << 20));
+        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+        assert_eq!(parse_cache_size("4096"), Some(4096));
+        assert_eq!(parse_cache_size("12X"), None);
+        assert_eq!(parse_cache_size(""), None);
+    }
+
+    #[test]
+    fn the_full_run_reads_from_beyond_the_last_level_cache() {
+        let s = Sizes::full();
+        let llc = last_level_cache_bytes().unwrap_or(0);
+        assert!(s.bank_bytes >= 4 * llc && s.bank_bytes >= 128 << 20);
+        assert!(s.memory_bytes >= 8 * llc && s.memory_bytes >= 256 << 20);
+    }
 }

@@ -7,42 +7,24 @@ use crate::cmd::args_input::emit;
 use anyhow::{bail, Context, Result};
 use kernels::geometry::ExpertGeometry;
 use sim::cache::Schedule;
+use sim::engine::cpu::CpuExperts;
 use sim::host_cost::HostCostModel;
 use sim::validation::cpu_lane::*;
 use traces::DType;
 use validate::host::expert_kernel::Format;
 use validate::host::lane_replay::{LaneBank, LaneCall, LANE_BANK_BYTES};
 
-/// Where a mode puts experts: the first `layers` MoE layers' experts run on the CPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuMode {
-    /// The mode as given (`all`, `layers:N`).
-    pub name: String,
-    /// `None` for `all`.
-    pub layers: Option<usize>,
-}
-
-/// Parse one `--cpu-experts` value of the CPU-lane validation: `all` or `layers:N`, N >= 1.
-pub fn parse_cpu_mode(s: &str) -> Result<CpuMode, String> {
-    let bad = || {
-        format!(
+/// Parse one `--cpu-experts` value of the CPU-lane validation with the engine's parser
+/// ([`CpuExperts::parse`]), keeping the placements that put a fixed set of layers on the
+/// CPU: `all` or `layers:N`, N >= 1.
+pub fn parse_cpu_mode(s: &str) -> Result<CpuExperts, String> {
+    match CpuExperts::parse(s) {
+        Ok(m @ (CpuExperts::All | CpuExperts::Layers(_))) => Ok(m),
+        _ => Err(format!(
             "--cpu-experts `{s}`: the CPU-lane validation takes `all` or `layers:N` (N >= 1 \
              MoE layers on the CPU), comma-separated; `none`, `misses` and `cheaper` put no \
              fixed work on the CPU to replay"
-        )
-    };
-    match s {
-        "all" => Ok(CpuMode {
-            name: s.into(),
-            layers: None,
-        }),
-        _ => match s.strip_prefix("layers:").map(str::parse::<usize>) {
-            Some(Ok(n)) if n >= 1 => Ok(CpuMode {
-                name: s.into(),
-                layers: Some(n),
-            }),
-            _ => Err(bad()),
-        },
+        )),
     }
 }
 
@@ -80,7 +62,7 @@ fn kernel_geometry(model: &traces::ModelSpec, dtype: DType) -> Result<(Format, E
 
 /// Everything the replay and the prediction need, checked.
 struct Setup {
-    modes: Vec<CpuMode>,
+    modes: Vec<CpuExperts>,
     /// MoE layers on the CPU per mode.
     cpu_layers: Vec<usize>,
     host: profile::Profile,
@@ -97,7 +79,7 @@ struct Setup {
 /// Check every argument (before any weight is allocated).
 fn setup(args: &ValidateArgs) -> Result<Setup> {
     refuse_gpu_flags(args)?;
-    let modes: Vec<CpuMode> = args
+    let modes: Vec<CpuExperts> = args
         .cpu_experts
         .iter()
         .map(|s| parse_cpu_mode(s))
@@ -120,12 +102,11 @@ fn setup(args: &ValidateArgs) -> Result<Setup> {
     let moe = workload.trace.trace.keyspace().num_moe_layers();
     let cpu_layers = modes
         .iter()
-        .map(|m| match m.layers {
-            None => Ok(moe),
-            Some(n) if n <= moe => Ok(n),
-            Some(n) => bail!(
+        .map(|m| match *m {
+            CpuExperts::Layers(n) if n as usize > moe => bail!(
                 "--cpu-experts layers:{n}: the trace's model has {moe} MoE layers; give N <= {moe}"
             ),
+            m => Ok(m.cpu_layers(moe)),
         })
         .collect::<Result<_>>()?;
     let batch = args.cache.batch.unwrap_or(1);
@@ -194,7 +175,7 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
         .map(|i| {
             let calls = plans[i].iter().map(Vec::len).sum::<usize>() as f64;
             CpuLaneRow::new(
-                &s.modes[i].name,
+                &s.modes[i].to_string(),
                 s.cpu_layers[i],
                 calls / plans[i].len() as f64,
                 weights,
@@ -364,8 +345,8 @@ mod tests {
 
     #[test]
     fn modes_parse_or_are_refused_with_the_accepted_forms() {
-        assert_eq!(parse_cpu_mode("all").unwrap().layers, None);
-        assert_eq!(parse_cpu_mode("layers:8").unwrap().layers, Some(8));
+        assert_eq!(parse_cpu_mode("all").unwrap(), CpuExperts::All);
+        assert_eq!(parse_cpu_mode("layers:8").unwrap(), CpuExperts::Layers(8));
         for bad in ["layers:0", "layers:", "layers:x", "misses", "none", "ALL"] {
             let e = parse_cpu_mode(bad).unwrap_err();
             assert!(e.contains("`all` or `layers:N`"), "{bad}: {e}");
