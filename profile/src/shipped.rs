@@ -18,8 +18,8 @@ const SHIPPED: &[(&str, &str)] = &[
 
 /// (name, JSON) of every shipped host profile (host CPU constants only, for `--hw-host`):
 /// `dev-box-host` is the development machine's CPU, measured by `sim calibrate --only host`;
-/// `h200-host` the CPU of the H200 machine that measured `h200-linux`, the pool of four host
-/// calibrations (validate/data/h200-linux-p16/). Loaded by name like the GPU profiles,
+/// `h200-host` the CPU of the H200 machine that measured `h200-linux`, the pool of three host
+/// calibrations (validate/data/h200-linux-p16/h{4,5,6}). Loaded by name like the GPU profiles,
 /// listed apart from them.
 const SHIPPED_HOST: &[(&str, &str)] = &[
     (
