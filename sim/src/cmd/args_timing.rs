@@ -241,7 +241,7 @@ impl TimingArgs {
             timeline: self.timeline.clone(),
             seed,
             hw_host: self.hw_host.clone(),
-            cpu_experts: self.cpu_experts[0],
+            cpu_experts: self.cpu_experts.first().copied().unwrap_or_default(),
             ..TimingConfig::new(hw.clone(), Arc::new(profile))
         }))
     }

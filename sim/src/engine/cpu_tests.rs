@@ -1,6 +1,7 @@
 //! The CPU lane on hand-computed cases: one per placement, on the round-number test
 //! profile (commit 10 µs per 2 MiB granule, H2D 1 GB/s = 1000 B/µs, no H2D latency) and a
-//! hand-made host profile (int4 experts at `bw` B/µs plus 30 µs per call).
+//! hand-made host profile (bf16 experts at `bw` B/µs plus 30 µs per call; bf16 is priced on
+//! the expert's own bytes, int4 on its kernel layout's 68/66 of them, `host_cost`).
 
 use super::cpu::{gpu_unit_map, CpuExperts, CpuLane};
 use super::*;
@@ -30,17 +31,17 @@ pub(super) fn gpu_profile() -> Profile {
     p
 }
 
-/// A lane of `mode` over `layers` MoE layers of top-1, 2 MiB int4 experts at `bw` B/µs.
+/// A lane of `mode` over `layers` MoE layers of top-1, 2 MiB bf16 experts at `bw` B/µs.
 fn cost(mode: CpuExperts, layers: usize, bw: f64) -> CostModel {
     let mut host = Profile::new("host", "hand-made", Device::default());
     let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
-    host.set(C::HostExpertInt4Bandwidth, a(bw, "MB/s"))
-        .set(C::HostExpertInt4CallOverhead, a(30.0, "us"));
+    host.set(C::HostExpertBf16Bandwidth, a(bw, "MB/s"))
+        .set(C::HostExpertBf16CallOverhead, a(30.0, "us"));
     let mut c = CostModel::new(&gpu_profile(), Paging::Vmm, CostOptions::default()).unwrap();
     c.cpu = Some(CpuLane {
         mode,
         host: HostCostModel::new(&host),
-        dtype: DType::Int4,
+        dtype: DType::Bf16,
         expert_bytes: 2 * MIB,
         activation_bytes_per_token: 2048,
         top_k: vec![1; layers],

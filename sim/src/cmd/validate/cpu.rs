@@ -80,13 +80,14 @@ struct Setup {
 fn setup(args: &ValidateArgs) -> Result<Setup> {
     refuse_gpu_flags(args)?;
     let modes: Vec<CpuExperts> = args
+        .timing
         .cpu_experts
         .iter()
-        .map(|s| parse_cpu_mode(s))
+        .map(|m| parse_cpu_mode(&m.to_string()))
         .collect::<Result<_, _>>()
         .map_err(anyhow::Error::msg)?;
-    let Some(host_arg) = args.hw_host.clone() else {
-        bail!("--cpu-experts needs --hw-host NAME|FILE: the host profile that prices the CPU calls (a file from `sim calibrate --only host`, e.g. profile/profiles/dev-box-host.json)");
+    let Some(host_arg) = args.timing.hw_host.clone() else {
+        bail!("--cpu-experts needs --hw-host NAME|FILE: the host profile that prices the CPU calls (dev-box-host, h200-host, or a file from `sim calibrate --only host`)");
     };
     let host = profile::load(&host_arg).with_context(|| format!("--hw-host {host_arg}"))?;
     let workload = args.input.workload()?;
@@ -382,7 +383,8 @@ mod tests {
             (v.steps, v.repetitions, v.batch, v.rows.len()),
             (3, 2, 1, 2)
         );
-        // 3 x 128 x 128 int4 parameters: 49,152 x 66 / 128 bytes priced
+        // 3 x 128 x 128 int4 parameters: 49,152 x 66 / 128 bytes in the model, priced on
+        // 49,152 x 68 / 128 = 26,112 in the kernel's layout
         assert_eq!(v.expert_bytes, 25_344);
         let host = profile::load(HOST).unwrap();
         let bw = host
@@ -394,7 +396,7 @@ mod tests {
         for (row, (layers, calls)) in v.rows.iter().zip([(2, 4.0), (1, 2.0)]) {
             assert_eq!((row.cpu_layers, row.calls_per_step), (layers, calls));
             for &p in &row.predicted_us {
-                assert!((p - calls * (oh + 25_344.0 / bw)).abs() < 1e-9, "{p}");
+                assert!((p - calls * (oh + 26_112.0 / bw)).abs() < 1e-9, "{p}");
             }
             assert_eq!(row.measured_us.len(), 2);
             assert!(row

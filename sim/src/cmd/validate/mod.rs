@@ -32,6 +32,20 @@ mod reprice;
 mod same_run;
 pub use same_run::*;
 
+/// `--cpu-experts` of `sim validate` (the shared timing flag, with its own meaning here).
+const CPU_EXPERTS_HELP: &str = "Validate the CPU lane instead of the GPU: run, on this machine's \
+    CPU, the expert calls a mode puts there (`all`: every MoE layer; `layers:N`: the first N), \
+    comma-separated, with the host calibration's kernels on all threads, and compare each \
+    step's time with the host cost model's price under --hw-host. One call per distinct \
+    expert per layer per step (--batch W: fifo batches of W requests); --repeat N passes, the \
+    modes interleaved; --steps limits the steps. Needs --dtype int4, bf16 or fp16 and the \
+    header geometry. The GPU part of a step is not in it. No GPU needed";
+
+/// `--hw-host` of `sim validate`.
+const HW_HOST_HELP: &str = "Host profile pricing the CPU calls of --cpu-experts: a shipped \
+    host profile's name (dev-box-host: this project's development CPU; h200-host: the H200 \
+    machine's CPU) or a file written by `sim calibrate --only host`";
+
 /// Arguments of `sim validate`. The shared timing flags the replay cannot follow (it runs the
 /// default engine) are hidden from `--help`; `run` still refuses them with the reason.
 #[derive(Args)]
@@ -44,7 +58,18 @@ pub use same_run::*;
     mut_arg("admission_cap", |a| a.hide(true)),
     mut_arg("timeline", |a| a.hide(true)),
     mut_arg("nonexpert_us", |a| a.hide(true)),
-    mut_arg("expert_us", |a| a.hide(true))
+    mut_arg("expert_us", |a| a.hide(true)),
+    mut_arg("cpu_experts", |a| a
+        .default_value(None::<&str>)
+        .help_heading(None::<&str>)
+        .value_name("MODE")
+        .conflicts_with_all(["policy", "measured", "reprice", "blocks", "breakdown", "warm_up"])
+        .help(CPU_EXPERTS_HELP)),
+    mut_arg("hw_host", |a| a
+        .help_heading(None::<&str>)
+        .value_name("NAME|FILE")
+        .requires("cpu_experts")
+        .help(HW_HOST_HELP))
 )]
 pub struct ValidateArgs {
     #[command(flatten)]
@@ -116,23 +141,6 @@ pub struct ValidateArgs {
     /// against real replays.
     #[arg(long, value_name = "FILE.json")]
     pub measured: Option<PathBuf>,
-
-    /// Validate the CPU lane instead of the GPU: run, on this machine's CPU, the expert calls
-    /// a mode puts there (`all`: every MoE layer; `layers:N`: the first N), comma-separated,
-    /// with the host calibration's kernels on all threads, and compare each step's time with
-    /// the host cost model's price under --hw-host. One call per distinct expert per layer per
-    /// step (--batch W: fifo batches of W requests); --repeat N passes, the modes interleaved;
-    /// --steps limits the steps. Needs --dtype int4, bf16 or fp16 and the header geometry. The
-    /// GPU part of a step is not in it. No GPU needed.
-    #[arg(long, value_delimiter = ',', value_name = "MODE",
-          conflicts_with_all = ["policy", "measured", "reprice", "blocks", "breakdown", "warm_up"])]
-    pub cpu_experts: Vec<String>,
-
-    /// Host profile pricing the CPU calls of --cpu-experts: a file (this machine's
-    /// profile/profiles/dev-box-host.json, or one written by `sim calibrate --only host`) or a
-    /// shipped profile's name.
-    #[arg(long, value_name = "NAME|FILE", requires = "cpu_experts")]
-    pub hw_host: Option<String>,
 
     /// CUDA device ordinal to replay on.
     #[arg(long, default_value_t = 0, value_name = "ORDINAL")]
@@ -254,7 +262,7 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
-    if !args.cpu_experts.is_empty() {
+    if !args.timing.cpu_experts.is_empty() {
         return cpu::run(&args);
     }
     if !args.reprice.is_empty() {
