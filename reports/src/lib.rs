@@ -24,6 +24,6 @@ pub mod union_curve;
 pub use output::write_report;
 pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
 pub use run::{
-    Admission, CacheReport, RetentionInputs, RunInputs, RunReport, ScheduleReport, StepParts,
-    StreamingMetrics, TargetReport, TiersReport, TimingDetail, TimingReport,
+    Admission, CacheReport, DramMode, RetentionInputs, RunInputs, RunReport, ScheduleReport,
+    StepParts, StreamingMetrics, TargetReport, TiersReport, TimingDetail, TimingReport,
 };

@@ -352,9 +352,41 @@ pub struct RetentionInputs {
     pub target_search: Option<String>,
 }
 
+/// How the DRAM tier of `--dram` holds experts (`--dram-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DramMode {
+    /// An exclusive LRU tier of experts in pinned host memory (a unit leaving VRAM enters it,
+    /// a DRAM hit leaves it); copies at the profile's `h2d_bandwidth`.
+    #[default]
+    Pinned,
+    /// The OS page cache of the expert file, read through `mmap` (llama.cpp's default): an
+    /// inclusive LRU of the units read, which VRAM evictions leave alone; copies from
+    /// pageable memory at `h2d_pageable_bandwidth`.
+    PageCache,
+}
+
+impl DramMode {
+    /// The mode's `--dram-mode` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DramMode::Pinned => "pinned",
+            DramMode::PageCache => "page-cache",
+        }
+    }
+
+    /// Whether this is the default mode (left out of the JSON, so older reports match).
+    pub fn is_pinned(&self) -> bool {
+        *self == DramMode::Pinned
+    }
+}
+
 /// The `tiers` block of a run report (exact JSON keys; totals over the run).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TiersReport {
+    /// How the DRAM tier holds experts; `mode` is present only for `page-cache`.
+    #[serde(default, skip_serializing_if = "DramMode::is_pinned")]
+    pub mode: DramMode,
     /// Page-ins served from DRAM (a PCIe copy).
     pub dram_hits: u64,
     /// Page-ins of units never touched before (first read from SSD).

@@ -12,7 +12,10 @@
 //!   when the measurement set has them; older sets keep their unweighted fit through the
 //!   cycles that follow another size's release, which price small units high
 //!   (docs/history/calibration.md, "Same-size cycles");
-//! - copy = `h2d_latency` (if measured) + b / `h2d_bandwidth`;
+//! - copy = `h2d_latency` (if measured) + b / `h2d_bandwidth`; in page-cache mode
+//!   (`--dram-mode page-cache`: the experts are copied out of the `mmap`ed file's page
+//!   cache, pageable memory) b / `h2d_pageable_bandwidth` instead, for page-ins and VMM
+//!   prefetches (activations keep `h2d_bandwidth`);
 //! - decommit = `vmm_decommit_fixed` (if measured) + g x (`vmm_decommit`, or `cu_mem_unmap` +
 //!   `cu_mem_release`); with a handle pool, g x `cu_mem_unmap` (the handle goes back to the pool).
 //!
@@ -154,6 +157,12 @@ pub struct CostModel {
     /// SSD read rate of the DRAM tier's misses, bytes per µs (`host_ssd_read_bandwidth`,
     /// queue depth 1); `None` when absent (a run that reads from SSD then names it).
     pub ssd_bytes_per_us: Option<f64>,
+    /// H2D rate from pageable host memory, bytes per µs (`h2d_pageable_bandwidth`: `sim
+    /// calibrate`'s cuMemcpyHtoDAsync of 256 MiB from a `Vec<u8>`, median); `None` when absent.
+    pub h2d_pageable_bytes_per_us: Option<f64>,
+    /// The copy rate of VMM page-ins and prefetches when it is not `h2d_bytes_per_us`: the
+    /// pageable rate in page-cache mode ([`CostModel::with_page_cache`]); `None` otherwise.
+    pub page_in_pageable_bytes_per_us: Option<f64>,
 }
 
 fn band(p: &Profile, name: C) -> Result<Band, &'static str> {
@@ -204,6 +213,8 @@ impl CostModel {
             decommit_read_unit_slope_us: 0.0,
             cpu: None,
             ssd_bytes_per_us: p.get(C::HostSsdReadBandwidth),
+            h2d_pageable_bytes_per_us: p.get(C::H2dPageableBandwidth),
+            page_in_pageable_bytes_per_us: None,
             spill_read_ratio: p
                 .get(C::DeviceReadBandwidth)
                 .zip(p.get(C::HostReadBandwidth))
@@ -351,6 +362,31 @@ impl CostModel {
         self.h2d_latency_us + bytes as f64 / self.h2d_bytes_per_us
     }
 
+    /// Copy engine time (µs) of a VMM page-in or prefetch of `bytes`: [`CostModel::copy_us`],
+    /// or at the pageable rate in page-cache mode.
+    #[inline]
+    pub fn page_in_copy_us(&self, bytes: u64) -> f64 {
+        let rate = self
+            .page_in_pageable_bytes_per_us
+            .unwrap_or(self.h2d_bytes_per_us);
+        self.h2d_latency_us + bytes as f64 / rate
+    }
+
+    /// This model in page-cache mode (`--dram-mode page-cache`): page-ins and VMM prefetches
+    /// copy from pageable memory at `h2d_pageable_bandwidth`; an error names it when absent.
+    pub fn with_page_cache(&self) -> Result<CostModel, ProfileError> {
+        let rate = self
+            .h2d_pageable_bytes_per_us
+            .ok_or_else(|| ProfileError::Missing {
+                profile: self.profile.clone(),
+                constant: C::H2dPageableBandwidth.as_str(),
+                needed_for: "--dram-mode page-cache (copies from the page cache's pageable memory): use a profile whose `sim calibrate` measured it, or --dram-mode pinned".into(),
+            })?;
+        let mut m = self.clone();
+        m.page_in_pageable_bytes_per_us = Some(rate);
+        Ok(m)
+    }
+
     /// Fault handler time (µs) to demand-fault `bytes` in one contiguous run.
     #[inline]
     pub fn fault_us(&self, bytes: u64) -> f64 {
@@ -403,7 +439,7 @@ impl CostModel {
     #[inline]
     pub fn prefetch_us(&self, bytes: u64) -> f64 {
         match self.paging {
-            Paging::Vmm => self.copy_us(bytes),
+            Paging::Vmm => self.page_in_copy_us(bytes),
             Paging::Os => bytes as f64 / self.prefetch_bytes_per_us,
         }
     }

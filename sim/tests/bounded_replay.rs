@@ -169,7 +169,8 @@ fn batches_tiers_profiles_and_mechanisms_match_the_in_memory_path() {
                     };
                     let mut r = retention(policy, "30%", split, Semantics::Group);
                     r.batching.batch = batch;
-                    r.cache.dram = dram.map(|d| Budget::parse(d).unwrap());
+                    r.cache.dram =
+                        dram.map(|d| sim::cache::DramConfig::pinned(Budget::parse(d).unwrap()));
                     let c = cfg(mechanism, PhaseSel::All, Some(r));
                     let (a, b) = both(&c, &f.trace, profile.map(|p| p.as_path()));
                     assert_eq!(a, b, "{c:?}");

@@ -230,7 +230,7 @@ proptest! {
             for split in [Split::Global, Split::PerLayer] {
                 for units in [1, (layers * experts / 2).max(1) as u64] {
                     let mut c = cfg(kind, units, split, Semantics::Group);
-                    c.dram = Some(Budget::Units(2));
+                    c.dram = Some(sim::cache::DramConfig::pinned(Budget::Units(2)));
                     cfgs.push(c);
                 }
             }

@@ -3,8 +3,8 @@
 
 use super::MIB;
 use crate::run::{
-    PrefetchReport, RetentionInputs, RunReport, ScheduleReport, StreamingMetrics, TargetReport,
-    TiersReport,
+    DramMode, PrefetchReport, RetentionInputs, RunReport, ScheduleReport, StreamingMetrics,
+    TargetReport, TiersReport,
 };
 use crate::sizes::{budget_text, BudgetSize};
 use policies::{Budget, Schedule};
@@ -190,11 +190,14 @@ pub fn tiers_summary(t: &TiersReport, i: &RetentionInputs, tokens: u64) -> Strin
     use std::fmt::Write;
     let mut s = String::new();
     let per = |x: u64| x as f64 / tokens.max(1) as f64;
-    let _ = writeln!(
-        s,
-        "tiers (DRAM {} behind VRAM, SSD behind DRAM):",
-        i.dram.as_ref().map_or(String::new(), |d| d.to_string())
-    );
+    let dram = i.dram.as_ref().map_or(String::new(), |d| d.to_string());
+    let _ = match t.mode {
+        DramMode::Pinned => writeln!(s, "tiers (DRAM {dram} behind VRAM, SSD behind DRAM):"),
+        DramMode::PageCache => writeln!(
+            s,
+            "tiers (page cache {dram} behind VRAM, SSD behind it; --dram-mode page-cache):"
+        ),
+    };
     for (k, v) in [
         ("DRAM hits", t.dram_hits),
         ("SSD compulsory", t.ssd_compulsory),

@@ -1,6 +1,6 @@
 //! The cache-regime simulator, driven one group (or one access) at a time.
 
-use super::tiers::DramTier;
+use super::tiers::{DramMode, DramTier};
 use super::CacheError;
 use policies::retention::{Admission, At, EvictionPolicy, Protect, NEVER};
 use policies::UnitMap;
@@ -87,7 +87,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// `capacities[i]` are pool i's policy (over local ids: a pool's units numbered in
     /// ascending global id) and budget in units. `next_use` (from
     /// [`super::AccessStream::next_use`]) is required by offline policies and must belong to
-    /// the stream that will be fed. `dram` adds a DRAM tier of that many units.
+    /// the stream that will be fed. `dram` adds a DRAM tier of that many units, in that mode.
     pub fn new(
         map: &UnitMap,
         pool_of: &[u32],
@@ -95,7 +95,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         capacities: &[usize],
         semantics: Semantics,
         next_use: Option<&'a [u32]>,
-        dram: Option<usize>,
+        dram: Option<(usize, DramMode)>,
     ) -> Self {
         let n = map.num_units();
         let mut pools: Vec<Pool<P>> = policies
@@ -127,7 +127,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             useful: map.units.iter().map(|u| u.useful_bytes).collect(),
             committed: map.units.iter().map(|u| u.committed_bytes).collect(),
             next_use,
-            dram: dram.map(|cap| DramTier::new(n, cap)),
+            dram: dram.map(|(cap, mode)| DramTier::new(n, cap, mode)),
             pos: 0,
             group_stamp: 0,
             tokens: 0,
@@ -177,6 +177,11 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// Whether the simulator has a DRAM tier behind VRAM (`--dram`).
     pub fn has_dram(&self) -> bool {
         self.dram.is_some()
+    }
+
+    /// The DRAM tier's mode (`--dram-mode`), when there is a DRAM tier.
+    pub fn dram_mode(&self) -> Option<DramMode> {
+        self.dram.as_ref().map(|d| d.report.mode)
     }
 
     /// Access the units of one group (distinct, in selection order) and evict per the

@@ -19,7 +19,7 @@ pub use driver::{CacheReport, CacheSim, GroupOutcome, Semantics, Split};
 pub use schedule::{Schedule, ScheduleReport};
 pub use stream::{AccessStream, ProfileStats, Request};
 pub use target::TargetReport;
-pub use tiers::TiersReport;
+pub use tiers::{DramConfig, DramMode, TiersReport};
 
 use crate::verify::Stepping;
 use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
@@ -69,8 +69,8 @@ pub struct CacheConfig {
     pub budget: Budget,
     pub split: Split,
     pub semantics: Semantics,
-    /// DRAM tier budget, same syntax as the VRAM budget, over the same bank.
-    pub dram: Option<Budget>,
+    /// DRAM tier: its budget (same syntax as the VRAM budget, over the same bank) and mode.
+    pub dram: Option<DramConfig>,
     /// Seed of randomised policies.
     pub seed: u64,
 }
@@ -291,7 +291,7 @@ pub fn simulator_of<'a, P: ?Sized + EvictionPolicy>(
     let dram = cfg
         .dram
         .as_ref()
-        .map(|d| d.resolve(n, max_unit))
+        .map(|d| d.budget.resolve(n, max_unit).map(|cap| (cap, d.mode)))
         .transpose()
         .map_err(|e| CacheError::DramBudget(e.0))?;
     let mut policies: Vec<Box<P>> = Vec::with_capacity(pools);
@@ -417,7 +417,7 @@ pub fn retention_outcome(
             batch: rc.batching.batch,
             queue: rc.batching.queue,
             schedule: rc.batching.schedule,
-            dram: cfg.dram.clone(),
+            dram: cfg.dram.as_ref().map(|d| d.budget.clone()),
             seed: cfg.seed,
             target_search: target.as_ref().map(|t| t.search.clone()),
         },

@@ -7,7 +7,7 @@ use clap::Args;
 use policies::retention::POLICIES;
 use policies::PolicyKind;
 use sim::cache::RetentionConfig;
-use sim::cache::{Batching, Budget, CacheConfig, Schedule, Semantics, Split};
+use sim::cache::{Batching, Budget, CacheConfig, DramConfig, DramMode, Schedule, Semantics, Split};
 use sim::grid::RetentionAxes;
 
 /// Retention (cache regime) options. With no `--evict`/`--budget` the run is in the
@@ -42,12 +42,21 @@ pub struct CacheArgs {
           value_parser = PossibleValuesParser::new(["group", "access"]).map(|s| parse_semantics(&s)))]
     pub semantics: Semantics,
 
-    /// Add an exclusive LRU DRAM tier of this size behind VRAM (same forms as --budget, over
-    /// the same bank), with SSD behind it; reports DRAM hits and SSD compulsory/capacity reads.
-    /// With --hw, a DRAM hit costs its H2D copy and an SSD read first the NVMe read at
-    /// host_ssd_read_bandwidth (a host profile's, --hw-host), per-tier time in the timing.
+    /// Add an LRU DRAM tier of this size behind VRAM (same forms as --budget, over the same
+    /// bank; exclusive, or the page cache with --dram-mode page-cache), with SSD behind it;
+    /// reports DRAM hits and SSD compulsory/capacity reads. With --hw, a DRAM hit costs its
+    /// H2D copy and an SSD read first the NVMe read at host_ssd_read_bandwidth (a host
+    /// profile's, --hw-host), per-tier time in the timing.
     #[arg(long, value_name = "BUDGET", allow_hyphen_values = true, value_parser = |s: &str| Budget::parse(s))]
     pub dram: Option<Budget>,
+
+    /// How the DRAM tier of --dram holds experts: pinned (default; an exclusive LRU of
+    /// pinned host memory, copies at h2d_bandwidth) or page-cache (llama.cpp's default mmap:
+    /// the tier is the OS page cache of the expert file, an inclusive LRU; copies from
+    /// pageable memory at h2d_pageable_bandwidth, a miss first reads the SSD). One value,
+    /// also in `sim sweep` and `sim compare` (run once per mode).
+    #[arg(long, value_name = "MODE", value_parser = parse_dram_mode)]
+    pub dram_mode: Option<DramMode>,
 
     /// Sequences decoded together (W): each layer accesses the union of their selections
     /// once per step. Requests are the trace's tokens interleaved round-robin across
@@ -151,6 +160,18 @@ fn parse_split(s: &str) -> Split {
     }
 }
 
+/// `--dram-mode`'s value: one mode; a list is refused (not a grid axis).
+fn parse_dram_mode(s: &str) -> Result<DramMode, String> {
+    match s.trim() {
+        "pinned" => Ok(DramMode::Pinned),
+        "page-cache" => Ok(DramMode::PageCache),
+        v if v.contains(',') => Err(format!(
+            "`{v}`: --dram-mode takes one mode, not a list (it is not a grid axis); run once per mode"
+        )),
+        v => Err(format!("`{v}`: the modes are pinned and page-cache")),
+    }
+}
+
 fn parse_semantics(s: &str) -> Semantics {
     if s == "access" {
         Semantics::Access
@@ -201,6 +222,12 @@ impl CacheArgs {
         {
             bail!("--dram, --batch and --queue apply to the cache regime; add --evict POLICY and --budget B");
         }
+        if let (Some(mode), None) = (self.dram_mode, &self.dram) {
+            bail!(
+                "--dram-mode {} sets how the DRAM tier holds experts: add --dram B (its size, e.g. --dram 50%)",
+                mode.as_str()
+            );
+        }
         if self.batch.contains(&0) {
             bail!("--batch 0: a batch holds at least one request");
         }
@@ -230,7 +257,10 @@ impl CacheArgs {
                 budget,
                 split,
                 semantics: self.semantics,
-                dram: self.dram.clone(),
+                dram: self.dram.clone().map(|budget| DramConfig {
+                    budget,
+                    mode: self.dram_mode.unwrap_or_default(),
+                }),
                 seed: self.seed,
             },
             batching: Batching {

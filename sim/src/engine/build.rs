@@ -46,6 +46,7 @@ pub fn record(
                 .filter(|&u| sim.is_resident(u))
                 .collect();
             plans.tiered = sim.has_dram();
+            plans.page_cache = sim.dram_mode() == Some(cache::DramMode::PageCache);
             Some(sim)
         }
         None => None,

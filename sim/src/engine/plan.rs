@@ -42,6 +42,9 @@ pub struct Plans {
     /// Whether the plan has a DRAM tier behind VRAM (`--dram`): its page-ins are DRAM hits
     /// except those in `ssd_reads`.
     pub tiered: bool,
+    /// Whether that tier is the OS page cache (`--dram-mode page-cache`): every VMM page-in
+    /// and prefetch copies from pageable memory.
+    pub page_cache: bool,
     /// (group index, unit) of every page-in read from SSD, in group order (with `tiered`).
     pub ssd_reads: Vec<(u32, u32)>,
     ids: Vec<u32>,

@@ -375,7 +375,7 @@ impl State<'_> {
         let fresh = (g - g.min(self.released_granules)) as f64 * self.cost.commit_fresh_us;
         let c = (self.cost.commit_us_at(g, live, self.read_live()) + fresh) * f;
         let useful = self.units.units[u as usize].useful_bytes;
-        (c, self.cost.copy_us(useful) * f)
+        (c, self.cost.page_in_copy_us(useful) * f)
     }
 
     /// The read live set now.
@@ -519,6 +519,13 @@ pub fn replay_learning(
             opts.window,
         )
     });
+    let page_cache;
+    let cost = if plans.page_cache {
+        page_cache = cost.with_page_cache()?;
+        &page_cache
+    } else {
+        cost
+    };
     let mut st = State::new(cost, units, compute, opts);
     st.preload(&plans.preloaded);
     st.tiered = plans.tiered;

@@ -157,7 +157,9 @@ pub fn cli_values(data: &[u8]) -> Result<bool, String> {
                 } else {
                     policies::regime::Semantics::Group
                 },
-                dram: policies::regime::Budget::parse(&dram).ok(),
+                dram: policies::regime::Budget::parse(&dram)
+                    .ok()
+                    .map(sim::cache::DramConfig::pinned),
                 seed: 0,
             },
             batching: Default::default(),

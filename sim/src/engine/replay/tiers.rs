@@ -3,7 +3,9 @@
 //! read from SSD first reads its useful bytes from the NVMe drive at
 //! `host_ssd_read_bandwidth` (queue depth 1: one read at a time, on its own resource), and its
 //! copy starts when the read ends. Demand page-ins of VMM units only: prefetches, the CPU
-//! lane's page-ins and OS paging are priced as DRAM hits.
+//! lane's page-ins and OS paging are priced as DRAM hits. In page-cache mode
+//! (`--dram-mode page-cache`) the same, with every VMM copy at `h2d_pageable_bandwidth`
+//! (`CostModel::with_page_cache`, applied by the replay to the whole plan).
 
 use super::{EngineError, State};
 use crate::engine::plan::Plans;
