@@ -9,6 +9,7 @@ use crate::doc::{Cell, Doc};
 use crate::metrics::fmt;
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunCoords, RunEntry};
+use crate::sizes::given_text;
 
 /// The placement section; nothing without a placement axis.
 pub(super) fn placement(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
@@ -78,7 +79,7 @@ fn table(doc: &mut Doc, group: &[&RunEntry]) {
                     Some((_, w)) if w >= v => acc,
                     _ => Some((i, v)),
                 });
-            let mut row = vec![Cell::plain(b.clone().unwrap_or_else(|| "streaming".into()))];
+            let mut row = vec![Cell::plain(budget_label(group, b))];
             row.extend(vals.iter().enumerate().map(|(i, v)| Cell {
                 text: v.map(fmt).unwrap_or_else(|| "–".into()),
                 best: best.is_some_and(|(j, _)| j == i),
@@ -90,6 +91,20 @@ fn table(doc: &mut Doc, group: &[&RunEntry]) {
         })
         .collect();
     doc.table(header, rows);
+}
+
+/// A row's budget as the user gave it, bytes in GiB/MiB (`3 GiB`, `25%`); `streaming`
+/// without one. Not what it resolved to: `layers:N` counts only the GPU's units, so one
+/// budget holds different units per placement.
+fn budget_label(group: &[&RunEntry], b: &Option<String>) -> String {
+    group
+        .iter()
+        .filter(|r| &r.grid.budget == b)
+        .find_map(|r| r.result.retention.as_ref())
+        .map_or_else(
+            || b.clone().unwrap_or_else(|| "streaming".into()),
+            |i| given_text(&i.budget),
+        )
 }
 
 /// N of a `layers:N` placement, 0 for `none`.
@@ -127,9 +142,10 @@ fn tokens_vs_layers(
                 .filter_map(|r| Some((layers_n(r.grid.cpu_experts.as_deref()?)?, tokens_per_s(r)?)))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let name = b
-                .clone()
-                .map_or("streaming".into(), |b| format!("budget {b}"));
+            let name = match b {
+                Some(_) => format!("budget {}", budget_label(group, b)),
+                None => "streaming".into(),
+            };
             Series::new(name, pts).color(i)
         })
         .collect();

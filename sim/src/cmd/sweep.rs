@@ -57,6 +57,10 @@ pub struct SweepArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 
+    /// Print the JSON array (`--format json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
     /// Write the output to FILE (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -157,7 +161,8 @@ pub fn run(args: SweepArgs) -> Result<()> {
     }
     bar.finish();
     let all: Vec<RunReport> = rows.iter().flat_map(|t| t.reports.clone()).collect();
-    let text = match args.format {
+    let format = if args.json { Format::Json } else { args.format };
+    let text = match format {
         Format::Json => serde_json::to_string_pretty(&all)? + "\n",
         Format::Csv if rows.len() == 1 => grid_text::sweep_csv(&all)?,
         Format::Csv => with_trace_column(&grid_text::sweep_csv(&all)?, &all)?,
