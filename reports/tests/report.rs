@@ -647,3 +647,65 @@ fn the_report_opens_with_the_answer_and_never_crowns_the_bound() {
     // the cross-trace choice loses 9 / 7.5 - 1 = 20%, above the 5% called small
     assert!(md.contains("In short: 1 static choice was carried from one trace to another. The worst choice loses +20.0% against choosing on the evaluated trace itself"), "{md}");
 }
+
+#[test]
+fn step_latency_cdfs_come_from_every_step_and_stay_out_of_the_csv() {
+    let mut res = fixture(true);
+    for r in res.runs.iter_mut().filter(|r| r.result.timing.is_some()) {
+        r.result.timing_detail = Some(reports::TimingDetail {
+            steps: 4,
+            tokens: 4,
+            step_latency: Some(reports::step_latency::StepLatencies::of_steps(&[
+                3000.0, 1000.0, 2000.0, 2000.0,
+            ])),
+            ..Default::default()
+        });
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&res, &out).unwrap();
+    let md = read(&out, "report.md");
+    let captions: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("*Step-latency CDF"))
+        .collect();
+    assert!(!captions.is_empty());
+    for c in &captions {
+        assert!(
+            c.ends_with("drawn as the empirical CDF of every step's latency.*"),
+            "{c}"
+        );
+    }
+    // kept in results.json, read back the same; not a CSV column
+    let json = read(&out, "results.json");
+    assert!(json.contains("\"step_latency\""));
+    assert_eq!(Results::load(&out.join("results.json")).unwrap(), res);
+    let csv = read(&out, "results.csv");
+    assert!(!csv.contains("step_latency"));
+    assert!(csv.lines().next().unwrap().contains("timing_detail.steps"));
+}
+
+#[test]
+fn results_written_before_step_latencies_still_render_their_percentiles() {
+    // the fixture's runs follow the older keys: a timing block, no kept step latencies
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let md = read(&out, "report.md");
+    let captions: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("*Step-latency CDF"))
+        .collect();
+    assert!(!captions.is_empty());
+    for c in &captions {
+        assert!(
+            c.contains("through the reported p50, p90, p99 and max: these results keep no per-step latencies"),
+            "{c}"
+        );
+    }
+    let svg = read(&out, "plots/step_cdf_a_25_.svg");
+    assert!(
+        svg.contains("<polyline") || svg.contains("<path"),
+        "a line is drawn"
+    );
+}
