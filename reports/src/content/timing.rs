@@ -300,7 +300,7 @@ fn cdf_source(kept: &[Option<&StepLatencies>]) -> String {
     }
     let mut s = "drawn as the empirical CDF of every step's latency".to_string();
     if quantiles > 0 {
-        s += &format!(" (a run of more than {MAX_EVERY_STEP} steps from {QUANTILES} evenly spaced quantiles of its steps, exact to 1/{QUANTILES})");
+        s += &format!(" (lines of runs over {MAX_EVERY_STEP} steps from {QUANTILES} evenly spaced quantiles of their steps, within 1/{QUANTILES} of the exact CDF)");
     }
     if from_steps < kept.len() {
         s += &format!("; lines of runs that kept no per-step latencies go {staircase}");
