@@ -5,10 +5,23 @@
 //! `timing.tokens_per_s`, ...). Nested objects are descended; numbers are written exactly as in
 //! the JSON (so a CSV cell parses to the same f64), strings verbatim, booleans as
 //! `true`/`false`, arrays as their compact JSON text, and a null or a key a run lacks as an
-//! empty cell. Columns are the union over all runs, in order of first appearance.
+//! empty cell. Columns are the union over all runs, in order of first appearance. The keys
+//! under [`JSON_ONLY`] stay in `results.json` only.
 
 use crate::results::Results;
 use serde_json::Value;
+
+/// Subtrees of a run entry left out of the CSV: the per-step latencies (up to 20,000 values,
+/// beyond the 32,767 characters a spreadsheet cell holds).
+pub const JSON_ONLY: &[&str] = &["timing_detail.step_latency"];
+
+/// Whether the column `path` lies under one of the [`JSON_ONLY`] subtrees.
+fn json_only(path: &str) -> bool {
+    JSON_ONLY.iter().any(|p| {
+        path.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    })
+}
 
 /// Every non-object value under `v` with its dotted path, depth first, in key order.
 pub fn leaves(v: &Value) -> Vec<(String, &Value)> {
@@ -51,7 +64,8 @@ pub fn table(results: &Results) -> (Vec<String>, Vec<Vec<String>>) {
     let mut flat_runs = Vec::with_capacity(results.runs.len());
     for r in &results.runs {
         let v = serde_json::to_value(r).expect("run entry serializes");
-        let flat = leaves(&v);
+        let mut flat = leaves(&v);
+        flat.retain(|(k, _)| !json_only(k));
         for (k, _) in &flat {
             if !index.contains_key(k) {
                 index.insert(k.clone(), header.len());

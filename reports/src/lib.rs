@@ -17,6 +17,7 @@ pub mod plots;
 pub mod results;
 pub mod run;
 pub mod sizes;
+pub mod step_latency;
 pub mod text;
 pub mod tier_timing;
 pub mod union_curve;

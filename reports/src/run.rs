@@ -160,6 +160,10 @@ pub struct TimingDetail {
     /// Per-tier time of the page-ins, with `--dram`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tiers: Option<crate::tier_timing::TierTiming>,
+    /// Every step's latency, or quantiles of them in a long run, for the report's CDF;
+    /// kept by `sim compare` only (`results.json`, not `results.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_latency: Option<crate::step_latency::StepLatencies>,
 }
 
 /// The engine's time split of one decode step, µs: what each resource was busy with while

@@ -647,3 +647,113 @@ fn the_report_opens_with_the_answer_and_never_crowns_the_bound() {
     // the cross-trace choice loses 9 / 7.5 - 1 = 20%, above the 5% called small
     assert!(md.contains("In short: 1 static choice was carried from one trace to another. The worst choice loses +20.0% against choosing on the evaluated trace itself"), "{md}");
 }
+
+#[test]
+fn step_latency_cdfs_come_from_every_step_and_stay_out_of_the_csv() {
+    let mut res = fixture(true);
+    for r in res.runs.iter_mut().filter(|r| r.result.timing.is_some()) {
+        r.result.timing_detail = Some(reports::TimingDetail {
+            steps: 4,
+            tokens: 4,
+            step_latency: Some(reports::step_latency::StepLatencies::of_steps(&[
+                3000.0, 1000.0, 2000.0, 2000.0,
+            ])),
+            ..Default::default()
+        });
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&res, &out).unwrap();
+    let md = read(&out, "report.md");
+    let captions: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("*Step-latency CDF"))
+        .collect();
+    assert!(!captions.is_empty());
+    for c in &captions {
+        assert!(
+            c.ends_with("drawn as the empirical CDF of every step's latency.*"),
+            "{c}"
+        );
+    }
+    // kept in results.json, read back the same; not a CSV column
+    let json = read(&out, "results.json");
+    assert!(json.contains("\"step_latency\""));
+    assert_eq!(Results::load(&out.join("results.json")).unwrap(), res);
+    let csv = read(&out, "results.csv");
+    assert!(!csv.contains("step_latency"));
+    assert!(csv.lines().next().unwrap().contains("timing_detail.steps"));
+}
+
+#[test]
+fn results_written_before_step_latencies_still_render_their_percentiles() {
+    // the fixture's runs follow the older keys: a timing block, no kept step latencies
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    reports::write_report(&fixture(true), &out).unwrap();
+    let md = read(&out, "report.md");
+    let captions: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("*Step-latency CDF"))
+        .collect();
+    assert!(!captions.is_empty());
+    for c in &captions {
+        assert!(
+            c.contains("through the reported p50, p90, p99 and max: these results keep no per-step latencies"),
+            "{c}"
+        );
+    }
+    let svg = read(&out, "plots/step_cdf_a_25_.svg");
+    assert!(
+        svg.contains("<polyline") || svg.contains("<path"),
+        "a line is drawn"
+    );
+}
+
+/// The points of the first polyline drawn in the first series colour (#0072B2) of `svg`.
+fn series_pixels(svg: &str) -> Vec<(i32, i32)> {
+    let at = svg
+        .find("stroke=\"#0072B2\"")
+        .expect("a line in the first colour");
+    let rest = &svg[at..];
+    let start = rest.find("points=\"").unwrap() + "points=\"".len();
+    let end = start + rest[start..].find('"').unwrap();
+    rest[start..end]
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_cdf_of_every_step_writes_each_pixel_once_and_spans_the_same_line() {
+    use reports::plots::{line_chart, LineChart, Scale, Series, SIZE};
+    let spec = LineChart {
+        title: "t",
+        x_label: "ms",
+        y_label: "%",
+        x_scale: Scale::Linear,
+        y_from_zero: true,
+    };
+    // 20,000 distinct steps of 1..=20,000 µs: 20,001 corners, 40,001 points as steps
+    let us: Vec<f64> = (0..20_000).map(|i| ((i * 7) % 20_000 + 1) as f64).collect();
+    let cdf = reports::step_latency::StepLatencies::of_steps(&us).cdf();
+    assert_eq!(cdf.len(), 20_001);
+    let pts: Vec<(f64, f64)> = cdf.iter().map(|&(x, f)| (x / 1e3, f * 100.0)).collect();
+    let svg = line_chart(&spec, &[Series::new("s", pts).step()]).unwrap();
+    let px = series_pixels(&svg);
+    assert!(px.windows(2).all(|w| w[0] != w[1]), "a pixel repeated");
+    assert!(
+        px.len() <= 2 * (SIZE.0 + SIZE.1) as usize,
+        "{} points",
+        px.len()
+    );
+    // a CDF only rises: x never decreases, y (down the screen) never increases
+    assert!(px.windows(2).all(|w| w[1].0 >= w[0].0 && w[1].1 <= w[0].1));
+    // it starts and ends where the straight line over the same span does
+    let ends = vec![(0.001, 0.0), (20.0, 100.0)];
+    let line = series_pixels(&line_chart(&spec, &[Series::new("s", ends)]).unwrap());
+    assert_eq!((px[0], px[px.len() - 1]), (line[0], line[1]));
+}

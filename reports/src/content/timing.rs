@@ -11,6 +11,7 @@ use crate::metrics::{self, fmt};
 use crate::plots::{self, LineChart, Scale, Series};
 use crate::results::{Results, RunEntry, TraceInfo};
 use crate::sizes::{size_text, BudgetSize};
+use crate::step_latency::{LatencyForm, StepLatencies, MAX_EVERY_STEP, QUANTILES};
 use serde_json::Value;
 
 /// The timing section: per trace, batch and budget a table, time split and latency CDF.
@@ -225,13 +226,12 @@ fn latency_cdf(
             .cloned()
             .collect()
     };
+    let mut kept = Vec::with_capacity(shown.len());
     let series: Vec<Series> = shown
         .iter()
         .map(|r| {
-            let pts: Vec<(f64, f64)> = metrics::LATENCY_QUANTILES
-                .iter()
-                .filter_map(|(at, q)| Some((at(r.timing()?), *q * 100.0)))
-                .collect();
+            let (pts, k) = cdf_points(r);
+            kept.push(k);
             let l = run_label(r);
             Series::new(l.split(" @ ").next().unwrap_or(&l).to_string(), pts).step()
         })
@@ -252,12 +252,60 @@ fn latency_cdf(
         doc,
         format!("step_cdf_{}_{}{bsuffix}.svg", slug(&t.name), slug(bname)),
         plots::line_chart(
-            &LineChart { title: &title, x_label: "decode step latency (ms)", y_label: "steps at or below (%)", x_scale: Scale::Linear, y_from_zero: true },
+            &LineChart {
+                title: &title,
+                x_label: "decode step latency (ms)",
+                y_label: "steps at or below (%)",
+                x_scale: Scale::Linear,
+                y_from_zero: true,
+            },
             &series,
         ),
-        format!("Step-latency CDF on `{}` ({bname}), {which}, through the reported p50, p90, p99 and max.", t.name),
+        format!(
+            "Step-latency CDF on `{}` ({bname}), {which}, {}.",
+            t.name,
+            cdf_source(&kept)
+        ),
     )?;
     Ok(())
+}
+
+/// The points of `r`'s step-latency CDF (ms, % of steps at or below), and the kept step
+/// latencies they come from: the empirical CDF of every step when the run kept them, else
+/// (results written before runs kept them) a staircase through the reported p50, p90, p99
+/// and max.
+pub(super) fn cdf_points(r: &RunEntry) -> (Vec<(f64, f64)>, Option<&StepLatencies>) {
+    if let Some(s) = r.timing_detail().and_then(|d| d.step_latency.as_ref()) {
+        let pts = s.cdf().into_iter().map(|(us, f)| (us / 1e3, f * 100.0));
+        return (pts.collect(), Some(s));
+    }
+    let pts = metrics::LATENCY_QUANTILES
+        .iter()
+        .filter_map(|(at, q)| Some((at(r.timing()?), *q * 100.0)))
+        .collect();
+    (pts, None)
+}
+
+/// What the CDF lines were drawn from, for the caption, given each line's kept latencies.
+fn cdf_source(kept: &[Option<&StepLatencies>]) -> String {
+    let from_steps = kept.iter().flatten().count();
+    let quantiles = kept
+        .iter()
+        .flatten()
+        .filter(|s| s.form == LatencyForm::Quantiles)
+        .count();
+    let staircase = "through the reported p50, p90, p99 and max";
+    if from_steps == 0 {
+        return format!("{staircase}: these results keep no per-step latencies (a `results.json` written before `sim compare` kept them; run it again to draw every step)");
+    }
+    let mut s = "drawn as the empirical CDF of every step's latency".to_string();
+    if quantiles > 0 {
+        s += &format!(" (lines of runs over {MAX_EVERY_STEP} steps from {QUANTILES} evenly spaced quantiles of their steps, within 1/{QUANTILES} of the exact CDF)");
+    }
+    if from_steps < kept.len() {
+        s += &format!("; lines of runs that kept no per-step latencies go {staircase}");
+    }
+    s
 }
 
 /// Tokens per second against batch size. A readable number of lines: the middle budget, and
@@ -332,4 +380,91 @@ fn tokens_vs_batch(
         ),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A timed run entry whose `timing_detail` carries `step_latency` when given.
+    fn timed_run(step_latency: Option<Value>) -> RunEntry {
+        let mut detail = json!({
+            "profile": "hand", "steps": 4, "tokens": 4, "total_ms": 9.0, "page_ins": 0,
+            "prefetch_wasted": 0, "bytes_in": 0, "oversubscribed_page_ins": 0, "usable_mib": 1.0
+        });
+        if let Some(s) = step_latency {
+            detail["step_latency"] = s;
+        }
+        serde_json::from_value(json!({
+            "run": 0,
+            "grid": {"trace": "a", "profile_trace": "a", "mechanism": "e1", "evict": null,
+                     "budget": null, "split": null, "batch": null},
+            "inputs": {"policy": "e1", "trace": "a", "profile_trace": "a", "phase": "decode",
+                       "model": "tiny", "moe_layers": 1, "tokens": 4, "dtype": null,
+                       "expert_bytes": 1, "expert_mib": 1.0, "granule_bytes": 1},
+            "timing": {"step_ms_p50": 2.0, "step_ms_p90": 3.0, "step_ms_p99": 3.0,
+                       "step_ms_max": 3.0, "step_ms_mean": 2.25, "tokens_per_s": 444.4,
+                       "compute_ms_per_step": 2.25, "h2d_ms_per_step": 0.0,
+                       "vmm_ms_per_step": 0.0, "fault_ms_per_step": 0.0,
+                       "stall_ms_per_step": 0.0, "peak_mapped_mib": 1.0, "map_calls": 0,
+                       "unmap_calls": 0, "prefetch_issued": 0, "prefetch_used": 0},
+            "timing_detail": detail
+        }))
+        .expect("a run entry")
+    }
+
+    #[test]
+    fn a_run_of_known_step_times_draws_exactly_their_cdf() {
+        // steps of 3, 1, 2 and 2 ms: a quarter at or below 1 ms, three quarters at or
+        // below 2 ms, all at or below 3 ms
+        let r = timed_run(Some(
+            json!({"form": "every-step", "steps": 4, "us": [3000.0, 1000.0, 2000.0, 2000.0]}),
+        ));
+        let (pts, kept) = cdf_points(&r);
+        assert_eq!(
+            pts,
+            vec![(1.0, 0.0), (1.0, 25.0), (2.0, 75.0), (3.0, 100.0)]
+        );
+        assert_eq!(
+            cdf_source(&[kept]),
+            "drawn as the empirical CDF of every step's latency"
+        );
+    }
+
+    #[test]
+    fn results_without_step_latencies_draw_the_percentile_staircase_and_say_so() {
+        let r = timed_run(None);
+        let (pts, kept) = cdf_points(&r);
+        assert_eq!(
+            pts,
+            vec![(2.0, 50.0), (3.0, 90.0), (3.0, 99.0), (3.0, 100.0)]
+        );
+        assert!(kept.is_none());
+        let caption = cdf_source(&[kept]);
+        assert!(
+            caption.starts_with("through the reported p50, p90, p99 and max: these results keep no per-step latencies"),
+            "{caption}"
+        );
+        // a mix says which lines are which
+        let with = timed_run(Some(json!({"form": "every-step", "steps": 1, "us": [5.0]})));
+        let mixed = cdf_source(&[cdf_points(&with).1, kept]);
+        assert!(
+            mixed.ends_with("; lines of runs that kept no per-step latencies go through the reported p50, p90, p99 and max"),
+            "{mixed}"
+        );
+    }
+
+    #[test]
+    fn quantiles_of_a_long_run_are_labelled_as_such() {
+        let us: Vec<f64> = (0..=QUANTILES).map(|i| i as f64).collect();
+        let r = timed_run(Some(
+            json!({"form": "quantiles", "steps": 1_000_000, "us": us}),
+        ));
+        let (pts, kept) = cdf_points(&r);
+        assert_eq!(pts.len(), QUANTILES + 1);
+        assert_eq!(pts[0], (0.0, 0.0));
+        assert_eq!(pts[1000], (1.0, 50.0));
+        assert!(cdf_source(&[kept]).contains("from 2000 evenly spaced quantiles"));
+    }
 }

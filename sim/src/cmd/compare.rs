@@ -164,7 +164,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if args.timing.timeline.is_some() {
         bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim compare` one");
     }
-    let timing = args.timing.for_grid(args.cache.seed)?;
+    // the report draws each run's step-latency CDF from every step
+    let timing = args
+        .timing
+        .for_grid(args.cache.seed)?
+        .map(|t| TimingConfig {
+            step_latencies: true,
+            ..t
+        });
     let prefetch = args.timing.prefetch_points();
     let steps = args.steps.points(args.phase, args.cache.seed)?;
     let profile = match &timing {

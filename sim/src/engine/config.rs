@@ -45,6 +45,10 @@ pub struct TimingConfig {
     pub admission_cap: Option<f64>,
     #[serde(skip)]
     pub timeline: Option<PathBuf>,
+    /// Keep every step's latency (or quantiles of them) in `timing_detail.step_latency`, for
+    /// the report's CDF; `sim compare` sets it, `sim run --json` leaves it out.
+    #[serde(skip)]
+    pub step_latencies: bool,
     /// Seed of the oversubscription jitter.
     pub seed: u64,
     /// The host profile combined with `hw` (`--hw-host`), as the user named it.
@@ -66,7 +70,7 @@ fn is_gpu_only(c: &CpuExperts) -> bool {
 impl TimingConfig {
     /// The engine's defaults on `profile` (named `hw` by the user): geometry compute, no
     /// handle pool, eager unmap, parallel loader, no predictor (window 1), no admission cap,
-    /// no timeline, seed 0.
+    /// no timeline, no kept step latencies, seed 0.
     pub fn new(hw: impl Into<String>, profile: Arc<profile::Profile>) -> Self {
         TimingConfig {
             hw: hw.into(),
@@ -80,6 +84,7 @@ impl TimingConfig {
             window: 1,
             admission_cap: None,
             timeline: None,
+            step_latencies: false,
             seed: 0,
             hw_host: None,
             cpu_experts: CpuExperts::None,
@@ -195,9 +200,13 @@ pub fn run_timing(
         .cpu
         .as_ref()
         .map(|lane| super::cpu::report(lane, &cost.profile, &plans, &r));
+    let mut detail = r.detail;
+    if cfg.step_latencies {
+        super::report::keep_step_latencies(&mut detail, &r.step_us);
+    }
     Ok(TimingOutcome {
         timing: r.timing,
-        detail: r.detail,
+        detail,
         admission,
         prefetch,
         notes,

@@ -1027,6 +1027,7 @@ impl<'a> State<'a> {
                 ssd_read_ms_per_step: self.tiers.ssd_read_us / steps / 1e3,
                 ssd_copy_ms_per_step: self.tiers.ssd_copy_us / steps / 1e3,
             }),
+            step_latency: None,
         };
         Ok(Replay {
             timing,
