@@ -105,8 +105,9 @@ const FIXED_BYTES: u128 = 64 << 10;
 const BYTES_PER_MOE_LAYER: u128 = 384;
 
 /// Memory the generator needs for `model` before it draws a token, bytes: its tables, the
-/// fallback's, one token record, and the writer's checker and 4 MiB output buffer. With
-/// `in_memory`, also the ids of every token of `params` (what [`generate_trace`] holds).
+/// fallback's, one token record, the archetypes' records (when given), and the writer's
+/// checker and 4 MiB output buffer. With `in_memory`, also the ids of every token of
+/// `params` (what [`generate_trace`] holds).
 /// Computed in u128, so no geometry or token count overflows it.
 pub fn memory_bytes(model: &ModelSpec, params: &GenParams, in_memory: bool) -> u128 {
     let ks = KeySpace::new(model);
@@ -121,7 +122,8 @@ pub fn memory_bytes(model: &ModelSpec, params: &GenParams, in_memory: bool) -> u
         + FIXED_BYTES
         + crate::writer::WRITE_BUFFER_BYTES as u128;
     if let Some(a) = &params.archetypes {
-        need += a.count as u128 * ids * crate::format::ID_BYTES as u128;
+        // the records, and the spreading's flags while they are drawn (a bool per expert)
+        need += a.count as u128 * ids * crate::format::ID_BYTES as u128 + experts;
     }
     if in_memory {
         let tokens = params.sequences as u128 * params.tokens as u128;
@@ -267,20 +269,7 @@ impl GenParams {
                 }
             }
         }
-        if let Some(a) = &self.archetypes {
-            if !(1..=MAX_ARCHETYPES).contains(&a.count) {
-                return Err(GenError::Param(format!(
-                    "--archetypes {} is out of range: give 1 to {MAX_ARCHETYPES} archetypes",
-                    a.count
-                )));
-            }
-            if !(0.0..=1.0).contains(&a.share) {
-                return Err(GenError::Param(format!(
-                    "--archetype-share {} is out of range: it is a probability in [0, 1]",
-                    a.share
-                )));
-            }
-        }
+        self.validate_archetypes()?;
         if !(0.0..=1.0).contains(&self.cross_layer) {
             return Err(GenError::Param(format!(
                 "--cross-layer {} is out of range: it is a probability in [0, 1]",
@@ -306,6 +295,26 @@ impl GenParams {
         // The model's geometry as a trace file must hold it (layer count, u32 key numbering).
         crate::format::validate_geometry(model, "the generated trace")
             .map_err(|e| GenError::Param(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Check the archetype count and share; the error names the flag and its range.
+    fn validate_archetypes(&self) -> Result<(), GenError> {
+        let Some(a) = &self.archetypes else {
+            return Ok(());
+        };
+        if !(1..=MAX_ARCHETYPES).contains(&a.count) {
+            return Err(GenError::Param(format!(
+                "--archetypes {} is out of range: give 1 to {MAX_ARCHETYPES} archetypes",
+                a.count
+            )));
+        }
+        if !(0.0..=1.0).contains(&a.share) {
+            return Err(GenError::Param(format!(
+                "--archetype-share {} is out of range: it is a probability in [0, 1]",
+                a.share
+            )));
+        }
         Ok(())
     }
 
@@ -500,6 +509,28 @@ impl LayerGen {
     }
 }
 
+/// `count` archetype records (token records back to back, `ks`'s layout), each layer's
+/// selections spread over its experts (see [`LayerGen::draw_archetype`]).
+fn draw_archetypes(
+    ks: &KeySpace,
+    layers: &mut [LayerGen],
+    count: u32,
+    rng: &mut Pcg64,
+) -> Vec<u16> {
+    let so = &ks.sel_offsets;
+    let stride = ks.ids_per_token();
+    let mut records = vec![0u16; count as usize * stride];
+    let mut used: Vec<Vec<bool>> = layers.iter().map(|l| vec![false; l.perm.len()]).collect();
+    let mut used_count = vec![0usize; layers.len()];
+    for rec in records.chunks_exact_mut(stride) {
+        for (m, l) in layers.iter_mut().enumerate() {
+            let out = &mut rec[so[m]..so[m + 1]];
+            l.draw_archetype(rng, out, &mut used[m], &mut used_count[m]);
+        }
+    }
+    records
+}
+
 /// Draws token records one at a time; see the module documentation for the model.
 pub struct Generator {
     ks: KeySpace,
@@ -550,19 +581,10 @@ impl Generator {
         // drawn after every layer's tables, so a generator without archetypes consumes the
         // random stream exactly as before they existed
         let archetypes = params.archetypes.as_ref().map(|a| {
-            let so = &ks.sel_offsets;
-            let stride = ks.ids_per_token();
-            let mut records = vec![0u16; a.count as usize * stride];
-            let mut used: Vec<Vec<bool>> =
-                layers.iter().map(|l| vec![false; l.perm.len()]).collect();
-            let mut used_count = vec![0usize; layers.len()];
-            for rec in records.chunks_exact_mut(stride) {
-                for (m, l) in layers.iter_mut().enumerate() {
-                    let out = &mut rec[so[m]..so[m + 1]];
-                    l.draw_archetype(&mut rng, out, &mut used[m], &mut used_count[m]);
-                }
-            }
-            (records, a.share)
+            (
+                draw_archetypes(&ks, &mut layers, a.count, &mut rng),
+                a.share,
+            )
         });
         Ok(Generator {
             ks,
