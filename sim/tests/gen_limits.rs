@@ -101,6 +101,7 @@ fn a_file_larger_than_the_free_space_is_refused_with_its_size() {
         seed: 0,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     };
     let model = traces::presets::preset("granite-3.0-1b-a400m")
         .unwrap()

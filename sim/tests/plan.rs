@@ -23,6 +23,7 @@ fn workload() -> Workload {
         seed: 7,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     };
     let trace = generate_trace(&model, &params).unwrap();
     Workload::new(

@@ -36,6 +36,7 @@ fn trace(seed: u64) -> traces::Trace {
         seed,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     };
     generate_trace(&model, &params).unwrap()
 }

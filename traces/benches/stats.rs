@@ -26,6 +26,7 @@ fn bench(c: &mut Criterion) {
         seed: 1,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     };
     write_trace(&path, &model, &params).unwrap();
     let selections = TOKENS * 464;

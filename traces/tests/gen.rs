@@ -19,6 +19,7 @@ fn params(skew: f64, locality: f64, cross: f64, seqs: u64, tokens: u64, seed: u6
         seed,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     }
 }
 

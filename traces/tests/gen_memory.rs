@@ -50,6 +50,7 @@ fn params(skew: f64, sequences: u64, tokens: u64) -> GenParams {
         seed: 5,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     }
 }
 

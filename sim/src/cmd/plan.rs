@@ -181,6 +181,7 @@ fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result
         seed,
         fitted_to: Some(prose.label.clone()),
         always_on: Vec::new(),
+        archetypes: None,
     };
     let trace = traces::gen::generate_trace(&p.model_spec(), &params)
         .map_err(|e| anyhow::anyhow!("--preset {name}: {e}"))?;

@@ -5,7 +5,7 @@ use clap::Args;
 use std::path::PathBuf;
 use traces::gen::fit::{fit, FitOptions, LayerFit};
 use traces::gen::fit_cross::{fit_cross, CrossFit};
-use traces::gen::{write_trace, GenError, GenParams};
+use traces::gen::{write_trace, Archetypes, GenError, GenParams};
 use traces::presets::{preset, preset_names, Attention, PRESETS};
 use traces::{LayerSpec, ModelSpec, TraceError};
 
@@ -47,6 +47,16 @@ pub struct GenArgs {
     /// the --fit-to trace's next-layer predictability, else 0.
     #[arg(long, allow_negative_numbers = true)]
     pub cross_layer: Option<f64>,
+    /// Token archetypes: template tokens, each with one selection per MoE layer, that every
+    /// token copies from (one archetype per token, shared by all its layers), 1 to 4,096; with
+    /// --archetype-share. Default: fitted with --fit-to (when the geometry is the fitted
+    /// trace's), else none.
+    #[arg(long, requires = "archetype_share")]
+    pub archetypes: Option<u32>,
+    /// Probability in [0, 1] that a free slot copies the token's archetype (with
+    /// --archetypes).
+    #[arg(long, requires = "archetypes", allow_negative_numbers = true)]
+    pub archetype_share: Option<f64>,
     /// Decode tokens per sequence.
     #[arg(long, required_unless_present = "list_presets")]
     pub tokens: Option<u64>,
@@ -58,9 +68,10 @@ pub struct GenArgs {
     pub seed: u64,
     /// Estimate --skew and --locality per layer from this real trace (decode phase) by
     /// simulated moments (see traces::gen::fit), and --cross-layer and the always-on experts
-    /// per layer (traces::gen::fit_cross; --json reports both under `fit_cross`). Without
+    /// per layer and the token archetypes (traces::gen::fit_cross; --json reports them under
+    /// `fit_cross`). Without
     /// --preset/--layers the geometry is also taken from it; with a different geometry the
-    /// per-layer fits are averaged and no expert is always-on.
+    /// per-layer fits are averaged and no expert is always-on (nor any archetype).
     #[arg(long)]
     pub fit_to: Option<PathBuf>,
     /// Print the parameters used (and the per-layer fit) as JSON.
@@ -224,8 +235,9 @@ fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
 }
 
 /// The generator's parameters; skew and locality default to the fit's (per layer when the fit
-/// has one per MoE layer, else their means); the always-on counts carry over to the fitted
-/// trace's own layer geometry only (another top-k or expert count has other always-on experts).
+/// has one per MoE layer, else their means); the always-on counts and the archetypes carry
+/// over to the fitted trace's own layer geometry only (another top-k or expert count has other
+/// always-on experts, and the archetypes were fitted for its expert count and top-k).
 fn params_of(
     a: &GenArgs,
     tokens: u64,
@@ -236,10 +248,14 @@ fn params_of(
     let (mut skew, mut locality) = (a.skew.clone(), a.locality.clone());
     let mut cross_layer = a.cross_layer.unwrap_or(0.0);
     let mut always_on = Vec::new();
+    let mut archetypes = None;
     if let Some((real, fits, cross)) = fitted {
         cross_layer = a.cross_layer.unwrap_or(cross.cross_layer);
-        if real.layers == model.layers && cross.always_on.iter().any(|&n| n > 0) {
-            always_on = cross.always_on.clone();
+        if real.layers == model.layers {
+            if cross.always_on.iter().any(|&n| n > 0) {
+                always_on = cross.always_on.clone();
+            }
+            archetypes = cross.archetypes.clone();
         }
         let s: Vec<f64> = fits.iter().map(|f| f.skew).collect();
         let l: Vec<f64> = fits.iter().map(|f| f.locality).collect();
@@ -250,6 +266,9 @@ fn params_of(
         if locality.is_empty() {
             locality = if same { l } else { vec![mean(&l)] };
         }
+    }
+    if let (Some(count), Some(share)) = (a.archetypes, a.archetype_share) {
+        archetypes = Some(Archetypes { count, share });
     }
     if skew.is_empty() || locality.is_empty() {
         bail!(
@@ -266,5 +285,6 @@ fn params_of(
         seed: a.seed,
         fitted_to: a.fit_to.as_ref().map(|p| p.display().to_string()),
         always_on,
+        archetypes,
     })
 }

@@ -188,6 +188,7 @@ fn tiny_workload() -> &'static sim::runner::Workload {
             seed: 1,
             fitted_to: None,
             always_on: Vec::new(),
+            archetypes: None,
         };
         let trace = traces::gen::generate_trace(&model, &params).unwrap();
         let input = sim::runner::TraceInput {

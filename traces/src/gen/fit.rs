@@ -119,6 +119,7 @@ fn simulate(
         seed,
         fitted_to: None,
         always_on: Vec::new(),
+        archetypes: None,
     };
     let mut g = Generator::new(&model, &params).expect("fit parameters are in range");
     let k = k as usize;

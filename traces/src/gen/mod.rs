@@ -15,18 +15,30 @@
 //!    token: the expert of layer L whose popularity rank equals that expert's rank in layer L-1
 //!    (scaled by `E_L / E_{L-1}` when the expert counts differ). Mapping rank to rank keeps each
 //!    layer's popularity law intact while making consecutive layers co-select;
-//! 3. every slot still empty (or whose successor was already chosen) is a fresh Zipf draw
+//! 3. **token archetypes** (none unless given, see [`Archetypes`]): before step 2, each free
+//!    slot copies, with probability `share`, the next expert of the token's archetype in
+//!    layer L that is not yet in the selection. An archetype is a template token with one
+//!    selection per MoE layer, drawn once from each layer's Zipf law (spread so that a
+//!    layer's first `E_L / k_L` archetypes hold disjoint experts); every token picks one
+//!    uniformly, and that choice is shared by all its layers. Tokens of one archetype
+//!    co-select the same experts from layer to layer, so the next layer becomes predictable
+//!    from the current one (`next_layer_predictability`), which the slot-wise successor of
+//!    step 2 cannot raise far (it competes with the locality's reused experts);
+//! 4. every slot still empty (or whose successor was already chosen) is a fresh Zipf draw
 //!    **without replacement**: ranks are drawn from an alias table and redrawn while they hit
 //!    an expert already in the selection; after 64 misses in one selection (very high skew, or
 //!    top-k near the expert count) the rest of that selection is drawn exactly from the
 //!    remaining weights (a Fenwick tree, O(log E) per draw), so the law is exact either way.
 //!
 //! All randomness comes from one `rand_pcg::Pcg64` seeded with `seed`, consumed in a fixed
-//! order, so the same model, parameters and seed give a bit-identical trace. Large traces
+//! order (the archetypes are drawn after every layer's tables, and a token's archetype before
+//! its first layer, so a generator without archetypes draws exactly what it drew before they
+//! existed), so the same model, parameters and seed give a bit-identical trace. Large traces
 //! are written token by token through [`TraceWriter`]; nothing proportional to the token count
 //! is held in memory.
 //!
-//! The fitting of skew and locality to a real trace lives in [`fit`].
+//! The fitting of skew and locality to a real trace lives in [`fit`]; that of the always-on
+//! counts, the cross-layer probability and the archetypes in [`fit_cross`].
 
 pub mod fit;
 pub mod fit_cross;
@@ -93,8 +105,9 @@ const FIXED_BYTES: u128 = 64 << 10;
 const BYTES_PER_MOE_LAYER: u128 = 384;
 
 /// Memory the generator needs for `model` before it draws a token, bytes: its tables, the
-/// fallback's, one token record, and the writer's checker and 4 MiB output buffer. With
-/// `in_memory`, also the ids of every token of `params` (what [`generate_trace`] holds).
+/// fallback's, one token record, the archetypes' records (when given), and the writer's
+/// checker and 4 MiB output buffer. With `in_memory`, also the ids of every token of
+/// `params` (what [`generate_trace`] holds).
 /// Computed in u128, so no geometry or token count overflows it.
 pub fn memory_bytes(model: &ModelSpec, params: &GenParams, in_memory: bool) -> u128 {
     let ks = KeySpace::new(model);
@@ -108,6 +121,10 @@ pub fn memory_bytes(model: &ModelSpec, params: &GenParams, in_memory: bool) -> u
         + params.sequences as u128 * BYTES_PER_SEQUENCE
         + FIXED_BYTES
         + crate::writer::WRITE_BUFFER_BYTES as u128;
+    if let Some(a) = &params.archetypes {
+        // the records, and the spreading's flags while they are drawn (a bool per expert)
+        need += a.count as u128 * ids * crate::format::ID_BYTES as u128 + experts;
+    }
     if in_memory {
         let tokens = params.sequences as u128 * params.tokens as u128;
         need += tokens * ids * crate::format::ID_BYTES as u128;
@@ -166,7 +183,32 @@ pub struct GenParams {
     /// JSON when empty, so traces generated without it keep their bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub always_on: Vec<u16>,
+    /// Token archetypes, a token-level state shared by every layer (see the module doc, step 3).
+    /// `None`: no archetype, and left out of the JSON, so traces generated without them keep
+    /// their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archetypes: Option<Archetypes>,
 }
+
+/// Token archetypes: `count` template tokens, each with one selection per MoE layer drawn
+/// from the layer's own Zipf law when the generator starts. Every token picks one archetype
+/// (uniformly) and each of its free slots copies, with probability `share`, the archetype's
+/// next expert in that layer that is not yet chosen. Tokens of one archetype co-select the
+/// same experts in every layer, which is what makes a real router's next layer predictable
+/// from the current one; `share` 0 draws every slot as without archetypes (but still
+/// consumes the random numbers of the archetype draws).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Archetypes {
+    /// Template tokens, 1 to [`MAX_ARCHETYPES`].
+    pub count: u32,
+    /// Probability in [0, 1] that a free slot copies the token's archetype.
+    pub share: f64,
+}
+
+/// Most archetypes a generator holds: each costs one token record (2 bytes per selected id),
+/// so 4,096 of them on the widest preset geometry (Kimi K2: 60 layers x top-8, 960 bytes a
+/// record) stay under 4 MiB. A design bound on memory, not a measurement.
+pub const MAX_ARCHETYPES: u32 = 4096;
 
 impl GenParams {
     /// `values` expanded to one per MoE layer, or an error naming `what`.
@@ -227,6 +269,7 @@ impl GenParams {
                 }
             }
         }
+        self.validate_archetypes()?;
         if !(0.0..=1.0).contains(&self.cross_layer) {
             return Err(GenError::Param(format!(
                 "--cross-layer {} is out of range: it is a probability in [0, 1]",
@@ -252,6 +295,26 @@ impl GenParams {
         // The model's geometry as a trace file must hold it (layer count, u32 key numbering).
         crate::format::validate_geometry(model, "the generated trace")
             .map_err(|e| GenError::Param(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Check the archetype count and share; the error names the flag and its range.
+    fn validate_archetypes(&self) -> Result<(), GenError> {
+        let Some(a) = &self.archetypes else {
+            return Ok(());
+        };
+        if !(1..=MAX_ARCHETYPES).contains(&a.count) {
+            return Err(GenError::Param(format!(
+                "--archetypes {} is out of range: give 1 to {MAX_ARCHETYPES} archetypes",
+                a.count
+            )));
+        }
+        if !(0.0..=1.0).contains(&a.share) {
+            return Err(GenError::Param(format!(
+                "--archetype-share {} is out of range: it is a probability in [0, 1]",
+                a.share
+            )));
+        }
         Ok(())
     }
 
@@ -314,6 +377,7 @@ impl LayerGen {
         upstream: Option<(&[u16], &[u16])>,
         cross: f64,
         up_always_on: usize,
+        archetype: Option<(&[u16], f64)>,
     ) {
         let mut n = 0;
         // always-on experts first; they draw no random number, so a layer without them
@@ -340,7 +404,18 @@ impl LayerGen {
             }
         }
         let experts = self.perm.len();
+        let mut copy = archetype.map(|(picks, share)| (picks.iter(), share));
         while n < self.k {
+            if let Some((picks, share)) = &mut copy {
+                if rng.gen::<f64>() < *share {
+                    if let Some(&e) = picks.find(|&&e| !self.chosen[e as usize]) {
+                        out[n] = e;
+                        self.choose(e);
+                        n += 1;
+                        continue;
+                    }
+                }
+            }
             if let Some((up, up_rank)) = upstream {
                 // the upstream layer's always-on experts (its first slots) pass on no
                 // successor, or every later layer would have always-on experts too
@@ -366,6 +441,35 @@ impl LayerGen {
         self.exact = None;
         self.prev.clear();
         self.prev.extend_from_slice(&out[..self.k]);
+    }
+
+    /// An archetype's selection of this layer into `out` (length k): k Zipf draws without
+    /// replacement among the experts no earlier archetype of this layer holds (`used`, with
+    /// `used_count` of them set), all experts being free again once fewer than k are left.
+    /// Spreading the archetypes over the experts keeps an expert in every archetype (hence
+    /// in nearly every token, a spurious always-on key) to layers with fewer than
+    /// `count * k` experts.
+    fn draw_archetype(
+        &mut self,
+        rng: &mut Pcg64,
+        out: &mut [u16],
+        used: &mut [bool],
+        used_count: &mut usize,
+    ) {
+        if used.len() - *used_count < self.k {
+            used.fill(false);
+            *used_count = 0;
+        }
+        self.chosen.copy_from_slice(used);
+        for slot in out.iter_mut() {
+            let e = self.fresh(rng);
+            *slot = e;
+            self.choose(e);
+            used[e as usize] = true;
+            *used_count += 1;
+        }
+        self.chosen.fill(false);
+        self.exact = None;
     }
 
     /// Marks `e` chosen in the selection being built (and out of the exact fallback's play).
@@ -405,11 +509,35 @@ impl LayerGen {
     }
 }
 
+/// `count` archetype records (token records back to back, `ks`'s layout), each layer's
+/// selections spread over its experts (see [`LayerGen::draw_archetype`]).
+fn draw_archetypes(
+    ks: &KeySpace,
+    layers: &mut [LayerGen],
+    count: u32,
+    rng: &mut Pcg64,
+) -> Vec<u16> {
+    let so = &ks.sel_offsets;
+    let stride = ks.ids_per_token();
+    let mut records = vec![0u16; count as usize * stride];
+    let mut used: Vec<Vec<bool>> = layers.iter().map(|l| vec![false; l.perm.len()]).collect();
+    let mut used_count = vec![0usize; layers.len()];
+    for rec in records.chunks_exact_mut(stride) {
+        for (m, l) in layers.iter_mut().enumerate() {
+            let out = &mut rec[so[m]..so[m + 1]];
+            l.draw_archetype(rng, out, &mut used[m], &mut used_count[m]);
+        }
+    }
+    records
+}
+
 /// Draws token records one at a time; see the module documentation for the model.
 pub struct Generator {
     ks: KeySpace,
     layers: Vec<LayerGen>,
     cross: f64,
+    /// The archetypes' records (`count` token records back to back) and the copy share.
+    archetypes: Option<(Vec<u16>, f64)>,
     rng: Pcg64,
 }
 
@@ -450,10 +578,19 @@ impl Generator {
                 exact: None,
             });
         }
+        // drawn after every layer's tables, so a generator without archetypes consumes the
+        // random stream exactly as before they existed
+        let archetypes = params.archetypes.as_ref().map(|a| {
+            (
+                draw_archetypes(&ks, &mut layers, a.count, &mut rng),
+                a.share,
+            )
+        });
         Ok(Generator {
             ks,
             layers,
             cross: params.cross_layer,
+            archetypes,
             rng,
         })
     }
@@ -474,6 +611,11 @@ impl Generator {
     /// must be `keyspace().ids_per_token()`.
     pub fn next_token(&mut self, out: &mut [u16]) {
         let so = &self.ks.sel_offsets;
+        let stride = self.ks.ids_per_token();
+        let archetype = self.archetypes.as_ref().map(|(records, share)| {
+            let a = self.rng.gen_range(0..records.len() / stride);
+            (&records[a * stride..(a + 1) * stride], *share)
+        });
         for m in 0..self.layers.len() {
             let (done, rest) = out.split_at_mut(so[m]);
             let cur = &mut rest[..so[m + 1] - so[m]];
@@ -482,7 +624,8 @@ impl Generator {
                 .last()
                 .map(|u| (&done[so[m - 1]..so[m]], u.rank_of.as_slice()));
             let up_always_on = before.last().map_or(0, |u| u.always_on);
-            after[0].select(&mut self.rng, cur, upstream, self.cross, up_always_on);
+            let copy = archetype.map(|(rec, share)| (&rec[so[m]..so[m + 1]], share));
+            after[0].select(&mut self.rng, cur, upstream, self.cross, up_always_on, copy);
         }
     }
 }
