@@ -10,7 +10,11 @@ fn a_stored_generated_trace_regenerates_byte_for_byte() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let stored = root.join("sim/tests/fixtures/golden/inputs/granite-fit-4tok.bin");
     let header = traces::read_header(&stored).unwrap();
-    let json = header.provenance.generator.as_deref().expect("a generated trace");
+    let json = header
+        .provenance
+        .generator
+        .as_deref()
+        .expect("a generated trace");
     let params: GenParams = serde_json::from_str(json).unwrap();
     assert!(params.archetypes.is_none() && !json.contains("archetypes"));
     let dir = tempfile::tempdir().unwrap();

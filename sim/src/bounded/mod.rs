@@ -20,6 +20,7 @@
 
 pub mod grid;
 pub mod next_use;
+mod positioned;
 pub mod profile;
 pub mod source;
 

@@ -9,11 +9,11 @@
 //! frees them when the process ends, however it ends (a signal, a kill), and nothing is left
 //! behind for `traces::cleanup` to remove. They take 4 bytes per access each.
 
+use super::positioned::{read_exact_at, write_all_at};
 use anyhow::{bail, Context, Result};
 use policies::retention::NEVER;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 
 /// Accesses per block of the backward pass and of the replay's reads (1 M accesses: 4 MiB of
 /// u32, the trace reader's block size).
@@ -73,7 +73,7 @@ impl AccessLog {
         while end > 0 {
             let start = end.saturating_sub(BLOCK as u64);
             let n = (end - start) as usize;
-            log.read_exact_at(&mut raw[..n * 4], start * 4)
+            read_exact_at(&log, &mut raw[..n * 4], start * 4)
                 .context("reading the temporary access log")?;
             units.clear();
             units.extend(raw[..n * 4].chunks_exact(4).map(le_u32));
@@ -82,7 +82,7 @@ impl AccessLog {
                 raw[i * 4..i * 4 + 4].copy_from_slice(&last[u as usize].to_le_bytes());
                 last[u as usize] = pos;
             }
-            next.write_all_at(&raw[..n * 4], start * 4)
+            write_all_at(&next, &raw[..n * 4], start * 4)
                 .context("writing the temporary next-use file")?;
             end = start;
         }
@@ -125,8 +125,7 @@ impl NextUses {
                 bail!("the replay made more accesses than the pass that logged them; the trace file changed while it was read, run again");
             }
             self.raw.resize(k * 4, 0);
-            self.file
-                .read_exact_at(&mut self.raw, self.read * 4)
+            read_exact_at(&self.file, &mut self.raw, self.read * 4)
                 .context("reading the temporary next-use file")?;
             self.read += k as u64;
             self.buf.extend(self.raw.chunks_exact(4).map(le_u32));

@@ -8,9 +8,9 @@
 //! them; when that leaves a sequence fewer than two records, every record is read on its own
 //! into one shared record (a read per token, bounded memory at any sequence count).
 
+use super::positioned::read_exact_at;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use traces::{KeySpace, Phase, PhaseSel, TraceReader};
 
@@ -159,8 +159,7 @@ impl RoundRobin {
             .expect("an active sequence has tokens left");
         let take = (*left).min(n as u64) as usize;
         self.raw.resize(take * self.record_bytes, 0);
-        self.file
-            .read_exact_at(&mut self.raw, *offset)
+        read_exact_at(&self.file, &mut self.raw, *offset)
             .with_context(|| format!("reading {}", self.name))?;
         *offset += self.raw.len() as u64;
         *left -= take as u64;
