@@ -56,5 +56,9 @@ pub fn cpu_lane_summary(c: &CpuLaneReport, tokens_per_s: f64) -> String {
         s += &format!("   missed units paged in (faster than the CPU) {n}");
     }
     s.push('\n');
+    if c.background_page_ins.is_some() || c.cheaper_paged.is_some() {
+        // the cache block replays the retention plan, in which every miss is a page-in
+        s += "              (the cache block's page-ins and bytes/token count every miss of the retention plan, those run on the CPU included; what crossed PCIe is the timing block's H2D time and the page-ins above)\n";
+    }
     s
 }

@@ -47,6 +47,15 @@ pub fn count_text(x: f64) -> String {
     }
 }
 
+/// A grid coordinate's budget (`results.json`'s `grid.budget`: `25%`, `192`, or bytes as
+/// `3221225472 B`) with bytes in GiB/MiB (`3 GiB`); anything else as it is.
+pub fn grid_budget_text(b: &str) -> String {
+    match b.strip_suffix(" B").and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) => size_text(n as f64),
+        None => b.to_string(),
+    }
+}
+
 /// The budget as the user wrote it, bytes in GiB/MiB: `25%`, `192 units`, `6 GiB`.
 pub fn given_text(b: &Budget) -> String {
     match *b {
@@ -158,6 +167,14 @@ mod tests {
         assert_eq!(size_text(4096.0), "4 KiB");
         assert_eq!(count_text(1536.0), "1,536");
         assert_eq!(count_text(1.0 / 3.0), "0.333");
+    }
+
+    #[test]
+    fn grid_budgets_print_bytes_in_gib() {
+        assert_eq!(grid_budget_text("3221225472 B"), size_text(3221225472.0));
+        assert_eq!(grid_budget_text("3221225472 B"), "3 GiB");
+        assert_eq!(grid_budget_text("25%"), "25%");
+        assert_eq!(grid_budget_text("192"), "192");
     }
 
     #[test]

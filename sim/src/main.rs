@@ -26,7 +26,7 @@ enum Command {
     /// Trace tools: import, export, statistics, synthetic generation.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
-    /// Hardware profiles: list the shipped ones, show one.
+    /// Hardware profiles: list the shipped ones, show one, its kernel union curve, check a churn table.
     #[command(subcommand)]
     Profile(cmd::profile::ProfileCommand),
     /// Measure the cost constants on the local NVIDIA GPU and write a hardware profile.

@@ -190,6 +190,19 @@ fn the_cli_prints_the_answer_first_and_json_on_request() {
             .output()
             .unwrap()
     };
+    // nothing fits: the table still prints, and the exit status says it failed
+    let none = run(&["--nonexpert-mib", "9000"]);
+    assert!(!none.status.success());
+    let out = String::from_utf8_lossy(&none.stdout);
+    assert!(
+        out.starts_with("nothing fits on `rtx4060-laptop-wddm`"),
+        "{out}"
+    );
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        err.contains("--nonexpert-mib") && err.contains("--admission-cap"),
+        "{err}"
+    );
     let o = run(&[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();

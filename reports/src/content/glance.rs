@@ -139,11 +139,12 @@ fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
         "mechanism".to_string(),
         "memory held: MiB / layer step (x ideal)".to_string(),
     ];
-    header.extend(
-        budgets
-            .iter()
-            .map(|b| format!("fewest MiB / token at {b} (x Belady bound)")),
-    );
+    header.extend(budgets.iter().map(|b| {
+        format!(
+            "fewest MiB / token at {} (x Belady bound)",
+            crate::sizes::grid_budget_text(b)
+        )
+    }));
     if timed {
         header.push("best tokens/s (policy @ budget)".into());
     }

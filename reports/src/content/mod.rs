@@ -47,7 +47,7 @@ pub fn run_label_of(g: &RunCoords) -> String {
     }
     if let Some(b) = &g.budget {
         s.push_str(" @ ");
-        s.push_str(b);
+        s.push_str(&crate::sizes::grid_budget_text(b));
     }
     if let Some(sp) = g.split.as_deref().filter(|&sp| sp != "global") {
         s.push(' ');

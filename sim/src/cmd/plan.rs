@@ -151,7 +151,12 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     } else {
         format!("{}\n\n{}", p.recommendation(), p.table())
     };
-    emit(args.out.as_deref(), &text)
+    emit(args.out.as_deref(), &text)?;
+    // The table says why each configuration does not fit; a script needs the failure too.
+    if p.recommended.is_none() {
+        bail!("nothing fits on `{}` at batch {}: lower --nonexpert-mib, --context or --batch, raise --admission-cap, or plan for a GPU with more VRAM", p.hw, p.batch);
+    }
+    Ok(())
 }
 
 /// A trace for preset `name`: `sequences` sequences of `tokens` decode tokens with the mean

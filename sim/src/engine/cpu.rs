@@ -298,6 +298,13 @@ pub fn placed(
     };
     let ks = trace.keyspace();
     let mode = t.cpu_experts;
+    if let CpuExperts::Layers(n) = mode {
+        let moe = ks.num_moe_layers();
+        anyhow::ensure!(
+            n as usize <= moe,
+            "--cpu-experts layers:{n}: the trace's model has {moe} MoE layers; give N <= {moe} (or --cpu-experts all)"
+        );
+    }
     let gpu = gpu_unit_map(&map, &ks, mode.cpu_layers(ks.num_moe_layers()));
     let mut out = cfg.clone();
     out.timing = Some(super::TimingConfig {
