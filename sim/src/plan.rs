@@ -11,6 +11,7 @@
 //! An offline policy (Belady/MIN) is ranked as the bound it is and never recommended.
 
 use crate::cache::RetentionConfig;
+use crate::engine::cpu::{gpu_unit_map, CpuExperts};
 use crate::runner::{self, RunConfig, RunReport, Workload};
 use anyhow::Result;
 use policies::{Budget, PolicyKind};
@@ -29,6 +30,9 @@ pub struct PlanSpec {
     pub mechanisms: Vec<String>,
     /// Retention policies.
     pub policies: Vec<PolicyKind>,
+    /// Where the routed experts run (`--cpu-experts`): each placement is planned with every
+    /// mechanism and policy; `[None]` pages every expert onto the GPU.
+    pub placements: Vec<CpuExperts>,
     /// Tokens of context each sequence already holds in its KV cache before the trace's own
     /// tokens (`--context`; 0: only the trace's tokens). They are reserved in VRAM beside the
     /// non-expert weights: batch x context x KV bytes per token.
@@ -57,6 +61,9 @@ pub struct PlanFit {
 pub struct PlanRow {
     pub mechanism: String,
     pub evict: String,
+    /// Where the experts run (`--cpu-experts`); absent for `none` (all paged on the GPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
     /// An offline policy: a bound on what the online ones can reach, not a choice.
     pub bound: bool,
     /// Commit units of the mechanism over the whole bank.
@@ -74,6 +81,16 @@ pub struct PlanRow {
     pub error: Option<String>,
     /// Timed runs the search took.
     pub runs: u32,
+}
+
+impl PlanRow {
+    /// `e1 + static-pin`, or `e1 + static-pin, cpu cheaper` with a placement.
+    fn name(&self) -> String {
+        match &self.placement {
+            Some(c) => format!("{} + {}, cpu {c}", self.mechanism, self.evict),
+            None => format!("{} + {}", self.mechanism, self.evict),
+        }
+    }
 }
 
 /// The plan: rows ranked (fitting ones by tokens/s, then the others in grid order).
@@ -103,14 +120,22 @@ pub fn plan(spec: &PlanSpec, w: &Workload) -> Result<Plan> {
     let cap = timing
         .admission_cap
         .ok_or_else(|| anyhow::anyhow!("a plan needs an admission cap"))?;
-    let cells: Vec<(String, PolicyKind)> = spec
-        .mechanisms
+    let placements = if spec.placements.is_empty() {
+        vec![CpuExperts::None]
+    } else {
+        spec.placements.clone()
+    };
+    let cells: Vec<(CpuExperts, String, PolicyKind)> = placements
         .iter()
-        .flat_map(|m| spec.policies.iter().map(move |&p| (m.clone(), p)))
+        .flat_map(|&c| {
+            spec.mechanisms
+                .iter()
+                .flat_map(move |m| spec.policies.iter().map(move |&p| (c, m.clone(), p)))
+        })
         .collect();
     let searched: Vec<(PlanRow, Option<f64>)> = cells
         .par_iter()
-        .map(|(m, p)| search(spec, m, *p, w))
+        .map(|(c, m, p)| search(&placed(spec, *c), m, *p, w))
         .collect::<Result<_>>()?;
     let limit_mib = searched.iter().find_map(|(_, l)| *l);
     let mut rows: Vec<PlanRow> = searched.into_iter().map(|(r, _)| r).collect();
@@ -182,7 +207,17 @@ fn trial(
     }
 }
 
-/// Binary-search the largest budget of `mechanism` + `policy` that fits.
+/// `spec` with its experts placed by `placement`.
+fn placed(spec: &PlanSpec, placement: CpuExperts) -> PlanSpec {
+    let mut out = spec.clone();
+    if let Some(t) = out.base.timing.as_mut() {
+        t.cpu_experts = placement;
+    }
+    out
+}
+
+/// Binary-search the largest budget of `mechanism` + `policy` that fits; with experts on the
+/// CPU, over the units left on the GPU.
 fn search(
     spec: &PlanSpec,
     mechanism: &str,
@@ -196,11 +231,19 @@ fn search(
         ..spec.base.clone()
     };
     let (map, _) = runner::build_units(&probe, w)?;
-    let bank = Bank::of(&map, w);
     let spec = &with_context(spec, &map, w)?;
+    let placement = spec
+        .base
+        .timing
+        .as_ref()
+        .map_or(CpuExperts::None, |t| t.cpu_experts);
+    let ks = w.trace.trace.keyspace();
+    let gpu = gpu_unit_map(&map, &ks, placement.cpu_layers(ks.num_moe_layers()));
+    let bank = Bank::of(&gpu, w);
     let mut row = PlanRow {
         mechanism: map.spec.clone(),
         evict: policy.name().to_string(),
+        placement: (placement != CpuExperts::None).then(|| placement.to_string()),
         bound: policy.entry().offline,
         units_total: bank.units,
         experts_total: bank.experts,
@@ -210,7 +253,7 @@ fn search(
         runs: 0,
     };
     let mut limit = None;
-    match largest_fitting(bank.units, |units| {
+    match largest_fitting(bank.units.max(1), |units| {
         row.runs += 1;
         trial(spec, mechanism, policy, units, w)
     }) {
@@ -339,8 +382,13 @@ impl Plan {
         } else {
             format!(" ({} units)", reports::sizes::thousands(f.budget_units))
         };
+        let cpu = r
+            .placement
+            .as_ref()
+            .map(|c| format!(", experts placed by --cpu-experts {c},"))
+            .unwrap_or_default();
         format!(
-            "use {} + {} with {}{units} = {} of {} experts on the GPU: {} tok/s",
+            "use {} + {}{cpu} with {}{units} = {} of {} experts on the GPU: {} tok/s",
             r.mechanism,
             r.evict,
             size_text(f.budget_bytes),
@@ -352,8 +400,11 @@ impl Plan {
 
     /// The ranked table, one row per configuration, then a line on the cap.
     pub fn table(&self) -> String {
+        let names: Vec<String> = self.rows.iter().map(PlanRow::name).collect();
+        // 22 columns, wider only when a placement's name needs it
+        let w = names.iter().map(|n| n.len()).max().unwrap_or(0).max(22);
         let mut out = format!(
-            "{:<4} {:<22} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {}\n",
+            "{:<4} {:<w$} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {}\n",
             "rank",
             "mechanism + policy",
             "budget",
@@ -364,8 +415,7 @@ impl Plan {
             "peak MiB",
             "note"
         );
-        for (i, r) in self.rows.iter().enumerate() {
-            let name = format!("{} + {}", r.mechanism, r.evict);
+        for (i, (r, name)) in self.rows.iter().zip(&names).enumerate() {
             let note = match (&r.fit, &r.does_not_fit, &r.error) {
                 (Some(_), _, _) if r.bound => "the offline bound, not a choice".to_string(),
                 (Some(f), _, _) if f.budget_units == r.units_total => "the whole bank fits".into(),
@@ -376,7 +426,7 @@ impl Plan {
             };
             let Some(f) = &r.fit else {
                 out.push_str(&format!(
-                    "{:<4} {name:<22} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {note}\n",
+                    "{:<4} {name:<w$} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {note}\n",
                     "-", "-", "-", "-", "-", "-", "-"
                 ));
                 continue;
@@ -387,7 +437,7 @@ impl Plan {
                 reports::sizes::thousands(r.experts_total)
             );
             out.push_str(&format!(
-                "{:<4} {name:<22} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}\n",
+                "{:<4} {name:<w$} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}\n",
                 i + 1,
                 size_text(f.budget_bytes),
                 reports::metrics::fmt(f.tokens_per_s),

@@ -12,7 +12,11 @@ use traces::gen::{generate_trace, GenParams};
 
 /// 4 MoE layers x 8 experts, top-2, 48 decode tokens with skew and locality.
 fn workload() -> Workload {
-    let model = traces::ModelSpec::uniform("tiny", 4, 8, 2);
+    workload_of(traces::ModelSpec::uniform("tiny", 4, 8, 2))
+}
+
+/// The generated trace of `model` (2 sequences x 48 tokens, seed 7).
+fn workload_of(model: traces::ModelSpec) -> Workload {
     let params = GenParams {
         preset: None,
         skew: vec![1.0],
@@ -71,6 +75,7 @@ fn spec(batch: usize) -> PlanSpec {
         },
         mechanisms: vec!["e1".into(), "e2".into()],
         policies: vec![PolicyKind::Lru, PolicyKind::StaticPin, PolicyKind::Belady],
+        placements: Vec::new(),
         context_tokens: 0,
     }
 }
@@ -330,4 +335,41 @@ fn a_preset_is_planned_on_a_generated_trace() {
     let o = run(&["--preset", "olmoe-1b-7b", "--trace", "x.bin"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--trace"));
+}
+
+#[test]
+fn placements_are_planned_over_the_units_left_on_the_gpu() {
+    use sim::engine::cpu::CpuExperts;
+    // the CPU lane prices calls by dtype: bf16 experts of hidden 4096 x FFN 2731,
+    // 3 x 4096 x 2731 x 2 B = 64.0 MiB, as the other tests' --expert-mib 64
+    let mut model = traces::ModelSpec::uniform("tiny", 4, 8, 2);
+    model.hidden_size = Some(4096);
+    model.expert_ffn = Some(2731);
+    let w = workload_of(model);
+    let mut s = spec(1);
+    s.base.sizes = policies::mechanisms::SizeOptions {
+        dtype: Some(traces::model::DType::Bf16),
+        ..Default::default()
+    };
+    let t = s.base.timing.as_mut().unwrap();
+    let host = profile::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../profile/profiles/dev-box-host.json"
+    ))
+    .unwrap();
+    t.profile = Arc::new(profile::with_host(&t.profile, &host).unwrap());
+    s.mechanisms = vec!["e1".into()];
+    s.policies = vec![PolicyKind::Lru];
+    s.placements = vec![CpuExperts::None, CpuExperts::Layers(2)];
+    let p = plan(&s, &w).unwrap();
+    assert_eq!(p.rows.len(), 2);
+    let row = |c: Option<&str>| p.rows.iter().find(|r| r.placement.as_deref() == c).unwrap();
+    // 4 MoE layers x 8 experts, one per e1 unit; layers:2 leaves the last 2 layers' 16 units
+    assert_eq!(row(None).units_total, 32);
+    let cpu = row(Some("layers:2"));
+    assert_eq!(cpu.units_total, 16);
+    assert_eq!(cpu.experts_total, 32);
+    let f = cpu.fit.as_ref().unwrap_or_else(|| panic!("{cpu:?}"));
+    assert!(f.budget_units <= 16 && f.experts_kept <= 16, "{f:?}");
+    assert!(p.table().contains("e1 + lru, cpu layers:2"));
 }

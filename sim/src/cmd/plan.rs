@@ -111,6 +111,9 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
             "--timeline writes one run's resources; it is a `sim run` option, not a `sim plan` one"
         );
     }
+    if args.timing.predictor.len() > 1 || args.timing.window.len() > 1 {
+        bail!("--predictor and --window take one value in `sim plan` (it plans placements, mechanisms and policies); give lists to `sim sweep` or `sim compare`");
+    }
     args.timing.admission_cap = args.timing.admission_cap.or(Some(DEFAULT_ADMISSION_CAP));
     let mechanisms = sim::grid::canonical_specs(&args.policies)
         .map_err(|e| super::errors::grid_error(e, "--policies"))?;
@@ -119,7 +122,7 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         base: RunConfig {
             phase: args.input.phase,
             sizes: args.input.sizes(),
-            timing: args.timing.for_run(args.seed)?,
+            timing: args.timing.for_grid(args.seed)?,
             ..RunConfig::default()
         },
         retention: RetentionConfig {
@@ -139,6 +142,7 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         },
         mechanisms,
         policies: policies_of(&args.evict)?,
+        placements: args.timing.cpu_experts.clone(),
         context_tokens: args.context,
     };
     let workload = match &args.preset {
