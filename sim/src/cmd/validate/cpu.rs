@@ -14,18 +14,28 @@ use traces::DType;
 use validate::host::expert_kernel::Format;
 use validate::host::lane_replay::{LaneBank, LaneCall, LANE_BANK_BYTES};
 
-/// Parse one `--cpu-experts` value of the CPU-lane validation with the engine's parser
-/// ([`CpuExperts::parse`]), keeping the placements that put a fixed set of layers on the
-/// CPU: `all` or `layers:N`, N >= 1.
-pub fn parse_cpu_mode(s: &str) -> Result<CpuExperts, String> {
-    match CpuExperts::parse(s) {
-        Ok(m @ (CpuExperts::All | CpuExperts::Layers(_))) => Ok(m),
-        _ => Err(format!(
-            "--cpu-experts `{s}`: the CPU-lane validation takes `all` or `layers:N` (N >= 1 \
-             MoE layers on the CPU), comma-separated; `none`, `misses` and `cheaper` put no \
-             fixed work on the CPU to replay"
-        )),
-    }
+/// What the command line does to one `--cpu-experts` value of the CPU-lane validation: clap
+/// parses it with [`CpuExperts::parse`], then [`setup`] keeps it when [`fixed_cpu_mode`] does.
+#[cfg(test)]
+fn parse_cpu_mode(s: &str) -> Result<CpuExperts, String> {
+    CpuExperts::parse(s)
+        .ok()
+        .and_then(fixed_cpu_mode)
+        .ok_or_else(|| refused_mode(s))
+}
+
+/// The placements that put a fixed set of layers on the CPU: `all` or `layers:N`.
+fn fixed_cpu_mode(m: CpuExperts) -> Option<CpuExperts> {
+    matches!(m, CpuExperts::All | CpuExperts::Layers(_)).then_some(m)
+}
+
+/// Why a `--cpu-experts` value has nothing for the CPU-lane validation to replay.
+fn refused_mode(s: &str) -> String {
+    format!(
+        "--cpu-experts `{s}`: the CPU-lane validation takes `all` or `layers:N` (N >= 1 \
+         MoE layers on the CPU), comma-separated; `none`, `misses` and `cheaper` put no \
+         fixed work on the CPU to replay"
+    )
 }
 
 /// Refuse the flags of the GPU validation that the CPU-lane replay cannot follow.
@@ -83,7 +93,7 @@ fn setup(args: &ValidateArgs) -> Result<Setup> {
         .timing
         .cpu_experts
         .iter()
-        .map(|m| parse_cpu_mode(&m.to_string()))
+        .map(|&m| fixed_cpu_mode(m).ok_or_else(|| refused_mode(&m.to_string())))
         .collect::<Result<_, _>>()
         .map_err(anyhow::Error::msg)?;
     let Some(host_arg) = args.timing.hw_host.clone() else {
