@@ -1,13 +1,14 @@
-//! Belady's next uses without holding the stream: a forward pass logs every access's unit to
-//! an anonymous temporary file, a backward pass over that file's blocks writes each access's
-//! next use into a second one at the same offsets (the way libCacheSim's `oracleGeneral`
-//! carries next-access times beside its requests), and the replay reads the next uses
-//! alongside the forward pass, block by block.
+//! Belady's next uses without holding the stream: a forward pass logs every access's unit, a
+//! backward pass over the log's blocks writes each access's next use at the same offsets (the
+//! way libCacheSim's `oracleGeneral` carries next-access times beside its requests), and the
+//! replay reads the next uses alongside the forward pass, block by block.
 //!
-//! The files come from `tempfile::tempfile` in the system's temporary directory: they have no
-//! name from the start (O_TMPFILE on Linux, or created and unlinked at once), so the system
-//! frees them when the process ends, however it ends (a signal, a kill), and nothing is left
-//! behind for `traces::cleanup` to remove. They take 4 bytes per access each.
+//! A stream of at most [`IN_MEMORY_ACCESSES`] accesses keeps its log and next uses in memory.
+//! A longer one spills them to anonymous temporary files from `tempfile::tempfile` in the
+//! system's temporary directory: they have no name from the start (O_TMPFILE on Linux, or
+//! created and unlinked at once), so the system frees them when the process ends, however it
+//! ends (a signal, a kill), and nothing is left behind for `traces::cleanup` to remove. They
+//! take 4 bytes per access each.
 
 use super::positioned::{read_exact_at, write_all_at};
 use anyhow::{bail, Context, Result};
@@ -19,48 +20,84 @@ use std::io::{BufWriter, Write};
 /// u32, the trace reader's block size).
 const BLOCK: usize = 1 << 20;
 
+/// Most accesses whose log and next uses stay in memory: 16 Mi accesses, 64 MiB of units and
+/// 64 MiB of next uses, half of the 256 MiB peak-memory bound the bounded replay is held to
+/// (docs/RELIABILITY.md). Writing and reading the files costs about a quarter of a Belady run
+/// of 10 M accesses in system time (`perf` on a DeepSeek-V3 trace, BENCHMARKS.md "Bounded-memory
+/// replay"), which a stream this short need not pay.
+pub const IN_MEMORY_ACCESSES: u64 = 16 << 20;
+
 /// The units of a stream's accesses in order, being written to a temporary file.
 pub struct AccessLog {
-    out: BufWriter<File>,
+    /// The log while it has at most [`IN_MEMORY_ACCESSES`] accesses.
+    memory: Vec<u32>,
+    /// The temporary file, once the log outgrew memory (the memory part written first).
+    out: Option<BufWriter<File>>,
+    /// Most accesses kept in memory.
+    limit: u64,
     len: u64,
 }
 
 impl AccessLog {
-    /// An empty log in the system's temporary directory, refused up front when `accesses`
-    /// (the stream's length bound, from the header) would not fit twice in the free space.
+    /// An empty log. A stream whose `accesses` (its length bound, from the header) exceed
+    /// [`IN_MEMORY_ACCESSES`] is refused up front when it would not fit twice in the free space
+    /// of the system's temporary directory.
     pub fn new(accesses: u64) -> Result<AccessLog> {
-        let dir = std::env::temp_dir();
-        let need = accesses as u128 * 8;
-        if traces::resources::exceeds(need, traces::resources::free_space(&dir)) {
-            bail!(
-                "Belady's next uses need up to {} of temporary files in {}, more than is free; free space there, or point TMPDIR at a larger file system",
-                traces::resources::bytes_words(need),
-                dir.display()
-            );
+        AccessLog::with_memory_limit(accesses, IN_MEMORY_ACCESSES)
+    }
+
+    /// [`AccessLog::new`] keeping at most `limit` accesses in memory.
+    fn with_memory_limit(accesses: u64, limit: u64) -> Result<AccessLog> {
+        if accesses > limit {
+            check_room(accesses)?;
         }
-        let file = tempfile::tempfile_in(&dir)
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
         Ok(AccessLog {
-            out: BufWriter::with_capacity(BLOCK * 4, file),
+            memory: Vec::with_capacity(accesses.min(limit).min(BLOCK as u64) as usize),
+            out: None,
+            limit,
             len: 0,
         })
     }
 
     /// Log the units of one group, in access order.
     pub fn push(&mut self, units: &[u32]) -> Result<()> {
-        for &u in units {
-            self.out.write_all(&u.to_le_bytes())?;
-        }
         self.len += units.len() as u64;
+        if self.out.is_none() && self.len > self.limit {
+            self.spill()?;
+        }
+        match &mut self.out {
+            None => self.memory.extend_from_slice(units),
+            Some(out) => {
+                for &u in units {
+                    out.write_all(&u.to_le_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Move the log to a temporary file.
+    fn spill(&mut self) -> Result<()> {
+        let dir = std::env::temp_dir();
+        let file = tempfile::tempfile_in(&dir)
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        let mut out = BufWriter::with_capacity(BLOCK * 4, file);
+        for &u in &self.memory {
+            out.write_all(&u.to_le_bytes())?;
+        }
+        self.memory = Vec::new();
+        self.out = Some(out);
         Ok(())
     }
 
     /// The next use of every logged access ([`crate::cache::AccessStream::next_use`]'s
     /// numbering), by one backward pass over the log's blocks; `num_units` bounds the ids.
     pub fn next_uses(self, num_units: usize) -> Result<NextUses> {
+        let Some(out) = self.out else {
+            return Ok(NextUses::in_memory(self.memory, num_units));
+        };
         let len = self.len;
-        let log = self
-            .out
+        let log = out
             .into_inner()
             .map_err(|e| e.into_error())
             .context("writing the temporary access log")?;
@@ -87,7 +124,7 @@ impl AccessLog {
             end = start;
         }
         Ok(NextUses {
-            file: next,
+            file: Some(next),
             len,
             buf: Vec::new(),
             at: 0,
@@ -97,13 +134,29 @@ impl AccessLog {
     }
 }
 
+/// Refuse a log of up to `accesses` whose two files would not fit in the free space of the
+/// system's temporary directory.
+fn check_room(accesses: u64) -> Result<()> {
+    let dir = std::env::temp_dir();
+    let need = accesses as u128 * 8;
+    if traces::resources::exceeds(need, traces::resources::free_space(&dir)) {
+        bail!(
+            "Belady's next uses need up to {} of temporary files in {}, more than is free; free space there, or point TMPDIR at a larger file system",
+            traces::resources::bytes_words(need),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// The next uses of a stream, read forward block by block as the replay asks for them.
 pub struct NextUses {
-    file: File,
+    /// The next-use file; `None` when every next use is in `buf`.
+    file: Option<File>,
     /// Accesses in the file, and accesses read from it so far.
     len: u64,
     read: u64,
@@ -114,6 +167,24 @@ pub struct NextUses {
 }
 
 impl NextUses {
+    /// The next uses of an in-memory log, by the same backward walk as the files' pass.
+    fn in_memory(mut units: Vec<u32>, num_units: usize) -> NextUses {
+        let mut last = vec![NEVER; num_units];
+        for (pos, u) in units.iter_mut().enumerate().rev() {
+            let unit = *u as usize;
+            *u = last[unit];
+            last[unit] = pos as u32;
+        }
+        NextUses {
+            file: None,
+            len: units.len() as u64,
+            read: units.len() as u64,
+            buf: units,
+            at: 0,
+            raw: Vec::new(),
+        }
+    }
+
     /// The next uses of the next `n` accesses.
     pub fn take(&mut self, n: usize) -> Result<&[u32]> {
         if self.buf.len() - self.at < n {
@@ -121,16 +192,75 @@ impl NextUses {
             self.at = 0;
             let want = (n - self.buf.len()).max(BLOCK) as u64;
             let k = want.min(self.len - self.read) as usize;
-            if self.buf.len() + k < n {
+            let Some(file) = self.file.as_ref().filter(|_| self.buf.len() + k >= n) else {
                 bail!("the replay made more accesses than the pass that logged them; the trace file changed while it was read, run again");
-            }
+            };
             self.raw.resize(k * 4, 0);
-            read_exact_at(&self.file, &mut self.raw, self.read * 4)
+            read_exact_at(file, &mut self.raw, self.read * 4)
                 .context("reading the temporary next-use file")?;
             self.read += k as u64;
             self.buf.extend(self.raw.chunks_exact(4).map(le_u32));
         }
         self.at += n;
         Ok(&self.buf[self.at - n..self.at])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Next uses by a forward pass (each access sets its unit's previous access's next use),
+    /// independent of the backward walks under test.
+    fn forward_next_uses(units: &[u32], num_units: usize) -> Vec<u32> {
+        let mut next = vec![NEVER; units.len()];
+        let mut prev: Vec<Option<usize>> = vec![None; num_units];
+        for (i, &u) in units.iter().enumerate() {
+            if let Some(p) = prev[u as usize] {
+                next[p] = i as u32;
+            }
+            prev[u as usize] = Some(i);
+        }
+        next
+    }
+
+    /// Log `units` in groups of 1 to 9, keeping `limit` accesses in memory, and take the next
+    /// uses back in groups of another size.
+    fn logged(units: &[u32], num_units: usize, limit: u64) -> Vec<u32> {
+        let mut log = AccessLog::with_memory_limit(units.len() as u64, limit).unwrap();
+        let mut rest = units;
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = (1 + i % 9).min(rest.len());
+            log.push(&rest[..n]).unwrap();
+            rest = &rest[n..];
+            i += 1;
+        }
+        let mut next = log.next_uses(num_units).unwrap();
+        let mut out = Vec::with_capacity(units.len());
+        let mut i = 0;
+        while out.len() < units.len() {
+            let n = (1 + i % 7).min(units.len() - out.len());
+            out.extend_from_slice(next.take(n).unwrap());
+            i += 1;
+        }
+        assert!(next.take(1).is_err(), "more accesses than were logged");
+        out
+    }
+
+    /// Both stores, across the 1 Mi-access blocks of the backward pass and of the reads, and a
+    /// log that spills part way, give the forward pass's next uses.
+    #[test]
+    fn next_uses_match_a_forward_pass_in_memory_and_in_files() {
+        let num_units = 3000;
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+        let units: Vec<u32> = (0..2 * BLOCK + 12_345)
+            .map(|_| rng.gen_range(0..num_units as u32))
+            .collect();
+        let want = forward_next_uses(&units, num_units);
+        assert_eq!(logged(&units, num_units, IN_MEMORY_ACCESSES), want);
+        assert_eq!(logged(&units, num_units, 0), want);
+        assert_eq!(logged(&units, num_units, BLOCK as u64 + 3), want);
     }
 }
