@@ -105,11 +105,17 @@ type GlanceCell = (Option<f64>, String);
 
 /// The at-a-glance tables, one per trace, and what their columns mean.
 fn glance(doc: &mut Doc, res: &Results) {
+    let mut below: Vec<String> = Vec::new();
     for t in &res.traces {
-        glance_table(doc, res, t);
+        for p in glance_table(doc, res, t) {
+            if !below.contains(&p) {
+                below.push(p);
+            }
+        }
     }
     doc.p(format!(
-        "Resident MiB per layer step: memory each mechanism holds when nothing is retained (lower is better; the ideal holds exactly the selected experts). MiB per token: the least any online policy moves at that VRAM budget, with its ratio to Belady/MIN, the offline optimum, on the same mechanism and budget.{} The best cell of each column is highlighted; details follow in the sections below.",
+        "Resident MiB per layer step: memory each mechanism holds when nothing is retained (lower is better; the ideal holds exactly the selected experts). MiB per token: the least any online policy moves at that VRAM budget, with its ratio to Belady/MIN, the offline optimum, on the same mechanism and budget.{}{} The best cell of each column is highlighted; details follow in the sections below.",
+        below_bound_words(&below),
         if res.runs.iter().any(|r| r.timing().is_some()) {
             format!(" Tokens per second: the best over the policies and budgets of that mechanism, simulated on `{}`.", profile_name(res).unwrap_or_default())
         } else {
@@ -118,12 +124,51 @@ fn glance(doc: &mut Doc, res: &Results) {
     ));
 }
 
+/// Whether `policy` (an `--evict` name) starts with units pinned from the profile trace's
+/// statistics (its registry entry needs them), which it never counts as page-ins.
+fn pins_from_profile(policy: &str) -> bool {
+    policies::PolicyKind::parse(policy).is_ok_and(|k| k.entry().needs_profile)
+}
+
+/// Why a ratio below 1x in the at-a-glance tables is not a policy beating the optimum, for
+/// the `policies` that had one; empty when none did. The bound is Belady/MIN's page-ins in the
+/// cache regime (docs/DESIGN.md, "Cache regime"): from an empty budget, every unit it pages in
+/// admitted, first touches included; a pinning policy's pins are resident from the start and
+/// never page-ins, and static-pin streams the rest without admitting them.
+fn below_bound_words(policies: &[String]) -> String {
+    if policies.is_empty() {
+        return String::new();
+    }
+    let names = policies
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let pinning = policies.iter().any(|p| pins_from_profile(p));
+    let streams = policies.iter().any(|p| p == "static-pin") || !pinning;
+    format!(
+        " A ratio below 1x ({names}) does not beat the optimum: the bound is the fewest page-ins (for units of one size, the fewest bytes) of a policy that starts from an empty budget and admits every unit it pages in, first touches included.{}{}",
+        if pinning {
+            " A pinning policy is given the profile trace's access statistics (here the evaluated trace itself, so it knows in advance which units are hottest), and its pinned units are resident from the start and never counted as page-ins."
+        } else {
+            ""
+        },
+        if streams {
+            " A policy that streams units past the budget without admitting them (static-pin streams every unit it did not pin) is outside the class the bound covers."
+        } else {
+            ""
+        }
+    )
+}
+
 /// One row per mechanism of trace `t`: memory held (streaming), the fewest bytes per token of
-/// any policy at each budget with its distance from Belady, and the best tokens/s.
-fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
+/// any policy at each budget with its distance from Belady, and the best tokens/s. Returns
+/// the policies whose cell fell below the Belady figure.
+fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) -> Vec<String> {
     let runs: Vec<&RunEntry> = own(res, &t.name).collect();
+    let mut below = Vec::new();
     if runs.is_empty() {
-        return;
+        return below;
     }
     // the smallest batch and the first split, so every cell compares like with like
     let batch = runs.iter().filter_map(|r| r.grid.batch).min();
@@ -157,7 +202,7 @@ fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
             .collect();
         cols[0].push(held_cell(t, &of_m));
         for (bi, b) in budgets.iter().enumerate() {
-            cols[1 + bi].push(fewest_cell(res, &of_m, b));
+            cols[1 + bi].push(fewest_cell(res, &of_m, b, &mut below));
         }
         if timed {
             cols[1 + budgets.len()].push(fastest_cell(&of_m));
@@ -173,6 +218,7 @@ fn glance_table(doc: &mut Doc, res: &Results, t: &TraceInfo) {
         ),
     );
     doc.table(header, rows);
+    below
 }
 
 /// Memory held by the streaming run of one mechanism, with its ratio to the ideal.
@@ -192,8 +238,9 @@ fn held_cell(t: &TraceInfo, of_m: &[&RunEntry]) -> GlanceCell {
 }
 
 /// The fewest bytes per token any online policy of one mechanism moves at budget `b`, with
-/// the policy and its ratio to Belady.
-fn fewest_cell(res: &Results, of_m: &[&RunEntry], b: &str) -> GlanceCell {
+/// the policy and its ratio to Belady; a ratio below 1 says why in the cell, and its policy
+/// joins `below`.
+fn fewest_cell(res: &Results, of_m: &[&RunEntry], b: &str, below: &mut Vec<String>) -> GlanceCell {
     let best = of_m
         .iter()
         .filter(|r| r.grid.budget.as_deref() == Some(b) && !is_belady(r))
@@ -201,22 +248,36 @@ fn fewest_cell(res: &Results, of_m: &[&RunEntry], b: &str) -> GlanceCell {
         .min_by(|x, y| cmp_f64(x.1, y.1));
     match best {
         Some((r, v)) => {
+            let policy = r.grid.evict.as_deref().unwrap_or("-");
             let bound = belady_of(res, r).and_then(bytes_per_token);
             let ratio = bound
                 .filter(|&x| x > 0.0)
-                .map(|x| format!(" ({}x)", fmt(v / x)))
+                .map(|x| ratio_words(policy, v / x, below))
                 .unwrap_or_default();
             (
                 Some(v),
-                format!(
-                    "{} {}{ratio}",
-                    r.grid.evict.as_deref().unwrap_or("-"),
-                    fmt(v * metrics::MIB)
-                ),
+                format!("{policy} {}{ratio}", fmt(v * metrics::MIB)),
             )
         }
         None => (None, "–".into()),
     }
+}
+
+/// ` (1.17x)`; below 1, ` (0.14x; not bounded by Belady: ...)` with the reason in brief
+/// (the paragraph under the tables gives it in full), `policy` joining `below`.
+fn ratio_words(policy: &str, ratio: f64, below: &mut Vec<String>) -> String {
+    if ratio >= 1.0 {
+        return format!(" ({}x)", fmt(ratio));
+    }
+    if !below.iter().any(|p| p == policy) {
+        below.push(policy.to_string());
+    }
+    let why = if pins_from_profile(policy) {
+        "its pins, chosen from the profile trace, are never page-ins"
+    } else {
+        "it streams units without admitting them"
+    };
+    format!(" ({}x; not bounded by Belady: {why})", fmt(ratio))
 }
 
 /// The most tokens per second of one mechanism over its policies and budgets, and where.
@@ -229,9 +290,13 @@ fn fastest_cell(of_m: &[&RunEntry]) -> GlanceCell {
     match best {
         Some((r, v)) => {
             let how = match (&r.grid.evict, &r.grid.budget) {
+                // a budget given in bytes is its size already: `lru @ 5 GiB, 1,280 experts`
                 (Some(e), Some(b)) => match BudgetSize::of_run(&r.result) {
+                    Some(z) if crate::sizes::grid_budget_text(b) != *b => {
+                        format!("{e} @ {}, {}", size_text(z.bytes), z.experts_text())
+                    }
                     Some(z) => format!("{e} @ {b} = {}, {}", size_text(z.bytes), z.experts_text()),
-                    None => format!("{e} @ {b}"),
+                    None => format!("{e} @ {}", crate::sizes::grid_budget_text(b)),
                 },
                 _ => "streaming".into(),
             };
@@ -342,12 +407,19 @@ fn retention_findings(res: &Results, t: &TraceInfo, items: &mut Vec<String>) {
             items.push(format!(
                 "`{}`, budget {}{}: fewest bytes moved by `{}`{} with {} MiB per token{}.",
                 t.name,
-                budget.as_deref().unwrap_or("-"),
+                budget
+                    .as_deref()
+                    .map_or("-".to_string(), crate::sizes::grid_budget_text),
                 batch.map(|b| format!(", batch {b}")).unwrap_or_default(),
                 run_label(b),
                 budget_words(b),
                 fmt(v),
                 match bound {
+                    Some(x) if x > 0.0 && v < x => format!(
+                        "; Belady/MIN needs {} MiB, which does not bound it ({}x: see why under the at-a-glance tables)",
+                        fmt(x),
+                        fmt(v / x)
+                    ),
                     Some(x) if x > 0.0 => format!(
                         "; Belady/MIN needs {} MiB, so it is {}x the bound",
                         fmt(x),

@@ -330,3 +330,52 @@ pub fn with_timing(
     }
     Ok(out)
 }
+
+/// Warn on stderr when, without `--admission-cap`, timed runs mapped more than the profile's
+/// usable VRAM: their page-ins and touches were priced on the oversubscription curve, which a
+/// reader of the tables may not notice. Names each such budget (in the order first seen) with
+/// the largest `timing.peak_mapped_mib` of its runs, against `timing_detail.usable_mib`, and
+/// says how to cap. Prints nothing with a cap (capped grids say what was refused) or when no
+/// run went over. Output files and stdout are untouched.
+pub fn warn_over_vram<'a>(
+    runs: impl IntoIterator<Item = &'a sim::runner::RunReport>,
+    cap: Option<f64>,
+) {
+    if cap.is_some() {
+        return;
+    }
+    // (budget as written, largest peak mapped MiB), usable MiB and profile of the runs over
+    let mut over: Vec<(String, f64)> = Vec::new();
+    let mut vram: Option<(f64, String)> = None;
+    for r in runs {
+        let (Some(t), Some(d)) = (&r.timing, &r.timing_detail) else {
+            continue;
+        };
+        if t.peak_mapped_mib <= d.usable_mib {
+            continue;
+        }
+        let budget = r.retention.as_ref().map_or_else(
+            || "streaming (no budget)".to_string(),
+            |x| reports::sizes::given_text(&x.budget),
+        );
+        match over.iter_mut().find(|(b, _)| *b == budget) {
+            Some((_, peak)) => *peak = peak.max(t.peak_mapped_mib),
+            None => over.push((budget, t.peak_mapped_mib)),
+        }
+        vram.get_or_insert_with(|| (d.usable_mib, d.profile.clone()));
+    }
+    let Some((usable, profile)) = vram else {
+        return;
+    };
+    let mib = |x: f64| reports::sizes::thousands(x.round() as u64);
+    let named: Vec<String> = over
+        .iter()
+        .map(|(b, peak)| format!("{b} (peak {} MiB mapped)", mib(*peak)))
+        .collect();
+    eprintln!(
+        "warning: without --admission-cap, the runs at budget{} {} map more than the {} MiB of usable VRAM of `{profile}`, so they are priced on its oversubscription curve; give --admission-cap 1.0 (a fraction of usable VRAM; 0.9 keeps a tenth back) to refuse the sequences past it, or lower --budget",
+        if over.len() == 1 { "" } else { "s" },
+        named.join(", "),
+        mib(usable)
+    );
+}

@@ -87,6 +87,14 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// Print what was written as one JSON object on stdout: the report directory (`out`), its
+    /// files, whether an earlier report was replaced, the run counts and shard, and per run
+    /// its grid coordinates with its key figures (resident MiB per layer step, page-ins per
+    /// token, miss rate, bytes per token, tokens/s, step p50, peak mapped MiB, each where the
+    /// run has it). Notes and progress stay on stderr.
+    #[arg(long)]
+    pub json: bool,
+
     #[command(flatten)]
     pub progress: super::args_progress::ProgressArgs,
 
@@ -198,6 +206,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .collect();
     let workloads = workloads_of(&inputs, &mine)?;
     let runs = run_points(&args, &mine, &workloads, &timing)?;
+    super::args_timing::warn_over_vram(runs.iter().map(|e| &e.result), args.timing.admission_cap);
     let mut traces: Vec<TraceInfo> = Vec::with_capacity(inputs.len());
     for (ti, n) in inputs.iter().zip(&names) {
         let (info, note) = grid::trace_info(n, &ti.label, &ti.trace, args.phase);
@@ -215,7 +224,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         shard: args.shard,
         runs,
     };
-    write(&results, &args.out, total)
+    write(&results, &args.out, total, args.json)
 }
 
 /// The grid without the cross-trace runs between traces of different models (a profile of
@@ -458,9 +467,9 @@ fn grid_json(
 }
 
 /// Write the report directory (replacing an earlier report in place, which regeneration
-/// relies on: say so) and say what was written.
-fn write(results: &Results, out: &std::path::Path, total: usize) -> Result<()> {
-    let replacing = out.join(reports::output::RESULTS_JSON).is_file();
+/// relies on: say so) and say what was written (on stdout as JSON too, with `json`).
+fn write(results: &Results, out: &std::path::Path, total: usize, json: bool) -> Result<()> {
+    let replacing = super::report::is_report_dir(out);
     reports::write_report(results, out)?;
     if replacing {
         eprintln!(
@@ -473,5 +482,8 @@ fn write(results: &Results, out: &std::path::Path, total: usize) -> Result<()> {
         results.runs.len(),
         out.display()
     );
+    if json {
+        super::report::print_summary(results, out, replacing)?;
+    }
     Ok(())
 }

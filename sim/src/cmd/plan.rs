@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use policies::PolicyKind;
 use sim::cache::{Batching, CacheConfig, RetentionConfig, Semantics, Split};
-use sim::plan::{plan, PlanSpec};
+use sim::plan::{plan, Plan, PlanRow, PlanSpec};
 use sim::runner::{RunConfig, TraceInput, Workload};
 use std::path::PathBuf;
 use traces::gen::GenParams;
@@ -73,7 +73,10 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
-    /// Print the plan as one JSON object instead of the recommendation and the table.
+    /// Print the plan as one JSON object instead of the recommendation and the table: `rows`
+    /// ranked, `recommended` the index into `rows` of the recommended configuration, and
+    /// `recommended_row` that row itself (mechanism, evict, placement, fit, ...); both are
+    /// null when nothing fits.
     #[arg(long)]
     pub json: bool,
 
@@ -151,7 +154,7 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     };
     let p = plan(&spec, &workload)?;
     let text = if args.json {
-        serde_json::to_string_pretty(&p)? + "\n"
+        serde_json::to_string_pretty(&PlanJson::of(&p))? + "\n"
     } else {
         format!("{}\n\n{}", p.recommendation(), p.table())
     };
@@ -161,6 +164,25 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         bail!("nothing fits on `{}` at batch {}: lower --nonexpert-mib, --context or --batch, raise --admission-cap, or plan for a GPU with more VRAM", p.hw, p.batch);
     }
     Ok(())
+}
+
+/// `sim plan --json`: the plan's own fields (`recommended` stays the index into `rows` that
+/// earlier readers use), then the recommended row itself, so a reader need not index.
+#[derive(serde::Serialize)]
+struct PlanJson<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    /// `rows[recommended]`; null when nothing fits.
+    recommended_row: Option<&'a PlanRow>,
+}
+
+impl<'a> PlanJson<'a> {
+    fn of(plan: &'a Plan) -> Self {
+        PlanJson {
+            plan,
+            recommended_row: plan.recommended.map(|i| &plan.rows[i]),
+        }
+    }
 }
 
 /// A trace for preset `name`: `sequences` sequences of `tokens` decode tokens with the mean

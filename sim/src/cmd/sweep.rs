@@ -161,6 +161,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     }
     bar.finish();
     let all: Vec<RunReport> = rows.iter().flat_map(|t| t.reports.clone()).collect();
+    super::args_timing::warn_over_vram(&all, args.timing.admission_cap);
     let format = if args.json { Format::Json } else { args.format };
     let text = match format {
         Format::Json => serde_json::to_string_pretty(&all)? + "\n",

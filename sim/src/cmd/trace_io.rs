@@ -329,13 +329,42 @@ pub struct ExportArgs {
     /// int4, int4-noscale, nvfp4, mxfp4), from the header's hidden and expert FFN sizes.
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Print what was written as one JSON object on stdout: `format`, the input `file`, the
+    /// output `out`, `phase`, `count` and its `unit` (CSV rows, or oracleGeneral requests),
+    /// and for oracle-general the `object_size` in bytes written in every request.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `sim trace export --json` prints.
+#[derive(serde::Serialize)]
+struct ExportSummary {
+    /// `csv` or `oracle-general`, as `--format` spells it.
+    format: String,
+    /// The trace exported, as given.
+    file: String,
+    /// The file written, as given.
+    out: String,
+    /// `decode`, `prefill` or `all`.
+    phase: &'static str,
+    /// Records written: CSV rows (one per sequence, phase, token and MoE layer, header not
+    /// counted) or oracleGeneral requests (one per selected expert).
+    count: u64,
+    /// `rows` or `requests`.
+    unit: &'static str,
+    /// Bytes written in every oracleGeneral request's size field; absent for CSV.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_size: Option<u32>,
 }
 
 pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
     sim::runner::require_trace_file(&a.file)?;
     let phases: traces::PhaseSel = a.phase.into();
-    let n = match a.format {
-        ExportFormat::Csv => traces::export::export_csv_file(&a.file, phases, &a.out)?,
+    let (n, object_size) = match a.format {
+        ExportFormat::Csv => (
+            traces::export::export_csv_file(&a.file, phases, &a.out)?,
+            None,
+        ),
         ExportFormat::OracleGeneral => {
             let size = match &a.dtype {
                 None => a.object_size,
@@ -353,7 +382,8 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
                     })?
                 }
             };
-            traces::export::export_oracle_general_file(&a.file, phases, size, &a.out)?
+            let n = traces::export::export_oracle_general_file(&a.file, phases, size, &a.out)?;
+            (n, Some(size))
         }
     };
     let unit = match a.format {
@@ -361,6 +391,19 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
         ExportFormat::OracleGeneral => "requests",
     };
     eprintln!("wrote {} ({n} {unit})", a.out.display());
+    if a.json {
+        let format = a.format.to_possible_value().expect("no variant is skipped");
+        let summary = ExportSummary {
+            format: format.get_name().to_string(),
+            file: a.file.display().to_string(),
+            out: a.out.display().to_string(),
+            phase: phases.as_str(),
+            count: n,
+            unit,
+            object_size,
+        };
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
     Ok(())
 }
 
