@@ -22,6 +22,7 @@ pub mod live_set_fit;
 pub mod pool;
 pub mod probe;
 pub mod replay;
+pub mod replay_cpu;
 pub mod replay_plan;
 pub mod stats;
 pub mod to_profile;
@@ -32,5 +33,7 @@ pub use calibrate::{
     calibrate, calibrate_kernels, CalibrateError, CalibrateOptions, Calibration, KernelCalibration,
 };
 pub use device::DeviceInfo;
-pub use replay::{replay, HostBreakdown, ReplayError, ReplayMeasurement, ReplayOptions};
+pub use replay::{
+    replay, replay_composed, HostBreakdown, ReplayError, ReplayMeasurement, ReplayOptions,
+};
 pub use replay_plan::{ReplayGroup, ReplayPlan};

@@ -33,6 +33,8 @@
 //! to allocate. Portable: driver API calls only, no OS-specific paths.
 
 use crate::device::DeviceInfo;
+use crate::host::lane_replay::LaneBank;
+use crate::replay_cpu::{CpuLaneMeasured, CpuLaneSpec, LaneIo, LaneRun, LaneWorker};
 use crate::replay_plan::{kernel_geometry, runs, Layout, ReplayGroup, ReplayPlan};
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
@@ -103,6 +105,9 @@ pub struct ReplayMeasurement {
     /// for a replay without warm-up and in files written before it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub warmup_steps: usize,
+    /// The CPU lane of a composed replay ([`replay_composed`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_lane: Option<CpuLaneMeasured>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -154,6 +159,14 @@ pub struct HostBreakdown {
     /// over the runs after a release.
     #[serde(default)]
     pub release_gap_us: f64,
+    /// Blocked until the CPU lane's worker finished the group's calls, and copying their
+    /// results back (composed replays; 0, and absent from the JSON, otherwise).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_join_us: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl HostBreakdown {
@@ -166,6 +179,7 @@ impl HostBreakdown {
             + self.launch_us
             + self.late_wait_us
             + self.late_evict_us
+            + self.cpu_join_us
     }
 }
 
@@ -275,6 +289,23 @@ pub fn replay(
     peak_bytes: u64,
     opts: ReplayOptions,
 ) -> Result<ReplayMeasurement, ReplayError> {
+    replay_composed(plan, map, peak_bytes, opts, None)
+}
+
+/// [`replay`] with the plan's CPU calls ([`ReplayGroup::cpu_calls`]) run on the host CPU by
+/// `lane` (its spec, and the bank its calls read: [`crate::replay_cpu::lane_bank`]) beside
+/// the GPU part of each group, as [`crate::replay_cpu`] describes; `None`: the GPU replay
+/// alone. The measurement's `cpu_lane` says what the CPU ran.
+pub fn replay_composed(
+    plan: &ReplayPlan,
+    map: &UnitMap,
+    peak_bytes: u64,
+    opts: ReplayOptions,
+    lane: Option<(&CpuLaneSpec, &mut LaneBank)>,
+) -> Result<ReplayMeasurement, ReplayError> {
+    if let Some((spec, _)) = &lane {
+        crate::replay_cpu::check_plan(plan, spec).map_err(ReplayError::Invalid)?;
+    }
     let ctx = kernels::open_device(opts.device)?;
     let device = DeviceInfo::read(&ctx).during("device query")?;
     let geom = expert_kernel(plan, map)?;
@@ -325,6 +356,8 @@ pub fn replay(
         commit_runs_after_release: 0,
         released_before_runs_granules: 0,
         release_gap_us: 0.0,
+        bg_pending: vec![None; map.units.len()],
+        bg_events: background_events(&ctx, plan)?,
     };
     st.preload(&compute)?;
     // Warm-up outside the timed loop: module load and first launches of both kernels.
@@ -332,14 +365,38 @@ pub fn replay(
     copy.synchronize().during("warm-up")?;
     compute.synchronize().during("warm-up")?;
 
+    let io = lane
+        .as_ref()
+        .map(|_| LaneIo::new(&ctx, &compute, plan))
+        .transpose()?;
     let mut gpu = Launcher::new(&ctx, &k, &compute, &copy, plan, &ne_bufs)?;
-    gpu.start(&mut sink)?;
+    gpu.lane_io = io.as_ref();
     let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
-    let (counts0, t0) =
-        run_warm_up_then_measured(&mut st, &mut gpu, &mut launches, &mut sink, &mut host)?;
-    let (mut step_us, wall_s) = gpu.finish(&side, t0)?;
+    let (counts0, mut step_us, wall_s, cpu_lane) = std::thread::scope(|s| {
+        let mut run = lane.map(|(spec, bank)| LaneRun {
+            measured: CpuLaneMeasured::new(plan.steps, spec.threads)
+                .with_bank(bank.bank_bytes() as u64, bank.distinct),
+            worker: LaneWorker::start(s, plan, bank, spec.threads, io.as_ref().map(|i| &i.arrived)),
+        });
+        gpu.start(&mut sink)?;
+        let (counts0, t0) = run_warm_up_then_measured(
+            &mut st,
+            &mut gpu,
+            &mut launches,
+            &mut sink,
+            &mut host,
+            &mut run,
+        )?;
+        let (step_us, wall_s) = gpu.finish(&side, t0)?;
+        let cpu_lane = run.map(LaneRun::finish).transpose()?;
+        Ok::<_, ReplayError>((counts0, step_us, wall_s, cpu_lane))
+    })?;
     step_us.drain(..plan.warmup_steps.min(step_us.len()));
     host.drain(..plan.warmup_steps);
+    let cpu_lane = cpu_lane.map(|mut m| {
+        m.drop_warm_up(plan);
+        m
+    });
 
     st.evict_all()?;
     let out = ReplayMeasurement {
@@ -355,6 +412,7 @@ pub fn replay(
         wall_s,
         host,
         warmup_steps: plan.warmup_steps,
+        cpu_lane,
     };
     drop(st);
     drop(launches);
@@ -380,6 +438,7 @@ fn run_warm_up_then_measured(
     launches: &mut [Option<MoeLaunch>],
     sink: &mut CudaSlice<u32>,
     host: &mut [HostBreakdown],
+    lane: &mut Option<LaneRun>,
 ) -> Result<(Counts, Instant), ReplayError> {
     let plan = st.plan;
     let first = plan
@@ -387,7 +446,7 @@ fn run_warm_up_then_measured(
         .iter()
         .position(|g| g.step as usize >= plan.warmup_steps)
         .unwrap_or(plan.groups.len());
-    run_groups(st, gpu, launches, 0..first, sink, host)?;
+    run_groups(st, gpu, launches, 0..first, sink, host, lane)?;
     let counts = Counts {
         map_calls: st.map_calls,
         unmap_calls: st.unmap_calls,
@@ -396,7 +455,7 @@ fn run_warm_up_then_measured(
     };
     let t0 = Instant::now();
     let all = launches.len();
-    run_groups(st, gpu, launches, first..all, sink, host)?;
+    run_groups(st, gpu, launches, first..all, sink, host, lane)?;
     Ok((counts, t0))
 }
 
@@ -545,6 +604,7 @@ fn run_groups(
     range: std::ops::Range<usize>,
     sink: &mut CudaSlice<u32>,
     host: &mut [HostBreakdown],
+    lane: &mut Option<LaneRun>,
 ) -> Result<(), ReplayError> {
     let plan = st.plan;
     let mut late: Vec<u32> = Vec::new();
@@ -561,9 +621,21 @@ fn run_groups(
         })?;
         hb.router_wait_us += lap(&mut clock);
         hb.groups += 1;
+        let mut cpu = lane.as_mut().filter(|_| !g.cpu_calls.is_empty());
+        if let Some(r) = cpu.as_mut() {
+            r.submit(gi)?;
+        }
         st.evict_before(g, &mut late, hb, &mut clock)?;
         let copied = st.page_in_group(g, hb, &mut clock)?;
-        gpu.launch_group(gi, launch, copied, sink)?;
+        st.wait_background(g, gpu.compute)?;
+        gpu.launch_experts(launch, copied)?;
+        hb.launch_us += lap(&mut clock);
+        st.page_in_background(gi, hb, &mut clock)?;
+        if let Some(r) = cpu {
+            r.join(g, gpu.lane_io.map(|io| (gpu.compute, io)))?;
+            hb.cpu_join_us += lap(&mut clock);
+        }
+        gpu.launch_next(gi, sink)?;
         hb.launch_us += lap(&mut clock);
         st.evict_late(&late, &gpu.experts_done, hb, &mut clock)?;
     }
@@ -583,6 +655,8 @@ struct Launcher<'a> {
     router: CudaEvent,
     /// One event at each step's start on the compute stream, then one at the end.
     step_events: Vec<CudaEvent>,
+    /// The CPU lane's activation copies (composed replays).
+    lane_io: Option<&'a LaneIo>,
 }
 
 impl<'a> Launcher<'a> {
@@ -609,6 +683,7 @@ impl<'a> Launcher<'a> {
             experts_done,
             router,
             step_events,
+            lane_io: None,
         })
     }
 
@@ -629,22 +704,29 @@ impl<'a> Launcher<'a> {
             self.step_events.push(e);
             self.nonexpert(0, sink)?;
             self.router.record(self.compute).during("event record")?;
+            self.activations_out(0)?;
         }
         Ok(())
     }
 
-    /// Group `gi`'s launches: the compute stream waits for its copies (when it `copied`
-    /// units), its expert kernels run, then the next group's non-expert kernel is enqueued
-    /// (after a new step's event when the step changes).
-    fn launch_group(
+    /// Group `gi`'s activations to the host after its router, when its CPU lane has calls.
+    fn activations_out(&self, gi: usize) -> Result<(), ReplayError> {
+        match self.lane_io {
+            Some(io) if !self.plan.groups[gi].cpu_calls.is_empty() => {
+                io.to_host(self.compute, self.plan.groups[gi].activation_bytes)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Group `gi`'s expert launches: the compute stream waits for its copies (when it
+    /// `copied` units), then its expert kernels run.
+    fn launch_experts(
         &mut self,
-        gi: usize,
         launch: &mut Option<MoeLaunch>,
         copied: bool,
-        sink: &mut CudaSlice<u32>,
     ) -> Result<(), ReplayError> {
         let plan = self.plan;
-        let g = &plan.groups[gi];
         if plan.paging == Paging::Vmm && copied {
             self.copies_done.record(self.copy).during("event record")?;
             self.compute.wait(&self.copies_done).during("stream wait")?;
@@ -656,6 +738,15 @@ impl<'a> Launcher<'a> {
         self.experts_done
             .record(self.compute)
             .during("event record")?;
+        Ok(())
+    }
+
+    /// After group `gi` (its experts and any CPU results): the next group's non-expert
+    /// kernel (after a new step's event when the step changes), its router event and, when
+    /// its CPU lane has calls, its activations' copy to the host.
+    fn launch_next(&mut self, gi: usize, sink: &mut CudaSlice<u32>) -> Result<(), ReplayError> {
+        let plan = self.plan;
+        let g = &plan.groups[gi];
         if gi + 1 < plan.groups.len() {
             if plan.groups[gi + 1].step != g.step {
                 let e = new_event(self.ctx)?;
@@ -664,6 +755,7 @@ impl<'a> Launcher<'a> {
             }
             self.nonexpert(gi + 1, sink)?;
             self.router.record(self.compute).during("event record")?;
+            self.activations_out(gi + 1)?;
         }
         Ok(())
     }
@@ -750,9 +842,93 @@ struct Exec<'a> {
     commit_runs_after_release: u32,
     released_before_runs_granules: u64,
     release_gap_us: f64,
+    /// Per unit, the group whose off-critical-path copy of it no kernel or decommit has
+    /// waited for yet (`misses`), and per group with such page-ins the event after them.
+    bg_pending: Vec<Option<usize>>,
+    bg_events: Vec<Option<CudaEvent>>,
+}
+
+/// One event per group that pages units in off the critical path (none for other groups).
+fn background_events(
+    ctx: &Arc<CudaContext>,
+    plan: &ReplayPlan,
+) -> Result<Vec<Option<CudaEvent>>, ReplayError> {
+    plan.groups
+        .iter()
+        .map(|g| {
+            (!g.background.is_empty())
+                .then(|| new_event(ctx))
+                .transpose()
+        })
+        .collect()
 }
 
 impl Exec<'_> {
+    /// `misses`: the units group `gi` pages in off the critical path, after its launches:
+    /// committed and copied as demand page-ins are, then an event on the copy stream that
+    /// only the groups reading them wait for ([`Exec::wait_background`]).
+    fn page_in_background(
+        &mut self,
+        gi: usize,
+        hb: &mut HostBreakdown,
+        clock: &mut Instant,
+    ) -> Result<(), ReplayError> {
+        let g = &self.plan.groups[gi];
+        let fresh: Vec<u32> = g
+            .background
+            .iter()
+            .copied()
+            .filter(|&u| !self.resident[u as usize])
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let (c0, h0) = (self.commit_us, self.h2d_enqueue_us);
+        self.page_in(&fresh)?;
+        if let Some(e) = &self.bg_events[gi] {
+            e.record(self.copy).during("event record")?;
+        }
+        for &u in &fresh {
+            self.resident[u as usize] = true;
+            self.bg_pending[u as usize] = Some(gi);
+        }
+        let (c, h) = (self.commit_us - c0, self.h2d_enqueue_us - h0);
+        hb.commit_us += c;
+        hb.h2d_enqueue_us += h;
+        hb.page_ins += fresh.len() as u32;
+        hb.launch_us += (lap(clock) - c - h).max(0.0);
+        Ok(())
+    }
+
+    /// Before group `g`'s expert kernels: the compute stream waits for the off-critical-path
+    /// copies of the units its GPU keys read that no kernel has waited for yet.
+    fn wait_background(
+        &mut self,
+        g: &ReplayGroup,
+        compute: &Arc<CudaStream>,
+    ) -> Result<(), ReplayError> {
+        for &k in &g.keys {
+            for u in self.map.units_of(k) {
+                if let Some(gb) = self.bg_pending[u as usize].take() {
+                    if let Some(e) = &self.bg_events[gb] {
+                        compute.wait(e).during("stream wait")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Before decommitting unit `u`: its off-critical-path copy, if still pending, is done.
+    fn settle_background(&mut self, u: u32) -> Result<(), ReplayError> {
+        if let Some(gb) = self.bg_pending[u as usize].take() {
+            if let Some(e) = &self.bg_events[gb] {
+                e.synchronize().during("wait for a background copy")?;
+            }
+        }
+        Ok(())
+    }
+
     /// Preloaded units (static pins) are committed before timing, never page-ins.
     fn preload(&mut self, compute: &Arc<CudaStream>) -> Result<(), ReplayError> {
         let plan = self.plan;
@@ -919,6 +1095,9 @@ impl Exec<'_> {
             Paging::Vmm => {
                 if let Some(e) = after {
                     e.synchronize().during("wait for the group's kernels")?;
+                }
+                for &u in units {
+                    self.settle_background(u)?;
                 }
                 let bank = self.bank.as_mut().expect("VMM replays have a bank");
                 for &u in units {

@@ -5,6 +5,7 @@
 //! lives in the reserved address range, the kernel geometry that reads one expert, and the
 //! coalescing of page lists into address ranges. Tested on CI without a GPU.
 
+use crate::host::lane_replay::LaneCall;
 use kernels::ExpertGeometry;
 use policies::{Paging, UnitMap};
 
@@ -24,6 +25,15 @@ pub struct ReplayGroup {
     pub page_ins: Vec<u32>,
     /// Units evicted after admission.
     pub evicted: Vec<u32>,
+    /// Expert calls the engine's CPU lane ran for this group, run on the host CPU beside
+    /// the GPU's `keys` (a composed replay, [`crate::replay_cpu`]); empty otherwise.
+    pub cpu_calls: Vec<LaneCall>,
+    /// Units paged in off the critical path (`--cpu-experts misses`): committed and copied
+    /// after the group's launches, waited for only by a later group whose GPU keys read them.
+    pub background: Vec<u32>,
+    /// Bytes of the group's activations crossing PCIe one way for its CPU calls (bf16,
+    /// hidden x 2 per token); 0 without CPU calls.
+    pub activation_bytes: u64,
 }
 
 /// Everything the replay executes, in order (groups step-major, MoE layers in order).

@@ -274,6 +274,7 @@ fn engine_options(cfg: &TimingConfig) -> EngineOptions {
         } else {
             0
         },
+        record_cpu_keys: false,
     }
 }
 

@@ -56,6 +56,9 @@ pub struct EngineOptions {
     pub seed: u64,
     /// Record spans for `--timeline`, at most this many (0 = off).
     pub timeline_cap: usize,
+    /// Record, per group, the keys the CPU lane ran ([`Replay::cpu_keys`]): what a composed
+    /// validation replays on the host CPU.
+    pub record_cpu_keys: bool,
 }
 
 /// A finished replay.
@@ -76,6 +79,9 @@ pub struct Replay {
     pub cpu: CpuCounts,
     /// The DRAM and SSD tiers' totals (all zero without `--dram`).
     pub tiers: TierCounts,
+    /// Per group (plan order), the keys the CPU lane ran, ascending; `None` unless
+    /// [`EngineOptions::record_cpu_keys`] and a CPU lane.
+    pub cpu_keys: Option<Vec<Vec<u32>>>,
 }
 
 /// Errors of a replay.
@@ -151,6 +157,8 @@ struct State<'a> {
     /// The CPU lane: when it is free, and its totals.
     cpu_free: f64,
     cpu: CpuCounts,
+    /// Per group, the keys the CPU lane ran (when recorded).
+    cpu_keys: Option<Vec<Vec<u32>>>,
     /// The plan has a DRAM tier (`--dram`): page-ins are DRAM hits or SSD reads.
     tiered: bool,
     /// Units the current group reads from SSD (marked per group from the plan).
@@ -774,6 +782,7 @@ impl<'a> State<'a> {
             layer: 0,
             cpu_free: 0.0,
             cpu: CpuCounts::default(),
+            cpu_keys: opts.record_cpu_keys.then(Vec::new),
             tiered: false,
             from_ssd: vec![false; n],
             ssd_free: 0.0,
@@ -1045,6 +1054,7 @@ impl<'a> State<'a> {
             },
             cpu: self.cpu,
             tiers: self.tiers,
+            cpu_keys: self.cpu_keys,
         })
     }
 }

@@ -404,7 +404,7 @@ fn component_rows(r: &ValidationRow, p: &Prediction) -> Vec<ComponentRow> {
         .groups
         .iter()
         .filter(|g| g.step as usize >= p.warm_up.steps)
-        .map(|g| g.page_ins.len() as u64)
+        .map(|g| (g.page_ins.len() + g.background.len()) as u64)
         .sum();
     let unit_granules = if page_ins > 0 {
         cg.iter().sum::<u64>() as f64 / page_ins as f64

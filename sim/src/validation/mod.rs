@@ -21,9 +21,11 @@ pub mod reprice;
 mod settings;
 pub mod text;
 
-pub use predict::{predict, replay_plan, Prediction, PredictionSetup, WarmUpChoice};
+pub use predict::{compose, predict, replay_plan, Prediction, PredictionSetup, WarmUpChoice};
 pub use report::*;
 pub use settings::{parse_retention_echo, retention_echo, same_trace, RetentionSettings};
 
+#[cfg(test)]
+mod composed_tests;
 #[cfg(test)]
 mod tests;

@@ -4,13 +4,16 @@
 
 use crate::cache::RetentionConfig;
 use crate::cost::{CostModel, CostOptions, Paging};
+use crate::engine::cpu::{CpuExperts, CpuLane};
 use crate::engine::{build::plans, replay, EngineOptions, Plans, StepParts, TimingConfig};
 use crate::model_profile::ComputeModel;
 use crate::runner::{build_units, RunConfig, Workload};
 use anyhow::{bail, Result};
 use policies::mechanisms::SizeOptions;
 use policies::UnitMap;
-use traces::PhaseSel;
+use traces::{DType, PhaseSel};
+use validate::host::lane_replay::LaneCall;
+use validate::replay_cpu::CpuLaneSpec;
 use validate::warmup::{StepChurn, WarmUp, DEFAULT_RULE};
 use validate::{ReplayGroup, ReplayPlan};
 
@@ -41,6 +44,9 @@ pub struct PredictionSetup<'a> {
     pub seed: u64,
     /// The model's hidden size (the replay's expert kernels need it).
     pub hidden: u64,
+    /// A composed validation's CPU placement (`--cpu-experts layers:N` or `misses`) and the
+    /// experts' dtype that prices its calls; `None`: every expert on the GPU.
+    pub cpu: Option<(CpuExperts, DType)>,
 }
 
 /// One mechanism's prediction and the plan its real replay executes.
@@ -57,6 +63,11 @@ pub struct Prediction {
     pub steps: usize,
     /// The untimed steps before them.
     pub warm_up: WarmUp,
+    /// The CPU placement of a composed row (`None`: every expert on the GPU).
+    pub cpu: Option<CpuExperts>,
+    /// What the host CPU runs the plan's CPU calls with; the `sim` binary sets it (from the
+    /// trace header's geometry) before a composed replay.
+    pub lane: Option<CpuLaneSpec>,
     /// Page-ins over the measured steps.
     pub page_ins: u64,
     /// Predicted time of every measured step, µs, and its split.
@@ -101,9 +112,12 @@ impl Prediction {
         live_granules(&self.plan, &self.map)
     }
 
-    /// Granules committed by each measured step (VMM page-ins x their granules).
+    /// Granules committed by each measured step (VMM page-ins x their granules; a `misses`
+    /// row's off-critical-path page-ins included).
     pub fn committed_granules_per_step(&self) -> Vec<u64> {
-        self.granules_per_step(|g| &g.page_ins)
+        let demand = self.granules_per_step(|g| &g.page_ins);
+        let background = self.granules_per_step(|g| &g.background);
+        demand.iter().zip(&background).map(|(a, b)| a + b).collect()
     }
 
     /// Granules decommitted by each measured step (evictions x their granules).
@@ -129,7 +143,8 @@ impl Prediction {
 
 /// Per measured step of `plan`, the mean over its groups of the VMM granules resident at the
 /// group's router, after the evictions of units resident before it (the replay's and the
-/// engine's order): preloaded units, then each group's page-ins in, its evictions out.
+/// engine's order): preloaded units, then each group's page-ins (demand and off the
+/// critical path) in, its evictions out.
 pub(super) fn live_granules(plan: &ReplayPlan, map: &UnitMap) -> Vec<f64> {
     let measured = plan.steps - plan.warmup_steps;
     if plan.paging != Paging::Vmm {
@@ -161,7 +176,7 @@ pub(super) fn live_granules(plan: &ReplayPlan, map: &UnitMap) -> Vec<f64> {
             sum[i] += live as f64;
             n[i] += 1;
         }
-        for &u in &grp.page_ins {
+        for &u in grp.page_ins.iter().chain(&grp.background) {
             if !std::mem::replace(&mut resident[u as usize], true) {
                 live += granules(u);
             }
@@ -229,7 +244,8 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
         ..RunConfig::default()
     };
     let (map, _) = build_units(&cfg, s.workload)?;
-    let batching = s.retention.map(|r| r.batching).unwrap_or_default();
+    let (map, retention) = placed_units(cfg, map, s)?;
+    let batching = retention.as_ref().map(|r| r.batching).unwrap_or_default();
     let profile = s.workload.profile.as_ref().map(|t| &t.trace);
     let p = plans(
         trace,
@@ -237,11 +253,21 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
         &map,
         batching,
         profile,
-        s.retention.map(|r| &r.cache),
+        retention.as_ref().map(|r| &r.cache),
     )?;
     let hw = &*s.timing.profile;
     let paging = map.paging;
-    let cost = CostModel::new(hw, paging, CostOptions::default())?;
+    let mut cost = CostModel::new(hw, paging, CostOptions::default())?;
+    if let Some((mode, dtype)) = s.cpu {
+        crate::engine::cpu::check(mode, &map, crate::engine::PredictorKind::None)?;
+        cost.cpu = Some(CpuLane::new(
+            mode,
+            hw,
+            trace,
+            Some(dtype),
+            map.expert_bytes,
+        )?);
+    }
     let model = &trace.header.model;
     let mut compute = ComputeModel::new(
         s.timing.compute,
@@ -255,10 +281,11 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
     let ks = trace.keyspace();
     let opts = EngineOptions {
         seed: s.seed,
+        record_cpu_keys: s.cpu.is_some(),
         ..EngineOptions::default()
     };
     let pred = replay(&p, &map, &ks, &cost, &compute, opts)?;
-    let w = choose_warm_up(&p, warm_up, s.retention.is_some(), s.steps);
+    let w = choose_warm_up(&p, warm_up, retention.is_some(), s.steps);
     let left = p.steps.len().saturating_sub(w.steps);
     let steps = s.steps.unwrap_or(left).min(left);
     if steps == 0 {
@@ -286,6 +313,9 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
         nonexpert_bytes_per_layer,
     );
     plan.warmup_steps = w.steps;
+    if let (Some(lane), Some(cpu_keys)) = (&cost.cpu, &pred.cpu_keys) {
+        compose(&mut plan, lane, cpu_keys, &p);
+    }
     let range = w.steps..w.steps + steps;
     Ok(Prediction {
         spec: map.spec.clone(),
@@ -293,7 +323,7 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
             .groups
             .iter()
             .filter(|g| g.step as usize >= w.steps)
-            .map(|g| g.page_ins.len() as u64)
+            .map(|g| (g.page_ins.len() + g.background.len()) as u64)
             .sum(),
         peak_bytes: (pred.peak_mapped_bytes - compute.nonexpert_bytes).max(0.0) as u64,
         map,
@@ -301,6 +331,8 @@ pub fn predict(spec: &str, s: &PredictionSetup, warm_up: WarmUpChoice) -> Result
         plan,
         steps,
         warm_up: w,
+        cpu: s.cpu.map(|c| c.0),
+        lane: None,
         step_us: pred.step_us[range.clone()].to_vec(),
         parts: pred.step_parts[range].to_vec(),
         pricing: Pricing {
@@ -335,6 +367,7 @@ pub fn replay_plan(
                 keys: p.keys(g).to_vec(),
                 page_ins: p.page_ins(g).to_vec(),
                 evicted: p.evicted(g).to_vec(),
+                ..ReplayGroup::default()
             })
             .collect(),
         preloaded: p.preloaded.clone(),
@@ -342,5 +375,53 @@ pub fn replay_plan(
         moe_layers: p.moe_layers,
         hidden: hidden as usize,
         nonexpert_bytes_per_layer,
+    }
+}
+
+/// The unit map and retention of a row: as given, or with a CPU placement the GPU's map
+/// without the CPU layers' units and the retention fitted to it, as `sim run` places them
+/// (`crate::engine::cpu::placed`).
+fn placed_units(
+    mut cfg: RunConfig,
+    map: UnitMap,
+    s: &PredictionSetup,
+) -> Result<(UnitMap, Option<RetentionConfig>)> {
+    let Some((mode, dtype)) = s.cpu else {
+        return Ok((map, s.retention.cloned()));
+    };
+    cfg.timing = Some(TimingConfig {
+        cpu_experts: mode,
+        ..s.timing.clone()
+    });
+    let trace = &s.workload.trace.trace;
+    let (gpu, placed, _notes) = crate::engine::cpu::placed(&cfg, map, trace, Some(dtype))?;
+    Ok((gpu, placed.and_then(|c| c.retention)))
+}
+
+/// Turn `plan` (made from `p`) into a composed plan from the engine's CPU keys of every
+/// group (`cpu_keys`, in `p`'s group order): the GPU runs the other keys; each CPU key is one
+/// call of one token (`LaneCall::expert` = its key); a group with calls copies its
+/// activations (`lane.activation_bytes`). Under `misses`, the plan's page-ins are paged in off
+/// the critical path (`background`), except the units the group also evicts (streamed: the
+/// engine never copies them, so they are neither committed nor decommitted).
+pub fn compose(plan: &mut ReplayPlan, lane: &CpuLane, cpu_keys: &[Vec<u32>], p: &Plans) {
+    for (g, (rec, cpu)) in plan.groups.iter_mut().zip(p.groups.iter().zip(cpu_keys)) {
+        g.keys.retain(|k| cpu.binary_search(k).is_err());
+        g.cpu_calls = cpu
+            .iter()
+            .map(|&expert| LaneCall { expert, tokens: 1 })
+            .collect();
+        g.activation_bytes = if cpu.is_empty() {
+            0
+        } else {
+            lane.activation_bytes(rec.moe_layer as usize, rec.slots)
+        };
+        if lane.mode == CpuExperts::Misses {
+            let page_ins = std::mem::take(&mut g.page_ins);
+            let (streamed, kept): (Vec<u32>, Vec<u32>) =
+                page_ins.into_iter().partition(|u| g.evicted.contains(u));
+            g.evicted.retain(|u| !streamed.contains(u));
+            g.background = kept;
+        }
     }
 }

@@ -185,6 +185,25 @@ pub struct Validation {
     /// that recorded blocks (stored files without them: `sim validate --reprice`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<Analysis>,
+    /// A composed validation's CPU lane (`--cpu-experts` with `--hw`): every row is one
+    /// placement of the one `--policy`; absent for a GPU-only validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub composed: Option<Composed>,
+}
+
+/// What a composed validation ran on the host CPU beside the GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Composed {
+    /// The host profile that priced the CPU calls (`--hw-host`).
+    pub host_profile: String,
+    /// The placements, one per row, in row order (`layers:N`, `misses`).
+    pub placements: Vec<String>,
+    /// Weight dtype of the experts (`--dtype`): the host kernel's format and the price.
+    pub dtype: String,
+    /// Bytes of one expert in the host kernel's layout.
+    pub cpu_kernel_expert_bytes: u64,
+    /// What the replay does differently from the engine, in words.
+    pub differences: String,
 }
 
 /// One block of a blocked validation: the probes before and after its replays.

@@ -102,6 +102,7 @@ fn measurement(step_us: Vec<f64>) -> ReplayMeasurement {
         wall_s: 0.0,
         host: Vec::new(),
         warmup_steps: 0,
+        cpu_lane: None,
     }
 }
 
@@ -170,7 +171,7 @@ fn trace_paths_match_by_their_trailing_components() {
     assert!(!same_trace("embedded:prose", t));
 }
 
-mod warm_up_and_composition {
+pub(super) mod warm_up_and_composition {
     use super::super::composition::composition;
     use super::super::predict::live_granules;
     use super::*;
@@ -182,7 +183,8 @@ mod warm_up_and_composition {
     use std::sync::Arc;
     use validate::warmup::{WarmUp, DEFAULT_RULE};
 
-    fn lru(pct: u128) -> RetentionConfig {
+    /// LRU at `pct`% of the bank, global, group semantics, one sequence per step.
+    pub(crate) fn lru(pct: u128) -> RetentionConfig {
         RetentionConfig {
             cache: CacheConfig {
                 policy: PolicyKind::Lru,
@@ -218,6 +220,7 @@ mod warm_up_and_composition {
             steps,
             seed: 0,
             hidden: 1024,
+            cpu: None,
         };
         predict(spec, &setup, w).unwrap()
     }
@@ -299,6 +302,7 @@ mod warm_up_and_composition {
             keys: Vec::new(),
             page_ins,
             evicted,
+            ..Default::default()
         };
         // unit 0 preloaded (2 granules). step 0 (warm-up): +1 -> 4. step 1: group A evicts 0
         // early (live 2 at its router), pages in 2 (-> 4); group B pages in 3 and evicts it

@@ -40,6 +40,10 @@ fn refused_mode(s: &str) -> String {
 
 /// Refuse the flags of the GPU validation that the CPU-lane replay cannot follow.
 fn refuse_gpu_flags(args: &ValidateArgs) -> Result<()> {
+    if !args.policy.is_empty() || args.blocks.is_some() || args.breakdown || args.warm_up.is_some()
+    {
+        bail!("--policy, --blocks, --breakdown and --warm-up with --cpu-experts need --hw (the composed validation, GPU and CPU together); without --hw only the CPU lane is replayed: leave them out");
+    }
     let c = &args.cache;
     if c.evict.is_some() || c.budget.is_some() || c.split.is_some() || c.queue.is_some() {
         bail!("--cpu-experts all|layers:N puts a fixed set of layers on the CPU and pages nothing: drop --evict, --budget, --split and --queue");
@@ -55,7 +59,10 @@ fn refuse_gpu_flags(args: &ValidateArgs) -> Result<()> {
 
 /// The kernel format and geometry of `dtype` experts of the trace header's sizes (int4
 /// groups of 128, as [`DType::Int4`] prices them; bf16 and fp16 on the bf16 kernel).
-fn kernel_geometry(model: &traces::ModelSpec, dtype: DType) -> Result<(Format, ExpertGeometry)> {
+pub(super) fn kernel_geometry(
+    model: &traces::ModelSpec,
+    dtype: DType,
+) -> Result<(Format, ExpertGeometry)> {
     let (Some(h), Some(f)) = (model.hidden_size, model.expert_ffn) else {
         bail!("the trace header of '{}' records no hidden size or expert FFN size: the CPU-lane replay's kernels need both (re-import the trace with the model geometry)", model.name);
     };
@@ -455,6 +462,8 @@ mod tests {
         // the shipped dev-box profile has no bf16 batch arm: a batch of 3 on bf16 is refused
         let e = err(&["--cpu-experts", "all", "--hw-host", HOST, "--batch", "3"]);
         assert!(e.contains("batch arm") && e.contains("--hw-host"), "{e}");
-        assert!(args(&["--cpu-experts", "all", "--policy", "e1"]).is_err());
+        // GPU flags without --hw: the composed validation needs it
+        let e = err(&["--cpu-experts", "all", "--hw-host", HOST, "--policy", "e1"]);
+        assert!(e.contains("need --hw") && e.contains("--policy"), "{e}");
     }
 }

@@ -5,7 +5,9 @@
 use super::ValidateArgs;
 use anyhow::{Context, Result};
 use sim::validation::{rotation, BlockRecord, Prediction, StoredRep};
+use validate::host::lane_replay::LaneBank;
 use validate::host_context::{GpuContext, HostContext};
+use validate::replay_cpu::lane_bank;
 use validate::ReplayOptions;
 
 /// Per prediction its repetitions; the host's state at the start; the block records (empty
@@ -20,12 +22,17 @@ pub(super) fn replay_on_gpu(
 ) -> Result<Replayed> {
     let ctx = host_context(args.device);
     let n = predictions.len();
+    // a composed row's CPU weights, built once and lent to each of its replays
+    let mut banks: Vec<Option<LaneBank>> = predictions
+        .iter()
+        .map(|p| p.lane.as_ref().map(|l| lane_bank(l, 1)))
+        .collect();
     let mut measured = vec![Vec::new(); n];
     let Some(blocks) = args.blocks else {
         for r in 0..args.repeat as usize {
             for (position, i) in rotation(r, n).enumerate() {
                 let what = format!("repetition {} of {}", r + 1, args.repeat);
-                let m = replay_one(args, trace, &predictions[i], &what)?;
+                let m = replay_one(args, trace, &predictions[i], banks[i].as_mut(), &what)?;
                 measured[i].push(StoredRep {
                     position: position as u32,
                     block: None,
@@ -47,7 +54,13 @@ pub(super) fn replay_on_gpu(
                 s.round + 1,
                 args.repeat
             );
-            let m = replay_one(args, trace, &predictions[s.row], &what)?;
+            let m = replay_one(
+                args,
+                trace,
+                &predictions[s.row],
+                banks[s.row].as_mut(),
+                &what,
+            )?;
             measured[s.row].push(StoredRep {
                 position: s.position,
                 block: Some(b),
@@ -64,11 +77,13 @@ pub(super) fn replay_on_gpu(
     Ok((measured, ctx, records))
 }
 
-/// One replay of `pp`'s plan, announced on stderr.
+/// One replay of `pp`'s plan (a composed row's CPU calls reading `bank`), announced on
+/// stderr.
 fn replay_one(
     args: &ValidateArgs,
     trace: &str,
     pp: &Prediction,
+    bank: Option<&mut LaneBank>,
     what: &str,
 ) -> Result<validate::ReplayMeasurement> {
     eprintln!(
@@ -78,7 +93,8 @@ fn replay_one(
     let options = ReplayOptions {
         device: args.device,
     };
-    validate::replay(&pp.plan, &pp.map, pp.peak_bytes, options)
+    let lane = pp.lane.as_ref().zip(bank);
+    validate::replay_composed(&pp.plan, &pp.map, pp.peak_bytes, options, lane)
         .with_context(|| format!("replaying --policy {} on the GPU", pp.spec))
 }
 

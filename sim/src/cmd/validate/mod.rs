@@ -26,6 +26,7 @@ use sim::validation::text::{analysis_table, breakdown_table, table};
 use sim::validation::*;
 use std::path::PathBuf;
 
+mod composed;
 mod cpu;
 mod gpu;
 mod reprice;
@@ -39,7 +40,10 @@ const CPU_EXPERTS_HELP: &str = "Validate the CPU lane instead of the GPU: run, o
     step's time with the host cost model's price under --hw-host. One call per distinct \
     expert per layer per step (--batch W: fifo batches of W requests); --repeat N passes, the \
     modes interleaved; --steps limits the steps. Needs --dtype int4, bf16 or fp16 and the \
-    header geometry. The GPU part of a step is not in it. No GPU needed";
+    header geometry. The GPU part of a step is not in it. No GPU needed. With --hw and one \
+    --policy: the composed validation instead, one row per placement (layers:N, misses): the \
+    GPU replays the GPU keys while a host thread runs the engine's CPU keys beside it, each \
+    step against the engine's prediction of that placement (--blocks, --warm-up apply)";
 
 /// `--hw-host` of `sim validate`.
 const HW_HOST_HELP: &str = "Host profile pricing the CPU calls of --cpu-experts: a shipped \
@@ -63,7 +67,7 @@ const HW_HOST_HELP: &str = "Host profile pricing the CPU calls of --cpu-experts:
         .default_value(None::<&str>)
         .help_heading(None::<&str>)
         .value_name("MODE")
-        .conflicts_with_all(["policy", "measured", "reprice", "blocks", "breakdown", "warm_up"])
+        .conflicts_with_all(["measured", "reprice"])
         .help(CPU_EXPERTS_HELP)),
     mut_arg("hw_host", |a| a
         .help_heading(None::<&str>)
@@ -262,7 +266,7 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
-    if !args.timing.cpu_experts.is_empty() {
+    if !args.timing.cpu_experts.is_empty() && !composed::is_composed(&args) {
         return cpu::run(&args);
     }
     if !args.reprice.is_empty() {
@@ -282,6 +286,9 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         }
         if let Some(a) = &v.analysis {
             t = t + "\n" + &analysis_table(a);
+        }
+        if v.composed.is_some() {
+            t = t + "\n" + &composed::table(v, &p.predictions);
         }
         t
     };
@@ -326,14 +333,18 @@ pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
         steps: args.steps,
         seed: tc.seed,
         hidden: hidden as u64,
+        cpu: None,
     };
     let choice = warm_up_choice(args, earlier.as_ref().map(|e| &e.1))?;
-    let predictions: Vec<Prediction> = args
-        .policy
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| predict(spec, &setup, choice(i)))
-        .collect::<Result<_>>()?;
+    let predictions: Vec<Prediction> = if composed::is_composed(args) {
+        composed::predictions(args, &setup, choice)?
+    } else {
+        args.policy
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| predict(spec, &setup, choice(i)))
+            .collect::<Result<_>>()?
+    };
     let mut v = header(
         &w.trace.label,
         &model.name,
@@ -341,6 +352,10 @@ pub(crate) fn priced(args: &ValidateArgs) -> Result<Priced> {
         &predictions,
         retention.as_ref(),
     );
+    if composed::is_composed(args) {
+        let host = args.timing.hw_host.as_deref().unwrap_or(&hw.name);
+        v.composed = Some(composed::block(args, host, &predictions)?);
+    }
     let measured = match &earlier {
         Some((path, stored)) => {
             v.host_context = stored.host_context.clone();
@@ -437,7 +452,9 @@ fn warm_up_choice(
 
 /// The timing and retention configurations of a validation, after refusing every flag the
 /// real replay cannot follow (checked on the flags themselves, before any file is read).
-fn checked_config(args: &ValidateArgs) -> Result<(TimingConfig, Option<RetentionConfig>)> {
+pub(super) fn checked_config(
+    args: &ValidateArgs,
+) -> Result<(TimingConfig, Option<RetentionConfig>)> {
     if args.steps == Some(0) {
         bail!("--steps 0: --steps must be >= 1 (the decode steps to replay; leave it out for every step)");
     }
@@ -461,7 +478,15 @@ fn checked_config(args: &ValidateArgs) -> Result<(TimingConfig, Option<Retention
     if t.kv_bytes_per_token.is_some() {
         bail!("`sim validate` does not take --kv-bytes-per-token: the replay runs no attention and reads no KV cache, so neither side prices one; leave it out");
     }
-    let Some(tc) = t.for_run(cache_args.seed)? else {
+    if composed::is_composed(args) {
+        composed::checked(args)?;
+    }
+    let tc = if composed::is_composed(args) {
+        t.for_grid(cache_args.seed)?
+    } else {
+        t.for_run(cache_args.seed)?
+    };
+    let Some(tc) = tc else {
         bail!("`sim validate` needs --hw: the profile that prices the prediction (e.g. --hw h200-linux, or the JSON `sim calibrate` wrote)");
     };
     Ok((tc, cache_args.for_run()?))
@@ -494,6 +519,7 @@ fn header(
         host_context: None,
         blocks: Vec::new(),
         analysis: None,
+        composed: None,
     }
 }
 
@@ -809,6 +835,7 @@ mod tests {
             host_context: None,
             blocks: Vec::new(),
             analysis: None,
+            composed: None,
         };
         let path = std::path::Path::new("f.json");
         let check = |stored: Option<u64>, now: Option<u64>| {
@@ -855,6 +882,7 @@ mod tests {
             host_context: None,
             blocks: Vec::new(),
             analysis: None,
+            composed: None,
         };
         let path = std::path::Path::new("f.json");
         let stored = header(settings(1, "global"));

@@ -87,6 +87,7 @@ impl State<'_> {
     ) -> Result<Placed, EngineError> {
         if (g.moe_layer as usize) < lane.cpu_layers {
             let keys = plans.keys(g).len();
+            self.log_cpu_keys(|| plans.keys(g).to_vec());
             let done = self.cpu_run(lane, g, keys, f64::from(g.slots), router)?;
             return Ok(Placed {
                 ready: router,
@@ -98,11 +99,23 @@ impl State<'_> {
         match lane.mode {
             CpuExperts::Misses => self.place_misses(lane, plans, g, router, scratch),
             CpuExperts::Cheaper => self.place_cheaper(lane, plans, g, router, scratch),
-            _ => Ok(Placed::gpu(
-                self.demand_page_ins(plans.page_ins(g), router)?,
-                g,
-                plans,
-            )),
+            _ => {
+                self.log_cpu_keys(Vec::new);
+                Ok(Placed::gpu(
+                    self.demand_page_ins(plans.page_ins(g), router)?,
+                    g,
+                    plans,
+                ))
+            }
+        }
+    }
+
+    /// Log the keys the CPU lane runs in the current group, when they are recorded.
+    fn log_cpu_keys(&mut self, keys: impl FnOnce() -> Vec<u32>) {
+        if let Some(log) = &mut self.cpu_keys {
+            let mut k = keys();
+            k.sort_unstable();
+            log.push(k);
         }
     }
 
@@ -193,10 +206,12 @@ impl State<'_> {
         scratch: &mut Scratch,
     ) -> Result<Placed, EngineError> {
         let keys = plans.keys(g);
-        let cpu_keys = keys
-            .iter()
-            .filter(|&&k| self.units.units_of(k).any(|u| scratch.on_cpu[u as usize]))
-            .count();
+        let on_cpu = |k: u32| self.units.units_of(k).any(|u| scratch.on_cpu[u as usize]);
+        let cpu_keys = keys.iter().filter(|&&k| on_cpu(k)).count();
+        if self.cpu_keys.is_some() {
+            let ks: Vec<u32> = keys.iter().copied().filter(|&k| on_cpu(k)).collect();
+            self.log_cpu_keys(|| ks);
+        }
         for &u in plans.accessed(g) {
             scratch.on_cpu[u as usize] = false;
         }
