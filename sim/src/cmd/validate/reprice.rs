@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use sim::validation::analysis::analyse;
 use sim::validation::composition::composition;
-use sim::validation::reprice::{families, RepricedRow, Repricing, Skipped};
+use sim::validation::reprice::{families, RepricedRow, Repricing, Skipped, Within};
 use sim::validation::Validation;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,7 @@ pub(super) fn run(args: &ValidateArgs) -> Result<()> {
         rows: Vec::new(),
         families: Vec::new(),
         skipped: Vec::new(),
+        within: Within::default(),
     };
     let mut notes: Vec<String> = Vec::new();
     for (path, v) in &files {
@@ -49,6 +50,7 @@ pub(super) fn run(args: &ValidateArgs) -> Result<()> {
         eprintln!("{n}");
     }
     out.families = families(&out.rows);
+    out.within = Within::of(&out.rows);
     let text = if args.json {
         serde_json::to_string_pretty(&serde_json::json!({ "reprice": out }))? + "\n"
     } else {
