@@ -86,7 +86,7 @@ pub fn predictions(
                 geom,
                 format,
                 experts,
-                threads: validate::host::all_threads(),
+                threads: super::cpu_threads(args),
                 seed: args.cache.seed,
             });
             Ok(pp)

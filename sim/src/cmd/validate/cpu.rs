@@ -179,7 +179,7 @@ fn validation(args: &ValidateArgs) -> Result<CpuLaneValidation> {
     let resident = ks.offsets[*s.cpu_layers.iter().max().expect("one mode at least")] as usize;
     let seed = args.cache.seed;
     let mut bank = LaneBank::new(s.geom, s.format, resident, LANE_BANK_BYTES, s.batch, seed);
-    let threads = validate::host::all_threads();
+    let threads = super::cpu_threads(args);
     let pool = validate::host::pool(threads);
     let plans: Vec<Vec<Vec<LaneCall>>> = steps.iter().map(|st| lane_plan(&ks, st)).collect();
     let mut probe = probe_bank(s.format, seed.wrapping_add(1))?;

@@ -111,6 +111,14 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "B", value_parser = clap::value_parser!(u32).range(1..=50))]
     pub blocks: Option<u32>,
 
+    /// Threads of the CPU lane's rayon pool (with --cpu-experts); default every hardware
+    /// thread, as the host calibration ran. Fewer leave cores to the thread that drives the
+    /// GPU (llama.cpp's `--threads`); the prediction still uses the host profile's
+    /// all-thread constants, so the measured difference is the price of the spare cores.
+    #[arg(long, value_name = "N", requires = "cpu_experts",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub cpu_threads: Option<u32>,
+
     /// Untimed warm-up steps before the measured ones, replayed for real (commits, copies,
     /// kernels, evictions) and priced alike: `auto` (default) runs retention rows until their
     /// cache is at its budget and 3 steps in a row evict within 10% of what they page in (at
@@ -1274,4 +1282,10 @@ mod tests {
             assert!(help.contains(own), "{own}");
         }
     }
+}
+
+/// The CPU lane's threads: `--cpu-threads`, else every hardware thread.
+pub(super) fn cpu_threads(args: &ValidateArgs) -> usize {
+    args.cpu_threads
+        .map_or_else(validate::host::all_threads, |n| n as usize)
 }
