@@ -217,7 +217,11 @@ pub fn run_timing(
 
 /// The cost and compute models of a run of `cfg` on `trace` under `map` (prefetch costs
 /// checked only with a predictor).
-pub(crate) fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel, ComputeModel)> {
+pub(crate) fn models(
+    cfg: &TimingConfig,
+    trace: &Trace,
+    map: &UnitMap,
+) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
     let mut cost = CostModel::new(
         hw,

@@ -145,8 +145,15 @@ impl Plans {
     pub fn retire(&mut self, step: usize) -> usize {
         let drop_steps = step - self.base_step;
         let drop_groups = self.groups.partition_point(|g| (g.step as usize) < step);
-        let id0 = self.groups.get(drop_groups).map_or(self.ids.len() as u32, |g| g.k0);
-        let seq0 = if drop_steps == 0 { 0 } else { self.seq_end[drop_steps - 1] };
+        let id0 = self
+            .groups
+            .get(drop_groups)
+            .map_or(self.ids.len() as u32, |g| g.k0);
+        let seq0 = if drop_steps == 0 {
+            0
+        } else {
+            self.seq_end[drop_steps - 1]
+        };
         self.base_group += drop_groups;
         let ssd = self
             .ssd_reads

@@ -610,9 +610,11 @@ impl<'a> Pricer<'a> {
             st.evict_resident(plans.evicted(&g), router, &mut self.evictions);
             st.mark_ssd(plans, gi, &mut self.ssd_cursor, true);
             let placed = match &st.cost.cpu {
-                None => {
-                    cpu_lane::Placed::gpu(st.demand_page_ins(plans.page_ins(&g), router)?, &g, plans)
-                }
+                None => cpu_lane::Placed::gpu(
+                    st.demand_page_ins(plans.page_ins(&g), router)?,
+                    &g,
+                    plans,
+                ),
                 Some(lane) => st.place_group(lane, plans, &g, router, &mut self.place)?,
             };
             st.mark_ssd(plans, gi, &mut self.ssd_cursor, false);
@@ -621,7 +623,8 @@ impl<'a> Pricer<'a> {
                 ready = st.await_prefetched(plans.accessed(&g), ready);
                 p.issue(st, plans, gi, router)?;
             }
-            let gpu_done = st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
+            let gpu_done =
+                st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
             let done = st.join_cpu(gpu_done, placed.cpu_done);
             st.evict_late(&mut self.evictions, done);
             if let Some(p) = &self.prefetch {
@@ -1174,8 +1177,8 @@ impl<'a> State<'a> {
             }),
             step_latency: None,
         };
-        let decode_step_us_mean = (log.decode_steps > 0)
-            .then(|| log.decode_sum_us / log.decode_steps as f64);
+        let decode_step_us_mean =
+            (log.decode_steps > 0).then(|| log.decode_sum_us / log.decode_steps as f64);
         Ok(Replay {
             timing,
             detail,
