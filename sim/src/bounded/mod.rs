@@ -15,8 +15,9 @@
 //!
 //! Memory: the unit map, the policy state and per-unit counters, one block buffer per pass,
 //! and the record buffers of [`source`]. The results are those of [`crate::runner::run`] on
-//! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Runs this
-//! path does not cover ([`supports`]) load the trace as before.
+//! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Timed runs
+//! take the same passes and then [`timed`]'s windowed recording and pricing. Runs neither
+//! covers ([`supports`], [`timed::supports`]) load the trace as before.
 
 pub mod grid;
 pub mod next_use;

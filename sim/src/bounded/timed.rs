@@ -206,27 +206,8 @@ impl Timed<'_> {
             &cost
         };
         let opts = engine_options(self.tc);
-        let new = |o: EngineOptions| {
-            Pricer::new(
-                &plans,
-                self.map,
-                ks,
-                cost,
-                &compute,
-                o,
-                self.learning,
-                false,
-            )
-        };
         let kinds = baselines(self.tc.predictor);
-        let mut pricers = vec![new(opts)?];
-        for &k in &kinds {
-            pricers.push(new(EngineOptions {
-                predictor: k,
-                timeline_cap: 0,
-                ..opts
-            })?);
-        }
+        let mut pricers = self.pricers(&plans, cost, &compute, opts, &kinds)?;
         let lead = if opts.predictor == PredictorKind::None {
             0
         } else {
@@ -269,7 +250,46 @@ impl Timed<'_> {
         }
         let mut done = pricers.into_iter().map(|p| p.finish(tokens));
         let run = done.next().expect("the main pricer")?;
-        let mut rest = kinds.iter().zip(done);
+        let t = self.outcome(run, kinds.iter().copied().zip(done), cost)?;
+        Ok((sim, t))
+    }
+
+    /// The run's pricer (options `opts`) and one per baseline predictor of `kinds`, without
+    /// a timeline, for the plan whose first window is `plans`.
+    fn pricers<'p>(
+        &'p self,
+        plans: &Plans,
+        cost: &'p crate::cost::CostModel,
+        compute: &'p crate::model_profile::ComputeModel,
+        opts: EngineOptions,
+        kinds: &[PredictorKind],
+    ) -> Result<Vec<Pricer<'p>>> {
+        let ks = &self.f.ks;
+        let new = |o| Pricer::new(plans, self.map, ks, cost, compute, o, self.learning, false);
+        let mut pricers = vec![new(opts)?];
+        for &k in kinds {
+            pricers.push(new(EngineOptions {
+                predictor: k,
+                timeline_cap: 0,
+                ..opts
+            })?);
+        }
+        Ok(pricers)
+    }
+
+    /// The timing blocks of the finished replay `run`, with the baselines' replays `rest`
+    /// (in [`baselines`] order), as [`crate::engine::run_timing`] words them.
+    fn outcome(
+        &self,
+        run: crate::engine::Replay,
+        mut rest: impl Iterator<
+            Item = (
+                PredictorKind,
+                Result<crate::engine::Replay, crate::engine::EngineError>,
+            ),
+        >,
+        cost: &crate::cost::CostModel,
+    ) -> Result<TimedOutcome> {
         let prefetch = (self.tc.predictor != PredictorKind::None)
             .then(|| {
                 crate::engine::prefetch::report(
@@ -279,7 +299,7 @@ impl Timed<'_> {
                     &run,
                     |k| {
                         let (kind, r) = rest.next().expect("a baseline per kind asked");
-                        debug_assert_eq!(*kind, k);
+                        debug_assert_eq!(kind, k);
                         r
                     },
                 )
@@ -290,14 +310,13 @@ impl Timed<'_> {
             .cpu
             .as_ref()
             .map(|lane| crate::engine::cpu::report(lane, &cost.profile, &run));
-        let t = TimedOutcome {
+        Ok(TimedOutcome {
             timing: run.timing,
             detail: run.detail,
             prefetch,
             cpu,
             notes,
-        };
-        Ok((sim, t))
+        })
     }
 }
 

@@ -102,7 +102,12 @@ impl Serialize for Timeline {
         let mut doc = ser.serialize_map(Some(3))?;
         doc.serialize_entry("traceEvents", &Events(self))?;
         doc.serialize_entry("displayTimeUnit", "ms")?;
-        doc.serialize_entry("otherData", &Other { dropped_spans: self.dropped })?;
+        doc.serialize_entry(
+            "otherData",
+            &Other {
+                dropped_spans: self.dropped,
+            },
+        )?;
         doc.end()
     }
 }
@@ -180,12 +185,16 @@ mod tests {
     fn tree(t: &Timeline) -> serde_json::Value {
         let mut events = Vec::new();
         for r in t.tracks() {
-            events.push(json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
-                "args": {"name": r.label()}}));
+            events.push(
+                json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": r as u32,
+                "args": {"name": r.label()}}),
+            );
         }
         for s in &t.spans {
-            events.push(json!({"name": s.name, "ph": "X", "pid": 1, "tid": s.resource as u32,
-                "ts": s.start_us, "dur": s.dur_us, "args": {"step": s.step, "layer": s.layer}}));
+            events.push(
+                json!({"name": s.name, "ph": "X", "pid": 1, "tid": s.resource as u32,
+                "ts": s.start_us, "dur": s.dur_us, "args": {"step": s.step, "layer": s.layer}}),
+            );
         }
         json!({"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"dropped_spans": t.dropped}})
