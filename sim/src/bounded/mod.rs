@@ -15,14 +15,16 @@
 //!
 //! Memory: the unit map, the policy state and per-unit counters, one block buffer per pass,
 //! and the record buffers of [`source`]. The results are those of [`crate::runner::run`] on
-//! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Runs this
-//! path does not cover ([`supports`]) load the trace as before.
+//! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Timed runs
+//! take the same passes and then [`timed`]'s windowed recording and pricing. Runs neither
+//! covers ([`supports`], [`timed::supports`]) load the trace as before.
 
 pub mod grid;
 pub mod next_use;
 mod positioned;
 pub mod profile;
 pub mod source;
+pub mod timed;
 
 use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, RetentionConfig, Schedule};
 use crate::runner::{self, RunConfig, RunReport};
@@ -54,8 +56,9 @@ pub fn supports(cfg: &RunConfig) -> bool {
 pub fn passes(cfg: &RunConfig, profile_given: bool) -> u64 {
     let mech_profile =
         runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| m.needs_profile());
+    let timed = cfg.timing.is_some() as u64;
     let Some(rc) = &cfg.retention else {
-        return 1 + mech_profile as u64;
+        return 1 + mech_profile as u64 + timed;
     };
     let policy = rc.cache.policy;
     1 + mech_profile as u64
@@ -272,7 +275,8 @@ fn check_retention(f: &Files, rc: &RetentionConfig) -> Result<()> {
 }
 
 /// [`runner::run`] of `cfg` on the trace file `trace` (and the profile trace file `profile`)
-/// without loading either; `cfg` must be one [`supports`] covers. `tick(n)`: n more tokens of
+/// without loading either; `cfg` must be one [`supports`] or (timed) [`timed::supports`]
+/// covers. `tick(n)`: n more tokens of
 /// a pass are done.
 pub fn run_file(
     cfg: &RunConfig,
@@ -280,6 +284,9 @@ pub fn run_file(
     profile: Option<&Path>,
     tick: &dyn Fn(u64),
 ) -> Result<RunReport> {
+    if cfg.timing.is_some() {
+        return timed::run_file(cfg, trace, profile, tick);
+    }
     let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention

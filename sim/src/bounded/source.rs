@@ -44,6 +44,20 @@ pub struct RoundRobin {
     one: Vec<u16>,
     /// Expert count of each id position of a record (an id at or above it is corrupt).
     limit: Vec<u16>,
+    /// Per sequence: records yielded so far, and its selected prefill tokens (yielded first).
+    taken: Vec<u64>,
+    prefill: Vec<u64>,
+    /// The sequence of the last record yielded.
+    last: usize,
+}
+
+/// Where a record [`RoundRobin`] yielded sits in the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordPos {
+    pub sequence: u32,
+    pub phase: Phase,
+    /// The token's index in its sequence's phase.
+    pub token: u64,
 }
 
 impl RoundRobin {
@@ -91,6 +105,12 @@ impl RoundRobin {
             .flat_map(|m| vec![ks.experts[m]; ks.top_k[m] as usize])
             .collect();
         let name = reader.file_name().to_string();
+        let prefill = header
+            .sequences
+            .iter()
+            .map(|s| u64::from(phases.includes(Phase::Prefill)) * s.prefill_tokens)
+            .collect();
+        let taken = vec![0; header.sequences.len()];
         drop(reader);
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         Ok(RoundRobin {
@@ -105,7 +125,24 @@ impl RoundRobin {
             raw: Vec::new(),
             one: vec![0; ipt],
             limit,
+            taken,
+            prefill,
+            last: 0,
         })
+    }
+
+    /// The place of the record the last [`RoundRobin::next_record`] yielded.
+    pub fn last_pos(&self) -> RecordPos {
+        let (s, n) = (self.last, self.taken[self.last] - 1);
+        let (phase, token) = match n.checked_sub(self.prefill[s]) {
+            None => (Phase::Prefill, n),
+            Some(d) => (Phase::Decode, d),
+        };
+        RecordPos {
+            sequence: s as u32,
+            phase,
+            token,
+        }
     }
 
     /// The next record's ids (every MoE layer in order), or `None` after the last token.
@@ -130,6 +167,8 @@ impl RoundRobin {
         }
         let s = self.active[self.at];
         self.at += 1;
+        self.last = s;
+        self.taken[s] += 1;
         let c = &self.cursors[s];
         if !buffered || c.next * ipt == c.ids.len() {
             self.fill(s, if buffered { self.cap } else { 1 })?;

@@ -5,6 +5,7 @@
 use super::plan::Plans;
 use crate::cache::{self, schedule, Batching, CacheConfig, CacheOutcome, CacheSim};
 use anyhow::Result;
+use policies::retention::EvictionPolicy;
 use policies::UnitMap;
 use traces::{KeySpace, Phase, PhaseSel, Trace};
 
@@ -38,19 +39,11 @@ pub fn record(
 ) -> Result<(Plans, Option<CacheOutcome>)> {
     let ks = trace.keyspace();
     let (batches, _) = schedule::batches_of(trace, &ks, map, phases, batching)?;
-    let mut plans = Plans::new(ks.num_moe_layers());
     let mut sim = match retention {
-        Some((w, cfg)) => {
-            let (sim, _) = w.simulator(map, cfg)?;
-            plans.preloaded = (0..map.num_units() as u32)
-                .filter(|&u| sim.is_resident(u))
-                .collect();
-            plans.tiered = sim.has_dram();
-            plans.page_cache = sim.dram_mode() == Some(cache::DramMode::PageCache);
-            Some(sim)
-        }
+        Some((w, cfg)) => Some(w.simulator(map, cfg)?.0),
         None => None,
     };
+    let mut plans = empty_plans(ks.num_moe_layers(), map, sim.as_ref());
     let mut group = GroupBuf::new(ks.num_keys(), map.num_units());
     let mut seqs = Vec::new();
     for batch in &batches {
@@ -62,11 +55,8 @@ pub fn record(
         for layer in 0..ks.num_moe_layers() {
             group.gather(trace, &ks, map, batch, layer);
             match &mut sim {
-                Some(sim) => group.decide(sim, &mut plans, layer),
-                None => {
-                    let units = &group.units[..];
-                    plans.push_group_slots(layer, &group.keys, group.slots, [units; 3])
-                }
+                Some(sim) => group.decide(sim, &mut plans, layer, None),
+                None => group.push_streaming(&mut plans, layer),
             }
         }
     }
@@ -78,6 +68,24 @@ pub fn record(
         }
     });
     Ok((plans, outcome))
+}
+
+/// Plans with nothing recorded yet for a model of `moe_layers` MoE layers: with a retention
+/// driver `sim`, the units it holds before the first step (static pins) and its tiers.
+pub(crate) fn empty_plans<P: ?Sized + EvictionPolicy>(
+    moe_layers: usize,
+    map: &UnitMap,
+    sim: Option<&CacheSim<'_, P>>,
+) -> Plans {
+    let mut plans = Plans::new(moe_layers);
+    if let Some(sim) = sim {
+        plans.preloaded = (0..map.num_units() as u32)
+            .filter(|&u| sim.is_resident(u))
+            .collect();
+        plans.tiered = sim.has_dram();
+        plans.page_cache = sim.dram_mode() == Some(cache::DramMode::PageCache);
+    }
+    plans
 }
 
 /// Tokens of KV cache the batch's sequences hold together at this step: prompt tokens (for a
@@ -97,7 +105,7 @@ fn kv_tokens(trace: &Trace, batch: &[cache::Request]) -> u64 {
 }
 
 /// One group's buffers, reused so the loop allocates nothing once they have grown.
-struct GroupBuf {
+pub(crate) struct GroupBuf {
     keys: Vec<u32>,
     /// Routed (token, expert) slots of the group (selections summed over the chunks' tokens).
     slots: u32,
@@ -112,7 +120,7 @@ struct GroupBuf {
 }
 
 impl GroupBuf {
-    fn new(keys: usize, units: usize) -> Self {
+    pub(crate) fn new(keys: usize, units: usize) -> Self {
         GroupBuf {
             keys: Vec::new(),
             slots: 0,
@@ -144,20 +152,53 @@ impl GroupBuf {
                 let sel = trace.selection(ks, r.sequence as usize, r.phase, t, layer);
                 self.slots += sel.len() as u32;
                 for &e in sel {
-                    let k = ks.key(layer, e);
-                    if !self.seen_key[k as usize] {
-                        self.seen_key[k as usize] = true;
-                        self.keys.push(k);
-                    }
-                    for u in map.units_of(k) {
-                        if !self.seen_unit[u as usize] {
-                            self.seen_unit[u as usize] = true;
-                            self.units.push(u);
-                        }
-                    }
+                    self.select(map, ks.key(layer, e));
                 }
             }
         }
+        self.clear_marks();
+    }
+
+    /// [`GroupBuf::gather`] from the batch's token records (`records`: one record of
+    /// `ks.ids_per_token()` ids per request, in batch order), one token per request.
+    pub(crate) fn gather_records(
+        &mut self,
+        ks: &KeySpace,
+        map: &UnitMap,
+        records: &[u16],
+        layer: usize,
+    ) {
+        self.keys.clear();
+        self.units.clear();
+        self.slots = 0;
+        let sel = ks.sel_offsets[layer]..ks.sel_offsets[layer + 1];
+        for rec in records.chunks_exact(ks.ids_per_token()) {
+            let sel = &rec[sel.clone()];
+            self.slots += sel.len() as u32;
+            for &e in sel {
+                self.select(map, ks.key(layer, e));
+            }
+        }
+        self.clear_marks();
+    }
+
+    /// Add key `k` and its units unless already in the group.
+    #[inline]
+    fn select(&mut self, map: &UnitMap, k: u32) {
+        if !self.seen_key[k as usize] {
+            self.seen_key[k as usize] = true;
+            self.keys.push(k);
+        }
+        for u in map.units_of(k) {
+            if !self.seen_unit[u as usize] {
+                self.seen_unit[u as usize] = true;
+                self.units.push(u);
+            }
+        }
+    }
+
+    /// Clear the deduplication marks of the gathered keys and units.
+    fn clear_marks(&mut self) {
         for &k in &self.keys {
             self.seen_key[k as usize] = false;
         }
@@ -166,11 +207,33 @@ impl GroupBuf {
         }
     }
 
+    /// The units the group accessed (after a gather).
+    pub(crate) fn units(&self) -> &[u32] {
+        &self.units
+    }
+
+    /// Record the gathered group in the streaming regime: every accessed unit is paged in
+    /// and dropped after the group.
+    pub(crate) fn push_streaming(&self, plans: &mut Plans, layer: usize) {
+        let units = &self.units[..];
+        plans.push_group_slots(layer, &self.keys, self.slots, [units; 3]);
+    }
+
     /// Step the retention driver over the gathered group and record its decisions. Streamed
     /// (bypassed) page-ins leave VRAM after the group; units the policy already evicted (a
-    /// budget below one group) are not listed twice.
-    fn decide(&mut self, sim: &mut CacheSim<'_>, plans: &mut Plans, layer: usize) {
-        let out = sim.group(&self.units);
+    /// budget below one group) are not listed twice. `next`: the accesses' next uses when
+    /// the caller reads them (else the driver's own, if any).
+    pub(crate) fn decide<P: ?Sized + EvictionPolicy>(
+        &mut self,
+        sim: &mut CacheSim<'_, P>,
+        plans: &mut Plans,
+        layer: usize,
+        next: Option<&[u32]>,
+    ) {
+        let out = match next {
+            Some(n) => sim.group_next(&self.units, Some(n)),
+            None => sim.group(&self.units),
+        };
         self.evicted.clear();
         self.evicted.extend_from_slice(&out.evicted);
         self.page_ins.clear();
@@ -195,7 +258,7 @@ impl GroupBuf {
             self.slots,
             [&self.units, &self.page_ins, &self.evicted],
         );
-        let gi = (plans.groups.len() - 1) as u32;
+        let gi = (plans.end_group() - 1) as u32;
         plans.ssd_reads.extend(self.ssd.iter().map(|&u| (gi, u)));
     }
 }

@@ -192,14 +192,14 @@ pub fn run_timing(
         price(&plans, o)
     };
     let prefetch = (cfg.predictor != PredictorKind::None)
-        .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &plans, &r, baseline))
+        .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &r, baseline))
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;
-    let decode_step_us_mean = decode_step_mean(&plans, &r.step_us);
+    let decode_step_us_mean = r.decode_step_us_mean;
     let cpu = cost
         .cpu
         .as_ref()
-        .map(|lane| super::cpu::report(lane, &cost.profile, &plans, &r));
+        .map(|lane| super::cpu::report(lane, &cost.profile, &r));
     let mut detail = r.detail;
     if cfg.step_latencies {
         super::report::keep_step_latencies(&mut detail, &r.step_us);
@@ -215,22 +215,13 @@ pub fn run_timing(
     })
 }
 
-/// Mean of `step_us` (one per step of `plans`, in order) over the steps that process no
-/// prompt token; `None` without one.
-fn decode_step_mean(plans: &Plans, step_us: &[f64]) -> Option<f64> {
-    let decode: Vec<f64> = plans
-        .steps
-        .iter()
-        .zip(step_us)
-        .filter(|(s, _)| !s.prefill)
-        .map(|(_, &us)| us)
-        .collect();
-    (!decode.is_empty()).then(|| decode.iter().sum::<f64>() / decode.len() as f64)
-}
-
 /// The cost and compute models of a run of `cfg` on `trace` under `map` (prefetch costs
 /// checked only with a predictor).
-fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel, ComputeModel)> {
+pub(crate) fn models(
+    cfg: &TimingConfig,
+    trace: &Trace,
+    map: &UnitMap,
+) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
     let mut cost = CostModel::new(
         hw,
@@ -262,7 +253,7 @@ fn models(cfg: &TimingConfig, trace: &Trace, map: &UnitMap) -> Result<(CostModel
 }
 
 /// The engine's switches from `cfg`; spans are recorded only for `--timeline`.
-fn engine_options(cfg: &TimingConfig) -> EngineOptions {
+pub(crate) fn engine_options(cfg: &TimingConfig) -> EngineOptions {
     EngineOptions {
         deferred_unmap: cfg.deferred_unmap,
         serial_loader: cfg.serial_loader,
@@ -280,7 +271,7 @@ fn engine_options(cfg: &TimingConfig) -> EngineOptions {
 
 /// Write the replay's timeline where `--timeline` asked (nothing without it); the notes say
 /// what was written and how many spans were dropped past [`TIMELINE_MAX_SPANS`].
-fn write_timeline(cfg: &TimingConfig, r: &super::Replay) -> Result<Vec<String>> {
+pub(crate) fn write_timeline(cfg: &TimingConfig, r: &super::Replay) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     if let (Some(path), Some(t)) = (&cfg.timeline, &r.timeline) {
         t.write(path)

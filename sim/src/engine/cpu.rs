@@ -247,17 +247,12 @@ pub fn check(
 pub fn report(
     lane: &CpuLane,
     profile: &str,
-    plans: &super::Plans,
     r: &super::Replay,
 ) -> reports::cpu_lane::CpuLaneReport {
     let c = &r.cpu;
-    let steps = r.step_us.len().max(1) as f64;
-    let tokens = plans.tokens().max(1) as f64;
-    let keys: u64 = plans
-        .groups
-        .iter()
-        .map(|g| plans.keys(g).len() as u64)
-        .sum();
+    let steps = r.detail.steps.max(1) as f64;
+    let tokens = r.detail.tokens.max(1) as f64;
+    let keys = r.keys;
     let ms = |us: f64| us / steps / 1e3;
     reports::cpu_lane::CpuLaneReport {
         placement: lane.mode.to_string(),

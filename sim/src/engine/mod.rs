@@ -25,7 +25,7 @@ pub use config::{run_timing, TimingConfig, TimingOutcome};
 pub use plan::{GroupRec, Plans, StepRec};
 pub use predict::{Learning, PredictorKind};
 pub use queue::EventQueue;
-pub use replay::{replay, replay_learning, EngineError, EngineOptions, Replay};
+pub use replay::{replay, replay_learning, EngineError, EngineOptions, Pricer, Replay};
 pub use report::{StepParts, TimingDetail, TimingReport};
 pub use timeline::Timeline;
 

@@ -30,13 +30,21 @@ pub struct StepRec {
     pub prefill: bool,
 }
 
-/// The whole replay, in execution order: groups step-major, MoE layers in order.
+/// The whole replay, in execution order: groups step-major, MoE layers in order. A plan
+/// recorded window by window ([`Plans::retire`]) holds only its latest steps: `groups[0]` is
+/// group `base_group` of the replay and `steps[0]` step `base_step`; group and step numbers
+/// ([`GroupRec::step`], [`Plans::group`], [`History`]) count from the replay's start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plans {
     /// MoE layers per step.
     pub moe_layers: usize,
+    /// The retained groups (all of them unless [`Plans::retire`] dropped a prefix).
     pub groups: Vec<GroupRec>,
+    /// The retained steps.
     pub steps: Vec<StepRec>,
+    /// Replay numbers of `groups[0]` and `steps[0]` (0 until [`Plans::retire`]).
+    pub base_group: usize,
+    pub base_step: usize,
     /// Units resident before the first step (static pins), never page-ins.
     pub preloaded: Vec<u32>,
     /// Whether the plan has a DRAM tier behind VRAM (`--dram`): its page-ins are DRAM hits
@@ -45,7 +53,7 @@ pub struct Plans {
     /// Whether that tier is the OS page cache (`--dram-mode page-cache`): every VMM page-in
     /// and prefetch copies from pageable memory.
     pub page_cache: bool,
-    /// (group index, unit) of every page-in read from SSD, in group order (with `tiered`).
+    /// (group number, unit) of every page-in read from SSD, in group order (with `tiered`).
     pub ssd_reads: Vec<(u32, u32)>,
     ids: Vec<u32>,
     /// The sequence of each request of each step, step-major: step `s`'s are
@@ -101,17 +109,81 @@ impl Plans {
 
     /// The sequences of step `s`'s requests, in batch order.
     pub fn step_sequences(&self, s: usize) -> &[u32] {
+        let s = s - self.base_step;
         let start = if s == 0 { 0 } else { self.seq_end[s - 1] };
         &self.step_seqs[start as usize..self.seq_end[s] as usize]
     }
 
-    /// What a prefetch predictor may see at group `now`: groups `0 ..= now` and their steps.
+    /// Group number `gi` of the replay (it must be retained).
+    #[inline]
+    pub fn group(&self, gi: usize) -> GroupRec {
+        self.groups[gi - self.base_group]
+    }
+
+    /// Group number `gi`, or `None` when it is not recorded yet (or was retired).
+    #[inline]
+    pub fn get_group(&self, gi: usize) -> Option<&GroupRec> {
+        self.groups.get(gi.checked_sub(self.base_group)?)
+    }
+
+    /// Step number `s` of the replay (it must be retained).
+    #[inline]
+    pub fn step(&self, s: usize) -> StepRec {
+        self.steps[s - self.base_step]
+    }
+
+    /// The number the next recorded group gets: groups recorded so far, retired included.
+    #[inline]
+    pub fn end_group(&self) -> usize {
+        self.base_group + self.groups.len()
+    }
+
+    /// Drop every step before step number `step` (which must be retained or the next one)
+    /// with its groups, ids and SSD reads, so a plan recorded and priced window by window
+    /// holds a bounded tail; numbers of the kept groups and steps do not change. Returns the
+    /// entries dropped from `ssd_reads`.
+    pub fn retire(&mut self, step: usize) -> usize {
+        let drop_steps = step - self.base_step;
+        let drop_groups = self.groups.partition_point(|g| (g.step as usize) < step);
+        let id0 = self
+            .groups
+            .get(drop_groups)
+            .map_or(self.ids.len() as u32, |g| g.k0);
+        let seq0 = if drop_steps == 0 {
+            0
+        } else {
+            self.seq_end[drop_steps - 1]
+        };
+        self.base_group += drop_groups;
+        let ssd = self
+            .ssd_reads
+            .partition_point(|&(g, _)| (g as usize) < self.base_group);
+        self.ssd_reads.drain(..ssd);
+        self.groups.drain(..drop_groups);
+        for g in &mut self.groups {
+            for o in [&mut g.k0, &mut g.a0, &mut g.p0, &mut g.e0, &mut g.end] {
+                *o -= id0;
+            }
+        }
+        self.ids.drain(..id0 as usize);
+        self.steps.drain(..drop_steps);
+        self.seq_end.drain(..drop_steps);
+        self.seq_end.iter_mut().for_each(|e| *e -= seq0);
+        self.step_seqs.drain(..seq0 as usize);
+        self.base_step = step;
+        ssd
+    }
+
+    /// What a prefetch predictor may see at group `now`: groups up to `now` (those retained)
+    /// and their steps.
     pub fn history(&self, now: usize) -> History<'_> {
-        let g = &self.groups[now];
-        let step = g.step as usize;
+        let g = &self.groups[now - self.base_group];
+        let step = g.step as usize - self.base_step;
         History {
             moe_layers: self.moe_layers,
-            groups: &self.groups[..=now],
+            base_group: self.base_group,
+            base_step: self.base_step,
+            groups: &self.groups[..=now - self.base_group],
             ids: &self.ids[..g.end as usize],
             step_seqs: &self.step_seqs[..self.seq_end[step] as usize],
             seq_end: &self.seq_end[..=step],
@@ -153,7 +225,7 @@ impl Plans {
         let e0 = self.ids.len() as u32;
         self.ids.extend_from_slice(evicted);
         self.groups.push(GroupRec {
-            step: (self.steps.len() - 1) as u32,
+            step: (self.base_step + self.steps.len() - 1) as u32,
             moe_layer: moe_layer as u32,
             slots,
             k0,
@@ -181,12 +253,12 @@ impl Plans {
         &self.ids[g.e0 as usize..g.end as usize]
     }
 
-    /// Total page-ins over the plan.
+    /// Total page-ins over the retained groups (the whole plan unless retired).
     pub fn total_page_ins(&self) -> u64 {
         self.groups.iter().map(|g| (g.e0 - g.p0) as u64).sum()
     }
 
-    /// Total tokens produced (sum of the steps' tokens: one per sequence per step without
+    /// Total tokens produced by the retained steps (sum of the steps' tokens: one per sequence per step without
     /// verification or prompt chunks).
     pub fn tokens(&self) -> u64 {
         self.steps.iter().map(|s| s.tokens as u64).sum()
@@ -200,6 +272,9 @@ impl Plans {
 #[derive(Clone, Copy)]
 pub struct History<'a> {
     moe_layers: usize,
+    /// Replay numbers of `groups[0]` and of the first step `seq_end` covers.
+    base_group: usize,
+    base_step: usize,
     groups: &'a [GroupRec],
     ids: &'a [u32],
     step_seqs: &'a [u32],
@@ -222,7 +297,7 @@ pub struct Seen<'a> {
 impl<'a> History<'a> {
     /// The index of the current group.
     pub fn now(&self) -> usize {
-        self.groups.len() - 1
+        self.base_group + self.groups.len() - 1
     }
 
     /// MoE layers per step.
@@ -230,13 +305,14 @@ impl<'a> History<'a> {
         self.moe_layers
     }
 
-    /// Group `g`, or `None` when it comes after the current one.
+    /// Group `g`, or `None` when it comes after the current one (or, in a plan recorded
+    /// window by window, before the retained tail, which holds at least the last step).
     pub fn group(&self, g: usize) -> Option<Seen<'a>> {
-        let r = self.groups.get(g)?;
-        let step = r.step as usize;
+        let r = self.groups.get(g.checked_sub(self.base_group)?)?;
+        let step = r.step as usize - self.base_step;
         let start = if step == 0 { 0 } else { self.seq_end[step - 1] };
         Some(Seen {
-            step,
+            step: r.step as usize,
             moe_layer: r.moe_layer as usize,
             keys: &self.ids[r.k0 as usize..r.a0 as usize],
             accessed: &self.ids[r.a0 as usize..r.p0 as usize],

@@ -18,7 +18,6 @@ mod tests;
 pub use super::plan::{History, Seen};
 pub use learn::{Learning, LearnsFrom};
 
-use super::plan::Plans;
 use policies::UnitMap;
 use traces::KeySpace;
 
@@ -54,8 +53,6 @@ pub struct PredictorEntry {
 /// What a predictor is built from.
 #[derive(Clone, Copy)]
 pub struct PredictInputs<'a> {
-    /// The whole plan, future included: only a predictor with `reads_future` may read it.
-    pub plan: &'a Plans,
     pub units: &'a UnitMap,
     pub ks: &'a KeySpace,
     /// Prefetch lead in groups (MoE layers), >= 1.
@@ -63,13 +60,15 @@ pub struct PredictInputs<'a> {
     pub learning: Learning<'a>,
 }
 
-/// The group a prediction is for: its index in the plan and its MoE layer. The index lets
-/// `oracle` look the group up and `prev-token` find the step before it; the others use only
-/// the layer.
+/// The group a prediction is for: its number in the replay and its MoE layer. The number
+/// lets `prev-token` find the step before it; the others use only the layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Target {
+pub struct Target<'a> {
     pub group: usize,
     pub moe_layer: usize,
+    /// The target group's page-ins as the plan decided them: the future, which only a
+    /// predictor with `reads_future` (the oracle) may read.
+    pub page_ins: &'a [u32],
 }
 
 /// A predictor bound to one replay.
@@ -102,7 +101,7 @@ pub const PREDICTORS: &[PredictorEntry] = &[
         help_note: Some("the bound"),
         reads_future: true,
         learns: false,
-        build: |i| Box::new(recent::Oracle(i.plan)),
+        build: |_| Box::new(recent::Oracle),
     },
     PredictorEntry {
         name: "prev-token",
@@ -271,17 +270,15 @@ pub struct Predictor<'a> {
 }
 
 impl<'a> Predictor<'a> {
-    /// Build `kind` for a replay of `plan` with prefetch lead `window`.
+    /// Build `kind` for a replay with prefetch lead `window`.
     pub fn new(
         kind: PredictorKind,
-        plan: &'a Plans,
         units: &'a UnitMap,
         ks: &'a KeySpace,
         window: usize,
         learning: Learning<'a>,
     ) -> Self {
         let inner = (kind.entry().build)(PredictInputs {
-            plan,
             units,
             ks,
             window,

@@ -2,7 +2,6 @@
 //! block of a run report, which prices the same plan again without prefetch and with the
 //! oracle to say how much of the stall the predictor hid.
 
-use super::plan::Plans;
 use super::predict::{Learning, PredictorKind};
 use super::replay::Replay;
 use reports::run::PrefetchReport;
@@ -21,14 +20,13 @@ pub struct PrefetchCounts {
     pub wasted_bytes: u64,
 }
 
-/// The `prefetch` block of a run that replayed `plans` with predictor `kind` at `window`
+/// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
 /// (learning from `learning`) as `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
 pub fn report<E>(
     kind: PredictorKind,
     window: usize,
     learning: &Learning<'_>,
-    plans: &Plans,
     run: &Replay,
     mut price: impl FnMut(PredictorKind) -> Result<Replay, E>,
 ) -> Result<PrefetchReport, E> {
@@ -40,7 +38,7 @@ pub fn report<E>(
         stall(&price(PredictorKind::Oracle)?)
     };
     let c = run.prefetch;
-    let page_ins = plans.total_page_ins();
+    let page_ins = run.detail.page_ins;
     let caught = (c.used + c.late) as f64;
     let hidden = none - stall(run);
     Ok(PrefetchReport {
@@ -54,7 +52,7 @@ pub fn report<E>(
         page_ins,
         precision: (c.issued > 0).then(|| caught / c.issued as f64),
         recall: (page_ins > 0).then(|| caught / page_ins as f64),
-        wasted_bytes_per_token: c.wasted_bytes as f64 / plans.tokens().max(1) as f64,
+        wasted_bytes_per_token: c.wasted_bytes as f64 / run.detail.tokens.max(1) as f64,
         stall_ms_per_step: stall(run),
         stall_ms_per_step_none: none,
         stall_ms_per_step_oracle: oracle,

@@ -66,10 +66,15 @@ pub struct EngineOptions {
 pub struct Replay {
     pub timing: TimingReport,
     pub detail: TimingDetail,
-    /// Latency of every step, µs, in order (for tests and plots).
+    /// Latency of every step, µs, in order (for tests and plots); empty when the pricer
+    /// kept no steps ([`Pricer::new`]'s `keep_steps`).
     pub step_us: Vec<f64>,
     /// Each step's time split by resource, in step order (same length as `step_us`).
     pub step_parts: Vec<StepParts>,
+    /// Selected keys summed over the groups (each group's distinct keys).
+    pub keys: u64,
+    /// Mean latency of the steps that process no prompt token, µs; `None` without one.
+    pub decode_step_us_mean: Option<f64>,
     /// Peak mapped bytes (the same figure as `peak_mapped_mib`, unrounded).
     pub peak_mapped_bytes: f64,
     pub timeline: Option<Timeline>,
@@ -513,20 +518,7 @@ pub fn replay_learning(
     opts: EngineOptions,
     learning: Learning<'_>,
 ) -> Result<Replay, EngineError> {
-    let ng = plans.groups.len();
-    let predicting = opts.predictor != PredictorKind::None;
-    if predicting && (opts.window == 0 || opts.window > plans.moe_layers.max(1)) {
-        return Err(EngineError::Window {
-            window: opts.window,
-            moe_layers: plans.moe_layers,
-        });
-    }
-    let mut prefetch = predicting.then(|| {
-        Prefetcher::new(
-            Predictor::new(opts.predictor, plans, units, ks, opts.window, learning),
-            opts.window,
-        )
-    });
+    check_window(opts, plans.moe_layers)?;
     let page_cache;
     let cost = if plans.page_cache {
         page_cache = cost.with_page_cache()?;
@@ -534,64 +526,182 @@ pub fn replay_learning(
     } else {
         cost
     };
-    let mut st = State::new(cost, units, compute, opts);
-    st.preload(&plans.preloaded);
-    st.tiered = plans.tiered;
-    let mut ssd_cursor = 0usize;
-    let mut evictions = Evictions::default();
-    let mut place = cpu_lane::Scratch::new(units.num_units());
-    let mut log = StepLog::new(plans.steps.len());
-
-    for gi in 0..ng {
-        let g = plans.groups[gi];
-        log.enter_group(&mut st, &g, plans);
-        let router = st.nonexpert_compute(plans.steps[g.step as usize].kv_tokens as f64)?;
-        st.evict_resident(plans.evicted(&g), router, &mut evictions);
-        st.mark_ssd(plans, gi, &mut ssd_cursor, true);
-        let placed = match &cost.cpu {
-            None => {
-                cpu_lane::Placed::gpu(st.demand_page_ins(plans.page_ins(&g), router)?, &g, plans)
-            }
-            Some(lane) => st.place_group(lane, plans, &g, router, &mut place)?,
-        };
-        st.mark_ssd(plans, gi, &mut ssd_cursor, false);
-        let mut ready = placed.ready;
-        if let Some(p) = &mut prefetch {
-            ready = st.await_prefetched(plans.accessed(&g), ready);
-            p.issue(&mut st, plans, gi, router)?;
-        }
-        let gpu_done = st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
-        let done = st.join_cpu(gpu_done, placed.cpu_done);
-        st.evict_late(&mut evictions, done);
-        if let Some(p) = &prefetch {
-            p.reclaim_unused(&mut st, gi);
-        }
-    }
-    log.close_step(&st);
-    st.drain_deferred(f64::INFINITY);
-    st.finish(plans, log)
+    let mut pricer = Pricer::new(plans, units, ks, cost, compute, opts, learning, true)?;
+    pricer.price(plans, plans.end_group())?;
+    pricer.finish(plans.tokens())
 }
 
-/// Steps as they end: each one's latency and its time split by resource.
+/// With a predictor, a prefetch lead of 1 ..= `moe_layers` groups (one step).
+fn check_window(opts: EngineOptions, moe_layers: usize) -> Result<(), EngineError> {
+    let predicting = opts.predictor != PredictorKind::None;
+    if predicting && (opts.window == 0 || opts.window > moe_layers.max(1)) {
+        return Err(EngineError::Window {
+            window: opts.window,
+            moe_layers,
+        });
+    }
+    Ok(())
+}
+
+/// A replay priced window by window, for plans recorded a window at a time: the engine's
+/// state (resource clocks, residency, queued decommits, the predictor) carries from one
+/// [`Pricer::price`] call to the next, and per-step figures are reduced as the steps end
+/// (the latency histogram, sums, maximum), so memory does not grow with the steps unless
+/// `keep_steps` asks for every step's latency and split. [`replay_learning`] is one window.
+pub struct Pricer<'a> {
+    st: State<'a>,
+    prefetch: Option<Prefetcher<'a>>,
+    evictions: Evictions,
+    place: cpu_lane::Scratch,
+    log: StepLog,
+    /// Index in the plan's retained `ssd_reads` of the next group's first SSD read.
+    ssd_cursor: usize,
+    /// The number of the next group to price.
+    next: usize,
+    /// Selected keys over the priced groups (the CPU lane's share).
+    keys: u64,
+    page_ins: u64,
+}
+
+impl<'a> Pricer<'a> {
+    /// A pricer for the plan whose first window is `plans` (its preloaded units and tiers
+    /// are read here; `cost` must already be the page-cache variant when `plans.page_cache`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        plans: &Plans,
+        units: &'a UnitMap,
+        ks: &'a KeySpace,
+        cost: &'a CostModel,
+        compute: &'a ComputeModel,
+        opts: EngineOptions,
+        learning: Learning<'a>,
+        keep_steps: bool,
+    ) -> Result<Self, EngineError> {
+        check_window(opts, plans.moe_layers)?;
+        let prefetch = (opts.predictor != PredictorKind::None).then(|| {
+            Prefetcher::new(
+                Predictor::new(opts.predictor, units, ks, opts.window, learning),
+                opts.window,
+            )
+        });
+        let mut st = State::new(cost, units, compute, opts);
+        st.preload(&plans.preloaded);
+        st.tiered = plans.tiered;
+        Ok(Pricer {
+            st,
+            prefetch,
+            evictions: Evictions::default(),
+            place: cpu_lane::Scratch::new(units.num_units()),
+            log: StepLog::new(keep_steps),
+            ssd_cursor: 0,
+            next: 0,
+            keys: 0,
+            page_ins: 0,
+        })
+    }
+
+    /// The number of the next group to price.
+    pub fn next_group(&self) -> usize {
+        self.next
+    }
+
+    /// Price the groups from the next one up to group number `upto` (exclusive) of `plans`,
+    /// which must hold them and, with a predictor, the `window` groups after them (or end).
+    pub fn price(&mut self, plans: &Plans, upto: usize) -> Result<(), EngineError> {
+        let st = &mut self.st;
+        for gi in self.next..upto {
+            let g = plans.group(gi);
+            self.keys += plans.keys(&g).len() as u64;
+            self.page_ins += plans.page_ins(&g).len() as u64;
+            self.log.enter_group(st, &g, plans);
+            let router = st.nonexpert_compute(plans.step(g.step as usize).kv_tokens as f64)?;
+            st.evict_resident(plans.evicted(&g), router, &mut self.evictions);
+            st.mark_ssd(plans, gi, &mut self.ssd_cursor, true);
+            let placed = match &st.cost.cpu {
+                None => cpu_lane::Placed::gpu(
+                    st.demand_page_ins(plans.page_ins(&g), router)?,
+                    &g,
+                    plans,
+                ),
+                Some(lane) => st.place_group(lane, plans, &g, router, &mut self.place)?,
+            };
+            st.mark_ssd(plans, gi, &mut self.ssd_cursor, false);
+            let mut ready = placed.ready;
+            if let Some(p) = &mut self.prefetch {
+                ready = st.await_prefetched(plans.accessed(&g), ready);
+                p.issue(st, plans, gi, router)?;
+            }
+            let gpu_done =
+                st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
+            let done = st.join_cpu(gpu_done, placed.cpu_done);
+            st.evict_late(&mut self.evictions, done);
+            if let Some(p) = &self.prefetch {
+                p.reclaim_unused(st, gi);
+            }
+            self.next = gi + 1;
+        }
+        Ok(())
+    }
+
+    /// Note that `plans.retire` dropped `ssd_dropped` SSD reads (all of priced groups).
+    pub fn retired(&mut self, ssd_dropped: usize) {
+        self.ssd_cursor -= ssd_dropped;
+    }
+
+    /// End the replay (every group priced) of a plan producing `tokens` tokens.
+    pub fn finish(mut self, tokens: u64) -> Result<Replay, EngineError> {
+        self.log.close_step(&self.st);
+        self.st.drain_deferred(f64::INFINITY);
+        let mut r = self.st.finish(self.log, tokens, self.page_ins)?;
+        r.keys = self.keys;
+        Ok(r)
+    }
+}
+
+/// Steps as they end: each one's latency and its time split by resource, reduced to the
+/// latency histogram, sums and maximum (and kept, with `keep`).
 struct StepLog {
+    keep: bool,
     step_us: Vec<f64>,
     step_parts: Vec<StepParts>,
+    /// Step latencies as whole nanoseconds ([`step_ns`]), for the percentiles.
+    hist: hdrhistogram::Histogram<u64>,
+    /// The first step time the histogram refused (reported once the replay ends).
+    bad: Option<EngineError>,
+    steps: u64,
+    sum_us: f64,
+    max_us: f64,
+    /// Steps that process no prompt token: their count and latency sum.
+    decode_steps: u64,
+    decode_sum_us: f64,
     /// The running sums at the current step's start; each step's parts are the differences.
     at_start: StepParts,
     groups_in_step: u32,
     step_start: f64,
+    cur_prefill: bool,
     /// The current step, `u32::MAX` before the first group.
     cur_step: u32,
 }
 
 impl StepLog {
-    fn new(steps: usize) -> Self {
+    fn new(keep: bool) -> Self {
+        // an empty sum, as `Iterator::sum` starts it
+        let zero: f64 = std::iter::empty::<f64>().sum();
         StepLog {
-            step_us: Vec::with_capacity(steps),
-            step_parts: Vec::with_capacity(steps),
+            keep,
+            step_us: Vec::new(),
+            step_parts: Vec::new(),
+            hist: hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid"),
+            bad: None,
+            steps: 0,
+            sum_us: zero,
+            max_us: 0.0,
+            decode_steps: 0,
+            decode_sum_us: zero,
             at_start: StepParts::default(),
             groups_in_step: 0,
             step_start: 0.0,
+            cur_prefill: false,
             cur_step: u32::MAX,
         }
     }
@@ -605,7 +715,8 @@ impl StepLog {
             self.groups_in_step = 0;
             self.cur_step = g.step;
             self.step_start = st.compute_free;
-            let s = plans.steps[g.step as usize];
+            let s = plans.step(g.step as usize);
+            self.cur_prefill = s.prefill;
             st.mapped_base =
                 st.compute.nonexpert_bytes + s.kv_tokens as f64 * st.compute.kv_bytes_per_token;
             st.note_mapped();
@@ -618,22 +729,58 @@ impl StepLog {
     /// Record the current step (if any) as ending now.
     #[inline]
     fn close_step(&mut self, st: &State) {
-        if self.cur_step != u32::MAX {
-            self.step_us.push(st.compute_free - self.step_start);
-            let now = st.sums(self.groups_in_step);
-            let start = &self.at_start;
-            self.step_parts.push(StepParts {
-                compute_us: now.compute_us - start.compute_us,
-                expert_us: now.expert_us - start.expert_us,
-                host_sync_us: now.host_sync_us,
-                commit_us: now.commit_us - start.commit_us,
-                decommit_us: now.decommit_us - start.decommit_us,
-                copy_us: now.copy_us - start.copy_us,
-                fault_us: now.fault_us - start.fault_us,
-                stall_us: now.stall_us - start.stall_us,
-                groups: now.groups,
-            });
+        if self.cur_step == u32::MAX {
+            return;
         }
+        let us = st.compute_free - self.step_start;
+        self.record(us);
+        if !self.keep {
+            return;
+        }
+        self.step_us.push(us);
+        let now = st.sums(self.groups_in_step);
+        let start = &self.at_start;
+        self.step_parts.push(StepParts {
+            compute_us: now.compute_us - start.compute_us,
+            expert_us: now.expert_us - start.expert_us,
+            host_sync_us: now.host_sync_us,
+            commit_us: now.commit_us - start.commit_us,
+            decommit_us: now.decommit_us - start.decommit_us,
+            copy_us: now.copy_us - start.copy_us,
+            fault_us: now.fault_us - start.fault_us,
+            stall_us: now.stall_us - start.stall_us,
+            groups: now.groups,
+        });
+    }
+
+    /// Add one step's latency to the reductions.
+    #[inline]
+    fn record(&mut self, us: f64) {
+        self.steps += 1;
+        self.sum_us += us;
+        self.max_us = self.max_us.max(us);
+        if !self.cur_prefill {
+            self.decode_steps += 1;
+            self.decode_sum_us += us;
+        }
+        if self.bad.is_some() {
+            return;
+        }
+        let recorded = step_ns(us).and_then(|ns| {
+            self.hist
+                .record(ns)
+                .map_err(|e| EngineError::Invalid(format!("step time {us} µs: {e}")))
+        });
+        self.bad = recorded.err();
+    }
+
+    /// The p-quantiles of the step latencies, ms, each at most the largest step.
+    fn quantiles<const N: usize>(&mut self, ps: [f64; N]) -> Result<[f64; N], EngineError> {
+        if let Some(e) = self.bad.take() {
+            return Err(e);
+        }
+        let max_us = self.max_us;
+        Ok(ps.map(|p| (self.hist.value_at_quantile(p) as f64 / 1e6).min(max_us / 1e3)))
     }
 }
 
@@ -697,12 +844,13 @@ impl<'p> Prefetcher<'p> {
         let history = plans.history(gi);
         self.predictor.observe(&history);
         let gt = gi + self.window;
-        let Some(target) = plans.groups.get(gt) else {
+        let Some(target) = plans.get_group(gt) else {
             return Ok(());
         };
         let target = Target {
             group: gt,
             moe_layer: target.moe_layer as usize,
+            page_ins: plans.page_ins(target),
         };
         self.predicted.clear();
         self.predictor
@@ -990,19 +1138,19 @@ impl<'a> State<'a> {
     }
 
     /// The finished replay: latency percentiles of `log`'s steps and the run's totals.
-    fn finish(self, plans: &Plans, log: StepLog) -> Result<Replay, EngineError> {
-        let step_us = log.step_us;
-        let steps = step_us.len().max(1) as f64;
+    /// The replay's report from its step log, for a plan producing `tokens` tokens with
+    /// `page_ins` page-ins.
+    fn finish(self, mut log: StepLog, tokens: u64, page_ins: u64) -> Result<Replay, EngineError> {
+        let steps = log.steps.max(1) as f64;
         let total_us = self.compute_free;
-        let [p50, p90, p99] = step_quantiles(&step_us, [0.50, 0.90, 0.99])?;
-        let max_us = step_us.iter().cloned().fold(0.0, f64::max);
-        let tokens = plans.tokens();
+        let [p50, p90, p99] = log.quantiles([0.50, 0.90, 0.99])?;
+        let max_us = log.max_us;
         let timing = TimingReport {
             step_ms_p50: p50,
             step_ms_p90: p90,
             step_ms_p99: p99,
             step_ms_max: max_us / 1e3,
-            step_ms_mean: step_us.iter().sum::<f64>() / steps / 1e3,
+            step_ms_mean: log.sum_us / steps / 1e3,
             tokens_per_s: if total_us > 0.0 {
                 tokens as f64 / (total_us / 1e6)
             } else {
@@ -1021,10 +1169,10 @@ impl<'a> State<'a> {
         };
         let detail = TimingDetail {
             profile: self.cost.profile.clone(),
-            steps: step_us.len() as u64,
+            steps: log.steps,
             tokens,
             total_ms: total_us / 1e3,
-            page_ins: plans.total_page_ins(),
+            page_ins,
             prefetch_wasted: self.prefetch_wasted,
             bytes_in: self.bytes_in,
             oversubscribed_page_ins: self.oversubscribed,
@@ -1038,11 +1186,15 @@ impl<'a> State<'a> {
             }),
             step_latency: None,
         };
+        let decode_step_us_mean =
+            (log.decode_steps > 0).then(|| log.decode_sum_us / log.decode_steps as f64);
         Ok(Replay {
             timing,
             detail,
-            step_us,
+            step_us: log.step_us,
             step_parts: log.step_parts,
+            keys: 0,
+            decode_step_us_mean,
             peak_mapped_bytes: self.peak_mapped,
             timeline: self.timeline,
             prefetch: PrefetchCounts {
@@ -1057,18 +1209,6 @@ impl<'a> State<'a> {
             cpu_keys: self.cpu_keys,
         })
     }
-}
-
-/// The step latencies at quantiles `ps`, ms, from a histogram of whole nanoseconds. The
-/// histogram reports a bucket's upper edge: never above the exact maximum.
-fn step_quantiles<const N: usize>(step_us: &[f64], ps: [f64; N]) -> Result<[f64; N], EngineError> {
-    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
-    for &s in step_us {
-        hist.record(step_ns(s)?)
-            .map_err(|e| EngineError::Invalid(format!("step time {s} µs: {e}")))?;
-    }
-    let max_us = step_us.iter().cloned().fold(0.0, f64::max);
-    Ok(ps.map(|p| (hist.value_at_quantile(p) as f64 / 1e6).min(max_us / 1e3)))
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! The predictors that learn nothing: `none`, `oracle` (the bound) and `prev-token`.
 
 use super::{History, Predict, PredictInputs, Target};
-use crate::engine::plan::Plans;
 
 /// `none`.
 pub struct NoPrefetch;
@@ -10,13 +9,13 @@ impl Predict for NoPrefetch {
     fn predict(&mut self, _h: &History<'_>, _t: Target, _out: &mut Vec<u32>) {}
 }
 
-/// `oracle`: the target group's page-ins, read from the plan (the only predictor that looks
-/// past the current group).
-pub struct Oracle<'a>(pub &'a Plans);
+/// `oracle`: the target group's page-ins as the plan decided them (the only predictor that
+/// looks past the current group).
+pub struct Oracle;
 
-impl Predict for Oracle<'_> {
+impl Predict for Oracle {
     fn predict(&mut self, _h: &History<'_>, t: Target, out: &mut Vec<u32>) {
-        out.extend_from_slice(self.0.page_ins(&self.0.groups[t.group]))
+        out.extend_from_slice(t.page_ins)
     }
 }
 

@@ -2,6 +2,7 @@
 //! no predictor but `oracle` reads a group after the current one.
 
 use super::*;
+use crate::engine::Plans;
 use policies::mechanisms::{self, BuildContext, SizeOptions, Sizes};
 use proptest::prelude::*;
 use traces::{ModelSpec, Provenance, Trace};
@@ -57,7 +58,7 @@ fn predictions(
     upto: usize,
 ) -> Vec<Vec<u32>> {
     let units = e1(ks);
-    let mut p = Predictor::new(kind, plans, &units, ks, window, learning);
+    let mut p = Predictor::new(kind, &units, ks, window, learning);
     let mut out = Vec::new();
     for gi in 0..=upto.min(plans.groups.len() - 1) {
         let h = plans.history(gi);
@@ -68,6 +69,7 @@ fn predictions(
             let target = Target {
                 group: gt,
                 moe_layer: g.moe_layer as usize,
+                page_ins: plans.page_ins(g),
             };
             p.predict(&h, target, &mut v);
             out.push(v);

@@ -1,0 +1,378 @@
+//! `sim run --hw` on a trace file in bounded memory: the retention driver (or streaming)
+//! records the plan a window of steps at a time from the file's records read round-robin
+//! ([`super::source::RoundRobin`]), and the engine prices each window as it is recorded
+//! ([`Pricer`]), carrying its state (resource clocks, residency, queued decommits, the
+//! predictor) across windows; the priced steps are then retired, keeping the last step that
+//! `prev-token` reads. With a predictor, the baselines of the `prefetch` block (no prefetch,
+//! the oracle) price the same windows in lockstep. Memory: the passes of [`super::Stream`],
+//! one window of plan, the engine's per-unit state and, with `--timeline`, its capped spans.
+//! The report is [`crate::runner::run`]'s on the loaded trace, bit for bit
+//! (`sim/tests/bounded_timed.rs`).
+
+use super::{check_retention, next_use, source, Files, Replay, Stream};
+use crate::cache::{self, Batching, CacheOutcome, CacheSim, RetentionConfig, Schedule};
+use crate::engine::build::{empty_plans, GroupBuf};
+use crate::engine::config::{engine_options, models, write_timeline};
+use crate::engine::{EngineOptions, Learning, Plans, PredictorKind, Pricer, TimingConfig};
+use crate::runner::{self, RunConfig, RunReport};
+use anyhow::Result;
+use policies::retention;
+use policies::UnitMap;
+use std::path::Path;
+use traces::{Phase, Trace};
+
+/// Groups recorded before a window is priced and retired (64 k: about 1,100 DeepSeek-V3
+/// steps, a few MiB of plan; small against the engine's per-unit state, large enough that a
+/// window's bookkeeping vanishes against its pricing).
+const WINDOW_GROUPS: usize = 1 << 16;
+
+/// Whether [`run_file`] covers `cfg`: a timed run without an admission cap or kept step
+/// latencies, one token per step, and with retention no tokens/s target and the FIFO schedule
+/// without a queue; a mechanism without co-activation order.
+pub fn supports(cfg: &RunConfig) -> bool {
+    let Some(t) = &cfg.timing else {
+        return false;
+    };
+    let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
+        r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
+    });
+    let mechanism_ok =
+        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
+    t.admission_cap.is_none()
+        && !t.step_latencies
+        && cfg.stepping.is_off()
+        && retention_ok
+        && mechanism_ok
+}
+
+/// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
+/// (and the profile trace file `profile`) without loading the trace; a learning predictor
+/// with a profile trace loads that one (its memory is the profile's, not the trace's).
+pub fn run_file(
+    cfg: &RunConfig,
+    trace: &Path,
+    profile: Option<&Path>,
+    tick: &dyn Fn(u64),
+) -> Result<RunReport> {
+    let f = Files::open(trace, profile)?;
+    let pinning = cfg
+        .retention
+        .as_ref()
+        .is_some_and(|r| r.cache.policy.needs_profile());
+    let stream = Stream::new(cfg, &f, pinning, tick)?;
+    let (map, placed, placed_notes) =
+        crate::engine::cpu::placed(cfg, stream.map.clone(), &f.skeleton, stream.sizes.dtype)?;
+    let cfg = placed.as_ref().unwrap_or(cfg);
+    let units = match (&placed, pinning) {
+        // the GPU's units: their statistics come from a pass of their own
+        (Some(_), true) => Some(unit_counts(&f, &map, cfg, tick)?),
+        _ => None,
+    };
+    let profile_stats = match units {
+        Some(u) => std::borrow::Cow::Owned(u),
+        None => stream.unit_profile(),
+    };
+    let tc = cfg.timing.as_ref().expect("a timed run");
+    let learn_trace = match profile {
+        Some(p) if tc.predictor.learns() => Some(traces::read_file(p)?),
+        _ => None,
+    };
+    let learning = match &learn_trace {
+        Some(trace) => Learning::Profile {
+            trace,
+            phases: cfg.phase,
+        },
+        None => Learning::Online,
+    };
+    let run = Timed {
+        f: &f,
+        map: &map,
+        cfg,
+        tc,
+        learning,
+        tick,
+    };
+    let (retention, timing) = run.go(&profile_stats)?;
+    let mut report = stream.report(cfg, &f, retention);
+    report.inputs = runner::run_inputs(
+        cfg,
+        &map,
+        stream.sizes,
+        &f.skeleton,
+        (&report.inputs.trace, &report.inputs.profile_trace),
+    );
+    report.notes.extend(placed_notes);
+    report.notes.extend(timing.notes.clone());
+    report.timing = Some(timing.timing);
+    report.timing_detail = Some(timing.detail);
+    report.prefetch = timing.prefetch;
+    report.cpu = timing.cpu;
+    Ok(report)
+}
+
+/// The unit statistics of the pinning policies over `map` (the GPU's units), from a pass over
+/// the profile source.
+fn unit_counts(
+    f: &Files,
+    map: &UnitMap,
+    cfg: &RunConfig,
+    tick: &dyn Fn(u64),
+) -> Result<cache::ProfileStats> {
+    let (path, flag, ks) = f.profile_source();
+    let mut c = super::profile::UnitCounts::new(ks, map);
+    super::each_record(path, flag, cfg.phase, tick, |r| c.step(r))?;
+    Ok(c.finish())
+}
+
+/// What the timed replay adds to the report.
+struct TimedOutcome {
+    timing: reports::run::TimingReport,
+    detail: reports::run::TimingDetail,
+    prefetch: Option<reports::run::PrefetchReport>,
+    cpu: Option<reports::cpu_lane::CpuLaneReport>,
+    notes: Vec<String>,
+}
+
+/// One timed run over a trace file.
+struct Timed<'a> {
+    f: &'a Files<'a>,
+    map: &'a UnitMap,
+    cfg: &'a RunConfig,
+    tc: &'a TimingConfig,
+    learning: Learning<'a>,
+    tick: &'a dyn Fn(u64),
+}
+
+impl Timed<'_> {
+    /// The retention driver (with its next uses when offline), the recording and the
+    /// pricing; returns the retention outcome (with its config) and the timing blocks.
+    fn go(
+        &self,
+        profile: &cache::ProfileStats,
+    ) -> Result<(Option<(RetentionConfig, CacheOutcome)>, TimedOutcome)> {
+        let Some(rc) = &self.cfg.retention else {
+            let (_, t) = self.record::<dyn retention::EvictionPolicy>(None, None, 1)?;
+            return Ok((None, t));
+        };
+        check_retention(self.f, rc)?;
+        let c = &rc.cache;
+        let (sim, _) = cache::simulator_of(self.map, c, profile, None, |s| {
+            retention::build(c.policy, s)
+        })?;
+        let next = if c.policy.needs_next_use() {
+            Some(self.replay(rc.batching.batch).next_uses()?)
+        } else {
+            None
+        };
+        let (sim, t) = self.record(Some(sim), next, rc.batching.batch)?;
+        let mut sim = sim.expect("a retention run keeps its driver");
+        sim.add_tokens(t.detail.tokens);
+        let out = CacheOutcome {
+            cache: sim.report(),
+            tiers: sim.tiers(),
+        };
+        Ok((Some((rc.clone(), out)), t))
+    }
+
+    /// The untimed replay of [`super`] over the same stream (for the next-use pass).
+    fn replay(&self, batch: usize) -> Replay<'_> {
+        Replay {
+            trace: self.f.trace,
+            ks: &self.f.ks,
+            map: self.map,
+            phases: self.cfg.phase,
+            batch,
+            tick: self.tick,
+        }
+    }
+
+    /// Record the plan window by window (the driver `sim` deciding residency, streaming
+    /// without it) and price each window; returns the driver and the timing blocks.
+    fn record<'s, P: ?Sized + retention::EvictionPolicy>(
+        &self,
+        mut sim: Option<CacheSim<'s, P>>,
+        mut next: Option<next_use::NextUses>,
+        batch: usize,
+    ) -> Result<(Option<CacheSim<'s, P>>, TimedOutcome)> {
+        let ks = &self.f.ks;
+        let trace = &self.f.skeleton;
+        let (cost, compute) = models(self.tc, trace, self.map)?;
+        let mut plans = empty_plans(ks.num_moe_layers(), self.map, sim.as_ref());
+        let page_cache;
+        let cost = if plans.page_cache {
+            page_cache = cost.with_page_cache()?;
+            &page_cache
+        } else {
+            &cost
+        };
+        let opts = engine_options(self.tc);
+        let kinds = baselines(self.tc.predictor);
+        let mut pricers = self.pricers(&plans, cost, &compute, opts, &kinds)?;
+        let lead = if opts.predictor == PredictorKind::None {
+            0
+        } else {
+            opts.window
+        };
+        let batching = Batching {
+            batch,
+            ..Batching::default()
+        };
+        let mut src = source::RoundRobin::open(self.f.trace, self.cfg.phase)?;
+        let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
+        let (mut records, mut seqs) = (Vec::new(), Vec::new());
+        let mut tokens = 0u64;
+        loop {
+            let kv = next_batch(&mut src, trace, batching.batch, &mut records, &mut seqs)?;
+            let Some((kv, prefill)) = kv else {
+                break;
+            };
+            plans.begin_chunk_step(&seqs, kv, seqs.len() as u32, prefill);
+            for layer in 0..ks.num_moe_layers() {
+                group.gather_records(ks, self.map, &records, layer);
+                match &mut sim {
+                    Some(sim) => {
+                        let n = group.units().len();
+                        let n = next.as_mut().map(|x| x.take(n)).transpose()?;
+                        group.decide(sim, &mut plans, layer, n);
+                    }
+                    None => group.push_streaming(&mut plans, layer),
+                }
+            }
+            tokens += seqs.len() as u64;
+            (self.tick)(seqs.len() as u64);
+            if plans.groups.len() >= WINDOW_GROUPS {
+                let upto = plans.end_group() - lead;
+                price_window(&mut pricers, &mut plans, upto)?;
+            }
+        }
+        for p in &mut pricers {
+            p.price(&plans, plans.end_group())?;
+        }
+        let mut done = pricers.into_iter().map(|p| p.finish(tokens));
+        let run = done.next().expect("the main pricer")?;
+        let t = self.outcome(run, kinds.iter().copied().zip(done), cost)?;
+        Ok((sim, t))
+    }
+
+    /// The run's pricer (options `opts`) and one per baseline predictor of `kinds`, without
+    /// a timeline, for the plan whose first window is `plans`.
+    fn pricers<'p>(
+        &'p self,
+        plans: &Plans,
+        cost: &'p crate::cost::CostModel,
+        compute: &'p crate::model_profile::ComputeModel,
+        opts: EngineOptions,
+        kinds: &[PredictorKind],
+    ) -> Result<Vec<Pricer<'p>>> {
+        let ks = &self.f.ks;
+        let new = |o| Pricer::new(plans, self.map, ks, cost, compute, o, self.learning, false);
+        let mut pricers = vec![new(opts)?];
+        for &k in kinds {
+            pricers.push(new(EngineOptions {
+                predictor: k,
+                timeline_cap: 0,
+                ..opts
+            })?);
+        }
+        Ok(pricers)
+    }
+
+    /// The timing blocks of the finished replay `run`, with the baselines' replays `rest`
+    /// (in [`baselines`] order), as [`crate::engine::run_timing`] words them.
+    fn outcome(
+        &self,
+        run: crate::engine::Replay,
+        mut rest: impl Iterator<
+            Item = (
+                PredictorKind,
+                Result<crate::engine::Replay, crate::engine::EngineError>,
+            ),
+        >,
+        cost: &crate::cost::CostModel,
+    ) -> Result<TimedOutcome> {
+        let prefetch = (self.tc.predictor != PredictorKind::None)
+            .then(|| {
+                crate::engine::prefetch::report(
+                    self.tc.predictor,
+                    self.tc.window,
+                    &self.learning,
+                    &run,
+                    |k| {
+                        let (kind, r) = rest.next().expect("a baseline per kind asked");
+                        debug_assert_eq!(kind, k);
+                        r
+                    },
+                )
+            })
+            .transpose()?;
+        let notes = write_timeline(self.tc, &run)?;
+        let cpu = cost
+            .cpu
+            .as_ref()
+            .map(|lane| crate::engine::cpu::report(lane, &cost.profile, &run));
+        Ok(TimedOutcome {
+            timing: run.timing,
+            detail: run.detail,
+            prefetch,
+            cpu,
+            notes,
+        })
+    }
+}
+
+/// The predictors the `prefetch` block prices the plan again with, in the order
+/// [`crate::engine::prefetch::report`] asks for them: none, and the oracle unless the run's
+/// predictor is the oracle; nothing without a predictor.
+fn baselines(kind: PredictorKind) -> Vec<PredictorKind> {
+    match kind {
+        PredictorKind::None => Vec::new(),
+        PredictorKind::Oracle => vec![PredictorKind::None],
+        _ => vec![PredictorKind::None, PredictorKind::Oracle],
+    }
+}
+
+/// Price every pricer up to group `upto`, then retire the steps before the one holding group
+/// `upto - moe_layers` (what `prev-token` may still read stays).
+fn price_window(pricers: &mut [Pricer<'_>], plans: &mut Plans, upto: usize) -> Result<()> {
+    for p in pricers.iter_mut() {
+        p.price(plans, upto)?;
+    }
+    let keep = upto.saturating_sub(plans.moe_layers.max(1));
+    if keep > plans.base_group {
+        let step = plans.group(keep).step as usize;
+        let dropped = plans.retire(step);
+        pricers.iter_mut().for_each(|p| p.retired(dropped));
+    }
+    Ok(())
+}
+
+/// Read the next FIFO batch of up to `batch` round-robin requests: their records into
+/// `records`, their sequences into `seqs`; returns the step's KV tokens (as
+/// [`crate::engine::build::record`] counts them) and whether it processes a prompt token, or
+/// `None` after the last request.
+fn next_batch(
+    src: &mut source::RoundRobin,
+    trace: &Trace,
+    batch: usize,
+    records: &mut Vec<u16>,
+    seqs: &mut Vec<u32>,
+) -> Result<Option<(u64, bool)>> {
+    records.clear();
+    seqs.clear();
+    let (mut kv, mut prefill) = (0u64, false);
+    while seqs.len() < batch {
+        let Some(r) = src.next_record()? else {
+            break;
+        };
+        records.extend_from_slice(r);
+        let pos = src.last_pos();
+        let prompt = match pos.phase {
+            Phase::Decode => trace.header.sequences[pos.sequence as usize].prefill_tokens,
+            Phase::Prefill => 0,
+        };
+        kv += prompt + pos.token + 1;
+        prefill |= pos.phase == Phase::Prefill;
+        seqs.push(pos.sequence);
+    }
+    Ok((!seqs.is_empty()).then_some((kv, prefill)))
+}

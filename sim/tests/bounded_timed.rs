@@ -1,0 +1,278 @@
+//! The bounded-memory timed path of `sim run --hw` (`sim::bounded::run_file` with timing,
+//! which records and prices the plan window by window from the trace file) gives, bit for
+//! bit, the report of the in-memory path (`sim::runner::run` on the loaded trace, pricing the
+//! whole plan at once): retention policies (Belady/MIN and static pinning included), both
+//! semantics, both splits, batches, a DRAM tier, every predictor, CPU expert placements, the
+//! streaming regime, a profile trace, a timeline file, and traces long enough to span several
+//! windows with sequences of unequal lengths and prefill tokens.
+
+use policies::PolicyKind;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
+use sim::engine::cpu::CpuExperts;
+use sim::engine::{PredictorKind, TimingConfig};
+use sim::runner::{self, RunConfig, TraceInput, Workload};
+use std::path::Path;
+use std::sync::Arc;
+use traces::{ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
+
+/// A trace of `model` with one sequence per (prefill, decode) token count, each token's
+/// selections drawn by `rng` with a skew towards low expert ids (so that retention matters).
+fn random_trace(model: ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> Trace {
+    let ks = traces::KeySpace::new(&model);
+    let mut block = |n: u64| {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            for m in 0..ks.num_moe_layers() {
+                let mut sel: Vec<u16> = Vec::new();
+                while sel.len() < ks.top_k[m] as usize {
+                    let x: f64 = rng.gen();
+                    let e = ((x * x * x) * ks.experts[m] as f64) as u16;
+                    if !sel.contains(&e) {
+                        sel.push(e);
+                    }
+                }
+                ids.extend(sel);
+            }
+        }
+        TokenBlock { ids, weights: None }
+    };
+    let sequences = lens
+        .iter()
+        .map(|&(p, d)| SequenceData {
+            prefill: block(p),
+            decode: block(d),
+        })
+        .collect();
+    let header = traces::Header {
+        model,
+        provenance: Provenance::default(),
+        sequences: lens
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, d))| SequenceInfo {
+                name: format!("s{i}"),
+                prefill_tokens: p,
+                decode_tokens: d,
+            })
+            .collect(),
+        has_weights: false,
+    };
+    let t = Trace { header, sequences };
+    t.check().expect("a valid trace");
+    t
+}
+
+fn retention(
+    policy: PolicyKind,
+    budget: &str,
+    split: Split,
+    semantics: Semantics,
+) -> RetentionConfig {
+    RetentionConfig {
+        cache: CacheConfig {
+            policy,
+            budget: Budget::parse(budget).unwrap(),
+            split,
+            semantics,
+            dram: None,
+            seed: 3,
+        },
+        batching: Batching::default(),
+        target: None,
+    }
+}
+
+/// h200-linux with the development box's host constants (the CPU lane needs them).
+fn timing() -> TimingConfig {
+    let hw = profile::load("h200-linux").unwrap();
+    let host = profile::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../profile/profiles/dev-box-host.json"
+    ))
+    .unwrap();
+    TimingConfig::new(
+        "h200-linux",
+        Arc::new(profile::with_host(&hw, &host).unwrap()),
+    )
+}
+
+/// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits).
+fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
+    let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
+    let w = Workload::new(load(trace), profile.map(load)).unwrap();
+    assert!(sim::bounded::timed::supports(cfg), "{cfg:?}");
+    let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
+    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
+        .map(|r| serde_json::to_string(&r).unwrap());
+    match (memory, bounded) {
+        (Ok(a), Ok(b)) => {
+            assert!(a.contains("\"tokens_per_s\""), "{a}");
+            (a, b)
+        }
+        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
+    }
+}
+
+struct Files {
+    _dir: tempfile::TempDir,
+    trace: std::path::PathBuf,
+    profile: std::path::PathBuf,
+}
+
+/// A trace of a 4-layer model of 16 experts, top-2, with a hidden size (the CPU lane needs
+/// one), and a profile trace. The `long` trace's 18,115 tokens make 72,460 groups at batch 1:
+/// more than one window of the bounded path (65,536 groups).
+fn files(long: bool) -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Pcg64::seed_from_u64(23);
+    let mut model = ModelSpec::uniform("tiny", 4, 16, 2);
+    model.hidden_size = Some(1024);
+    model.expert_ffn = Some(512);
+    let lens: Vec<(u64, u64)> = if long {
+        vec![(5, 9000), (0, 4000), (3, 0), (7, 5100)]
+    } else {
+        vec![(5, 40), (0, 25), (3, 0), (7, 61)]
+    };
+    let trace = dir.path().join("t.bin");
+    traces::write_file(&trace, &random_trace(model.clone(), &lens, &mut rng)).unwrap();
+    let profile = dir.path().join("p.bin");
+    traces::write_file(&profile, &random_trace(model, &[(2, 30)], &mut rng)).unwrap();
+    Files {
+        _dir: dir,
+        trace,
+        profile,
+    }
+}
+
+fn cfg(policy: &str, phase: PhaseSel, retention: Option<RetentionConfig>) -> RunConfig {
+    let mut c = RunConfig {
+        policy: policy.into(),
+        phase,
+        retention,
+        timing: Some(timing()),
+        ..RunConfig::default()
+    };
+    c.sizes.dtype = Some(traces::model::DType::Int4);
+    c
+}
+
+#[test]
+fn every_policy_split_and_semantics_matches_the_in_memory_path() {
+    let f = files(false);
+    for policy in PolicyKind::ALL {
+        for split in [Split::Global, Split::PerLayer] {
+            for semantics in [Semantics::Group, Semantics::Access] {
+                let c = cfg(
+                    "e1",
+                    PhaseSel::All,
+                    Some(retention(policy, "25%", split, semantics)),
+                );
+                let (a, b) = both(&c, &f.trace, None);
+                assert_eq!(a, b, "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn predictors_batches_tiers_and_placements_match_the_in_memory_path() {
+    let f = files(false);
+    for predictor in PredictorKind::ALL {
+        for (batch, dram, cpu, profile) in [
+            (1, None, CpuExperts::None, None),
+            (3, Some("50%"), CpuExperts::None, Some(&f.profile)),
+            (2, None, CpuExperts::Layers(2), None),
+            (1, None, CpuExperts::Misses, Some(&f.profile)),
+        ] {
+            if cpu != CpuExperts::None && predictor != PredictorKind::None {
+                continue; // a CPU placement prices no prefetch
+            }
+            for policy in [PolicyKind::Lru, PolicyKind::Belady, PolicyKind::StaticPin] {
+                let mut r = retention(policy, "30%", Split::PerLayer, Semantics::Group);
+                r.batching.batch = batch;
+                r.cache.dram =
+                    dram.map(|d| sim::cache::DramConfig::pinned(Budget::parse(d).unwrap()));
+                let mut c = cfg("e1", PhaseSel::All, Some(r));
+                let t = c.timing.as_mut().unwrap();
+                t.predictor = predictor;
+                t.window = 2;
+                t.cpu_experts = cpu;
+                let (a, b) = both(&c, &f.trace, profile.map(|p| p.as_path()));
+                assert_eq!(a, b, "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn streaming_mechanisms_and_a_timeline_match_the_in_memory_path() {
+    let f = files(false);
+    let dir = tempfile::tempdir().unwrap();
+    for mechanism in ["e1", "e2:hot", "region:5", "os4k"] {
+        for phase in [PhaseSel::Decode, PhaseSel::All] {
+            let mut c = cfg(mechanism, phase, None);
+            let (a, b) = both(&c, &f.trace, Some(&f.profile));
+            assert_eq!(a, b, "{mechanism} {phase:?}");
+            // the timeline file is the same too
+            let path = dir.path().join("t.json");
+            c.timing.as_mut().unwrap().timeline = Some(path.clone());
+            c.retention = Some(retention(
+                PolicyKind::Lru,
+                "40%",
+                Split::Global,
+                Semantics::Group,
+            ));
+            let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
+            let w = Workload::new(load(&f.trace), None).unwrap();
+            runner::run(&c, &w).unwrap();
+            let memory = std::fs::read(&path).unwrap();
+            sim::bounded::run_file(&c, &f.trace, None, &|_| {}).unwrap();
+            assert_eq!(
+                memory,
+                std::fs::read(&path).unwrap(),
+                "{mechanism} {phase:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_trace_of_several_windows_matches_the_in_memory_path() {
+    let f = files(true);
+    for (policy, predictor, batch) in [
+        (PolicyKind::Lru, PredictorKind::PrevToken, 1),
+        (PolicyKind::Belady, PredictorKind::Oracle, 2),
+        (PolicyKind::StaticPin, PredictorKind::Eam, 1),
+        (PolicyKind::Fifo, PredictorKind::NextLayer, 3),
+    ] {
+        let mut r = retention(policy, "20%", Split::Global, Semantics::Group);
+        r.batching.batch = batch;
+        r.cache.dram = Some(sim::cache::DramConfig::pinned(
+            Budget::parse("60%").unwrap(),
+        ));
+        let mut c = cfg("e1", PhaseSel::All, Some(r));
+        let t = c.timing.as_mut().unwrap();
+        t.predictor = predictor;
+        t.window = 4;
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
+    }
+}
+
+#[test]
+fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
+    let mut c = cfg("e1", PhaseSel::Decode, None);
+    assert!(sim::bounded::timed::supports(&c));
+    c.timing.as_mut().unwrap().admission_cap = Some(0.9);
+    assert!(!sim::bounded::timed::supports(&c));
+    c.timing.as_mut().unwrap().admission_cap = None;
+    c.timing.as_mut().unwrap().step_latencies = true;
+    assert!(!sim::bounded::timed::supports(&c));
+    c.timing.as_mut().unwrap().step_latencies = false;
+    let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
+    r.batching.queue = Some(4);
+    c.retention = Some(r);
+    assert!(!sim::bounded::timed::supports(&c));
+}
