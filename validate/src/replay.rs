@@ -374,9 +374,16 @@ pub fn replay_composed(
     let mut host: Vec<HostBreakdown> = vec![HostBreakdown::default(); plan.steps];
     let (counts0, mut step_us, wall_s, cpu_lane) = std::thread::scope(|s| {
         let mut run = lane.map(|(spec, bank)| LaneRun {
-            measured: CpuLaneMeasured::new(plan.steps, spec.threads)
+            measured: CpuLaneMeasured::new(plan.steps, spec.threads, spec.poll)
                 .with_bank(bank.bank_bytes() as u64, bank.distinct),
-            worker: LaneWorker::start(s, plan, bank, spec.threads, io.as_ref().map(|i| &i.arrived)),
+            worker: LaneWorker::start(
+                s,
+                plan,
+                bank,
+                spec.threads,
+                spec.poll,
+                io.as_ref().map(|i| &i.arrived),
+            ),
         });
         gpu.start(&mut sink)?;
         let (counts0, t0) = run_warm_up_then_measured(

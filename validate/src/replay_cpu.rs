@@ -42,6 +42,9 @@ pub struct CpuLaneSpec {
     pub experts: usize,
     /// Host threads of the rayon pool.
     pub threads: usize,
+    /// Keep the pool's threads spinning between groups instead of letting them sleep, as
+    /// llama.cpp's threadpool polls for work between graph nodes (`--poll`, 50 by default).
+    pub poll: bool,
     /// Seed of the bank's random weights (PCG64).
     pub seed: u64,
 }
@@ -63,6 +66,9 @@ pub struct CpuLaneMeasured {
     pub join_wait_us: Vec<f64>,
     /// Host threads the calls ran on.
     pub threads: usize,
+    /// Whether the threads spun between groups ([`CpuLaneSpec::poll`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub poll: bool,
     /// Bytes of the weights the calls read from (`LaneBank::bank_bytes`), and whether each
     /// CPU expert had its own block (else a bank cycled call by call).
     pub bank_bytes: u64,
@@ -71,12 +77,13 @@ pub struct CpuLaneMeasured {
 
 impl CpuLaneMeasured {
     /// Empty totals for `steps` steps.
-    pub fn new(steps: usize, threads: usize) -> CpuLaneMeasured {
+    pub fn new(steps: usize, threads: usize, poll: bool) -> CpuLaneMeasured {
         CpuLaneMeasured {
             calls_us: vec![0.0; steps],
             join_wait_us: vec![0.0; steps],
             calls_per_step: vec![0; steps],
             threads,
+            poll,
             ..CpuLaneMeasured::default()
         }
     }
@@ -150,6 +157,35 @@ pub fn lane_bank(spec: &CpuLaneSpec, max_tokens: usize) -> LaneBank {
     )
 }
 
+/// Jobs that keep every thread of a pool spinning until [`Spinners::stop`]: between groups
+/// the pool's threads stay awake, as a polling threadpool's do, instead of sleeping and being
+/// woken (on a virtual machine, a halted vCPU's wake-up is a hypervisor round trip).
+#[derive(Default)]
+struct Spinners {
+    /// Bumped by every stop; a spinner runs while it reads the value it started under.
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Spinners {
+    /// Start one spinner on every thread of `pool`.
+    fn start(&self, pool: &rayon::ThreadPool) {
+        use std::sync::atomic::Ordering;
+        let gen = self.generation.clone();
+        let mine = gen.load(Ordering::Acquire);
+        pool.spawn_broadcast(move |_| {
+            while gen.load(Ordering::Acquire) == mine {
+                std::hint::spin_loop();
+            }
+        });
+    }
+
+    /// End the spinners started so far (they return at their next check).
+    fn stop(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// The worker thread of the CPU lane: takes groups in order, waits for their activations,
 /// runs their calls, and answers each with the calls' µs.
 pub struct LaneWorker<'scope> {
@@ -167,23 +203,32 @@ impl<'scope> LaneWorker<'scope> {
         plan: &'env ReplayPlan,
         bank: &'env mut LaneBank,
         threads: usize,
+        poll: bool,
         act: Option<&'env CudaEvent>,
     ) -> LaneWorker<'scope> {
         let (jobs, rx) = channel::<usize>();
         let (tx, done) = channel::<(usize, f64)>();
         let handle = s.spawn(move || {
             let pool = crate::host::pool(threads);
+            let spin = Spinners::default();
             for gi in rx {
+                if poll {
+                    spin.stop();
+                }
                 if let Some(e) = act {
                     e.synchronize()
                         .map_err(|e| format!("waiting for group {gi}'s activations: {e}"))?;
                 }
                 let calls = &plan.groups[gi].cpu_calls;
                 let us = bank.time_step(calls, &pool);
+                if poll {
+                    spin.start(&pool);
+                }
                 if tx.send((calls.len(), us)).is_err() {
                     break;
                 }
             }
+            spin.stop();
             Ok(())
         });
         LaneWorker {
@@ -357,11 +402,11 @@ impl LaneRun<'_> {
 pub fn run_cpu_half(plan: &ReplayPlan, spec: &CpuLaneSpec) -> Result<CpuLaneMeasured, String> {
     check_plan(plan, spec)?;
     let mut bank = lane_bank(spec, 1);
-    let measured = CpuLaneMeasured::new(plan.steps, spec.threads)
+    let measured = CpuLaneMeasured::new(plan.steps, spec.threads, spec.poll)
         .with_bank(bank.bank_bytes() as u64, bank.distinct);
     let mut m = std::thread::scope(|s| {
         let mut run = LaneRun {
-            worker: LaneWorker::start(s, plan, &mut bank, spec.threads, None),
+            worker: LaneWorker::start(s, plan, &mut bank, spec.threads, spec.poll, None),
             measured,
         };
         for (gi, g) in plan.groups.iter().enumerate() {
@@ -428,6 +473,7 @@ mod tests {
             format: Format::Int4,
             experts,
             threads: 1,
+            poll: false,
             seed: 3,
         }
     }
@@ -442,6 +488,20 @@ mod tests {
         assert_eq!(m.calls_per_step, vec![4]);
         assert_eq!(m.calls_us.len(), 1);
         assert!(m.calls_us[0] > 0.0 && m.join_wait_us[0] >= 0.0);
+    }
+
+    /// With polling, two threads spin between groups and stop at the end: the same calls
+    /// run, and the run returns (a spinner left running would hang the pool's drop).
+    #[test]
+    fn a_polling_pool_runs_the_same_calls_and_stops_spinning() {
+        let spec = CpuLaneSpec {
+            threads: 2,
+            poll: true,
+            ..spec(4)
+        };
+        let m = run_cpu_half(&plan(), &spec).unwrap();
+        assert_eq!((m.calls, m.groups, m.poll), (4, 2, true));
+        assert_eq!(m.calls_per_step, vec![4]);
     }
 
     #[test]

@@ -163,6 +163,7 @@ fn tiny_lane(threads: usize) -> CpuLaneSpec {
         format: Format::Int4,
         experts: 8,
         threads,
+        poll: false,
         seed: 1,
     }
 }
@@ -222,7 +223,7 @@ fn the_cpu_half_of_a_composed_plan_runs_every_planned_call() {
 /// A composed repetition measured `f` times the prediction at every step, its CPU lane
 /// having run every planned call.
 fn synthetic(p: &Prediction, position: u32, f: f64) -> StoredRep {
-    let mut lane = validate::replay_cpu::CpuLaneMeasured::new(p.steps, 4);
+    let mut lane = validate::replay_cpu::CpuLaneMeasured::new(p.steps, 4, false);
     lane.calls_per_step = validate::replay_cpu::calls_per_step(&p.plan);
     lane.calls = lane.calls_per_step.iter().sum();
     lane.calls_us = p.step_us.iter().map(|t| t / 2.0).collect();

@@ -95,7 +95,8 @@ impl Within {
         let family = |r: &RepricedRow| format!("{}\n{}\n{}", r.trace, r.retention, r.policy);
         let set = |r: &RepricedRow| {
             let p = std::path::Path::new(&r.file);
-            p.parent().map_or(String::new(), |d| d.display().to_string())
+            p.parent()
+                .map_or(String::new(), |d| d.display().to_string())
         };
         Within {
             rows: rows.len(),

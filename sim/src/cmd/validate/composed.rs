@@ -87,6 +87,7 @@ pub fn predictions(
                 format,
                 experts,
                 threads: super::cpu_threads(args),
+                poll: args.cpu_poll,
                 seed: args.cache.seed,
             });
             Ok(pp)

@@ -119,6 +119,12 @@ pub struct ValidateArgs {
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub cpu_threads: Option<u32>,
 
+    /// Keep the CPU lane's threads spinning between groups of the composed validation (with
+    /// --hw) instead of sleeping, as llama.cpp's threadpool polls for work (`--poll`, 50 by
+    /// default); the replay JSON's `cpu_lane.poll` records it.
+    #[arg(long, requires = "cpu_experts")]
+    pub cpu_poll: bool,
+
     /// Untimed warm-up steps before the measured ones, replayed for real (commits, copies,
     /// kernels, evictions) and priced alike: `auto` (default) runs retention rows until their
     /// cache is at its budget and 3 steps in a row evict within 10% of what they page in (at
