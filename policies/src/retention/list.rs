@@ -1,6 +1,8 @@
 //! An intrusive doubly linked list over dense unit ids, shared by the list-based policies
 //! (LRU, FIFO, pin-LRU, ARC, S3-FIFO). Every operation is O(1) and allocation-free after
-//! construction: keys are small dense integers, so two `u32` arrays beat a hash map.
+//! construction: keys are small dense integers, so an array of `u32` links beats a hash map.
+//! Each id's two links sit side by side (one 8-byte [`Link`]), so an unlink or a move to the
+//! head touches one cache line per neighbour instead of two.
 
 use super::Protect;
 use std::cell::Cell;
@@ -12,8 +14,8 @@ pub const NIL: u32 = u32::MAX;
 /// inserted end (MRU), the tail the oldest (LRU / FIFO victim end).
 #[derive(Clone, Debug)]
 pub struct DList {
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// `links[id]`: the id's neighbours while it is in the list.
+    links: Vec<Link>,
     member: Vec<bool>,
     head: u32,
     tail: u32,
@@ -23,6 +25,13 @@ pub struct DList {
     walked: Cell<u64>,
     /// Where [`DList::oldest_unprotected`] may resume within one group.
     resume: Cell<Resume>,
+}
+
+/// The neighbours of one id: `prev` towards the head, `next` towards the tail ([`NIL`]: none).
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    prev: u32,
+    next: u32,
 }
 
 /// Within group `group`, every entry from the tail up to `at` (inclusive; [`NIL`]: none) was
@@ -40,8 +49,13 @@ impl DList {
     /// An empty list able to hold ids `0..n`.
     pub fn new(n: usize) -> Self {
         DList {
-            prev: vec![NIL; n],
-            next: vec![NIL; n],
+            links: vec![
+                Link {
+                    prev: NIL,
+                    next: NIL
+                };
+                n
+            ],
             member: vec![false; n],
             head: NIL,
             tail: NIL,
@@ -78,7 +92,7 @@ impl DList {
     /// The id inserted before `id` (towards the head), walking from the tail; `None` at the head.
     #[inline]
     pub fn towards_head(&self, id: u32) -> Option<u32> {
-        let p = self.prev[id as usize];
+        let p = self.links[id as usize].prev;
         (p != NIL).then_some(p)
     }
 
@@ -87,10 +101,12 @@ impl DList {
     pub fn push_head(&mut self, id: u32) {
         debug_assert!(!self.member[id as usize]);
         let i = id as usize;
-        self.prev[i] = NIL;
-        self.next[i] = self.head;
+        self.links[i] = Link {
+            prev: NIL,
+            next: self.head,
+        };
         if self.head != NIL {
-            self.prev[self.head as usize] = id;
+            self.links[self.head as usize].prev = id;
         } else {
             self.tail = id;
         }
@@ -106,29 +122,46 @@ impl DList {
         if self.resume.get().at == id {
             self.resume.set(Resume { group: 0, at: NIL });
         }
-        let i = id as usize;
-        let (p, n) = (self.prev[i], self.next[i]);
+        self.unlink(id);
+        self.member[id as usize] = false;
+        self.len -= 1;
+    }
+
+    /// Join `id`'s neighbours to each other (membership and length unchanged).
+    #[inline]
+    fn unlink(&mut self, id: u32) {
+        let Link { prev: p, next: n } = self.links[id as usize];
         if p != NIL {
-            self.next[p as usize] = n;
+            self.links[p as usize].next = n;
         } else {
             self.head = n;
         }
         if n != NIL {
-            self.prev[n as usize] = p;
+            self.links[n as usize].prev = p;
         } else {
             self.tail = p;
         }
-        self.member[i] = false;
-        self.len -= 1;
     }
 
     /// Move `id` (in the list) to the head.
     #[inline]
     pub fn move_to_head(&mut self, id: u32) {
-        if self.head != id {
-            self.remove(id);
-            self.push_head(id);
+        debug_assert!(self.member[id as usize]);
+        if self.head == id {
+            return;
         }
+        if self.resume.get().at == id {
+            self.resume.set(Resume { group: 0, at: NIL });
+        }
+        // Not the head, so the list keeps a head after the unlink.
+        self.unlink(id);
+        let old = self.head;
+        self.links[id as usize] = Link {
+            prev: NIL,
+            next: old,
+        };
+        self.links[old as usize].prev = id;
+        self.head = id;
     }
 
     /// The oldest id for which `skip` is false, walking from the tail; `None` when every id
@@ -142,7 +175,7 @@ impl DList {
             if !skip(cur) {
                 return Some(cur);
             }
-            cur = self.prev[cur as usize];
+            cur = self.links[cur as usize].prev;
         }
         None
     }
@@ -163,7 +196,7 @@ impl DList {
         let mut cur = if last == NIL {
             self.tail
         } else {
-            self.prev[last as usize]
+            self.links[last as usize].prev
         };
         self.walked.set(self.walked.get() + 1);
         while cur != NIL {
@@ -172,7 +205,7 @@ impl DList {
                 break;
             }
             last = cur;
-            cur = self.prev[cur as usize];
+            cur = self.links[cur as usize].prev;
         }
         self.resume.set(Resume { group: g, at: last });
         (cur != NIL).then_some(cur)
@@ -190,7 +223,7 @@ impl DList {
         let mut cur = self.head;
         while cur != NIL {
             out.push(cur);
-            cur = self.next[cur as usize];
+            cur = self.links[cur as usize].next;
         }
         out
     }

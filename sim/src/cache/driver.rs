@@ -201,6 +201,85 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         self.outcome.evicted.clear();
         self.outcome.ssd_reads.clear();
         self.group_stamp += 1;
+        let bypassed = if self.semantics == Semantics::Group && self.pools.len() == 1 {
+            let bypassed = self.access_one_pool(units, next_use);
+            self.enforce(0, true);
+            self.peak_bytes = self.peak_bytes.max(self.resident_bytes);
+            bypassed
+        } else {
+            self.access_each(units, next_use)
+        };
+        if bypassed > 0 {
+            // Streamed units pass through VRAM and leave it after the group.
+            if let Some(d) = &mut self.dram {
+                for &u in &self.outcome.page_ins {
+                    if !self.resident[u as usize] {
+                        d.demote(u);
+                    }
+                }
+            }
+        }
+        &self.outcome
+    }
+
+    /// The accesses of one group with a single pool under group semantics (the global split:
+    /// local ids are the global ids, and nothing is evicted between the accesses): the hot
+    /// loop of a retention run, with its counters kept in locals and added once per group.
+    /// Returns the number of page-ins bypassed. Counts exactly as [`CacheSim::access_each`].
+    #[inline]
+    fn access_one_pool(&mut self, units: &[u32], next_use: Option<&[u32]>) -> usize {
+        let (g, pos) = (self.group_stamp, self.pos);
+        let CacheSim {
+            pools,
+            resident,
+            useful,
+            committed,
+            dram,
+            outcome,
+            ..
+        } = self;
+        let pool = &mut pools[0];
+        let (mut page_in_bytes, mut retained_bytes) = (0u128, 0u64);
+        let (mut retained, mut bypassed) = (0usize, 0usize);
+        for (i, &u) in units.iter().enumerate() {
+            let at = At {
+                pos: pos + i as u32,
+                next_use: next_use.map_or(NEVER, |n| n[i]),
+            };
+            pool.stamp[u as usize] = g;
+            if resident[u as usize] {
+                pool.policy.on_hit(u, at);
+                continue;
+            }
+            page_in_bytes += useful[u as usize] as u128;
+            if let Some(d) = dram {
+                if d.page_in(u) {
+                    outcome.ssd_reads.push(u);
+                }
+            }
+            outcome.page_ins.push(u);
+            match pool.policy.on_miss(u, at) {
+                Admission::Retain => {
+                    resident[u as usize] = true;
+                    retained += 1;
+                    retained_bytes += committed[u as usize];
+                }
+                Admission::Bypass => bypassed += 1,
+            }
+        }
+        pool.len += retained;
+        self.resident_bytes += retained_bytes;
+        self.page_ins += self.outcome.page_ins.len() as u64;
+        self.page_in_bytes += page_in_bytes;
+        self.pos += units.len() as u32;
+        self.accesses += units.len() as u64;
+        bypassed
+    }
+
+    /// The accesses of one group, unit by unit, evicting after each under access semantics
+    /// and after the group (pool by pool) under group semantics. Returns the number of
+    /// page-ins bypassed.
+    fn access_each(&mut self, units: &[u32], next_use: Option<&[u32]>) -> usize {
         let g = self.group_stamp;
         let mut bypassed = 0usize;
         // One pool (global split): local ids are the global ids, skip the lookups.
@@ -257,17 +336,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             }
             self.peak_bytes = self.peak_bytes.max(self.resident_bytes);
         }
-        if bypassed > 0 {
-            // Streamed units pass through VRAM and leave it after the group.
-            if let Some(d) = &mut self.dram {
-                for &u in &self.outcome.page_ins {
-                    if !self.resident[u as usize] {
-                        d.demote(u);
-                    }
-                }
-            }
-        }
-        &self.outcome
+        bypassed
     }
 
     /// Evict from pool `p` until its budget holds.
