@@ -597,6 +597,12 @@ fn read_measured(path: &std::path::Path) -> Result<(PathBuf, Validation)> {
     Ok((path.to_path_buf(), block))
 }
 
+/// The CPU lane's threads: `--cpu-threads`, else every hardware thread.
+pub(super) fn cpu_threads(args: &ValidateArgs) -> usize {
+    args.cpu_threads
+        .map_or_else(validate::host::all_threads, |n| n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1288,10 +1294,4 @@ mod tests {
             assert!(help.contains(own), "{own}");
         }
     }
-}
-
-/// The CPU lane's threads: `--cpu-threads`, else every hardware thread.
-pub(super) fn cpu_threads(args: &ValidateArgs) -> usize {
-    args.cpu_threads
-        .map_or_else(validate::host::all_threads, |n| n as usize)
 }
