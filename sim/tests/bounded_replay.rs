@@ -5,80 +5,16 @@
 //! layers and OS pages, a profile trace, and traces of several sequences of unequal lengths
 //! with prefill and decode tokens.
 
+mod common;
+
+use common::{random_trace, retention};
 use policies::PolicyKind;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
+use sim::cache::{Budget, RetentionConfig, Semantics, Split};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
-use traces::{ModelSpec, PhaseSel, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
-
-/// A trace of `model` with one sequence per (prefill, decode) token count, each token's
-/// selections drawn by `rng` with a skew towards low expert ids (so that retention matters).
-fn random_trace(model: ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> Trace {
-    let ks = traces::KeySpace::new(&model);
-    let mut block = |n: u64| {
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            for m in 0..ks.num_moe_layers() {
-                let mut sel: Vec<u16> = Vec::new();
-                while sel.len() < ks.top_k[m] as usize {
-                    let x: f64 = rng.gen();
-                    let e = ((x * x * x) * ks.experts[m] as f64) as u16;
-                    if !sel.contains(&e) {
-                        sel.push(e);
-                    }
-                }
-                ids.extend(sel);
-            }
-        }
-        TokenBlock { ids, weights: None }
-    };
-    let sequences = lens
-        .iter()
-        .map(|&(p, d)| SequenceData {
-            prefill: block(p),
-            decode: block(d),
-        })
-        .collect();
-    let header = traces::Header {
-        model,
-        provenance: Provenance::default(),
-        sequences: lens
-            .iter()
-            .enumerate()
-            .map(|(i, &(p, d))| SequenceInfo {
-                name: format!("s{i}"),
-                prefill_tokens: p,
-                decode_tokens: d,
-            })
-            .collect(),
-        has_weights: false,
-    };
-    let t = Trace { header, sequences };
-    t.check().expect("a valid trace");
-    t
-}
-
-fn retention(
-    policy: PolicyKind,
-    budget: &str,
-    split: Split,
-    semantics: Semantics,
-) -> RetentionConfig {
-    RetentionConfig {
-        cache: CacheConfig {
-            policy,
-            budget: Budget::parse(budget).unwrap(),
-            split,
-            semantics,
-            dram: None,
-            seed: 3,
-        },
-        batching: Batching::default(),
-        target: None,
-    }
-}
+use traces::{ModelSpec, PhaseSel};
 
 /// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits).
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {

@@ -1,8 +1,12 @@
 //! Tiny hand-made traces for the sim tests.
 #![allow(dead_code)]
 
+use policies::PolicyKind;
+use rand::Rng;
+use rand_pcg::Pcg64;
+use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
 use sim::runner::{RunConfig, TraceInput, Workload};
-use traces::{ModelSpec, Provenance, Trace};
+use traces::{ModelSpec, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
 
 /// A one-sequence decode-only trace; `tokens[t][m]` is token t's selection in MoE layer m.
 pub fn trace(layers: usize, experts: u16, tokens: &[Vec<Vec<u16>>]) -> Trace {
@@ -44,4 +48,73 @@ pub fn sim(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// A trace of `model` with one sequence per (prefill, decode) token count, each token's
+/// selections drawn by `rng` with a skew towards low expert ids (so that retention matters).
+pub fn random_trace(model: ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> Trace {
+    let ks = traces::KeySpace::new(&model);
+    let mut block = |n: u64| {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            for m in 0..ks.num_moe_layers() {
+                let mut sel: Vec<u16> = Vec::new();
+                while sel.len() < ks.top_k[m] as usize {
+                    let x: f64 = rng.gen();
+                    let e = ((x * x * x) * ks.experts[m] as f64) as u16;
+                    if !sel.contains(&e) {
+                        sel.push(e);
+                    }
+                }
+                ids.extend(sel);
+            }
+        }
+        TokenBlock { ids, weights: None }
+    };
+    let sequences = lens
+        .iter()
+        .map(|&(p, d)| SequenceData {
+            prefill: block(p),
+            decode: block(d),
+        })
+        .collect();
+    let header = traces::Header {
+        model,
+        provenance: Provenance::default(),
+        sequences: lens
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, d))| SequenceInfo {
+                name: format!("s{i}"),
+                prefill_tokens: p,
+                decode_tokens: d,
+            })
+            .collect(),
+        has_weights: false,
+    };
+    let t = Trace { header, sequences };
+    t.check().expect("a valid trace");
+    t
+}
+
+/// A retention configuration of `policy` at `budget` (seed 3, no DRAM tier, one-token
+/// batches, no target).
+pub fn retention(
+    policy: PolicyKind,
+    budget: &str,
+    split: Split,
+    semantics: Semantics,
+) -> RetentionConfig {
+    RetentionConfig {
+        cache: CacheConfig {
+            policy,
+            budget: Budget::parse(budget).unwrap(),
+            split,
+            semantics,
+            dram: None,
+            seed: 3,
+        },
+        batching: Batching::default(),
+        target: None,
+    }
 }
