@@ -221,7 +221,7 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
     for r in &v.rows {
         let _ = writeln!(
             t,
-            "{:<12} {:>6} {:>10.1} {:>13.3} {:>12.3} {:>9.1}% {:>7.1}% {:>7.1}% {:>9.1}% {:>11} {:>12}  {}",
+            "{:<12} {:>6} {:>10.1} {:>13.3} {:>12.3} {:>+9.1}% {:>+7.1}% {:>+7.1}% {:>9.1}% {:>11} {:>12}  {}",
             r.mode,
             r.cpu_layers,
             r.calls_per_step,
@@ -236,7 +236,7 @@ pub fn cpu_lane_table(v: &CpuLaneValidation) -> String {
                 .map_or("-".into(), |p| format!("{:.2}", p.ratio)),
             r.probe
                 .as_ref()
-                .map_or("-".into(), |p| format!("{:.1}%", p.adjusted_median_error_pct)),
+                .map_or("-".into(), |p| format!("{:+.1}%", p.adjusted_median_error_pct)),
             if r.distinct_weights {
                 format!("one block per expert, {} MB", r.bank_bytes / 1_000_000)
             } else {
