@@ -201,7 +201,7 @@ fn trial(
             }
         }
         Err(e) => match crate::grid::does_not_fit(&e) {
-            Some(n) => Ok(Trial::Over(n.to_string())),
+            Some(n) => Ok(Trial::Over(n.at_one_unit())),
             None => Err(e),
         },
     }

@@ -32,6 +32,22 @@ pub struct NoSequenceFits {
     pub limit_mib: f64,
 }
 
+impl NoSequenceFits {
+    /// The same for a budget of one unit, without advice on the budget, for a grid that
+    /// chooses the budget itself (`sim plan` searches it from one unit up).
+    pub fn at_one_unit(&self) -> String {
+        let replay = if self.priced_by_replay {
+            " (as replayed, with prefetches and deferred unmaps)"
+        } else {
+            ""
+        };
+        format!(
+            "the admission cap admits no sequence even at a budget of one unit: one sequence maps {:.0} MiB at its peak{replay} but {} x usable VRAM of profile '{}' is {:.0} MiB",
+            self.need_mib, self.cap, self.profile, self.limit_mib
+        )
+    }
+}
+
 /// Peak mapped bytes of `plans` with every decommit immediate and no prefetch (the memory
 /// the plan itself needs), counted like the engine counts it.
 pub fn plan_peak_bytes(plans: &Plans, units: &UnitMap, compute: &ComputeModel) -> f64 {
