@@ -383,3 +383,47 @@ fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// `sim run` warns as sweep does: at 90% the peak mapped memory (read from the run's own
+/// `--json`) is above the laptop's 7,959 MiB of usable VRAM and is named; at 25% it is not,
+/// and no warning is printed.
+#[test]
+fn run_warns_of_a_budget_over_usable_vram() {
+    let run = |budget: &str| {
+        ok(&[
+            "run",
+            "--trace",
+            PROSE,
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+            "--budget",
+            budget,
+            "--expert-mib",
+            "12",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--json",
+        ])
+    };
+    let o = run("90%");
+    let peak = stdout_json(&o)["timing"]["peak_mapped_mib"]
+        .as_f64()
+        .unwrap();
+    assert!(peak > 7959.0, "{peak}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let named = format!(
+        "warning: without --admission-cap, the runs at budget 90% (peak {} MiB mapped) map more than the 7,959 MiB of usable VRAM",
+        thousands(peak.round() as u64)
+    );
+    assert!(err.contains(&named), "{err}");
+    let o = run("25%");
+    assert!(
+        stdout_json(&o)["timing"]["peak_mapped_mib"]
+            .as_f64()
+            .unwrap()
+            < 7959.0
+    );
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
+}

@@ -59,6 +59,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         _ => runner::run(&cfg, &args.input.workload()?)?,
     };
     print_notes(&report);
+    super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
