@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{random_trace, retention};
+use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -31,26 +31,11 @@ fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, Strin
     }
 }
 
-struct Files {
-    _dir: tempfile::TempDir,
-    trace: std::path::PathBuf,
-    profile: std::path::PathBuf,
-}
-
 fn files() -> Files {
-    let dir = tempfile::tempdir().unwrap();
     let mut rng = Pcg64::seed_from_u64(17);
     let model = ModelSpec::uniform("tiny", 3, 16, 2);
     let lens = [(5, 40), (0, 25), (3, 0), (7, 61)];
-    let trace = dir.path().join("t.bin");
-    traces::write_file(&trace, &random_trace(model.clone(), &lens, &mut rng)).unwrap();
-    let profile = dir.path().join("p.bin");
-    traces::write_file(&profile, &random_trace(model, &[(2, 30)], &mut rng)).unwrap();
-    Files {
-        _dir: dir,
-        trace,
-        profile,
-    }
+    Files::write(&model, &lens, &mut rng)
 }
 
 fn cfg(policy: &str, phase: PhaseSel, retention: Option<RetentionConfig>) -> RunConfig {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{random_trace, retention};
+use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -51,17 +51,10 @@ fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, Strin
     }
 }
 
-struct Files {
-    _dir: tempfile::TempDir,
-    trace: std::path::PathBuf,
-    profile: std::path::PathBuf,
-}
-
 /// A trace of a 4-layer model of 16 experts, top-2, with a hidden size (the CPU lane needs
 /// one), and a profile trace. The `long` trace's 18,115 tokens make 72,460 groups at batch 1:
 /// more than one window of the bounded path (65,536 groups).
 fn files(long: bool) -> Files {
-    let dir = tempfile::tempdir().unwrap();
     let mut rng = Pcg64::seed_from_u64(23);
     let mut model = ModelSpec::uniform("tiny", 4, 16, 2);
     model.hidden_size = Some(1024);
@@ -71,15 +64,7 @@ fn files(long: bool) -> Files {
     } else {
         vec![(5, 40), (0, 25), (3, 0), (7, 61)]
     };
-    let trace = dir.path().join("t.bin");
-    traces::write_file(&trace, &random_trace(model.clone(), &lens, &mut rng)).unwrap();
-    let profile = dir.path().join("p.bin");
-    traces::write_file(&profile, &random_trace(model, &[(2, 30)], &mut rng)).unwrap();
-    Files {
-        _dir: dir,
-        trace,
-        profile,
-    }
+    Files::write(&model, &lens, &mut rng)
 }
 
 fn cfg(policy: &str, phase: PhaseSel, retention: Option<RetentionConfig>) -> RunConfig {

@@ -118,3 +118,27 @@ pub fn retention(
         target: None,
     }
 }
+
+/// A trace file and a profile trace file of `model` in a temporary directory (removed on
+/// drop): the trace has one sequence per (prefill, decode) count of `lens`, the profile one
+/// of 2 prefill and 30 decode tokens, both drawn by [`random_trace`] from `rng`.
+pub struct Files {
+    _dir: tempfile::TempDir,
+    pub trace: std::path::PathBuf,
+    pub profile: std::path::PathBuf,
+}
+
+impl Files {
+    pub fn write(model: &ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> Files {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.bin");
+        traces::write_file(&trace, &random_trace(model.clone(), lens, rng)).unwrap();
+        let profile = dir.path().join("p.bin");
+        traces::write_file(&profile, &random_trace(model.clone(), &[(2, 30)], rng)).unwrap();
+        Files {
+            _dir: dir,
+            trace,
+            profile,
+        }
+    }
+}
