@@ -62,6 +62,21 @@ pub fn round_half_even(num: u128, den: u128) -> u128 {
 }
 
 impl Budget {
+    /// The budget as an error message names it: a byte budget in GiB or MiB when it is a whole
+    /// number of them (`500 GiB (536870912000 B)`), every other form as [`Display`] writes it.
+    ///
+    /// [`Display`]: std::fmt::Display
+    pub fn describe(&self) -> String {
+        const MIB: u64 = 1 << 20;
+        match *self {
+            Budget::Bytes(b) if b > 0 && b % (MIB << 10) == 0 => {
+                format!("{} GiB ({b} B)", b / (MIB << 10))
+            }
+            Budget::Bytes(b) if b > 0 && b % MIB == 0 => format!("{} MiB ({b} B)", b / MIB),
+            _ => self.to_string(),
+        }
+    }
+
     /// Parse `25%`, `12.5%`, `192` or `3GiB` / `512MiB` / `2GB` / `1048576B`.
     pub fn parse(s: &str) -> Result<Budget, String> {
         let t = s.trim();
@@ -108,12 +123,14 @@ impl Budget {
             Budget::Fraction { num, den } => {
                 if num == 0 {
                     return Err(BudgetError(format!(
-                        "budget {self} is 0; give a positive budget"
+                        "budget {} is 0; give a positive budget",
+                        self.describe()
                     )));
                 }
                 if num > den {
                     return Err(BudgetError(format!(
-                        "budget {self} is above the bank; give at most 100%"
+                        "budget {} is above the bank; give at most 100%",
+                        self.describe()
                     )));
                 }
                 round_half_even(num * units as u128, den).max(1)
@@ -128,13 +145,19 @@ impl Budget {
                 _ => String::new(),
             };
             return Err(BudgetError(format!(
-                "budget {self} holds no unit{why}; give at least one unit"
+                "budget {} holds no unit{why}; give at least one unit",
+                self.describe()
             )));
         }
         if n > units as u128 {
             return Err(BudgetError(format!(
-                "budget {self}{} is above the bank ({units} units); give at most 100% / {units} units",
-                if matches!(self, Budget::Units(_)) { String::new() } else { format!(" ({n} units)") }
+                "budget {}{} above the bank ({units} units); give at most 100% / {units} units",
+                self.describe(),
+                if matches!(self, Budget::Units(_)) {
+                    " is".to_string()
+                } else {
+                    format!(" holds {n} units,")
+                }
             )));
         }
         Ok(n as usize)
@@ -276,6 +299,27 @@ mod tests {
         assert_eq!(Budget::parse("1.5MiB").unwrap(), Budget::Bytes(3 << 19));
         assert_eq!(Budget::parse("2GB").unwrap(), Budget::Bytes(2_000_000_000));
         assert_eq!(Budget::parse("192").unwrap().resolve(768, 1).unwrap(), 192);
+    }
+
+    #[test]
+    fn errors_name_byte_budgets_in_binary_units() {
+        let err = |s: &str| {
+            Budget::parse(s)
+                .unwrap()
+                .resolve(768, 16 << 20)
+                .unwrap_err()
+                .0
+        };
+        // 500 GiB / 16 MiB = 32000 units, above the 768 of the bank
+        assert_eq!(
+            err("500GiB"),
+            "budget 500 GiB (536870912000 B) holds 32000 units, above the bank (768 units); give at most 100% / 768 units"
+        );
+        // 1.5 MiB is not a whole number of MiB: named in bytes
+        assert!(err("1.5MiB").starts_with("budget 1572864 B holds no unit"));
+        assert!(err("8MiB").starts_with("budget 8 MiB (8388608 B) holds no unit"));
+        assert_eq!(Budget::parse("2GB").unwrap().describe(), "2000000000 B");
+        assert_eq!(Budget::parse("25%").unwrap().describe(), "25%");
     }
 
     #[test]
