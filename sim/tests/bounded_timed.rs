@@ -183,15 +183,35 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
 }
 
 #[test]
+fn kept_step_latencies_match_the_in_memory_path_in_both_forms() {
+    // the long trace at batch 1 is 18,115 steps (every step kept); a 21,000-token trace
+    // is more steps than MAX_EVERY_STEP (20,000), kept as quantiles
+    let mut rng = Pcg64::seed_from_u64(5);
+    let mut model = ModelSpec::uniform("tiny", 2, 8, 2);
+    model.hidden_size = Some(1024);
+    model.expert_ffn = Some(512);
+    let longer = Files::write(&model, &[(0, 21_000)], &mut rng);
+    for (f, form) in [(files(true), "every-step"), (longer, "quantiles")] {
+        for policy in [None, Some(PolicyKind::Belady)] {
+            let r = policy.map(|p| retention(p, "30%", Split::Global, Semantics::Group));
+            let mut c = cfg("e1", PhaseSel::All, r);
+            let t = c.timing.as_mut().unwrap();
+            t.step_latencies = true;
+            t.predictor = PredictorKind::PrevToken;
+            let (a, b) = both(&c, &f.trace, None);
+            assert!(a.contains(&format!("\"step_latency\":{{\"form\":\"{form}\"")));
+            assert_eq!(a, b, "{c:?}");
+        }
+    }
+}
+
+#[test]
 fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
     let mut c = cfg("e1", PhaseSel::Decode, None);
     assert!(sim::bounded::timed::supports(&c));
     c.timing.as_mut().unwrap().admission_cap = Some(0.9);
     assert!(!sim::bounded::timed::supports(&c));
     c.timing.as_mut().unwrap().admission_cap = None;
-    c.timing.as_mut().unwrap().step_latencies = true;
-    assert!(!sim::bounded::timed::supports(&c));
-    c.timing.as_mut().unwrap().step_latencies = false;
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);
     c.retention = Some(r);

@@ -26,8 +26,8 @@ use traces::{Phase, Trace};
 /// window's bookkeeping vanishes against its pricing).
 const WINDOW_GROUPS: usize = 1 << 16;
 
-/// Whether [`run_file`] covers `cfg`: a timed run without an admission cap or kept step
-/// latencies, one token per step, and with retention no tokens/s target and the FIFO schedule
+/// Whether [`run_file`] covers `cfg`: a timed run without an admission cap, one token per
+/// step, and with retention no tokens/s target and the FIFO schedule
 /// without a queue; a mechanism without co-activation order.
 pub fn supports(cfg: &RunConfig) -> bool {
     let Some(t) = &cfg.timing else {
@@ -38,11 +38,7 @@ pub fn supports(cfg: &RunConfig) -> bool {
     });
     let mechanism_ok =
         runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
-    t.admission_cap.is_none()
-        && !t.step_latencies
-        && cfg.stepping.is_off()
-        && retention_ok
-        && mechanism_ok
+    t.admission_cap.is_none() && cfg.stepping.is_off() && retention_ok && mechanism_ok
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
@@ -267,6 +263,9 @@ impl Timed<'_> {
         let ks = &self.f.ks;
         let new = |o| Pricer::new(plans, self.map, ks, cost, compute, o, self.learning, false);
         let mut pricers = vec![new(opts)?];
+        if self.tc.step_latencies {
+            pricers[0].keep_latencies();
+        }
         for &k in kinds {
             pricers.push(new(EngineOptions {
                 predictor: k,
