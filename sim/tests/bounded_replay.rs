@@ -1,7 +1,8 @@
 //! The bounded-memory path of `sim run` (`sim::bounded::run_file`, which streams the trace
 //! file) gives, bit for bit, the report of the in-memory path (`sim::runner::run` on the
 //! loaded trace): every retention policy, both semantics, both splits, batches, a DRAM tier,
-//! mechanisms with one unit per key, packed chunks ordered by a profile, regions spanning
+//! mechanisms with one unit per key, packed chunks ordered by a profile or by co-activation
+//! (dense and sparse pair counts), regions spanning
 //! layers and OS pages, a profile trace, and traces of several sequences of unequal lengths
 //! with prefill and decode tokens.
 
@@ -127,10 +128,35 @@ fn streaming_runs_and_errors_match_the_in_memory_path() {
 }
 
 #[test]
+fn coactivation_orders_match_the_in_memory_path() {
+    let f = files();
+    for mechanism in ["e2:coact", "e3:coact", "e5:coact"] {
+        for phase in [PhaseSel::Decode, PhaseSel::All] {
+            for profile in [None, Some(f.profile.as_path())] {
+                let (a, b) = both(&cfg(mechanism, phase, None), &f.trace, profile);
+                assert_eq!(a, b, "{mechanism} {phase:?}");
+                let r = retention(PolicyKind::Lru, "30%", Split::PerLayer, Semantics::Group);
+                let (a, b) = both(&cfg(mechanism, phase, Some(r)), &f.trace, profile);
+                assert_eq!(a, b, "{mechanism} {phase:?}");
+            }
+        }
+    }
+    // above 2,048 experts a layer's pairs are counted sparsely, on both paths
+    let mut rng = Pcg64::seed_from_u64(3);
+    let wide = Files::write(
+        &ModelSpec::uniform("wide", 1, 2100, 4),
+        &[(0, 300), (2, 50)],
+        &mut rng,
+    );
+    for mechanism in ["e2:coact", "e3:coact"] {
+        let (a, b) = both(&cfg(mechanism, PhaseSel::All, None), &wide.trace, None);
+        assert_eq!(a, b, "{mechanism}");
+    }
+}
+
+#[test]
 fn runs_the_path_does_not_cover_are_left_to_the_in_memory_one() {
     let mut c = cfg("e4:coact", PhaseSel::Decode, None);
-    assert!(!sim::bounded::supports(&c));
-    c.policy = "e4:hot".into();
     assert!(sim::bounded::supports(&c));
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);

@@ -3,8 +3,9 @@
 //! bit, the report of the in-memory path (`sim::runner::run` on the loaded trace, pricing the
 //! whole plan at once): retention policies (Belady/MIN and static pinning included), both
 //! semantics, both splits, batches, a DRAM tier, every predictor, CPU expert placements, the
-//! streaming regime, a profile trace, a timeline file, and traces long enough to span several
-//! windows with sequences of unequal lengths and prefill tokens.
+//! streaming regime, profile and co-activation orders, a profile trace, a timeline file, kept
+//! step latencies, and traces long enough to span several windows with sequences of unequal
+//! lengths and prefill tokens.
 
 mod common;
 
@@ -131,7 +132,7 @@ fn predictors_batches_tiers_and_placements_match_the_in_memory_path() {
 fn streaming_mechanisms_and_a_timeline_match_the_in_memory_path() {
     let f = files(false);
     let dir = tempfile::tempdir().unwrap();
-    for mechanism in ["e1", "e2:hot", "region:5", "os4k"] {
+    for mechanism in ["e1", "e2:hot", "e3:coact", "region:5", "os4k"] {
         for phase in [PhaseSel::Decode, PhaseSel::All] {
             let mut c = cfg(mechanism, phase, None);
             let (a, b) = both(&c, &f.trace, Some(&f.profile));

@@ -1,8 +1,9 @@
 //! `sim run` on a trace file in memory bounded by the model, not by the trace's length: the
 //! trace is never loaded. Each figure comes from a pass that streams the file block by block:
 //!
-//! 1. with a mechanism that orders experts by a profile (`eN:hot`): the profile trace's
-//!    selection counts ([`profile::KeyCounts`]);
+//! 1. with a mechanism that orders experts by a profile (`eN:hot`, `eN:coact`): the profile
+//!    trace's selection counts ([`profile::KeyCounts`]) and, for `coact`, its co-activation
+//!    counts ([`coact::CoactCounts`]);
 //! 2. the streaming metrics, over the trace read by [`traces::TraceReader`], which validates
 //!    every record and the payload checksum; the same pass gives the pinning policies' unit
 //!    statistics when the trace is its own profile ([`profile::UnitCounts`]; a profile trace
@@ -19,6 +20,7 @@
 //! take the same passes and then [`timed`]'s windowed recording and pricing. Runs neither
 //! covers ([`supports`], [`timed::supports`]) load the trace as before.
 
+pub mod coact;
 pub mod grid;
 pub mod next_use;
 mod positioned;
@@ -38,8 +40,8 @@ use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
 const TICK_TOKENS: u64 = 4096;
 
 /// Whether [`run_file`] covers `cfg`: no timing, one token per step, and with retention no
-/// tokens/s target and the FIFO schedule without a queue; a mechanism without co-activation
-/// order. Every retention policy, budget, split, semantics, batch and DRAM tier is covered.
+/// tokens/s target and the FIFO schedule without a queue. Every mechanism, retention policy,
+/// budget, split, semantics, batch and DRAM tier is covered.
 pub fn supports(cfg: &RunConfig) -> bool {
     let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
         r.target.is_none()
@@ -47,9 +49,7 @@ pub fn supports(cfg: &RunConfig) -> bool {
             && r.batching.schedule == Schedule::Fifo
             && r.batching.stepping.is_off()
     });
-    let mechanism_ok =
-        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
-    cfg.timing.is_none() && cfg.stepping.is_off() && retention_ok && mechanism_ok
+    cfg.timing.is_none() && cfg.stepping.is_off() && retention_ok
 }
 
 /// Passes over the trace that [`run_file`] makes for `cfg` (for a progress bar's length).
@@ -174,10 +174,19 @@ impl Stream {
         let mech = runner::parse_policy(&cfg.policy, "--policy")?;
         let key_profile = if mech.needs_profile() {
             let mut counts = profile::KeyCounts::new(pks);
+            let mut coact = mech
+                .needs_coactivation()
+                .then(|| coact::CoactCounts::new(pks))
+                .transpose()?;
             each_record(profile_path, profile_flag, cfg.phase, tick, |r| {
-                counts.step(r)
+                counts.step(r);
+                if let Some(c) = &mut coact {
+                    c.step(r);
+                }
             })?;
-            Some(counts.finish())
+            let mut stats = counts.finish();
+            stats.coact = coact.map(coact::CoactCounts::finish);
+            Some(stats)
         } else {
             None
         };

@@ -27,8 +27,7 @@ use traces::{Phase, Trace};
 const WINDOW_GROUPS: usize = 1 << 16;
 
 /// Whether [`run_file`] covers `cfg`: a timed run without an admission cap, one token per
-/// step, and with retention no tokens/s target and the FIFO schedule
-/// without a queue; a mechanism without co-activation order.
+/// step, and with retention no tokens/s target and the FIFO schedule without a queue.
 pub fn supports(cfg: &RunConfig) -> bool {
     let Some(t) = &cfg.timing else {
         return false;
@@ -36,9 +35,7 @@ pub fn supports(cfg: &RunConfig) -> bool {
     let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
         r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
     });
-    let mechanism_ok =
-        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
-    t.admission_cap.is_none() && cfg.stepping.is_off() && retention_ok && mechanism_ok
+    t.admission_cap.is_none() && cfg.stepping.is_off() && retention_ok
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
