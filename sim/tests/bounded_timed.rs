@@ -4,7 +4,7 @@
 //! whole plan at once): retention policies (Belady/MIN and static pinning included), both
 //! semantics, both splits, batches, a DRAM tier, every predictor, CPU expert placements, the
 //! streaming regime, profile and co-activation orders, a profile trace, a timeline file, kept
-//! step latencies, and traces long enough to span several windows with sequences of unequal
+//! step latencies, admission caps, and traces long enough to span several windows with sequences of unequal
 //! lengths and prefill tokens.
 
 mod common;
@@ -48,6 +48,7 @@ fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, Strin
             assert!(a.contains("\"tokens_per_s\""), "{a}");
             (a, b)
         }
+        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
         (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
     }
 }
@@ -206,13 +207,62 @@ fn kept_step_latencies_match_the_in_memory_path_in_both_forms() {
     }
 }
 
+/// The peak mapped MiB and the usable VRAM MiB of `cfg`'s in-memory run.
+fn peak_and_usable(cfg: &RunConfig, trace: &Path) -> (f64, f64) {
+    let w = Workload::new(TraceInput::load(Some(trace)).unwrap(), None).unwrap();
+    let r = runner::run(cfg, &w).unwrap();
+    let t = (r.timing.unwrap(), r.timing_detail.unwrap());
+    (t.0.peak_mapped_mib, t.1.usable_mib)
+}
+
+#[test]
+fn admission_caps_match_the_in_memory_path() {
+    let (short, long) = (files(false), files(true));
+    let (mut fewer, mut refused) = (0, 0);
+    for (f, policy, predictor, batch) in [
+        (&short, Some(PolicyKind::Lru), PredictorKind::None, 4),
+        (
+            &short,
+            Some(PolicyKind::Belady),
+            PredictorKind::PrevToken,
+            3,
+        ),
+        (&short, None, PredictorKind::NextLayer, 1),
+        (&long, Some(PolicyKind::Fifo), PredictorKind::Oracle, 3),
+    ] {
+        let r = policy.map(|p| {
+            let mut r = retention(p, "30%", Split::Global, Semantics::Group);
+            r.batching.batch = batch;
+            r
+        });
+        let mut c = cfg("e1", PhaseSel::All, r);
+        let t = c.timing.as_mut().unwrap();
+        t.predictor = predictor;
+        t.window = 2;
+        t.step_latencies = true;
+        // caps around the uncapped run's peak: admitting all, fewer, or no sequence
+        let (peak, usable) = peak_and_usable(&c, &f.trace);
+        for factor in [1.01, 0.9999, 0.99, 0.9, 0.5] {
+            c.timing.as_mut().unwrap().admission_cap = Some(peak / usable * factor);
+            let (a, b) = both(&c, &f.trace, None);
+            assert_eq!(a, b, "{c:?}");
+            if !a.starts_with('{') {
+                refused += 1;
+                assert!(a.contains("admits no sequence"), "{a}");
+            } else if !a.contains(&format!("\"admitted\":{batch}")) {
+                fewer += 1;
+            }
+        }
+    }
+    // the cases cover admitting fewer sequences and refusing all
+    assert!(fewer > 0 && refused > 0, "{fewer} {refused}");
+}
+
 #[test]
 fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
     let mut c = cfg("e1", PhaseSel::Decode, None);
-    assert!(sim::bounded::timed::supports(&c));
     c.timing.as_mut().unwrap().admission_cap = Some(0.9);
-    assert!(!sim::bounded::timed::supports(&c));
-    c.timing.as_mut().unwrap().admission_cap = None;
+    assert!(sim::bounded::timed::supports(&c));
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);
     c.retention = Some(r);

@@ -11,9 +11,13 @@
 
 use super::{check_retention, next_use, source, Files, Replay, Stream};
 use crate::cache::{self, Batching, CacheOutcome, CacheSim, RetentionConfig, Schedule};
+use crate::cost::CostModel;
+use crate::engine::batch::{AdmissionSearch, PlanPeak};
 use crate::engine::build::{empty_plans, GroupBuf};
 use crate::engine::config::{engine_options, models, write_timeline};
-use crate::engine::{EngineOptions, Learning, Plans, PredictorKind, Pricer, TimingConfig};
+use crate::engine::TimingConfig;
+use crate::engine::{EngineError, EngineOptions, Learning, Plans, PredictorKind, Pricer};
+use crate::model_profile::ComputeModel;
 use crate::runner::{self, RunConfig, RunReport};
 use anyhow::Result;
 use policies::retention;
@@ -26,16 +30,16 @@ use traces::{Phase, Trace};
 /// window's bookkeeping vanishes against its pricing).
 const WINDOW_GROUPS: usize = 1 << 16;
 
-/// Whether [`run_file`] covers `cfg`: a timed run without an admission cap, one token per
-/// step, and with retention no tokens/s target and the FIFO schedule without a queue.
+/// Whether [`run_file`] covers `cfg`: a timed run with one token per step, and with
+/// retention no tokens/s target and the FIFO schedule without a queue.
 pub fn supports(cfg: &RunConfig) -> bool {
-    let Some(t) = &cfg.timing else {
+    if cfg.timing.is_none() {
         return false;
-    };
+    }
     let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
         r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
     });
-    t.admission_cap.is_none() && cfg.stepping.is_off() && retention_ok
+    cfg.stepping.is_off() && retention_ok
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
@@ -100,6 +104,7 @@ pub fn run_file(
     report.timing_detail = Some(timing.detail);
     report.prefetch = timing.prefetch;
     report.cpu = timing.cpu;
+    report.admission = timing.admission;
     Ok(report)
 }
 
@@ -117,8 +122,25 @@ fn unit_counts(
     Ok(c.finish())
 }
 
+/// The retention driver of a timed run.
+type Driver<'s> = CacheSim<'s, dyn retention::EvictionPolicy>;
+
+/// One recording and pricing pass over the trace file ([`Timed::pass`]).
+struct Pass<'s> {
+    /// The retention driver after the pass; `None` for streaming.
+    sim: Option<Driver<'s>>,
+    /// The run's replay, then the baselines' in [`baselines`] order; a pricing error is
+    /// kept here rather than raised, so an admission search may pass over a refused plan.
+    main: Result<crate::engine::Replay, EngineError>,
+    rest: Vec<Result<crate::engine::Replay, EngineError>>,
+    /// The plan's own peak mapped bytes (0 unless asked for).
+    plan_peak: f64,
+    tokens: u64,
+}
+
 /// What the timed replay adds to the report.
 struct TimedOutcome {
+    admission: Option<reports::run::Admission>,
     timing: reports::run::TimingReport,
     detail: reports::run::TimingDetail,
     prefetch: Option<reports::run::PrefetchReport>,
@@ -136,35 +158,92 @@ struct Timed<'a> {
     tick: &'a dyn Fn(u64),
 }
 
-impl Timed<'_> {
+impl<'a> Timed<'a> {
     /// The retention driver (with its next uses when offline), the recording and the
-    /// pricing; returns the retention outcome (with its config) and the timing blocks.
+    /// pricing, once, or under an admission cap once per batch size tried (from the
+    /// requested one down, as [`crate::engine::admit`] tries them); returns the retention
+    /// outcome at the requested batch (with its config) and the timing blocks.
     fn go(
         &self,
         profile: &cache::ProfileStats,
     ) -> Result<(Option<(RetentionConfig, CacheOutcome)>, TimedOutcome)> {
-        let Some(rc) = &self.cfg.retention else {
-            let (_, t) = self.record::<dyn retention::EvictionPolicy>(None, None, 1)?;
-            return Ok((None, t));
+        let rc = self.cfg.retention.as_ref();
+        if let Some(rc) = rc {
+            check_retention(self.f, rc)?;
+        }
+        let requested = rc.map_or(Batching::default().batch, |r| r.batching.batch);
+        let (sim, next) = self.driver(requested, profile)?;
+        let models = models(self.tc, &self.f.skeleton, self.map)?;
+        let kinds = baselines(self.tc.predictor);
+        let Some(cap) = self.tc.admission_cap else {
+            let pass = self.pass(sim, next, requested, &models, false)?;
+            let t = self.outcome(pass.main?, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            return Ok((self.cache_outcome(pass.sim, pass.tokens), t));
         };
-        check_retention(self.f, rc)?;
+        let mut search = AdmissionSearch::new(requested, cap, &models.0)?;
+        let (mut sim, mut next, mut cache) = (Some(sim), next, None);
+        for n in (1..=requested).rev() {
+            let (s, x) = match sim.take() {
+                Some(s) => (s, next.take()),
+                None => self.driver(n, profile)?,
+            };
+            let pass = self.pass(s, x, n, &models, true)?;
+            if n == requested {
+                cache = Some(self.cache_outcome(pass.sim, pass.tokens));
+            }
+            if !search.fits(pass.plan_peak, false) {
+                continue;
+            }
+            let run = pass.main?;
+            if !search.fits(run.peak_mapped_bytes, true) {
+                continue;
+            }
+            let mut t = self.outcome(run, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            t.admission = Some(search.admitted(n));
+            return Ok((cache.expect("the requested batch was tried first"), t));
+        }
+        Err(search.none_fits().into())
+    }
+
+    /// A fresh retention driver for batches of `batch` requests and, for an offline policy,
+    /// the next uses of its stream (a pass of their own); `None` for streaming.
+    fn driver<'s>(
+        &self,
+        batch: usize,
+        profile: &'s cache::ProfileStats,
+    ) -> Result<(Option<Driver<'s>>, Option<next_use::NextUses>)>
+    where
+        'a: 's,
+    {
+        let Some(rc) = &self.cfg.retention else {
+            return Ok((None, None));
+        };
         let c = &rc.cache;
         let (sim, _) = cache::simulator_of(self.map, c, profile, None, |s| {
             retention::build(c.policy, s)
         })?;
-        let next = if c.policy.needs_next_use() {
-            Some(self.replay(rc.batching.batch).next_uses()?)
-        } else {
-            None
-        };
-        let (sim, t) = self.record(Some(sim), next, rc.batching.batch)?;
-        let mut sim = sim.expect("a retention run keeps its driver");
-        sim.add_tokens(t.detail.tokens);
+        let next = c
+            .policy
+            .needs_next_use()
+            .then(|| self.replay(batch).next_uses())
+            .transpose()?;
+        Ok((Some(sim), next))
+    }
+
+    /// The retention outcome of the driver `sim` after a replay of `tokens` tokens, with the
+    /// run's retention config; `None` for streaming.
+    fn cache_outcome(
+        &self,
+        sim: Option<Driver<'_>>,
+        tokens: u64,
+    ) -> Option<(RetentionConfig, CacheOutcome)> {
+        let (rc, mut sim) = self.cfg.retention.clone().zip(sim)?;
+        sim.add_tokens(tokens);
         let out = CacheOutcome {
             cache: sim.report(),
             tiers: sim.tiers(),
         };
-        Ok((Some((rc.clone(), out)), t))
+        Some((rc, out))
     }
 
     /// The untimed replay of [`super`] over the same stream (for the next-use pass).
@@ -180,45 +259,41 @@ impl Timed<'_> {
     }
 
     /// Record the plan window by window (the driver `sim` deciding residency, streaming
-    /// without it) and price each window; returns the driver and the timing blocks.
-    fn record<'s, P: ?Sized + retention::EvictionPolicy>(
+    /// without it, batches of `batch` requests) and price each window; with `peak`, also
+    /// scan the plan's own peak mapped bytes.
+    fn pass<'s>(
         &self,
-        mut sim: Option<CacheSim<'s, P>>,
+        mut sim: Option<Driver<'s>>,
         mut next: Option<next_use::NextUses>,
         batch: usize,
-    ) -> Result<(Option<CacheSim<'s, P>>, TimedOutcome)> {
+        (cost, compute): &(CostModel, ComputeModel),
+        peak: bool,
+    ) -> Result<Pass<'s>> {
         let ks = &self.f.ks;
         let trace = &self.f.skeleton;
-        let (cost, compute) = models(self.tc, trace, self.map)?;
         let mut plans = empty_plans(ks.num_moe_layers(), self.map, sim.as_ref());
         let page_cache;
         let cost = if plans.page_cache {
             page_cache = cost.with_page_cache()?;
             &page_cache
         } else {
-            &cost
+            cost
         };
         let opts = engine_options(self.tc);
         let kinds = baselines(self.tc.predictor);
-        let mut pricers = self.pricers(&plans, cost, &compute, opts, &kinds)?;
+        let mut pricers = self.pricers(&plans, cost, compute, opts, &kinds)?;
+        let mut plan_peak = peak.then(|| PlanPeak::new(&plans, self.map, compute));
         let lead = if opts.predictor == PredictorKind::None {
             0
         } else {
             opts.window
         };
-        let batching = Batching {
-            batch,
-            ..Batching::default()
-        };
         let mut src = source::RoundRobin::open(self.f.trace, self.cfg.phase)?;
         let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
         let (mut records, mut seqs) = (Vec::new(), Vec::new());
         let mut tokens = 0u64;
-        loop {
-            let kv = next_batch(&mut src, trace, batching.batch, &mut records, &mut seqs)?;
-            let Some((kv, prefill)) = kv else {
-                break;
-            };
+        while let Some((kv, prefill)) = next_batch(&mut src, trace, batch, &mut records, &mut seqs)?
+        {
             plans.begin_chunk_step(&seqs, kv, seqs.len() as u32, prefill);
             for layer in 0..ks.num_moe_layers() {
                 group.gather_records(ks, self.map, &records, layer);
@@ -235,16 +310,24 @@ impl Timed<'_> {
             (self.tick)(seqs.len() as u64);
             if plans.groups.len() >= WINDOW_GROUPS {
                 let upto = plans.end_group() - lead;
-                price_window(&mut pricers, &mut plans, upto)?;
+                price_window(&mut pricers, plan_peak.as_mut(), &mut plans, upto);
             }
         }
-        for p in &mut pricers {
-            p.price(&plans, plans.end_group())?;
+        let end = plans.end_group();
+        price_all(&mut pricers, &plans, end);
+        if let Some(p) = &mut plan_peak {
+            p.scan(&plans, end);
         }
-        let mut done = pricers.into_iter().map(|p| p.finish(tokens));
-        let run = done.next().expect("the main pricer")?;
-        let t = self.outcome(run, kinds.iter().copied().zip(done), cost)?;
-        Ok((sim, t))
+        let mut done = pricers
+            .into_iter()
+            .map(|p| p.and_then(|p| p.finish(tokens)));
+        Ok(Pass {
+            sim,
+            main: done.next().expect("the main pricer"),
+            rest: done.collect(),
+            plan_peak: plan_peak.map_or(0.0, |p| p.peak),
+            tokens,
+        })
     }
 
     /// The run's pricer (options `opts`) and one per baseline predictor of `kinds`, without
@@ -252,11 +335,11 @@ impl Timed<'_> {
     fn pricers<'p>(
         &'p self,
         plans: &Plans,
-        cost: &'p crate::cost::CostModel,
-        compute: &'p crate::model_profile::ComputeModel,
+        cost: &'p CostModel,
+        compute: &'p ComputeModel,
         opts: EngineOptions,
         kinds: &[PredictorKind],
-    ) -> Result<Vec<Pricer<'p>>> {
+    ) -> Result<Vec<Result<Pricer<'p>, EngineError>>> {
         let ks = &self.f.ks;
         let new = |o| Pricer::new(plans, self.map, ks, cost, compute, o, self.learning, false);
         let mut pricers = vec![new(opts)?];
@@ -270,7 +353,7 @@ impl Timed<'_> {
                 ..opts
             })?);
         }
-        Ok(pricers)
+        Ok(pricers.into_iter().map(Ok).collect())
     }
 
     /// The timing blocks of the finished replay `run`, with the baselines' replays `rest`
@@ -307,6 +390,7 @@ impl Timed<'_> {
             .as_ref()
             .map(|lane| crate::engine::cpu::report(lane, &cost.profile, &run));
         Ok(TimedOutcome {
+            admission: None,
             timing: run.timing,
             detail: run.detail,
             prefetch,
@@ -327,19 +411,40 @@ fn baselines(kind: PredictorKind) -> Vec<PredictorKind> {
     }
 }
 
-/// Price every pricer up to group `upto`, then retire the steps before the one holding group
-/// `upto - moe_layers` (what `prev-token` may still read stays).
-fn price_window(pricers: &mut [Pricer<'_>], plans: &mut Plans, upto: usize) -> Result<()> {
-    for p in pricers.iter_mut() {
-        p.price(plans, upto)?;
+/// Price every pricer still without an error up to group `upto`, keeping the error of one
+/// that fails (the replay of a plan an admission search refuses is never read).
+fn price_all(pricers: &mut [Result<Pricer<'_>, EngineError>], plans: &Plans, upto: usize) {
+    for slot in pricers.iter_mut() {
+        let priced = match slot {
+            Ok(p) => p.price(plans, upto),
+            Err(_) => continue,
+        };
+        if let Err(e) = priced {
+            *slot = Err(e);
+        }
+    }
+}
+
+/// Price every pricer (and scan the plan's peak) up to group `upto`, then retire the steps
+/// before the one holding group `upto - moe_layers` (what `prev-token` may still read stays).
+fn price_window(
+    pricers: &mut [Result<Pricer<'_>, EngineError>],
+    peak: Option<&mut PlanPeak>,
+    plans: &mut Plans,
+    upto: usize,
+) {
+    price_all(pricers, plans, upto);
+    if let Some(p) = peak {
+        p.scan(plans, upto);
     }
     let keep = upto.saturating_sub(plans.moe_layers.max(1));
     if keep > plans.base_group {
         let step = plans.group(keep).step as usize;
         let dropped = plans.retire(step);
-        pricers.iter_mut().for_each(|p| p.retired(dropped));
+        for p in pricers.iter_mut().filter_map(|p| p.as_mut().ok()) {
+            p.retired(dropped);
+        }
     }
-    Ok(())
 }
 
 /// Read the next FIFO batch of up to `batch` round-robin requests: their records into
