@@ -4,7 +4,7 @@
 //! whole plan at once): retention policies (Belady/MIN and static pinning included), both
 //! semantics, both splits, batches, a DRAM tier, every predictor, CPU expert placements, the
 //! streaming regime, profile and co-activation orders, a profile trace, a timeline file, kept
-//! step latencies, admission caps, and traces long enough to span several windows with sequences of unequal
+//! step latencies, admission caps, queues, route-aware schedules, tokens/s targets, and traces long enough to span several windows with sequences of unequal
 //! lengths and prefill tokens.
 
 mod common;
@@ -13,7 +13,7 @@ use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use sim::cache::{Budget, RetentionConfig, Semantics, Split};
+use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::engine::cpu::CpuExperts;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
@@ -259,12 +259,101 @@ fn admission_caps_match_the_in_memory_path() {
 }
 
 #[test]
+fn queues_schedules_and_targets_match_the_in_memory_path() {
+    let (short, long) = (files(false), files(true));
+    for (f, policy, predictor, batch, queue, schedule, target) in [
+        (
+            &short,
+            PolicyKind::Lru,
+            PredictorKind::None,
+            2,
+            Some(3),
+            Schedule::Fifo,
+            None,
+        ),
+        (
+            &short,
+            PolicyKind::Belady,
+            PredictorKind::PrevToken,
+            3,
+            None,
+            Schedule::RouteAware,
+            None,
+        ),
+        (
+            &short,
+            PolicyKind::StaticPin,
+            PredictorKind::Oracle,
+            2,
+            Some(6),
+            Schedule::RouteAware,
+            Some(300.0),
+        ),
+        (
+            &short,
+            PolicyKind::Belady,
+            PredictorKind::None,
+            1,
+            None,
+            Schedule::Fifo,
+            Some(3000.0),
+        ),
+        (
+            &short,
+            PolicyKind::Arc,
+            PredictorKind::NextLayer,
+            3,
+            None,
+            Schedule::Fifo,
+            Some(30.0),
+        ),
+        (
+            &long,
+            PolicyKind::Lru,
+            PredictorKind::PrevToken,
+            3,
+            Some(5),
+            Schedule::RouteAware,
+            Some(300.0),
+        ),
+    ] {
+        let mut r = retention(policy, "30%", Split::Global, Semantics::Group);
+        r.batching = Batching {
+            batch,
+            queue,
+            schedule,
+            ..Batching::default()
+        };
+        r.target = target.map(|t| (t, 1.0));
+        let mut c = cfg("e1", PhaseSel::All, Some(r));
+        let t = c.timing.as_mut().unwrap();
+        t.predictor = predictor;
+        t.window = 2;
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
+        assert_eq!(a.contains("\"schedule\":{"), queue.is_some());
+        assert_eq!(a.contains("\"target\":{"), target.is_some());
+        if std::ptr::eq(f, &long) {
+            continue; // the long trace's capped runs take too long for a test
+        }
+        // with an admission cap too (every batch size tried is its own route-aware pass)
+        let (peak, usable) = peak_and_usable(&c, &f.trace);
+        c.timing.as_mut().unwrap().admission_cap = Some(peak / usable * 0.99);
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
+    }
+}
+
+#[test]
 fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
-    let mut c = cfg("e1", PhaseSel::Decode, None);
+    let mut c = cfg("e1", PhaseSel::All, None);
     c.timing.as_mut().unwrap().admission_cap = Some(0.9);
-    assert!(sim::bounded::timed::supports(&c));
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);
+    r.batching.schedule = Schedule::RouteAware;
+    r.target = Some((100.0, 1.0));
     c.retention = Some(r);
+    assert!(sim::bounded::timed::supports(&c));
+    c.stepping.prefill_chunk = Some(4);
     assert!(!sim::bounded::timed::supports(&c));
 }

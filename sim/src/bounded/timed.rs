@@ -9,8 +9,10 @@
 //! The report is [`crate::runner::run`]'s on the loaded trace, bit for bit
 //! (`sim/tests/bounded_timed.rs`).
 
-use super::{check_retention, next_use, source, Files, Replay, Stream};
-use crate::cache::{self, Batching, CacheOutcome, CacheSim, RetentionConfig, Schedule};
+use super::batches::Batches;
+use super::source::RecordPos;
+use super::{check_retention, next_use, Files, Passes, Retained, Stream};
+use crate::cache::{self, Batching, CacheConfig, CacheOutcome, CacheSim};
 use crate::cost::CostModel;
 use crate::engine::batch::{AdmissionSearch, PlanPeak};
 use crate::engine::build::{empty_plans, GroupBuf};
@@ -30,16 +32,15 @@ use traces::{Phase, Trace};
 /// window's bookkeeping vanishes against its pricing).
 const WINDOW_GROUPS: usize = 1 << 16;
 
-/// Whether [`run_file`] covers `cfg`: a timed run with one token per step, and with
-/// retention no tokens/s target and the FIFO schedule without a queue.
+/// Whether [`run_file`] covers `cfg`: a timed run with one token per step (any admission
+/// cap, kept step latencies, predictor, tokens/s target, queue and schedule).
 pub fn supports(cfg: &RunConfig) -> bool {
-    if cfg.timing.is_none() {
-        return false;
-    }
-    let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
-        r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
-    });
-    cfg.stepping.is_off() && retention_ok
+    let one_token = cfg.stepping.is_off()
+        && cfg
+            .retention
+            .as_ref()
+            .is_none_or(|r| r.batching.stepping.is_off());
+    cfg.timing.is_some() && one_token
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
@@ -90,7 +91,7 @@ pub fn run_file(
         tick,
     };
     let (retention, timing) = run.go(&profile_stats)?;
-    let mut report = stream.report(cfg, &f, retention);
+    let mut report = stream.report_retained(cfg, &f, retention);
     report.inputs = runner::run_inputs(
         cfg,
         &map,
@@ -125,17 +126,23 @@ fn unit_counts(
 /// The retention driver of a timed run.
 type Driver<'s> = CacheSim<'s, dyn retention::EvictionPolicy>;
 
+/// What a recording pass gives the retention run: the driver after it (`None` for
+/// streaming), the tokens, and the `schedule` block with a queue.
+struct Recorded<'s> {
+    sim: Option<Driver<'s>>,
+    tokens: u64,
+    schedule: Option<cache::ScheduleReport>,
+}
+
 /// One recording and pricing pass over the trace file ([`Timed::pass`]).
 struct Pass<'s> {
-    /// The retention driver after the pass; `None` for streaming.
-    sim: Option<Driver<'s>>,
+    recorded: Recorded<'s>,
     /// The run's replay, then the baselines' in [`baselines`] order; a pricing error is
     /// kept here rather than raised, so an admission search may pass over a refused plan.
     main: Result<crate::engine::Replay, EngineError>,
     rest: Vec<Result<crate::engine::Replay, EngineError>>,
     /// The plan's own peak mapped bytes (0 unless asked for).
     plan_peak: f64,
-    tokens: u64,
 }
 
 /// What the timed replay adds to the report.
@@ -162,34 +169,39 @@ impl<'a> Timed<'a> {
     /// The retention driver (with its next uses when offline), the recording and the
     /// pricing, once, or under an admission cap once per batch size tried (from the
     /// requested one down, as [`crate::engine::admit`] tries them); returns the retention
-    /// outcome at the requested batch (with its config) and the timing blocks.
-    fn go(
-        &self,
-        profile: &cache::ProfileStats,
-    ) -> Result<(Option<(RetentionConfig, CacheOutcome)>, TimedOutcome)> {
+    /// run at the requested batch (its budget resolved by a tokens/s target first, with
+    /// untimed replays) and the timing blocks.
+    fn go(&self, profile: &cache::ProfileStats) -> Result<(Option<Retained>, TimedOutcome)> {
         let rc = self.cfg.retention.as_ref();
-        if let Some(rc) = rc {
-            check_retention(self.f, rc)?;
-        }
         let requested = rc.map_or(Batching::default().batch, |r| r.batching.batch);
-        let (sim, next) = self.driver(requested, profile)?;
+        let mut next = None;
+        let resolved = match rc {
+            Some(rc) => {
+                check_retention(self.f, rc)?;
+                Some(self.passes(requested).resolve(rc, profile, &mut next)?)
+            }
+            None => None,
+        };
+        let cache = resolved.as_ref().map(|(c, _)| c);
+        let (sim, next) = self.driver(requested, cache, profile, next)?;
         let models = models(self.tc, &self.f.skeleton, self.map)?;
         let kinds = baselines(self.tc.predictor);
+        let retained = |r: Recorded<'_>| self.retained(r, resolved.clone());
         let Some(cap) = self.tc.admission_cap else {
             let pass = self.pass(sim, next, requested, &models, false)?;
             let t = self.outcome(pass.main?, kinds.iter().copied().zip(pass.rest), &models.0)?;
-            return Ok((self.cache_outcome(pass.sim, pass.tokens), t));
+            return Ok((retained(pass.recorded), t));
         };
         let mut search = AdmissionSearch::new(requested, cap, &models.0)?;
-        let (mut sim, mut next, mut cache) = (Some(sim), next, None);
+        let (mut sim, mut next, mut asked) = (Some(sim), next, None);
         for n in (1..=requested).rev() {
             let (s, x) = match sim.take() {
                 Some(s) => (s, next.take()),
-                None => self.driver(n, profile)?,
+                None => self.driver(n, cache, profile, None)?,
             };
             let pass = self.pass(s, x, n, &models, true)?;
             if n == requested {
-                cache = Some(self.cache_outcome(pass.sim, pass.tokens));
+                asked = Some(retained(pass.recorded));
             }
             if !search.fits(pass.plan_peak, false) {
                 continue;
@@ -200,60 +212,74 @@ impl<'a> Timed<'a> {
             }
             let mut t = self.outcome(run, kinds.iter().copied().zip(pass.rest), &models.0)?;
             t.admission = Some(search.admitted(n));
-            return Ok((cache.expect("the requested batch was tried first"), t));
+            return Ok((asked.expect("the requested batch was tried first"), t));
         }
         Err(search.none_fits().into())
     }
-
-    /// A fresh retention driver for batches of `batch` requests and, for an offline policy,
-    /// the next uses of its stream (a pass of their own); `None` for streaming.
+    /// A fresh retention driver of the cache config `cache` for batches of `batch` requests
+    /// and, for an offline policy, the next uses of its stream (`next`, or a pass of their
+    /// own); `None` for streaming.
     fn driver<'s>(
         &self,
         batch: usize,
+        cache: Option<&CacheConfig>,
         profile: &'s cache::ProfileStats,
+        next: Option<next_use::NextUses>,
     ) -> Result<(Option<Driver<'s>>, Option<next_use::NextUses>)>
     where
         'a: 's,
     {
-        let Some(rc) = &self.cfg.retention else {
+        let Some(c) = cache else {
             return Ok((None, None));
         };
-        let c = &rc.cache;
         let (sim, _) = cache::simulator_of(self.map, c, profile, None, |s| {
             retention::build(c.policy, s)
         })?;
-        let next = c
-            .policy
-            .needs_next_use()
-            .then(|| self.replay(batch).next_uses())
-            .transpose()?;
+        if !c.policy.needs_next_use() {
+            return Ok((Some(sim), None));
+        }
+        let mut next = next;
+        self.passes(batch).rewound(&mut next)?;
         Ok((Some(sim), next))
     }
 
-    /// The retention outcome of the driver `sim` after a replay of `tokens` tokens, with the
-    /// run's retention config; `None` for streaming.
-    fn cache_outcome(
+    /// The retention run the pass `r` recorded, with the cache config and the target search
+    /// `resolved`; `None` for streaming.
+    fn retained(
         &self,
-        sim: Option<Driver<'_>>,
-        tokens: u64,
-    ) -> Option<(RetentionConfig, CacheOutcome)> {
-        let (rc, mut sim) = self.cfg.retention.clone().zip(sim)?;
-        sim.add_tokens(tokens);
+        r: Recorded<'_>,
+        resolved: Option<(CacheConfig, Option<cache::TargetReport>)>,
+    ) -> Option<Retained> {
+        let (rc, mut sim) = self.cfg.retention.clone().zip(r.sim)?;
+        let (cache, target) = resolved?;
+        sim.add_tokens(r.tokens);
         let out = CacheOutcome {
             cache: sim.report(),
             tiers: sim.tiers(),
         };
-        Some((rc, out))
+        Some(Retained {
+            rc,
+            cache,
+            out,
+            schedule: r.schedule,
+            target,
+        })
     }
 
-    /// The untimed replay of [`super`] over the same stream (for the next-use pass).
-    fn replay(&self, batch: usize) -> Replay<'_> {
-        Replay {
+    /// The untimed passes of [`super`] over the same stream at batches of `batch` (for the
+    /// next uses and a target's search).
+    fn passes(&self, batch: usize) -> Passes<'_> {
+        let batching = self
+            .cfg
+            .retention
+            .as_ref()
+            .map_or_else(Batching::default, |r| r.batching);
+        Passes {
             trace: self.f.trace,
             ks: &self.f.ks,
             map: self.map,
             phases: self.cfg.phase,
-            batch,
+            batching: Batching { batch, ..batching },
             tick: self.tick,
         }
     }
@@ -288,18 +314,20 @@ impl<'a> Timed<'a> {
         } else {
             opts.window
         };
-        let mut src = source::RoundRobin::open(self.f.trace, self.cfg.phase)?;
+        let batching = self.passes(batch).batching;
+        let mut src = Batches::open(self.f.trace, self.cfg.phase, ks, self.map, batching)?;
         let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
-        let (mut records, mut seqs) = (Vec::new(), Vec::new());
-        let mut tokens = 0u64;
-        while let Some((kv, prefill)) = next_batch(&mut src, trace, batch, &mut records, &mut seqs)?
-        {
+        let (mut records, mut pos, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tokens, mut accesses) = (0u64, 0u64);
+        while src.next(&mut records, &mut pos)? {
+            let (kv, prefill) = step_of(trace, &pos, &mut seqs);
             plans.begin_chunk_step(&seqs, kv, seqs.len() as u32, prefill);
             for layer in 0..ks.num_moe_layers() {
                 group.gather_records(ks, self.map, &records, layer);
                 match &mut sim {
                     Some(sim) => {
                         let n = group.units().len();
+                        accesses += n as u64;
                         let n = next.as_mut().map(|x| x.take(n)).transpose()?;
                         group.decide(sim, &mut plans, layer, n);
                     }
@@ -321,12 +349,16 @@ impl<'a> Timed<'a> {
         let mut done = pricers
             .into_iter()
             .map(|p| p.and_then(|p| p.finish(tokens)));
+        let schedule = src.delays().map(|d| d.report(accesses, tokens));
         Ok(Pass {
-            sim,
+            recorded: Recorded {
+                sim,
+                tokens,
+                schedule,
+            },
             main: done.next().expect("the main pricer"),
             rest: done.collect(),
             plan_peak: plan_peak.map_or(0.0, |p| p.peak),
-            tokens,
         })
     }
 
@@ -447,33 +479,19 @@ fn price_window(
     }
 }
 
-/// Read the next FIFO batch of up to `batch` round-robin requests: their records into
-/// `records`, their sequences into `seqs`; returns the step's KV tokens (as
-/// [`crate::engine::build::record`] counts them) and whether it processes a prompt token, or
-/// `None` after the last request.
-fn next_batch(
-    src: &mut source::RoundRobin,
-    trace: &Trace,
-    batch: usize,
-    records: &mut Vec<u16>,
-    seqs: &mut Vec<u32>,
-) -> Result<Option<(u64, bool)>> {
-    records.clear();
+/// The sequences (into `seqs`), KV tokens (as [`crate::engine::build::record`] counts them)
+/// and whether it processes a prompt token, of the step of the requests at `pos`.
+fn step_of(trace: &Trace, pos: &[RecordPos], seqs: &mut Vec<u32>) -> (u64, bool) {
     seqs.clear();
     let (mut kv, mut prefill) = (0u64, false);
-    while seqs.len() < batch {
-        let Some(r) = src.next_record()? else {
-            break;
-        };
-        records.extend_from_slice(r);
-        let pos = src.last_pos();
-        let prompt = match pos.phase {
-            Phase::Decode => trace.header.sequences[pos.sequence as usize].prefill_tokens,
+    for p in pos {
+        let prompt = match p.phase {
+            Phase::Decode => trace.header.sequences[p.sequence as usize].prefill_tokens,
             Phase::Prefill => 0,
         };
-        kv += prompt + pos.token + 1;
-        prefill |= pos.phase == Phase::Prefill;
-        seqs.push(pos.sequence);
+        kv += prompt + p.token + 1;
+        prefill |= p.phase == Phase::Prefill;
+        seqs.push(p.sequence);
     }
-    Ok((!seqs.is_empty()).then_some((kv, prefill)))
+    (kv, prefill)
 }
