@@ -54,12 +54,17 @@ pub fn supports(cfg: &RunConfig) -> bool {
 /// Whether [`run_file`] covers `cfg`, timed ([`timed::supports`]) or not: one token per
 /// step; with retention, any tokens/s target, queue and schedule.
 pub fn covers(cfg: &RunConfig) -> bool {
-    let one_token = cfg.stepping.is_off()
+    timed::supports(cfg) || (cfg.timing.is_none() && one_token_per_step(cfg))
+}
+
+/// Whether every step of `cfg`'s run is one token of one sequence (no verified drafts, no
+/// prompt chunks), which the file passes' batches assume.
+fn one_token_per_step(cfg: &RunConfig) -> bool {
+    cfg.stepping.is_off()
         && cfg
             .retention
             .as_ref()
-            .is_none_or(|r| r.batching.stepping.is_off());
-    timed::supports(cfg) || (cfg.timing.is_none() && one_token)
+            .is_none_or(|r| r.batching.stepping.is_off())
 }
 
 /// Passes over the trace that [`run_file`] makes for `cfg` (for a progress bar's length).

@@ -35,12 +35,7 @@ const WINDOW_GROUPS: usize = 1 << 16;
 /// Whether [`run_file`] covers `cfg`: a timed run with one token per step (any admission
 /// cap, kept step latencies, predictor, tokens/s target, queue and schedule).
 pub fn supports(cfg: &RunConfig) -> bool {
-    let one_token = cfg.stepping.is_off()
-        && cfg
-            .retention
-            .as_ref()
-            .is_none_or(|r| r.batching.stepping.is_off());
-    cfg.timing.is_some() && one_token
+    cfg.timing.is_some() && super::one_token_per_step(cfg)
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
