@@ -44,7 +44,7 @@ fn centi(x: f64) -> f64 {
 
 /// Index into `n` sorted values of the quantile at p = i / QUANTILES: the smallest value
 /// at or above which a fraction p of the values lie (rank ceil(p n), at least 1).
-fn quantile_index(i: usize, n: usize) -> usize {
+pub fn quantile_index(i: usize, n: usize) -> usize {
     let rank = (i as u128 * n as u128).div_ceil(QUANTILES as u128) as usize;
     rank.max(1) - 1
 }

@@ -1,7 +1,8 @@
 //! The bounded-memory path of `sim run` (`sim::bounded::run_file`, which streams the trace
 //! file) gives, bit for bit, the report of the in-memory path (`sim::runner::run` on the
 //! loaded trace): every retention policy, both semantics, both splits, batches, a DRAM tier,
-//! mechanisms with one unit per key, packed chunks ordered by a profile, regions spanning
+//! mechanisms with one unit per key, packed chunks ordered by a profile or by co-activation
+//! (dense and sparse pair counts), regions spanning
 //! layers and OS pages, a profile trace, and traces of several sequences of unequal lengths
 //! with prefill and decode tokens.
 
@@ -11,7 +12,7 @@ use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use sim::cache::{Budget, RetentionConfig, Semantics, Split};
+use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use traces::{ModelSpec, PhaseSel};
@@ -20,7 +21,7 @@ use traces::{ModelSpec, PhaseSel};
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
     let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
     let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    assert!(sim::bounded::supports(cfg), "{cfg:?}");
+    assert!(sim::bounded::covers(cfg), "{cfg:?}");
     let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
     let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
         .map(|r| serde_json::to_string(&r).unwrap());
@@ -127,15 +128,97 @@ fn streaming_runs_and_errors_match_the_in_memory_path() {
 }
 
 #[test]
+fn coactivation_orders_match_the_in_memory_path() {
+    let f = files();
+    for mechanism in ["e2:coact", "e3:coact", "e5:coact"] {
+        for phase in [PhaseSel::Decode, PhaseSel::All] {
+            for profile in [None, Some(f.profile.as_path())] {
+                let (a, b) = both(&cfg(mechanism, phase, None), &f.trace, profile);
+                assert_eq!(a, b, "{mechanism} {phase:?}");
+                let r = retention(PolicyKind::Lru, "30%", Split::PerLayer, Semantics::Group);
+                let (a, b) = both(&cfg(mechanism, phase, Some(r)), &f.trace, profile);
+                assert_eq!(a, b, "{mechanism} {phase:?}");
+            }
+        }
+    }
+    // above 2,048 experts a layer's pairs are counted sparsely, on both paths
+    let mut rng = Pcg64::seed_from_u64(3);
+    let wide = Files::write(
+        &ModelSpec::uniform("wide", 1, 2100, 4),
+        &[(0, 300), (2, 50)],
+        &mut rng,
+    );
+    for mechanism in ["e2:coact", "e3:coact"] {
+        let (a, b) = both(&cfg(mechanism, PhaseSel::All, None), &wide.trace, None);
+        assert_eq!(a, b, "{mechanism}");
+    }
+}
+
+#[test]
+fn queues_and_route_aware_schedules_match_the_in_memory_path() {
+    let f = files();
+    for policy in [PolicyKind::Lru, PolicyKind::Belady, PolicyKind::StaticPin] {
+        for (batch, queue, schedule) in [
+            (2, Some(2), Schedule::Fifo),
+            (3, Some(7), Schedule::Fifo),
+            (3, None, Schedule::RouteAware),
+            (2, Some(5), Schedule::RouteAware),
+            (4, Some(4), Schedule::RouteAware),
+            (3, Some(2), Schedule::RouteAware),
+        ] {
+            for semantics in [Semantics::Group, Semantics::Access] {
+                let mut r = retention(policy, "30%", Split::PerLayer, semantics);
+                r.batching = Batching {
+                    batch,
+                    queue,
+                    schedule,
+                    ..Batching::default()
+                };
+                let c = cfg("e1", PhaseSel::All, Some(r));
+                let (a, b) = both(&c, &f.trace, None);
+                assert_eq!(a, b, "{c:?}");
+                // a queue below the batch is refused by both, in the same words
+                let refused = queue.is_some_and(|q| q < batch);
+                assert_eq!(!a.starts_with('{'), refused, "{a}");
+                assert_eq!(a.contains("\"schedule\":{"), queue.is_some() && !refused);
+            }
+        }
+    }
+}
+
+#[test]
+fn tokens_per_s_targets_match_the_in_memory_path() {
+    let f = files();
+    let mut found = 0;
+    // LRU and Belady are searched by bisection, ARC (not monotone in the budget) by a scan
+    for policy in [PolicyKind::Lru, PolicyKind::Belady, PolicyKind::Arc] {
+        for target in [20.0, 200.0, 2000.0, 1e9] {
+            for (batch, schedule) in [(1, Schedule::Fifo), (3, Schedule::RouteAware)] {
+                let mut r = retention(policy, "1", Split::Global, Semantics::Group);
+                r.target = Some((target, 1.0));
+                r.batching.batch = batch;
+                r.batching.schedule = schedule;
+                let c = cfg("e1", PhaseSel::All, Some(r));
+                let (a, b) = both(&c, &f.trace, None);
+                assert_eq!(a, b, "{c:?}");
+                found += !a.contains("\"budget_units\":null") as u32;
+            }
+        }
+    }
+    assert!(found > 0 && found < 24, "{found}");
+}
+
+#[test]
 fn runs_the_path_does_not_cover_are_left_to_the_in_memory_one() {
     let mut c = cfg("e4:coact", PhaseSel::Decode, None);
-    assert!(!sim::bounded::supports(&c));
-    c.policy = "e4:hot".into();
     assert!(sim::bounded::supports(&c));
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);
     c.retention = Some(r);
-    assert!(!sim::bounded::supports(&c));
+    // the file path covers a queue, a grid of runs does not
+    assert!(sim::bounded::covers(&c) && !sim::bounded::supports(&c));
+    c.stepping.verify = 2;
+    assert!(!sim::bounded::covers(&c));
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! bit, the report of the in-memory path (`sim::runner::run` on the loaded trace, pricing the
 //! whole plan at once): retention policies (Belady/MIN and static pinning included), both
 //! semantics, both splits, batches, a DRAM tier, every predictor, CPU expert placements, the
-//! streaming regime, a profile trace, a timeline file, and traces long enough to span several
-//! windows with sequences of unequal lengths and prefill tokens.
+//! streaming regime, profile and co-activation orders, a profile trace, a timeline file, kept
+//! step latencies, admission caps, queues, route-aware schedules, tokens/s targets, and traces long enough to span several windows with sequences of unequal
+//! lengths and prefill tokens.
 
 mod common;
 
@@ -12,7 +13,7 @@ use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use sim::cache::{Budget, RetentionConfig, Semantics, Split};
+use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::engine::cpu::CpuExperts;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
@@ -47,6 +48,7 @@ fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, Strin
             assert!(a.contains("\"tokens_per_s\""), "{a}");
             (a, b)
         }
+        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
         (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
     }
 }
@@ -131,7 +133,7 @@ fn predictors_batches_tiers_and_placements_match_the_in_memory_path() {
 fn streaming_mechanisms_and_a_timeline_match_the_in_memory_path() {
     let f = files(false);
     let dir = tempfile::tempdir().unwrap();
-    for mechanism in ["e1", "e2:hot", "region:5", "os4k"] {
+    for mechanism in ["e1", "e2:hot", "e3:coact", "region:5", "os4k"] {
         for phase in [PhaseSel::Decode, PhaseSel::All] {
             let mut c = cfg(mechanism, phase, None);
             let (a, b) = both(&c, &f.trace, Some(&f.profile));
@@ -183,17 +185,175 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
 }
 
 #[test]
+fn kept_step_latencies_match_the_in_memory_path_in_both_forms() {
+    // the long trace at batch 1 is 18,115 steps (every step kept); a 21,000-token trace
+    // is more steps than MAX_EVERY_STEP (20,000), kept as quantiles
+    let mut rng = Pcg64::seed_from_u64(5);
+    let mut model = ModelSpec::uniform("tiny", 2, 8, 2);
+    model.hidden_size = Some(1024);
+    model.expert_ffn = Some(512);
+    let longer = Files::write(&model, &[(0, 21_000)], &mut rng);
+    for (f, form) in [(files(true), "every-step"), (longer, "quantiles")] {
+        for policy in [None, Some(PolicyKind::Belady)] {
+            let r = policy.map(|p| retention(p, "30%", Split::Global, Semantics::Group));
+            let mut c = cfg("e1", PhaseSel::All, r);
+            let t = c.timing.as_mut().unwrap();
+            t.step_latencies = true;
+            t.predictor = PredictorKind::PrevToken;
+            let (a, b) = both(&c, &f.trace, None);
+            assert!(a.contains(&format!("\"step_latency\":{{\"form\":\"{form}\"")));
+            assert_eq!(a, b, "{c:?}");
+        }
+    }
+}
+
+/// The peak mapped MiB and the usable VRAM MiB of `cfg`'s in-memory run.
+fn peak_and_usable(cfg: &RunConfig, trace: &Path) -> (f64, f64) {
+    let w = Workload::new(TraceInput::load(Some(trace)).unwrap(), None).unwrap();
+    let r = runner::run(cfg, &w).unwrap();
+    let t = (r.timing.unwrap(), r.timing_detail.unwrap());
+    (t.0.peak_mapped_mib, t.1.usable_mib)
+}
+
+#[test]
+fn admission_caps_match_the_in_memory_path() {
+    let (short, long) = (files(false), files(true));
+    let (mut fewer, mut refused) = (0, 0);
+    for (f, policy, predictor, batch) in [
+        (&short, Some(PolicyKind::Lru), PredictorKind::None, 4),
+        (
+            &short,
+            Some(PolicyKind::Belady),
+            PredictorKind::PrevToken,
+            3,
+        ),
+        (&short, None, PredictorKind::NextLayer, 1),
+        (&long, Some(PolicyKind::Fifo), PredictorKind::Oracle, 3),
+    ] {
+        let r = policy.map(|p| {
+            let mut r = retention(p, "30%", Split::Global, Semantics::Group);
+            r.batching.batch = batch;
+            r
+        });
+        let mut c = cfg("e1", PhaseSel::All, r);
+        let t = c.timing.as_mut().unwrap();
+        t.predictor = predictor;
+        t.window = 2;
+        t.step_latencies = true;
+        // caps around the uncapped run's peak: admitting all, fewer, or no sequence
+        let (peak, usable) = peak_and_usable(&c, &f.trace);
+        for factor in [1.01, 0.9999, 0.99, 0.9, 0.5] {
+            c.timing.as_mut().unwrap().admission_cap = Some(peak / usable * factor);
+            let (a, b) = both(&c, &f.trace, None);
+            assert_eq!(a, b, "{c:?}");
+            if !a.starts_with('{') {
+                refused += 1;
+                assert!(a.contains("admits no sequence"), "{a}");
+            } else if !a.contains(&format!("\"admitted\":{batch}")) {
+                fewer += 1;
+            }
+        }
+    }
+    // the cases cover admitting fewer sequences and refusing all
+    assert!(fewer > 0 && refused > 0, "{fewer} {refused}");
+}
+
+#[test]
+fn queues_schedules_and_targets_match_the_in_memory_path() {
+    let (short, long) = (files(false), files(true));
+    for (f, policy, predictor, batch, queue, schedule, target) in [
+        (
+            &short,
+            PolicyKind::Lru,
+            PredictorKind::None,
+            2,
+            Some(3),
+            Schedule::Fifo,
+            None,
+        ),
+        (
+            &short,
+            PolicyKind::Belady,
+            PredictorKind::PrevToken,
+            3,
+            None,
+            Schedule::RouteAware,
+            None,
+        ),
+        (
+            &short,
+            PolicyKind::StaticPin,
+            PredictorKind::Oracle,
+            2,
+            Some(6),
+            Schedule::RouteAware,
+            Some(300.0),
+        ),
+        (
+            &short,
+            PolicyKind::Belady,
+            PredictorKind::None,
+            1,
+            None,
+            Schedule::Fifo,
+            Some(3000.0),
+        ),
+        (
+            &short,
+            PolicyKind::Arc,
+            PredictorKind::NextLayer,
+            3,
+            None,
+            Schedule::Fifo,
+            Some(30.0),
+        ),
+        (
+            &long,
+            PolicyKind::Lru,
+            PredictorKind::PrevToken,
+            3,
+            Some(5),
+            Schedule::RouteAware,
+            Some(300.0),
+        ),
+    ] {
+        let mut r = retention(policy, "30%", Split::Global, Semantics::Group);
+        r.batching = Batching {
+            batch,
+            queue,
+            schedule,
+            ..Batching::default()
+        };
+        r.target = target.map(|t| (t, 1.0));
+        let mut c = cfg("e1", PhaseSel::All, Some(r));
+        let t = c.timing.as_mut().unwrap();
+        t.predictor = predictor;
+        t.window = 2;
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
+        assert_eq!(a.contains("\"schedule\":{"), queue.is_some());
+        assert_eq!(a.contains("\"target\":{"), target.is_some());
+        if std::ptr::eq(f, &long) {
+            continue; // the long trace's capped runs take too long for a test
+        }
+        // with an admission cap too (every batch size tried is its own route-aware pass)
+        let (peak, usable) = peak_and_usable(&c, &f.trace);
+        c.timing.as_mut().unwrap().admission_cap = Some(peak / usable * 0.99);
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
+    }
+}
+
+#[test]
 fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
-    let mut c = cfg("e1", PhaseSel::Decode, None);
-    assert!(sim::bounded::timed::supports(&c));
+    let mut c = cfg("e1", PhaseSel::All, None);
     c.timing.as_mut().unwrap().admission_cap = Some(0.9);
-    assert!(!sim::bounded::timed::supports(&c));
-    c.timing.as_mut().unwrap().admission_cap = None;
-    c.timing.as_mut().unwrap().step_latencies = true;
-    assert!(!sim::bounded::timed::supports(&c));
-    c.timing.as_mut().unwrap().step_latencies = false;
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
     r.batching.queue = Some(4);
+    r.batching.schedule = Schedule::RouteAware;
+    r.target = Some((100.0, 1.0));
     c.retention = Some(r);
+    assert!(sim::bounded::timed::supports(&c));
+    c.stepping.prefill_chunk = Some(4);
     assert!(!sim::bounded::timed::supports(&c));
 }

@@ -79,7 +79,7 @@ pub struct ProfileStats {
 
 /// Above this many experts per layer the co-activation counts use a hash map instead of a
 /// dense E x E matrix (4096^2 x 8 bytes = 128 MiB would be the dense size).
-const DENSE_COACT_MAX_EXPERTS: usize = 2048;
+pub const DENSE_COACT_MAX_EXPERTS: usize = 2048;
 
 impl ProfileStats {
     /// Count selections (and, with `coactivation`, pairs) over the tokens of `phases`.

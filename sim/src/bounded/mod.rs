@@ -1,8 +1,9 @@
 //! `sim run` on a trace file in memory bounded by the model, not by the trace's length: the
 //! trace is never loaded. Each figure comes from a pass that streams the file block by block:
 //!
-//! 1. with a mechanism that orders experts by a profile (`eN:hot`): the profile trace's
-//!    selection counts ([`profile::KeyCounts`]);
+//! 1. with a mechanism that orders experts by a profile (`eN:hot`, `eN:coact`): the profile
+//!    trace's selection counts ([`profile::KeyCounts`]) and, for `coact`, its co-activation
+//!    counts ([`coact::CoactCounts`]);
 //! 2. the streaming metrics, over the trace read by [`traces::TraceReader`], which validates
 //!    every record and the payload checksum; the same pass gives the pinning policies' unit
 //!    statistics when the trace is its own profile ([`profile::UnitCounts`]; a profile trace
@@ -19,6 +20,8 @@
 //! take the same passes and then [`timed`]'s windowed recording and pricing. Runs neither
 //! covers ([`supports`], [`timed::supports`]) load the trace as before.
 
+pub mod batches;
+pub mod coact;
 pub mod grid;
 pub mod next_use;
 mod positioned;
@@ -37,19 +40,31 @@ use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
 /// Tokens between two calls of a pass's progress callback.
 const TICK_TOKENS: u64 = 4096;
 
-/// Whether [`run_file`] covers `cfg`: no timing, one token per step, and with retention no
-/// tokens/s target and the FIFO schedule without a queue; a mechanism without co-activation
-/// order. Every retention policy, budget, split, semantics, batch and DRAM tier is covered.
+/// Whether [`run_file`] and a grid of runs ([`grid::sweep_file`]) cover `cfg`: no timing,
+/// one token per step, and with retention no tokens/s target and the FIFO schedule without
+/// a queue. Every mechanism, retention policy, budget, split, semantics, batch and DRAM tier
+/// is covered. [`covers`] says what [`run_file`] alone covers.
 pub fn supports(cfg: &RunConfig) -> bool {
     let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
-        r.target.is_none()
-            && r.batching.queue.is_none()
-            && r.batching.schedule == Schedule::Fifo
-            && r.batching.stepping.is_off()
+        r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
     });
-    let mechanism_ok =
-        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
-    cfg.timing.is_none() && cfg.stepping.is_off() && retention_ok && mechanism_ok
+    covers(cfg) && cfg.timing.is_none() && retention_ok
+}
+
+/// Whether [`run_file`] covers `cfg`, timed ([`timed::supports`]) or not: one token per
+/// step; with retention, any tokens/s target, queue and schedule.
+pub fn covers(cfg: &RunConfig) -> bool {
+    timed::supports(cfg) || (cfg.timing.is_none() && one_token_per_step(cfg))
+}
+
+/// Whether every step of `cfg`'s run is one token of one sequence (no verified drafts, no
+/// prompt chunks), which the file passes' batches assume.
+fn one_token_per_step(cfg: &RunConfig) -> bool {
+    cfg.stepping.is_off()
+        && cfg
+            .retention
+            .as_ref()
+            .is_none_or(|r| r.batching.stepping.is_off())
 }
 
 /// Passes over the trace that [`run_file`] makes for `cfg` (for a progress bar's length).
@@ -174,10 +189,19 @@ impl Stream {
         let mech = runner::parse_policy(&cfg.policy, "--policy")?;
         let key_profile = if mech.needs_profile() {
             let mut counts = profile::KeyCounts::new(pks);
+            let mut coact = mech
+                .needs_coactivation()
+                .then(|| coact::CoactCounts::new(pks))
+                .transpose()?;
             each_record(profile_path, profile_flag, cfg.phase, tick, |r| {
-                counts.step(r)
+                counts.step(r);
+                if let Some(c) = &mut coact {
+                    c.step(r);
+                }
             })?;
-            Some(counts.finish())
+            let mut stats = counts.finish();
+            stats.coact = coact.map(coact::CoactCounts::finish);
+            Some(stats)
         } else {
             None
         };
@@ -226,15 +250,32 @@ impl Stream {
         f: &Files,
         retention: Option<(RetentionConfig, CacheOutcome)>,
     ) -> RunReport {
-        let retention = retention.map(|(rc, out)| {
+        let retained = retention.map(|(rc, out)| Retained {
+            cache: rc.cache.clone(),
+            rc,
+            out,
+            schedule: None,
+            target: None,
+        });
+        self.report_retained(cfg, f, retained)
+    }
+
+    /// [`Stream::report`] of a run with its `schedule` and `target` blocks.
+    fn report_retained(
+        &self,
+        cfg: &RunConfig,
+        f: &Files,
+        retention: Option<Retained>,
+    ) -> RunReport {
+        let retention = retention.map(|r| {
             let rc = RetentionConfig {
                 batching: cache::Batching {
                     stepping: cfg.stepping,
-                    ..rc.batching
+                    ..r.rc.batching
                 },
-                ..rc
+                ..r.rc
             };
-            cache::retention_outcome(rc.cache.clone(), &rc, out, None, None)
+            cache::retention_outcome(r.cache, &rc, r.out, r.schedule, r.target)
         });
         let profile_label = f.profile.as_ref().map_or(&f.label, |(_, l, _)| l);
         RunReport {
@@ -249,8 +290,8 @@ impl Stream {
             retention: retention.as_ref().map(|r| r.inputs.clone()),
             cache: retention.as_ref().map(|r| r.cache.clone()),
             tiers: retention.as_ref().and_then(|r| r.tiers.clone()),
-            schedule: None,
-            target: None,
+            schedule: retention.as_ref().and_then(|r| r.schedule.clone()),
+            target: retention.and_then(|r| r.target),
             notes: runner::batch_notes(cfg, &f.skeleton),
             timing: None,
             timing_detail: None,
@@ -262,16 +303,24 @@ impl Stream {
     }
 }
 
-/// The checks a retention run of `rc` makes before its replay: the profile trace's geometry
-/// and a batch of at least one request.
+/// The checks a retention run of `rc` makes before its replay: the profile trace's geometry,
+/// a batch of at least one request and a queue at least as long.
 fn check_retention(f: &Files, rc: &RetentionConfig) -> Result<()> {
     if let Some((_, _, p)) = &f.profile {
         cache::check_same_geometry(&f.ks, p)?;
     }
-    if rc.batching.batch == 0 {
-        return Err(cache::CacheError::BatchZero.into());
-    }
+    cache::schedule::check_batching(rc.batching.batch, rc.batching.queue)?;
     Ok(())
+}
+
+/// A retention run over a trace file: the config asked for, the cache config it ran (the
+/// budget a tokens/s target resolved), its outcome and the `schedule` and `target` blocks.
+pub(crate) struct Retained {
+    rc: RetentionConfig,
+    cache: CacheConfig,
+    out: CacheOutcome,
+    schedule: Option<cache::ScheduleReport>,
+    target: Option<cache::TargetReport>,
 }
 
 /// [`runner::run`] of `cfg` on the trace file `trace` (and the profile trace file `profile`)
@@ -297,19 +346,28 @@ pub fn run_file(
         None => None,
         Some(rc) => {
             check_retention(&f, rc)?;
-            let out = retain(
+            let replay = Passes {
                 trace,
-                &f.ks,
-                &stream.map,
-                cfg.phase,
-                rc,
-                &stream.unit_profile(),
+                ks: &f.ks,
+                map: &stream.map,
+                phases: cfg.phase,
+                batching: rc.batching,
                 tick,
-            )?;
-            Some((rc.clone(), out))
+            };
+            let profile = stream.unit_profile();
+            let mut next = None;
+            let (cache, target) = replay.resolve(rc, &profile, &mut next)?;
+            let (out, streamed) = replay.retain(&cache, &profile, &mut next)?;
+            Some(Retained {
+                rc: rc.clone(),
+                cache,
+                out,
+                schedule: streamed.schedule,
+                target,
+            })
         }
     };
-    Ok(stream.report(cfg, &f, retention))
+    Ok(stream.report_retained(cfg, &f, retention))
 }
 
 /// Profile statistics no policy reads (the policy needs none).
@@ -318,48 +376,6 @@ fn empty_profile(map: &UnitMap) -> cache::ProfileStats {
         counts: vec![0; map.num_units()],
         always_on: vec![false; map.num_units()],
         tokens: 0,
-    }
-}
-
-/// The retention run of `rc` over the trace file: LRU, FIFO and Belady on their concrete
-/// types (no virtual call per access, as [`cache::Workload::run`] does), the others boxed.
-fn retain(
-    trace: &Path,
-    ks: &KeySpace,
-    map: &UnitMap,
-    phases: PhaseSel,
-    rc: &RetentionConfig,
-    profile: &cache::ProfileStats,
-    tick: &dyn Fn(u64),
-) -> Result<CacheOutcome> {
-    use retention::{Belady, Fifo, Lru};
-    let cfg = &rc.cache;
-    let replay = Replay {
-        trace,
-        ks,
-        map,
-        phases,
-        batch: rc.batching.batch,
-        tick,
-    };
-    let offline = cfg.policy.needs_next_use();
-    match cfg.policy {
-        PolicyKind::Lru => replay.go(
-            sim_of(map, cfg, profile, |s| Ok(Box::new(Lru::new(s.units)))),
-            offline,
-        ),
-        PolicyKind::Fifo => replay.go(
-            sim_of(map, cfg, profile, |s| Ok(Box::new(Fifo::new(s.units)))),
-            offline,
-        ),
-        PolicyKind::Belady => replay.go(
-            sim_of(map, cfg, profile, |s| Ok(Box::new(Belady::new(s.units)))),
-            offline,
-        ),
-        _ => replay.go(
-            sim_of(map, cfg, profile, |s| retention::build(cfg.policy, s)),
-            offline,
-        ),
     }
 }
 
@@ -373,7 +389,8 @@ fn sim_of<'a, P: ?Sized + EvictionPolicy>(
     Ok(cache::simulator_of(map, cfg, profile, None, make)?.0)
 }
 
-/// The groups of a retention run over a trace file.
+/// The groups of a FIFO retention run of batches of `batch` requests over a trace file (what
+/// a grid's runs of one batch size share).
 struct Replay<'a> {
     trace: &'a Path,
     ks: &'a KeySpace,
@@ -384,27 +401,64 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// The passes of this replay.
+    fn passes(&self) -> Passes<'_> {
+        Passes {
+            trace: self.trace,
+            ks: self.ks,
+            map: self.map,
+            phases: self.phases,
+            batching: cache::Batching {
+                batch: self.batch,
+                ..Default::default()
+            },
+            tick: self.tick,
+        }
+    }
+
+    /// [`Passes::groups`]; returns the tokens.
+    fn groups(&self, group: impl FnMut(&[u32]) -> Result<()>) -> Result<u64> {
+        Ok(self.passes().groups(group)?.tokens)
+    }
+
+    /// [`Passes::next_uses`].
+    fn next_uses(&self) -> Result<next_use::NextUses> {
+        self.passes().next_uses()
+    }
+}
+
+/// The passes of a retention run over a trace file, its batches formed as `batching` says
+/// (FIFO or route-aware, with or without a queue; one token per request).
+struct Passes<'a> {
+    trace: &'a Path,
+    ks: &'a KeySpace,
+    map: &'a UnitMap,
+    phases: PhaseSel,
+    batching: cache::Batching,
+    tick: &'a dyn Fn(u64),
+}
+
+/// What a pass over the groups gives besides them: the tokens, and the `schedule` block
+/// with a queue.
+struct Streamed {
+    tokens: u64,
+    schedule: Option<cache::ScheduleReport>,
+}
+
+impl Passes<'_> {
     /// Every group's units in stream order (as [`cache::AccessStream::build`] forms them from
-    /// FIFO batches of round-robin requests), each passed to `group`; returns the tokens.
-    fn groups(&self, mut group: impl FnMut(&[u32]) -> Result<()>) -> Result<u64> {
-        let mut src = source::RoundRobin::open(self.trace, self.phases)?;
+    /// the batches of round-robin requests, [`batches::Batches`]), each passed to `group`;
+    /// returns the tokens and the `schedule` block's figures when a queue was given.
+    fn groups(&self, mut group: impl FnMut(&[u32]) -> Result<()>) -> Result<Streamed> {
+        let mut src =
+            batches::Batches::open(self.trace, self.phases, self.ks, self.map, self.batching)?;
         let ipt = self.ks.ids_per_token();
         let layers = self.ks.num_moe_layers();
         let mut stamp = vec![0u32; self.map.num_units()];
         let mut g = 0u32;
-        let (mut records, mut units) = (Vec::with_capacity(self.batch * ipt), Vec::new());
+        let (mut records, mut pos, mut units) = (Vec::new(), Vec::new(), Vec::new());
         let (mut tokens, mut accesses) = (0u64, 0u64);
-        loop {
-            records.clear();
-            while records.len() < self.batch * ipt {
-                match src.next_record()? {
-                    Some(r) => records.extend_from_slice(r),
-                    None => break,
-                }
-            }
-            if records.is_empty() {
-                break;
-            }
+        while src.next(&mut records, &mut pos)? {
             for m in 0..layers {
                 g += 1;
                 units.clear();
@@ -425,7 +479,7 @@ impl Replay<'_> {
                 accesses += units.len() as u64;
                 group(&units)?;
             }
-            let requests = (records.len() / ipt) as u64;
+            let requests = pos.len() as u64;
             tokens += requests;
             (self.tick)(requests);
             if accesses >= NEVER as u64 {
@@ -436,7 +490,8 @@ impl Replay<'_> {
                 .into());
             }
         }
-        Ok(tokens)
+        let schedule = src.delays().map(|d| d.report(accesses, tokens));
+        Ok(Streamed { tokens, schedule })
     }
 
     /// The next uses of the stream (a pass logging it, then the backward pass).
@@ -454,40 +509,115 @@ impl Replay<'_> {
         let tokens = header_only(header).total_tokens(self.phases) as u64;
         let per_key = self.map.key_count.iter().copied().max().unwrap_or(1) as u64;
         let selections = tokens.saturating_mul(self.ks.ids_per_token() as u64);
-        let groups = tokens.div_ceil(self.batch as u64) * self.ks.num_moe_layers() as u64;
+        let groups = tokens.div_ceil(self.batching.batch as u64) * self.ks.num_moe_layers() as u64;
         Ok(selections
             .saturating_mul(per_key)
             .min(groups.saturating_mul(self.map.num_units() as u64))
             .min(NEVER as u64))
     }
 
+    /// The cache config `rc` runs: its own, or with a tokens/s target the smallest budget
+    /// reaching it ([`cache::target::smallest_budget_by`], each budget tried a replay of
+    /// its own), and the `target` block. `next`: the stream's next uses, kept for later runs.
+    fn resolve(
+        &self,
+        rc: &RetentionConfig,
+        profile: &cache::ProfileStats,
+        next: &mut Option<next_use::NextUses>,
+    ) -> Result<(CacheConfig, Option<cache::TargetReport>)> {
+        let mut cache = rc.cache.clone();
+        let Some(target) = rc.target else {
+            return Ok((cache, None));
+        };
+        let t = cache::target::smallest_budget_by(self.map.num_units(), &cache, target, |c| {
+            Ok::<_, anyhow::Error>(self.retain(c, profile, next)?.0.cache.bytes_per_token)
+        })?;
+        cache::target::resolve_budget(&mut cache, &t, self.map.num_units());
+        Ok((cache, Some(t)))
+    }
+
+    /// The retention run of `cfg` over the stream: LRU, FIFO and Belady on their concrete
+    /// types (no virtual call per access, as [`cache::Workload::run`] does), the others
+    /// boxed. An offline policy reads `next`, computed on first use and rewound after.
+    fn retain(
+        &self,
+        cfg: &CacheConfig,
+        profile: &cache::ProfileStats,
+        next: &mut Option<next_use::NextUses>,
+    ) -> Result<(CacheOutcome, Streamed)> {
+        use retention::{Belady, Fifo, Lru};
+        let map = self.map;
+        match cfg.policy {
+            PolicyKind::Lru => self.go(
+                sim_of(map, cfg, profile, |s| Ok(Box::new(Lru::new(s.units)))),
+                cfg,
+                next,
+            ),
+            PolicyKind::Fifo => self.go(
+                sim_of(map, cfg, profile, |s| Ok(Box::new(Fifo::new(s.units)))),
+                cfg,
+                next,
+            ),
+            PolicyKind::Belady => self.go(
+                sim_of(map, cfg, profile, |s| Ok(Box::new(Belady::new(s.units)))),
+                cfg,
+                next,
+            ),
+            _ => self.go(
+                sim_of(map, cfg, profile, |s| retention::build(cfg.policy, s)),
+                cfg,
+                next,
+            ),
+        }
+    }
+
     /// Step `sim` (or give its error: a bad budget is refused before any pass) over the
-    /// stream, with the stream's next uses when the policy is `offline`.
+    /// stream, with the stream's next uses (from `next`) when `cfg`'s policy reads them.
     fn go<P: ?Sized + EvictionPolicy>(
         &self,
         sim: Result<CacheSim<'_, P>>,
-        offline: bool,
-    ) -> Result<CacheOutcome> {
+        cfg: &CacheConfig,
+        next: &mut Option<next_use::NextUses>,
+    ) -> Result<(CacheOutcome, Streamed)> {
         let sim = sim?;
-        let next = offline.then(|| self.next_uses()).transpose()?;
+        let next = if cfg.policy.needs_next_use() {
+            Some(self.rewound(next)?)
+        } else {
+            None
+        };
         self.run(sim, next)
+    }
+
+    /// The stream's next uses from their start: computed into `next` on first use.
+    fn rewound<'n>(
+        &self,
+        next: &'n mut Option<next_use::NextUses>,
+    ) -> Result<&'n mut next_use::NextUses> {
+        match next {
+            Some(n) => {
+                n.rewind();
+                Ok(n)
+            }
+            None => Ok(next.insert(self.next_uses()?)),
+        }
     }
 
     /// Step `sim` over the stream, with next uses from `next` when the policy reads them.
     fn run<P: ?Sized + EvictionPolicy>(
         &self,
         mut sim: CacheSim<'_, P>,
-        mut next: Option<next_use::NextUses>,
-    ) -> Result<CacheOutcome> {
-        let tokens = self.groups(|units| {
+        mut next: Option<&mut next_use::NextUses>,
+    ) -> Result<(CacheOutcome, Streamed)> {
+        let streamed = self.groups(|units| {
             let n = next.as_mut().map(|n| n.take(units.len())).transpose()?;
             sim.group_next(units, n);
             Ok(())
         })?;
-        sim.add_tokens(tokens);
-        Ok(CacheOutcome {
+        sim.add_tokens(streamed.tokens);
+        let out = CacheOutcome {
             cache: sim.report(),
             tiers: sim.tiers(),
-        })
+        };
+        Ok((out, streamed))
     }
 }

@@ -185,6 +185,15 @@ impl NextUses {
         }
     }
 
+    /// Start again from the stream's first access (for another replay of the same stream).
+    pub fn rewind(&mut self) {
+        if self.file.is_some() {
+            self.buf.clear();
+            self.read = 0;
+        }
+        self.at = 0;
+    }
+
     /// The next uses of the next `n` accesses.
     pub fn take(&mut self, n: usize) -> Result<&[u32]> {
         if self.buf.len() - self.at < n {

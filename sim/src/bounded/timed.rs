@@ -9,11 +9,17 @@
 //! The report is [`crate::runner::run`]'s on the loaded trace, bit for bit
 //! (`sim/tests/bounded_timed.rs`).
 
-use super::{check_retention, next_use, source, Files, Replay, Stream};
-use crate::cache::{self, Batching, CacheOutcome, CacheSim, RetentionConfig, Schedule};
+use super::batches::Batches;
+use super::source::RecordPos;
+use super::{check_retention, next_use, Files, Passes, Retained, Stream};
+use crate::cache::{self, Batching, CacheConfig, CacheOutcome, CacheSim};
+use crate::cost::CostModel;
+use crate::engine::batch::{AdmissionSearch, PlanPeak};
 use crate::engine::build::{empty_plans, GroupBuf};
 use crate::engine::config::{engine_options, models, write_timeline};
-use crate::engine::{EngineOptions, Learning, Plans, PredictorKind, Pricer, TimingConfig};
+use crate::engine::TimingConfig;
+use crate::engine::{EngineError, EngineOptions, Learning, Plans, PredictorKind, Pricer};
+use crate::model_profile::ComputeModel;
 use crate::runner::{self, RunConfig, RunReport};
 use anyhow::Result;
 use policies::retention;
@@ -26,23 +32,10 @@ use traces::{Phase, Trace};
 /// window's bookkeeping vanishes against its pricing).
 const WINDOW_GROUPS: usize = 1 << 16;
 
-/// Whether [`run_file`] covers `cfg`: a timed run without an admission cap or kept step
-/// latencies, one token per step, and with retention no tokens/s target and the FIFO schedule
-/// without a queue; a mechanism without co-activation order.
+/// Whether [`run_file`] covers `cfg`: a timed run with one token per step (any admission
+/// cap, kept step latencies, predictor, tokens/s target, queue and schedule).
 pub fn supports(cfg: &RunConfig) -> bool {
-    let Some(t) = &cfg.timing else {
-        return false;
-    };
-    let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
-        r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
-    });
-    let mechanism_ok =
-        runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| !m.needs_coactivation());
-    t.admission_cap.is_none()
-        && !t.step_latencies
-        && cfg.stepping.is_off()
-        && retention_ok
-        && mechanism_ok
+    cfg.timing.is_some() && super::one_token_per_step(cfg)
 }
 
 /// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
@@ -93,7 +86,7 @@ pub fn run_file(
         tick,
     };
     let (retention, timing) = run.go(&profile_stats)?;
-    let mut report = stream.report(cfg, &f, retention);
+    let mut report = stream.report_retained(cfg, &f, retention);
     report.inputs = runner::run_inputs(
         cfg,
         &map,
@@ -107,6 +100,7 @@ pub fn run_file(
     report.timing_detail = Some(timing.detail);
     report.prefetch = timing.prefetch;
     report.cpu = timing.cpu;
+    report.admission = timing.admission;
     Ok(report)
 }
 
@@ -124,8 +118,31 @@ fn unit_counts(
     Ok(c.finish())
 }
 
+/// The retention driver of a timed run.
+type Driver<'s> = CacheSim<'s, dyn retention::EvictionPolicy>;
+
+/// What a recording pass gives the retention run: the driver after it (`None` for
+/// streaming), the tokens, and the `schedule` block with a queue.
+struct Recorded<'s> {
+    sim: Option<Driver<'s>>,
+    tokens: u64,
+    schedule: Option<cache::ScheduleReport>,
+}
+
+/// One recording and pricing pass over the trace file ([`Timed::pass`]).
+struct Pass<'s> {
+    recorded: Recorded<'s>,
+    /// The run's replay, then the baselines' in [`baselines`] order; a pricing error is
+    /// kept here rather than raised, so an admission search may pass over a refused plan.
+    main: Result<crate::engine::Replay, EngineError>,
+    rest: Vec<Result<crate::engine::Replay, EngineError>>,
+    /// The plan's own peak mapped bytes (0 unless asked for).
+    plan_peak: f64,
+}
+
 /// What the timed replay adds to the report.
 struct TimedOutcome {
+    admission: Option<reports::run::Admission>,
     timing: reports::run::TimingReport,
     detail: reports::run::TimingDetail,
     prefetch: Option<reports::run::PrefetchReport>,
@@ -143,95 +160,169 @@ struct Timed<'a> {
     tick: &'a dyn Fn(u64),
 }
 
-impl Timed<'_> {
+impl<'a> Timed<'a> {
     /// The retention driver (with its next uses when offline), the recording and the
-    /// pricing; returns the retention outcome (with its config) and the timing blocks.
-    fn go(
-        &self,
-        profile: &cache::ProfileStats,
-    ) -> Result<(Option<(RetentionConfig, CacheOutcome)>, TimedOutcome)> {
-        let Some(rc) = &self.cfg.retention else {
-            let (_, t) = self.record::<dyn retention::EvictionPolicy>(None, None, 1)?;
-            return Ok((None, t));
+    /// pricing, once, or under an admission cap once per batch size tried (from the
+    /// requested one down, as [`crate::engine::admit`] tries them); returns the retention
+    /// run at the requested batch (its budget resolved by a tokens/s target first, with
+    /// untimed replays) and the timing blocks.
+    fn go(&self, profile: &cache::ProfileStats) -> Result<(Option<Retained>, TimedOutcome)> {
+        let rc = self.cfg.retention.as_ref();
+        let requested = rc.map_or(Batching::default().batch, |r| r.batching.batch);
+        let mut next = None;
+        let resolved = match rc {
+            Some(rc) => {
+                check_retention(self.f, rc)?;
+                Some(self.passes(requested).resolve(rc, profile, &mut next)?)
+            }
+            None => None,
         };
-        check_retention(self.f, rc)?;
-        let c = &rc.cache;
+        let cache = resolved.as_ref().map(|(c, _)| c);
+        let (sim, next) = self.driver(requested, cache, profile, next)?;
+        let models = models(self.tc, &self.f.skeleton, self.map)?;
+        let kinds = baselines(self.tc.predictor);
+        let retained = |r: Recorded<'_>| self.retained(r, resolved.clone());
+        let Some(cap) = self.tc.admission_cap else {
+            let pass = self.pass(sim, next, requested, &models, false)?;
+            let t = self.outcome(pass.main?, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            return Ok((retained(pass.recorded), t));
+        };
+        let mut search = AdmissionSearch::new(requested, cap, &models.0)?;
+        let (mut sim, mut next, mut asked) = (Some(sim), next, None);
+        for n in (1..=requested).rev() {
+            let (s, x) = match sim.take() {
+                Some(s) => (s, next.take()),
+                None => self.driver(n, cache, profile, None)?,
+            };
+            let pass = self.pass(s, x, n, &models, true)?;
+            if n == requested {
+                asked = Some(retained(pass.recorded));
+            }
+            if !search.fits(pass.plan_peak, false) {
+                continue;
+            }
+            let run = pass.main?;
+            if !search.fits(run.peak_mapped_bytes, true) {
+                continue;
+            }
+            let mut t = self.outcome(run, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            t.admission = Some(search.admitted(n));
+            return Ok((asked.expect("the requested batch was tried first"), t));
+        }
+        Err(search.none_fits().into())
+    }
+    /// A fresh retention driver of the cache config `cache` for batches of `batch` requests
+    /// and, for an offline policy, the next uses of its stream (`next`, or a pass of their
+    /// own); `None` for streaming.
+    fn driver<'s>(
+        &self,
+        batch: usize,
+        cache: Option<&CacheConfig>,
+        profile: &'s cache::ProfileStats,
+        next: Option<next_use::NextUses>,
+    ) -> Result<(Option<Driver<'s>>, Option<next_use::NextUses>)>
+    where
+        'a: 's,
+    {
+        let Some(c) = cache else {
+            return Ok((None, None));
+        };
         let (sim, _) = cache::simulator_of(self.map, c, profile, None, |s| {
             retention::build(c.policy, s)
         })?;
-        let next = if c.policy.needs_next_use() {
-            Some(self.replay(rc.batching.batch).next_uses()?)
-        } else {
-            None
-        };
-        let (sim, t) = self.record(Some(sim), next, rc.batching.batch)?;
-        let mut sim = sim.expect("a retention run keeps its driver");
-        sim.add_tokens(t.detail.tokens);
+        if !c.policy.needs_next_use() {
+            return Ok((Some(sim), None));
+        }
+        let mut next = next;
+        self.passes(batch).rewound(&mut next)?;
+        Ok((Some(sim), next))
+    }
+
+    /// The retention run the pass `r` recorded, with the cache config and the target search
+    /// `resolved`; `None` for streaming.
+    fn retained(
+        &self,
+        r: Recorded<'_>,
+        resolved: Option<(CacheConfig, Option<cache::TargetReport>)>,
+    ) -> Option<Retained> {
+        let (rc, mut sim) = self.cfg.retention.clone().zip(r.sim)?;
+        let (cache, target) = resolved?;
+        sim.add_tokens(r.tokens);
         let out = CacheOutcome {
             cache: sim.report(),
             tiers: sim.tiers(),
         };
-        Ok((Some((rc.clone(), out)), t))
+        Some(Retained {
+            rc,
+            cache,
+            out,
+            schedule: r.schedule,
+            target,
+        })
     }
 
-    /// The untimed replay of [`super`] over the same stream (for the next-use pass).
-    fn replay(&self, batch: usize) -> Replay<'_> {
-        Replay {
+    /// The untimed passes of [`super`] over the same stream at batches of `batch` (for the
+    /// next uses and a target's search).
+    fn passes(&self, batch: usize) -> Passes<'_> {
+        let batching = self
+            .cfg
+            .retention
+            .as_ref()
+            .map_or_else(Batching::default, |r| r.batching);
+        Passes {
             trace: self.f.trace,
             ks: &self.f.ks,
             map: self.map,
             phases: self.cfg.phase,
-            batch,
+            batching: Batching { batch, ..batching },
             tick: self.tick,
         }
     }
 
     /// Record the plan window by window (the driver `sim` deciding residency, streaming
-    /// without it) and price each window; returns the driver and the timing blocks.
-    fn record<'s, P: ?Sized + retention::EvictionPolicy>(
+    /// without it, batches of `batch` requests) and price each window; with `peak`, also
+    /// scan the plan's own peak mapped bytes.
+    fn pass<'s>(
         &self,
-        mut sim: Option<CacheSim<'s, P>>,
+        mut sim: Option<Driver<'s>>,
         mut next: Option<next_use::NextUses>,
         batch: usize,
-    ) -> Result<(Option<CacheSim<'s, P>>, TimedOutcome)> {
+        (cost, compute): &(CostModel, ComputeModel),
+        peak: bool,
+    ) -> Result<Pass<'s>> {
         let ks = &self.f.ks;
         let trace = &self.f.skeleton;
-        let (cost, compute) = models(self.tc, trace, self.map)?;
         let mut plans = empty_plans(ks.num_moe_layers(), self.map, sim.as_ref());
         let page_cache;
         let cost = if plans.page_cache {
             page_cache = cost.with_page_cache()?;
             &page_cache
         } else {
-            &cost
+            cost
         };
         let opts = engine_options(self.tc);
         let kinds = baselines(self.tc.predictor);
-        let mut pricers = self.pricers(&plans, cost, &compute, opts, &kinds)?;
+        let mut pricers = self.pricers(&plans, cost, compute, opts, &kinds)?;
+        let mut plan_peak = peak.then(|| PlanPeak::new(&plans, self.map, compute));
         let lead = if opts.predictor == PredictorKind::None {
             0
         } else {
             opts.window
         };
-        let batching = Batching {
-            batch,
-            ..Batching::default()
-        };
-        let mut src = source::RoundRobin::open(self.f.trace, self.cfg.phase)?;
+        let batching = self.passes(batch).batching;
+        let mut src = Batches::open(self.f.trace, self.cfg.phase, ks, self.map, batching)?;
         let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
-        let (mut records, mut seqs) = (Vec::new(), Vec::new());
-        let mut tokens = 0u64;
-        loop {
-            let kv = next_batch(&mut src, trace, batching.batch, &mut records, &mut seqs)?;
-            let Some((kv, prefill)) = kv else {
-                break;
-            };
+        let (mut records, mut pos, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tokens, mut accesses) = (0u64, 0u64);
+        while src.next(&mut records, &mut pos)? {
+            let (kv, prefill) = step_of(trace, &pos, &mut seqs);
             plans.begin_chunk_step(&seqs, kv, seqs.len() as u32, prefill);
             for layer in 0..ks.num_moe_layers() {
                 group.gather_records(ks, self.map, &records, layer);
                 match &mut sim {
                     Some(sim) => {
                         let n = group.units().len();
+                        accesses += n as u64;
                         let n = next.as_mut().map(|x| x.take(n)).transpose()?;
                         group.decide(sim, &mut plans, layer, n);
                     }
@@ -242,16 +333,28 @@ impl Timed<'_> {
             (self.tick)(seqs.len() as u64);
             if plans.groups.len() >= WINDOW_GROUPS {
                 let upto = plans.end_group() - lead;
-                price_window(&mut pricers, &mut plans, upto)?;
+                price_window(&mut pricers, plan_peak.as_mut(), &mut plans, upto);
             }
         }
-        for p in &mut pricers {
-            p.price(&plans, plans.end_group())?;
+        let end = plans.end_group();
+        price_all(&mut pricers, &plans, end);
+        if let Some(p) = &mut plan_peak {
+            p.scan(&plans, end);
         }
-        let mut done = pricers.into_iter().map(|p| p.finish(tokens));
-        let run = done.next().expect("the main pricer")?;
-        let t = self.outcome(run, kinds.iter().copied().zip(done), cost)?;
-        Ok((sim, t))
+        let mut done = pricers
+            .into_iter()
+            .map(|p| p.and_then(|p| p.finish(tokens)));
+        let schedule = src.delays().map(|d| d.report(accesses, tokens));
+        Ok(Pass {
+            recorded: Recorded {
+                sim,
+                tokens,
+                schedule,
+            },
+            main: done.next().expect("the main pricer"),
+            rest: done.collect(),
+            plan_peak: plan_peak.map_or(0.0, |p| p.peak),
+        })
     }
 
     /// The run's pricer (options `opts`) and one per baseline predictor of `kinds`, without
@@ -259,14 +362,17 @@ impl Timed<'_> {
     fn pricers<'p>(
         &'p self,
         plans: &Plans,
-        cost: &'p crate::cost::CostModel,
-        compute: &'p crate::model_profile::ComputeModel,
+        cost: &'p CostModel,
+        compute: &'p ComputeModel,
         opts: EngineOptions,
         kinds: &[PredictorKind],
-    ) -> Result<Vec<Pricer<'p>>> {
+    ) -> Result<Vec<Result<Pricer<'p>, EngineError>>> {
         let ks = &self.f.ks;
         let new = |o| Pricer::new(plans, self.map, ks, cost, compute, o, self.learning, false);
         let mut pricers = vec![new(opts)?];
+        if self.tc.step_latencies {
+            pricers[0].keep_latencies();
+        }
         for &k in kinds {
             pricers.push(new(EngineOptions {
                 predictor: k,
@@ -274,7 +380,7 @@ impl Timed<'_> {
                 ..opts
             })?);
         }
-        Ok(pricers)
+        Ok(pricers.into_iter().map(Ok).collect())
     }
 
     /// The timing blocks of the finished replay `run`, with the baselines' replays `rest`
@@ -311,6 +417,7 @@ impl Timed<'_> {
             .as_ref()
             .map(|lane| crate::engine::cpu::report(lane, &cost.profile, &run));
         Ok(TimedOutcome {
+            admission: None,
             timing: run.timing,
             detail: run.detail,
             prefetch,
@@ -331,48 +438,55 @@ fn baselines(kind: PredictorKind) -> Vec<PredictorKind> {
     }
 }
 
-/// Price every pricer up to group `upto`, then retire the steps before the one holding group
-/// `upto - moe_layers` (what `prev-token` may still read stays).
-fn price_window(pricers: &mut [Pricer<'_>], plans: &mut Plans, upto: usize) -> Result<()> {
-    for p in pricers.iter_mut() {
-        p.price(plans, upto)?;
+/// Price every pricer still without an error up to group `upto`, keeping the error of one
+/// that fails (the replay of a plan an admission search refuses is never read).
+fn price_all(pricers: &mut [Result<Pricer<'_>, EngineError>], plans: &Plans, upto: usize) {
+    for slot in pricers.iter_mut() {
+        let priced = match slot {
+            Ok(p) => p.price(plans, upto),
+            Err(_) => continue,
+        };
+        if let Err(e) = priced {
+            *slot = Err(e);
+        }
+    }
+}
+
+/// Price every pricer (and scan the plan's peak) up to group `upto`, then retire the steps
+/// before the one holding group `upto - moe_layers` (what `prev-token` may still read stays).
+fn price_window(
+    pricers: &mut [Result<Pricer<'_>, EngineError>],
+    peak: Option<&mut PlanPeak>,
+    plans: &mut Plans,
+    upto: usize,
+) {
+    price_all(pricers, plans, upto);
+    if let Some(p) = peak {
+        p.scan(plans, upto);
     }
     let keep = upto.saturating_sub(plans.moe_layers.max(1));
     if keep > plans.base_group {
         let step = plans.group(keep).step as usize;
         let dropped = plans.retire(step);
-        pricers.iter_mut().for_each(|p| p.retired(dropped));
+        for p in pricers.iter_mut().filter_map(|p| p.as_mut().ok()) {
+            p.retired(dropped);
+        }
     }
-    Ok(())
 }
 
-/// Read the next FIFO batch of up to `batch` round-robin requests: their records into
-/// `records`, their sequences into `seqs`; returns the step's KV tokens (as
-/// [`crate::engine::build::record`] counts them) and whether it processes a prompt token, or
-/// `None` after the last request.
-fn next_batch(
-    src: &mut source::RoundRobin,
-    trace: &Trace,
-    batch: usize,
-    records: &mut Vec<u16>,
-    seqs: &mut Vec<u32>,
-) -> Result<Option<(u64, bool)>> {
-    records.clear();
+/// The sequences (into `seqs`), KV tokens (as [`crate::engine::build::record`] counts them)
+/// and whether it processes a prompt token, of the step of the requests at `pos`.
+fn step_of(trace: &Trace, pos: &[RecordPos], seqs: &mut Vec<u32>) -> (u64, bool) {
     seqs.clear();
     let (mut kv, mut prefill) = (0u64, false);
-    while seqs.len() < batch {
-        let Some(r) = src.next_record()? else {
-            break;
-        };
-        records.extend_from_slice(r);
-        let pos = src.last_pos();
-        let prompt = match pos.phase {
-            Phase::Decode => trace.header.sequences[pos.sequence as usize].prefill_tokens,
+    for p in pos {
+        let prompt = match p.phase {
+            Phase::Decode => trace.header.sequences[p.sequence as usize].prefill_tokens,
             Phase::Prefill => 0,
         };
-        kv += prompt + pos.token + 1;
-        prefill |= pos.phase == Phase::Prefill;
-        seqs.push(pos.sequence);
+        kv += prompt + p.token + 1;
+        prefill |= p.phase == Phase::Prefill;
+        seqs.push(p.sequence);
     }
-    Ok((!seqs.is_empty()).then_some((kv, prefill)))
+    (kv, prefill)
 }

@@ -379,8 +379,7 @@ impl PreparedRetention {
         let target = match rc.target {
             Some((tps, gbps)) => {
                 let t = target::smallest_budget(&workload, map, &cache, tps, gbps)?;
-                let units = t.budget_units.unwrap_or(map.num_units() as u64);
-                cache.budget = Budget::Units(units);
+                target::resolve_budget(&mut cache, &t, map.num_units());
                 Some(t)
             }
             None => None,

@@ -46,14 +46,7 @@ pub fn form_batches(
     queue: Option<usize>,
     schedule: Schedule,
 ) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
-    if batch == 0 {
-        return Err(CacheError::BatchZero);
-    }
-    if let Some(q) = queue {
-        if q < batch {
-            return Err(CacheError::QueueBelowBatch { queue: q, batch });
-        }
-    }
+    check_batching(batch, queue)?;
     if schedule == Schedule::Fifo {
         let batches = requests.chunks(batch).map(<[Request]>::to_vec).collect();
         return Ok((batches, vec![0i64; requests.len()]));
@@ -62,61 +55,29 @@ pub fn form_batches(
     let units_of_request = |r: &Request| -> Vec<u32> {
         let mut out = Vec::new();
         for t in r.tokens() {
-            let rec = trace.token(ks, r.sequence as usize, r.phase, t);
-            for m in 0..ks.num_moe_layers() {
-                for &e in &rec[ks.sel_offsets[m]..ks.sel_offsets[m + 1]] {
-                    out.extend(map.units_of(ks.key(m, e)));
-                }
-            }
+            record_units(
+                ks,
+                map,
+                trace.token(ks, r.sequence as usize, r.phase, t),
+                &mut out,
+            );
         }
         out
     };
     // Waiting requests as arrival indices, oldest first.
     let mut waiting: std::collections::VecDeque<usize> = (0..requests.len()).collect();
-    let mut in_union = vec![0u32; map.num_units()];
-    let mut stamp = 0u32;
+    let mut union = Union::new(map.num_units());
     let mut batches = Vec::new();
     let mut delay = vec![0i64; requests.len()];
     let mut dispatched = 0usize;
     while !waiting.is_empty() {
-        stamp += 1;
         let w = window.min(waiting.len());
-        let mut candidates: Vec<(usize, Vec<u32>)> = waiting
+        let candidates: Vec<(usize, Vec<u32>)> = waiting
             .iter()
             .take(w)
             .map(|&i| (i, units_of_request(&requests[i])))
             .collect();
-        // At most w requests are picked (w <= waiting requests); `batch` itself is a flag value.
-        let mut picked = Vec::with_capacity(batch.min(w));
-        // The oldest always goes first; then the least growth, ties to the earliest arrival
-        // (candidates are in arrival order and `min_by_key` keeps the first minimum).
-        let mut next = 0usize;
-        loop {
-            let (i, units) = candidates.remove(next);
-            for u in units {
-                in_union[u as usize] = stamp;
-            }
-            picked.push(i);
-            if picked.len() == batch || candidates.is_empty() {
-                break;
-            }
-            next = candidates
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, (_, us))| {
-                    // Distinct new units (a unit shared by two selected experts counts once).
-                    let mut seen: Vec<u32> = us
-                        .iter()
-                        .copied()
-                        .filter(|&u| in_union[u as usize] != stamp)
-                        .collect();
-                    seen.sort_unstable();
-                    seen.dedup();
-                    seen.len()
-                })
-                .map(|(k, _)| k)
-                .expect("candidates is not empty");
-        }
+        let picked = pick_batch(candidates, batch, &mut union);
         for &i in &picked {
             delay[i] = dispatched as i64 - i as i64;
             dispatched += 1;
@@ -127,34 +88,133 @@ pub fn form_batches(
     Ok((batches, delay))
 }
 
+/// The errors of [`form_batches`]: a batch of 0, or a queue shorter than the batch.
+pub fn check_batching(batch: usize, queue: Option<usize>) -> Result<(), CacheError> {
+    if batch == 0 {
+        return Err(CacheError::BatchZero);
+    }
+    match queue {
+        Some(q) if q < batch => Err(CacheError::QueueBelowBatch { queue: q, batch }),
+        _ => Ok(()),
+    }
+}
+
+/// Append every unit of every expert the token record `rec` selects to `out`, in selection
+/// order (every MoE layer in order; repeats kept): what the route-aware pick weighs.
+pub fn record_units(ks: &KeySpace, map: &UnitMap, rec: &[u16], out: &mut Vec<u32>) {
+    for m in 0..ks.num_moe_layers() {
+        for &e in &rec[ks.sel_offsets[m]..ks.sel_offsets[m + 1]] {
+            out.extend(map.units_of(ks.key(m, e)));
+        }
+    }
+}
+
+/// The units of a batch being picked, as generation stamps (reused across batches).
+pub struct Union {
+    stamp: Vec<u32>,
+    gen: u32,
+}
+
+impl Union {
+    /// An empty union over `num_units` units.
+    pub fn new(num_units: usize) -> Union {
+        Union {
+            stamp: vec![0; num_units],
+            gen: 0,
+        }
+    }
+}
+
+/// The route-aware pick of one batch of at most `batch` requests among `candidates` (each an
+/// id and the units its selections hold, oldest first): the oldest always goes first; then
+/// the one adding the fewest distinct units to the batch's union, ties to the earliest
+/// arrival. Returns the picked ids in pick order.
+pub fn pick_batch(
+    mut candidates: Vec<(usize, Vec<u32>)>,
+    batch: usize,
+    union: &mut Union,
+) -> Vec<usize> {
+    union.gen += 1;
+    let stamp = union.gen;
+    let in_union = &mut union.stamp;
+    // At most w requests are picked (w <= waiting requests); `batch` itself is a flag value.
+    let mut picked = Vec::with_capacity(batch.min(candidates.len()));
+    // `min_by_key` keeps the first minimum: candidates are in arrival order.
+    let mut next = 0usize;
+    loop {
+        let (i, units) = candidates.remove(next);
+        for u in units {
+            in_union[u as usize] = stamp;
+        }
+        picked.push(i);
+        if picked.len() == batch || candidates.is_empty() {
+            break;
+        }
+        next = candidates
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, us))| {
+                // Distinct new units (a unit shared by two selected experts counts once).
+                let mut seen: Vec<u32> = us
+                    .iter()
+                    .copied()
+                    .filter(|&u| in_union[u as usize] != stamp)
+                    .collect();
+                seen.sort_unstable();
+                seen.dedup();
+                seen.len()
+            })
+            .map(|(k, _)| k)
+            .expect("candidates is not empty");
+    }
+    picked
+}
+
 /// Summarise dispatch delays (one per request) and the stream's unions.
 pub fn schedule_report(delays: &[i64], accesses: u64, tokens: u64) -> ScheduleReport {
-    // The histogram holds non-negative values: record delays shifted by the smallest.
-    let lo = delays.iter().copied().min().unwrap_or(0);
-    let mut h = Histogram::<u64>::new(5).expect("5 significant figures is valid");
-    for &d in delays {
-        h.record((d - lo) as u64)
-            .expect("auto-resizing histogram records any u64");
+    let mut counts = DelayCounts::default();
+    delays.iter().for_each(|&d| counts.add(d));
+    counts.report(accesses, tokens)
+}
+
+/// Dispatch delays counted by value: what [`schedule_report`] reads of them, in memory that
+/// grows with the distinct delays (a route-aware window of Q requests at batch B keeps each
+/// within about Q x B of its arrival), not with the requests.
+#[derive(Clone, Debug, Default)]
+pub struct DelayCounts(std::collections::BTreeMap<i64, u64>);
+
+impl DelayCounts {
+    /// Count one request's delay.
+    pub fn add(&mut self, delay: i64) {
+        *self.0.entry(delay).or_default() += 1;
     }
-    let q = |p: f64| {
-        if delays.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(p) as i64 + lo
+
+    /// The `schedule` block of the counted delays, with the stream's `accesses` and `tokens`.
+    pub fn report(&self, accesses: u64, tokens: u64) -> ScheduleReport {
+        // The histogram holds non-negative values: record delays shifted by the smallest.
+        let lo = self.0.keys().next().copied().unwrap_or(0);
+        let mut h = Histogram::<u64>::new(5).expect("5 significant figures is valid");
+        for (&d, &n) in &self.0 {
+            h.record_n((d - lo) as u64, n)
+                .expect("auto-resizing histogram records any u64");
         }
-    };
-    ScheduleReport {
-        unions_per_token: if tokens == 0 {
-            0.0
-        } else {
-            accesses as f64 / tokens as f64
-        },
-        delay_p50: q(0.5),
-        delay_p99: q(0.99),
-        delay_max: if delays.is_empty() {
-            0
-        } else {
-            h.max() as i64 + lo
-        },
+        let empty = self.0.is_empty();
+        let q = |p: f64| {
+            if empty {
+                0
+            } else {
+                h.value_at_quantile(p) as i64 + lo
+            }
+        };
+        ScheduleReport {
+            unions_per_token: if tokens == 0 {
+                0.0
+            } else {
+                accesses as f64 / tokens as f64
+            },
+            delay_p50: q(0.5),
+            delay_p99: q(0.99),
+            delay_max: if empty { 0 } else { h.max() as i64 + lo },
+        }
     }
 }

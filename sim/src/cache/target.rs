@@ -18,22 +18,41 @@ pub fn smallest_budget(
     target: f64,
     link_gbps: f64,
 ) -> Result<TargetReport, CacheError> {
+    smallest_budget_by(map.num_units(), cfg, (target, link_gbps), |c| {
+        Ok(w.run(map, c)?.cache.bytes_per_token)
+    })
+}
+
+/// Set `cfg`'s budget to the one the search `t` found over a bank of `units` units (the
+/// whole bank when no budget reaches the target).
+pub fn resolve_budget(cfg: &mut CacheConfig, t: &TargetReport, units: usize) {
+    cfg.budget = Budget::Units(t.budget_units.unwrap_or(units as u64));
+}
+
+/// [`smallest_budget`] over a bank of `units` units, each budget tried by `eval` (the bytes
+/// per token of the run of that configuration): for a caller that replays the stream
+/// itself, such as one that streams it from a trace file.
+pub fn smallest_budget_by<E: From<CacheError>>(
+    units: usize,
+    cfg: &CacheConfig,
+    (target, link_gbps): (f64, f64),
+    mut eval: impl FnMut(&CacheConfig) -> Result<f64, E>,
+) -> Result<TargetReport, E> {
     let positive = |x: f64| x > 0.0 && x.is_finite();
     if !positive(target) || !positive(link_gbps) {
-        return Err(CacheError::TargetNotPositive { target, link_gbps });
+        return Err(CacheError::TargetNotPositive { target, link_gbps }.into());
     }
     let link = link_gbps * 1e9;
     let mut evaluations = 0u64;
-    let mut bpt = |units: usize| -> Result<f64, CacheError> {
+    let mut bpt = |units: usize| -> Result<f64, E> {
         evaluations += 1;
-        let c = CacheConfig {
+        eval(&CacheConfig {
             budget: Budget::Units(units as u64),
             ..cfg.clone()
-        };
-        Ok(w.run(map, &c)?.cache.bytes_per_token)
+        })
     };
     let ok = |b: f64| b == 0.0 || link / b >= target;
-    let n = map.num_units();
+    let n = units;
     let monotone = cfg.policy.monotone_in_budget();
     let mut found = None;
     if monotone {

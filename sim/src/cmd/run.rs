@@ -53,9 +53,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let report = match trace {
         // a trace file and a run the file-streaming path covers: bounded memory
-        Some(path) if sim::bounded::supports(&cfg) || sim::bounded::timed::supports(&cfg) => {
-            run_bounded(&args, &cfg, path)?
-        }
+        Some(path) if sim::bounded::covers(&cfg) => run_bounded(&args, &cfg, path)?,
         _ => runner::run(&cfg, &args.input.workload()?)?,
     };
     print_notes(&report);

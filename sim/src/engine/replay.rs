@@ -600,6 +600,13 @@ impl<'a> Pricer<'a> {
         })
     }
 
+    /// Keep every step's latency for [`TimingDetail::step_latency`] (set by
+    /// [`Pricer::finish`]): 4 bytes a step ([`super::report::CentiLatencies`]), without the
+    /// per-step splits `keep_steps` keeps.
+    pub fn keep_latencies(&mut self) {
+        self.log.latencies = Some(Default::default());
+    }
+
     /// The number of the next group to price.
     pub fn next_group(&self) -> usize {
         self.next
@@ -652,8 +659,10 @@ impl<'a> Pricer<'a> {
     pub fn finish(mut self, tokens: u64) -> Result<Replay, EngineError> {
         self.log.close_step(&self.st);
         self.st.drain_deferred(f64::INFINITY);
+        let latencies = self.log.latencies.take();
         let mut r = self.st.finish(self.log, tokens, self.page_ins)?;
         r.keys = self.keys;
+        r.detail.step_latency = latencies.map(|l| l.finish());
         Ok(r)
     }
 }
@@ -662,6 +671,9 @@ impl<'a> Pricer<'a> {
 /// latency histogram, sums and maximum (and kept, with `keep`).
 struct StepLog {
     keep: bool,
+    /// Every step's latency alone, compactly (for [`TimingDetail::step_latency`]), when
+    /// [`Pricer::keep_latencies`] asked.
+    latencies: Option<super::report::CentiLatencies>,
     step_us: Vec<f64>,
     step_parts: Vec<StepParts>,
     /// Step latencies as whole nanoseconds ([`step_ns`]), for the percentiles.
@@ -689,6 +701,7 @@ impl StepLog {
         let zero: f64 = std::iter::empty::<f64>().sum();
         StepLog {
             keep,
+            latencies: None,
             step_us: Vec::new(),
             step_parts: Vec::new(),
             hist: hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid"),
@@ -734,6 +747,9 @@ impl StepLog {
         }
         let us = st.compute_free - self.step_start;
         self.record(us);
+        if let Some(l) = &mut self.latencies {
+            l.push(us);
+        }
         if !self.keep {
             return;
         }
