@@ -19,16 +19,13 @@ use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use traces::{ModelSpec, PhaseSel};
+use traces::PhaseSel;
 
 /// A 4-layer model of 16 experts, top-2, with a trace of four sequences (prefill tokens and
 /// unequal lengths) and a profile trace.
 fn files() -> Files {
     let mut rng = Pcg64::seed_from_u64(41);
-    let mut model = ModelSpec::uniform("tiny", 4, 16, 2);
-    model.hidden_size = Some(1024);
-    model.expert_ffn = Some(512);
-    Files::write(&model, &[(5, 40), (0, 25), (3, 0), (7, 61)], &mut rng)
+    Files::write(&common::timed_model(), &common::MIXED_LENS, &mut rng)
 }
 
 fn load(trace: &Path, profile: Option<&Path>) -> Workload {

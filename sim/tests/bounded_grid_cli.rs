@@ -16,16 +16,13 @@ use sim::engine::TimingConfig;
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use std::sync::Arc;
-use traces::{ModelSpec, PhaseSel};
+use traces::PhaseSel;
 
 /// A trace file `t.bin` (four sequences with prefill tokens) and a profile trace `p.bin`
 /// of a 4-layer model of 16 experts, top-2.
 fn files() -> Files {
     let mut rng = Pcg64::seed_from_u64(57);
-    let mut model = ModelSpec::uniform("tiny", 4, 16, 2);
-    model.hidden_size = Some(1024);
-    model.expert_ffn = Some(512);
-    Files::write(&model, &[(5, 40), (0, 25), (3, 0), (7, 61)], &mut rng)
+    Files::write(&common::timed_model(), &common::MIXED_LENS, &mut rng)
 }
 
 fn load(p: &Path) -> TraceInput {
