@@ -13,7 +13,9 @@ use crate::runner::RunConfig;
 use crate::verify::{Acceptance, Stepping};
 use policies::mechanisms::{self, ChunkOrder, ProfileStats, SpecError};
 use reports::{RunCoords, TraceInfo};
-use traces::{PhaseSel, Trace};
+use std::path::Path;
+use traces::stats::{StatsAccumulator, TraceStats};
+use traces::{PhaseSel, Trace, TraceReader};
 
 /// Chunk sizes of the default packing trade curve (`e1` ... `e32`).
 pub const DEFAULT_CHUNK_SIZES: [u32; 8] = [1, 2, 3, 4, 6, 8, 16, 32];
@@ -334,8 +336,65 @@ pub fn trace_info(
     trace: &Trace,
     phase: PhaseSel,
 ) -> (TraceInfo, Option<String>) {
-    // selection counts per key: the same pass the hot/coact chunk orders use, split by layer
+    // selection counts per key: the same pass the hot/coact chunk orders use
     let per_key = ProfileStats::new(trace, phase, false).counts;
+    let stats = traces::stats::trace_stats(trace, phase).map_err(|e| e.to_string());
+    info_of(name, file, trace, &per_key, stats, phase)
+}
+
+/// [`trace_info`] of the trace file `path` from one streaming pass (the selection counts and
+/// the statistics together), the trace never loaded: memory is the statistics' per-expert
+/// state and one block of the file. The error is the file's (a record or checksum that does
+/// not check out).
+pub fn trace_info_file(
+    name: &str,
+    path: &Path,
+    phase: PhaseSel,
+) -> anyhow::Result<(TraceInfo, Option<String>)> {
+    crate::runner::require_trace_file(path)?;
+    let mut reader = TraceReader::open(path)?;
+    let skeleton = crate::bounded::header_only(reader.header().clone());
+    let header = &skeleton.header;
+    let ks = skeleton.keyspace();
+    let mut counts = crate::bounded::profile::KeyCounts::new(&ks);
+    // the statistics' state follows the header's geometry: refuse it as `sim trace stats` does
+    let mut acc = traces::resources::check_memory(
+        "the statistics' per-expert state",
+        StatsAccumulator::memory_needed(header),
+        "the header declares more expert instances (layers x experts) than this machine can count; check the trace's geometry",
+    )
+    .map(|_| StatsAccumulator::new(header, phase))
+    .map_err(|e| e.to_string());
+    while let Some(tok) = reader.next_token()? {
+        if !phase.includes(tok.pos.phase) {
+            continue;
+        }
+        counts.step(tok.ids);
+        // the first error is the statistics' (the in-memory pass stops there too)
+        if let Ok(a) = &mut acc {
+            if let Err(e) = a.push_token(tok.pos.sequence, tok.pos.phase, tok.ids) {
+                acc = Err(e.to_string());
+            }
+        }
+    }
+    let stats = acc.and_then(|a| a.finish().map_err(|e| e.to_string()));
+    let per_key = counts.finish().counts;
+    let file = path.display().to_string();
+    Ok(info_of(name, &file, &skeleton, &per_key, stats, phase))
+}
+
+/// The report's words on `trace` (whose header is all it reads) from its selection counts
+/// per key `per_key` and its statistics (or why there are none).
+fn info_of(
+    name: &str,
+    file: &str,
+    trace: &Trace,
+    per_key: &[u64],
+    stats: Result<TraceStats, String>,
+    phase: PhaseSel,
+) -> (TraceInfo, Option<String>) {
+    // split by MoE layer
+    let header = &trace.header;
     let counts: Vec<Vec<u64>> = trace
         .keyspace()
         .offsets
@@ -343,9 +402,7 @@ pub fn trace_info(
         .map(|w| per_key[w[0] as usize..w[1] as usize].to_vec())
         .collect();
     let accesses = counts.iter().flatten().sum();
-    let stats = traces::stats::trace_stats(trace, phase)
-        .map_err(|e| e.to_string())
-        .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string()));
+    let stats = stats.and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string()));
     let note = stats
         .as_ref()
         .err()
@@ -353,9 +410,9 @@ pub fn trace_info(
     let info = TraceInfo {
         name: name.to_string(),
         file: file.to_string(),
-        model: trace.header.model.clone(),
-        provenance: trace.header.provenance.clone(),
-        sequences: trace.header.sequences.clone(),
+        model: header.model.clone(),
+        provenance: header.provenance.clone(),
+        sequences: header.sequences.clone(),
         phase: phase.as_str().to_string(),
         tokens: trace.total_tokens(phase) as u64,
         accesses,

@@ -221,7 +221,7 @@ pub fn batch_group(s: &mut String, reports: &[RunReport], mut i: usize) -> usize
 /// One row of the batch table from the uncapped run `free` and its capped twin, if any:
 /// `(row, whether N fits, whether the cap was applied)`; `None` for an untimed run. N fits when
 /// every sequence was admitted under the cap, or (without one) mapped memory stayed within
-/// usable VRAM.
+/// usable VRAM; a capped twin without timing (no sequence admitted) reads "does not fit".
 pub fn batch_row(
     k: &str,
     free: &RunReport,
@@ -239,6 +239,16 @@ pub fn batch_row(
         t.peak_mapped_mib,
         d.oversubscribed_page_ins
     );
+    // a capped twin without timing admitted no sequence: it does not fit
+    let over_cap = capped.filter(|c| c.timing.is_none());
+    if let Some(a) = over_cap.and_then(|c| c.admission.as_ref()) {
+        let _ = write!(
+            row,
+            " {:>12} {:>6}/{:<2}",
+            "does not fit", a.admitted, a.requested
+        );
+        return Some((row, false, true));
+    }
     Some(
         match capped.and_then(|c| c.timing.as_ref().zip(c.admission.as_ref())) {
             Some((ct, a)) => {

@@ -21,6 +21,7 @@
 //! covers ([`supports`], [`timed::supports`]) load the trace as before.
 
 pub mod batches;
+pub mod cells;
 pub mod coact;
 pub mod grid;
 pub mod next_use;
@@ -84,7 +85,7 @@ pub fn passes(cfg: &RunConfig, profile_given: bool) -> u64 {
 
 /// A trace whose header is all there is: the sequences' data are empty. What reads only the
 /// header (token counts, the key space, the batch warning) reads it as the whole trace's.
-fn header_only(header: Header) -> Trace {
+pub(crate) fn header_only(header: Header) -> Trace {
     let n = header.sequences.len();
     Trace {
         header,

@@ -8,17 +8,16 @@ use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use policies::mechanisms::SizeOptions;
-use rayon::prelude::*;
 use reports::{Results, RunEntry, Shard, TraceInfo};
 use serde_json::{json, Value};
+use sim::bounded::cells::{self, Cell};
 use sim::cache::{RetentionConfig, Split};
 use sim::engine::cpu::CpuExperts;
 use sim::engine::TimingConfig;
 use sim::grid::{self, CompareAxes, ComparePoint};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use traces::{DType, PhaseSel};
+use std::path::{Path, PathBuf};
+use traces::{DType, Header, KeySpace, PhaseSel};
 
 /// Arguments of `sim compare`.
 #[derive(Args)]
@@ -164,7 +163,7 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    let (inputs, names) = load_traces(&args.traces)?;
+    let (headers, names) = read_headers(&args.traces)?;
     for m in &args.policies {
         runner::parse_policy(m, "--policies")?;
     }
@@ -196,7 +195,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         steps: &steps,
     })
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
-    let points = same_model_cross_runs(points, &inputs, &names);
+    let points = same_model_cross_runs(points, &headers, &names);
     let points = with_placements(points, &args.timing.cpu_experts);
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
@@ -204,12 +203,18 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .enumerate()
         .filter(|(i, _)| !matches!(args.shard, Some(s) if !s.holds(*i)))
         .collect();
-    let workloads = workloads_of(&inputs, &mine)?;
-    let runs = run_points(&args, &mine, &workloads, &timing)?;
+    // each trace's statistics from a pass of its own, which also checks every record before
+    // the runs
+    let infos: Vec<(TraceInfo, Option<String>)> = args
+        .traces
+        .iter()
+        .zip(&names)
+        .map(|(p, n)| grid::trace_info_file(n, p, args.phase).context("--trace"))
+        .collect::<Result<_>>()?;
+    let runs = run_points(&args, &mine, &timing)?;
     super::args_timing::warn_over_vram(runs.iter().map(|e| &e.result), args.timing.admission_cap);
-    let mut traces: Vec<TraceInfo> = Vec::with_capacity(inputs.len());
-    for (ti, n) in inputs.iter().zip(&names) {
-        let (info, note) = grid::trace_info(n, &ti.label, &ti.trace, args.phase);
+    let mut traces: Vec<TraceInfo> = Vec::with_capacity(infos.len());
+    for (info, note) in infos {
         if let Some(note) = note {
             eprintln!("{note}");
         }
@@ -231,25 +236,28 @@ pub fn run(args: CompareArgs) -> Result<()> {
 /// one model cannot order or pin the experts of another); a note names each such pair.
 fn same_model_cross_runs(
     points: Vec<ComparePoint>,
-    inputs: &[TraceInput],
+    headers: &[Header],
     names: &[String],
 ) -> Vec<ComparePoint> {
-    let geometry: Vec<Vec<u16>> = inputs.iter().map(|t| t.trace.keyspace().experts).collect();
+    let geometry: Vec<Vec<u16>> = headers
+        .iter()
+        .map(|h| KeySpace::new(&h.model).experts)
+        .collect();
     let describe = |i: usize| {
-        let t = &inputs[i].trace;
-        let ks = t.keyspace();
+        let model = &headers[i].model;
+        let ks = KeySpace::new(model);
         let mut experts = ks.experts.clone();
         experts.dedup();
         format!(
             "`{}` ({}, {} MoE layers of {:?} experts)",
             names[i],
-            t.header.model.name,
+            model.name,
             ks.num_moe_layers(),
             experts
         )
     };
-    for a in 0..inputs.len() {
-        for b in a + 1..inputs.len() {
+    for a in 0..headers.len() {
+        for b in a + 1..headers.len() {
             let crossed = points
                 .iter()
                 .any(|p| (p.trace, p.profile) == (a, b) || (p.trace, p.profile) == (b, a));
@@ -285,9 +293,10 @@ fn with_placements(points: Vec<ComparePoint>, placements: &[CpuExperts]) -> Vec<
     out
 }
 
-/// Every trace loaded once, and its name (the file stem; names must be distinct).
-fn load_traces(paths: &[PathBuf]) -> Result<(Vec<TraceInput>, Vec<String>)> {
-    let mut inputs = Vec::new();
+/// Every trace's header (read and checked, the trace not loaded) and its name (the file
+/// stem; names must be distinct).
+fn read_headers(paths: &[PathBuf]) -> Result<(Vec<Header>, Vec<String>)> {
+    let mut headers = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for path in paths {
         let name = path
@@ -297,48 +306,63 @@ fn load_traces(paths: &[PathBuf]) -> Result<(Vec<TraceInput>, Vec<String>)> {
         if names.contains(&name) {
             bail!("--trace {}: another trace is also named `{name}`; the report names traces by file stem, so give each a distinct file name", path.display());
         }
-        inputs.push(TraceInput::load(Some(path)).context("--trace")?);
+        runner::require_trace_file(path).context("--trace")?;
+        headers.push(traces::read_header(path).context("--trace")?);
         names.push(name);
     }
-    Ok((inputs, names))
+    Ok((headers, names))
 }
 
-/// One workload per (evaluated, profile) trace pair the points need.
-fn workloads_of(
-    inputs: &[TraceInput],
-    points: &[(usize, &ComparePoint)],
-) -> Result<BTreeMap<(usize, usize), Workload>> {
-    let mut pairs: Vec<(usize, usize)> = points.iter().map(|(_, p)| (p.trace, p.profile)).collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    let mut workloads = BTreeMap::new();
-    for (t, p) in pairs {
-        let profile = (p != t).then(|| inputs[p].clone());
-        workloads.insert((t, p), Workload::new(inputs[t].clone(), profile)?);
-    }
-    Ok(workloads)
+/// The workload of trace `trace` with the profile trace `profile`, loaded (for the cells the
+/// bounded-memory paths do not cover).
+fn load_workload(trace: &Path, profile: Option<&Path>) -> Result<Workload> {
+    let load = |p: &Path| TraceInput::load(Some(p)).context("--trace");
+    Workload::new(load(trace)?, profile.map(load).transpose()?)
 }
 
-/// Run every point in parallel (on `--threads` workers when given) behind a progress bar;
+/// Run every point behind a progress bar (on `--threads` workers when given), the points of
+/// one (evaluated, profile) trace pair together so that they share passes over the files;
 /// entries in point order.
 fn run_points(
     args: &CompareArgs,
     points: &[(usize, &ComparePoint)],
-    workloads: &BTreeMap<(usize, usize), Workload>,
     timing: &Option<TimingConfig>,
 ) -> Result<Vec<RunEntry>> {
     let bar = args
         .progress
         .bar("sim compare", points.len() as u64, "runs");
-    let work = || -> Vec<Result<RunEntry>> {
-        points
-            .par_iter()
-            .map(|&(i, p)| {
-                let entry = run_point(args, i, p, &workloads[&(p.trace, p.profile)], timing);
-                bar.inc(1);
-                entry
-            })
-            .collect()
+    let work = || -> Result<Vec<Result<Cell>>> {
+        let mut pairs: Vec<((usize, usize), Vec<usize>)> = Vec::new();
+        for (k, (_, p)) in points.iter().enumerate() {
+            let pair = (p.trace, p.profile);
+            match pairs.iter_mut().find(|(q, _)| *q == pair) {
+                Some((_, ks)) => ks.push(k),
+                None => pairs.push((pair, vec![k])),
+            }
+        }
+        let mut cells: Vec<Option<Result<Cell>>> = (0..points.len()).map(|_| None).collect();
+        for ((t, p), ks) in pairs {
+            let cfgs: Vec<RunConfig> = ks
+                .iter()
+                .map(|&k| config(args, points[k].1, timing))
+                .collect();
+            let trace = args.traces[t].as_path();
+            let profile = (p != t).then(|| args.traces[p].as_path());
+            let load = || load_workload(trace, profile);
+            let input = cells::Input::File {
+                trace,
+                profile,
+                load: &load,
+            };
+            let results = cells::run_cells(&cfgs, &input, &|n| bar.inc(n))?;
+            for (&k, r) in ks.iter().zip(results) {
+                cells[k] = Some(r);
+            }
+        }
+        Ok(cells
+            .into_iter()
+            .map(|c| c.expect("every point was given a result"))
+            .collect())
     };
     let done = match args.threads {
         Some(n) => rayon::ThreadPoolBuilder::new()
@@ -347,59 +371,29 @@ fn run_points(
             .context("--threads")?
             .install(work),
         None => work(),
-    };
+    }?;
     bar.finish();
-    done.into_iter().collect()
+    points
+        .iter()
+        .zip(done)
+        .map(|(&(i, p), cell)| entry(i, p, cell))
+        .collect()
 }
 
-/// Run point `i` and make its results.json entry.
-fn run_point(
-    args: &CompareArgs,
-    i: usize,
-    p: &ComparePoint,
-    workload: &Workload,
-    timing: &Option<TimingConfig>,
-) -> Result<RunEntry> {
-    let cfg = config(args, p, timing);
+/// The results.json entry of point `i` from its cell.
+fn entry(i: usize, p: &ComparePoint, cell: Result<Cell>) -> Result<RunEntry> {
     let label = || format!("run {i} ({})", reports::content::run_label_of(&p.coords));
-    let (report, does_not_fit) = match runner::run(&cfg, workload) {
-        Ok(r) => (r, None),
-        Err(e) => match grid::does_not_fit(&e) {
-            Some(n) => over_cap(&cfg, workload, n).with_context(label)?,
-            None => return Err(e.context(label())),
-        },
-    };
-    super::run::print_notes(&report);
-    if let Some(why) = &does_not_fit {
+    let cell = cell.with_context(label)?;
+    super::run::print_notes(&cell.report);
+    if let Some(why) = &cell.does_not_fit {
         eprintln!("{}: does not fit: {why}", label());
     }
     Ok(RunEntry {
         run: i,
         grid: p.coords.clone(),
-        does_not_fit,
-        result: report,
+        does_not_fit: cell.does_not_fit,
+        result: cell.report,
     })
-}
-
-/// A cell over the admission cap: its untimed run (streaming and cache blocks) with an
-/// `admission` block of 0 admitted, and the reason.
-fn over_cap(
-    cfg: &RunConfig,
-    workload: &Workload,
-    n: &sim::engine::NoSequenceFits,
-) -> Result<(sim::runner::RunReport, Option<String>)> {
-    let untimed = RunConfig {
-        timing: None,
-        ..cfg.clone()
-    };
-    let mut report = runner::run(&untimed, workload)?;
-    report.admission = Some(sim::engine::Admission {
-        requested: cfg.retention.as_ref().map_or(1, |r| r.batching.batch),
-        admitted: 0,
-        cap: Some(n.cap),
-        limit_mib: Some(n.limit_mib),
-    });
-    Ok((report, Some(n.to_string())))
 }
 
 /// The `grid` block of results.json: the axes as given and the shared settings.

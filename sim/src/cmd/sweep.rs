@@ -14,9 +14,10 @@ use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
 use reports::text::grid as grid_text;
 use reports::text::prefetch as prefetch_text;
+use sim::bounded::cells::{self, Cell};
 use sim::engine::Admission;
 use sim::grid;
-use sim::runner::{self, RunConfig, RunReport};
+use sim::runner::{RunConfig, RunReport};
 use std::path::PathBuf;
 
 /// Output format of `sim sweep`.
@@ -144,20 +145,21 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let mut rows: Vec<TraceRows> = Vec::with_capacity(traces.len());
     let tick = |n: u64| bar.inc(n);
     for path in traces {
-        let results = match path {
-            // a trace file and runs the file-streaming path covers: bounded memory, and the
-            // runs of a mechanism share its passes over the file
-            Some(p) if configs.iter().all(sim::bounded::supports) => {
-                let profile = args.input.profile_trace.as_deref();
-                sim::bounded::grid::sweep_file(&configs, p, profile, &tick)?
+        let load = || args.input.workload_of(path);
+        let cells = match path {
+            // a trace file: the cells the bounded paths cover stream it (the untimed ones of
+            // a mechanism sharing its passes), the others load it once
+            Some(trace) => {
+                let input = cells::Input::File {
+                    trace,
+                    profile: args.input.profile_trace.as_deref(),
+                    load: &load,
+                };
+                cells::run_cells(&configs, &input, &tick)?
             }
-            // one trace in memory at a time: each is dropped once its rows are done
-            _ => {
-                let workload = args.input.workload_of(path)?;
-                runner::sweep_with(&configs, &workload, &|| tick(1))
-            }
+            None => cells::run_cells(&configs, &cells::Input::Loaded(&load()?), &tick)?,
         };
-        rows.push(trace_rows(&args, &configs, results)?);
+        rows.push(trace_rows(&args, &configs, cells)?);
     }
     bar.finish();
     let all: Vec<RunReport> = rows.iter().flat_map(|t| t.reports.clone()).collect();
@@ -201,11 +203,12 @@ impl TraceRows {
     }
 }
 
-/// The rows of one trace from its runs' `results` (in `configs` order).
+/// The rows of one trace from its cells' `results` (in `configs` order); a cell over the
+/// admission cap is a row without timing, 0 admitted, and a line on stderr saying why.
 fn trace_rows(
     args: &SweepArgs,
     configs: &[RunConfig],
-    results: Vec<Result<RunReport>>,
+    results: Vec<Result<Cell>>,
 ) -> Result<TraceRows> {
     let mut reports = Vec::with_capacity(configs.len());
     // with a prefetch axis the tables other than the prefetch one show its first point only
@@ -216,7 +219,7 @@ fn trace_rows(
     let mut first_point = Vec::with_capacity(configs.len());
     let mut skipped = std::collections::BTreeSet::new();
     for (cfg, r) in configs.iter().zip(results) {
-        let mut r = match r {
+        let r = match r {
             // The default splits include per-layer, which a mechanism whose units span
             // layers cannot have: leave its per-layer rows out and say so once.
             Err(e) if args.cache.split.is_empty() && spans_layers(&e) => {
@@ -227,6 +230,14 @@ fn trace_rows(
             }
             r => r.with_context(|| format!("sweep row `{}`", cfg.policy))?,
         };
+        if let Some(why) = &r.does_not_fit {
+            eprintln!(
+                "sweep row `{}` at batch {}: does not fit: {why}",
+                grid_text::batch_key(&r.report),
+                grid_text::batch_of(&r.report)
+            );
+        }
+        let mut r = r.report;
         first_point.push(
             cfg.timing
                 .as_ref()

@@ -142,3 +142,16 @@ impl Files {
         }
     }
 }
+
+/// A 4-layer model of 16 experts, top-2, with a hidden size and an expert FFN width (the
+/// timed paths' compute model and CPU lane read them).
+pub fn timed_model() -> ModelSpec {
+    let mut model = ModelSpec::uniform("tiny", 4, 16, 2);
+    model.hidden_size = Some(1024);
+    model.expert_ffn = Some(512);
+    model
+}
+
+/// Sequences (prefill, decode tokens) of unequal lengths, one without decode tokens and one
+/// without prefill tokens.
+pub const MIXED_LENS: [(u64, u64); 4] = [(5, 40), (0, 25), (3, 0), (7, 61)];
