@@ -7,7 +7,6 @@ use crate::launch::{
     LayerLaunches, BLOCK_THREADS, DEFAULT_DOT_KERNEL, DOT_FALLBACK_KERNEL, DOT_KERNELS,
     FUSED_FALLBACK_KERNEL, FUSED_THREADS, PER_SLOT_ROWS, TC_K_BLOCK, TC_WARPS, UNION_ROWS,
 };
-use crate::schedule::FusedSchedule;
 use crate::worklist::{Variant, WorkList, MAX_SLOTS_PER_ITEM};
 use cudarc::driver::sys::CUfunction_attribute_enum as FnAttr;
 use cudarc::driver::{
@@ -828,9 +827,6 @@ impl Kernels {
             p.stage_s as u64,
             p.stage_a as u64,
             fused.epoch as u64,
-            fused.schedule.whole_tiles as u64,
-            fused.schedule.pieces as u64,
-            fused.schedule.piece_rows as u64,
         ];
         // SAFETY: the argument list of FUSED_ENTRY in moe_dot.cu. The work list's pointers are
         // 16-byte aligned experts of `g.expert_bytes()` bytes (checked by fused_plan_for);
@@ -1103,8 +1099,6 @@ unsafe fn launch_programmatic(
 /// The buffers of a [`DotStaging::PersistentBulk`] layer launch.
 struct FusedLaunch {
     plan: FusedPlan,
-    /// The launch's tile walk (its tail split is passed to the kernel).
-    schedule: FusedSchedule,
     /// Each work item's (slot, token), 2 u32 per item.
     item_st: CudaSlice<u32>,
     /// `slots x 2 ffn` gate+up rows, each `epoch << 32 | f32 bits` of the launch that wrote it.
@@ -1218,16 +1212,8 @@ fn fused_launch(
                     [s, slot_token[s as usize]]
                 })
                 .collect();
-            let rows_per_thread = DOT_KERNELS[kernel].rows;
             Some(FusedLaunch {
                 plan,
-                schedule: FusedSchedule::new(
-                    &plan,
-                    items as u32,
-                    geom.hidden as u32,
-                    geom.ffn as u32,
-                    rows_per_thread,
-                ),
                 item_st: stream.clone_htod(&item_st)?,
                 gu_tagged: stream.alloc_zeros::<u64>(slots * 2 * geom.ffn)?,
                 flags: stream.alloc_zeros::<u32>(items)?,

@@ -6,7 +6,7 @@
 //! launch's shape: [`Kernels::launch_stream_read_shaped`]); `src/cuda/moe_dot.cu`: the
 //! per-slot integer-dot kernels listed in [`launch::DOT_KERNELS`], with their activation
 //! pre-passes), the per-slot and union work lists ([`worklist`]), the launch geometry
-//! ([`launch`]) and the persistent launch's tile walk ([`schedule`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
+//! ([`launch`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
 //! timing, calibration or replay (the `validate` crate).
 //! Every kernel uses the driver API and NVRTC only (no OS-specific calls). The default dot
 //! kernel, the persistent one-launch `moe_dot_fz_r2j1s3b1`
@@ -21,7 +21,6 @@ pub mod geometry;
 pub mod gpu;
 pub mod launch;
 pub mod reference;
-pub mod schedule;
 pub mod worklist;
 
 pub use geometry::ExpertGeometry;

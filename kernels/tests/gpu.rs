@@ -118,34 +118,6 @@ fn partial_tiles_match_reference() {
     check(cases::partial_tiles());
 }
 
-/// The persistent kernel with its last round of tiles cut into pieces, one of them empty (the
-/// other kernels run the case too).
-#[test]
-#[ignore = "needs an NVIDIA GPU"]
-fn cut_last_round_matches_reference() {
-    use cudarc::driver::sys::CUdevice_attribute as A;
-    let ctx = open_device(0).expect("device");
-    let sms = ctx
-        .attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .unwrap();
-    let (case, s) = cases::cut_tail(sms as u32);
-    eprintln!(
-        "{} slots on {sms} multiprocessors: {} whole tiles, then {} pieces of {} rows",
-        case.sel.len(),
-        s.whole_tiles,
-        s.pieces,
-        s.piece_rows
-    );
-    check(case);
-}
-
-/// The 60-slot layer the calibration times (its last round cut into pieces on an H200).
-#[test]
-#[ignore = "needs an NVIDIA GPU"]
-fn sixty_slots_match_reference() {
-    check(cases::sixty_slots());
-}
-
 /// The f32 union kernel (groups of 64 columns are not a multiple of 128) on the 60-slot
 /// geometry: ragged lane splits, both variants.
 #[test]

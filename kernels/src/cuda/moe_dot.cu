@@ -697,10 +697,7 @@ LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 // multiprocessor walks the layer's tiles, gate+up tiles of every work item first, then down tiles:
 // block b takes tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be
 // resident at once: the host launches at most one block per multiprocessor, whose shared memory
-// admits no second). The tiles of the last, partial round (down tiles) are cut into pieces of
-// whole rows so that up to every block shares them (kernels::schedule, which the host computes:
-// 60 slots of 2560x640 on 132 multiprocessors would otherwise give 36 blocks 28 tiles and 96
-// blocks 27). Warp roles:
+// admits no second). Warp roles:
 // - the producer warp: lane j looks up the item of one of the next FUSED_LOOKAHEAD tiles (one
 //   memory latency per lookahead, and for down tiles whether the item's activations are
 //   published), lane 0 writes the tile's descriptor (phase, first row, rows, slot) and
@@ -773,14 +770,10 @@ __device__ __forceinline__ void store_release(unsigned int* p, unsigned int v) {
 #endif
 
 // The launch's shape: `items` work items of `hidden` x `ffn` experts with scale groups of
-// `group`; lanes per row group and rows per tile of each phase; tiles per item; the tail split
-// (kernels::schedule::FusedSchedule, computed by the host): tiles `whole` and later are cut into
-// `pieces` pieces of `piece_rows` rows each, so the last, partial round of tiles is shared by
-// up to every block.
+// `group`; lanes per row group and rows per tile of each phase; tiles per item.
 struct FusedShape {
     unsigned int items, hidden, ffn, group;
     unsigned int p_gu, p_d, t_gu, t_d, nt_gu, nt_d;
-    unsigned int whole, pieces, piece_rows;
 };
 
 // Tile t (0 .. items x (nt_gu + nt_d)): its phase (0 gate+up, 1 down), work item and rows.
@@ -788,7 +781,7 @@ struct FusedTile {
     unsigned int mode, item, row0, nrows;
 };
 
-__device__ __forceinline__ FusedTile fused_whole_tile(const FusedShape& sh, unsigned int t) {
+__device__ __forceinline__ FusedTile fused_tile(const FusedShape& sh, unsigned int t) {
     FusedTile f;
     const unsigned int ngu = sh.items * sh.nt_gu;
     unsigned int rows, tile, tr;
@@ -811,24 +804,6 @@ __device__ __forceinline__ FusedTile fused_whole_tile(const FusedShape& sh, unsi
     return f;
 }
 
-// Virtual tile v (0 .. fused_tiles): a whole tile below sh.whole, else piece (v - whole) %
-// pieces of whole tile whole + (v - whole) / pieces, which may have no rows (past the end of a
-// short last tile). CPU model: kernels::schedule::FusedSchedule::tile.
-__device__ __forceinline__ FusedTile fused_tile(const FusedShape& sh, unsigned int v) {
-    if (v < sh.whole) return fused_whole_tile(sh, v);
-    const unsigned int u = v - sh.whole;
-    FusedTile f = fused_whole_tile(sh, sh.whole + u / sh.pieces);
-    const unsigned int skip = (u % sh.pieces) * sh.piece_rows;
-    f.row0 += skip;
-    f.nrows = f.nrows > skip ? min(f.nrows - skip, sh.piece_rows) : 0u;
-    return f;
-}
-
-__device__ __forceinline__ unsigned int fused_tiles(const FusedShape& sh) {
-    const unsigned int all = sh.items * (sh.nt_gu + sh.nt_d);
-    return sh.whole + (all - sh.whole) * sh.pieces;
-}
-
 // Where a tile's rows go: gate+up rows (epoch-tagged) or down outputs, from the tile's first row.
 struct FusedOut {
     unsigned long long* gu;  // null for a down tile
@@ -840,9 +815,7 @@ struct FusedOut {
 // The consumer warps' work on one staged tile: CW warps, P lanes per row, R rows per thread (the
 // tile has CW * 32 * R / P rows); `C` 16-byte chunks per row, `gpr` scale groups per row.
 // Arrives on `empty` once this warp has read the stage, then reduces and stores its rows.
-// PART: the stage holds fewer rows than that (a piece of a cut tile or an item's short last
-// tile); threads skip the rows it lacks (rows past out.nrows are stale shared memory).
-template <int R, int P, int CW, bool PART>
+template <int R, int P, int CW>
 __device__ __forceinline__ void fused_consume(const unsigned char* base, unsigned int stage_w,
                                               unsigned int stage_s, unsigned int C,
                                               unsigned int gpr, unsigned int gshift,
@@ -858,17 +831,14 @@ __device__ __forceinline__ void fused_consume(const unsigned char* base, unsigne
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    // (A thread's lowest row is `pair`: with none staged it only joins the reduction.)
-    const unsigned int c0 = PART && pair >= out.nrows ? C : kl;
 #pragma unroll 2
-    for (unsigned int c = c0; c < C; c += P) {
+    for (unsigned int c = kl; c < C; c += P) {
         const float stp = step[c];
         const int zero = -128 * sums[c];
         const uint4 a[4] = {qa[c], qa[C + c], qa[2 * C + c], qa[3 * C + c]};
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const unsigned int lr = pair + r * (T / R);
-            if (PART && lr >= out.nrows) continue;
             const uint4 w = sw[lr * C + c];
             const float sc = ss[lr * gpr + (c >> gshift)];
             int hl = 0, hh = 0, ll = 0, lh = zero;
@@ -940,7 +910,7 @@ __device__ __forceinline__ void fused_layer(
     allow_dependents();
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int stage_bytes = stage_w + stage_s + stage_a;
-    const unsigned int total = fused_tiles(sh);
+    const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
     const unsigned int row_gu = act_row_u4<2>(sh.hidden / 32), row_d = act_row_u4<2>(sh.ffn / 32);
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
@@ -1014,7 +984,7 @@ __device__ __forceinline__ void fused_layer(
             __syncwarp();
             const unsigned int n =
                 min((unsigned int)FUSED_LOOKAHEAD, (total - t0 + gridDim.x - 1) / gridDim.x);
-            for (unsigned int j = 0; j < n; ++j) {
+            for (unsigned int j = 0; j < n; ++j, ++it) {
                 const unsigned int st = it % STAGES;
                 const unsigned int mode = __shfl_sync(0xffffffffu, ml, j);
                 const unsigned int item = __shfl_sync(0xffffffffu, il, j);
@@ -1024,7 +994,6 @@ __device__ __forceinline__ void fused_layer(
                 const unsigned int tok = __shfl_sync(0xffffffffu, tokl, j);
                 const unsigned long long base = __shfl_sync(0xffffffffu, bl, j);
                 const unsigned int ready = __shfl_sync(0xffffffffu, rdy, j);
-                if (nrows == 0) continue;  // a piece with no rows: nothing to stage
                 if (lane == 0) {
                     if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
                     desc[st] = make_uint4(mode, row0, nrows, s);
@@ -1060,7 +1029,6 @@ __device__ __forceinline__ void fused_layer(
                     }
                 }
                 __syncwarp();
-                ++it;
             }
         }
         if (lane == 0) {  // tells the consumers there is no more tile
@@ -1093,12 +1061,8 @@ __device__ __forceinline__ void fused_layer(
         switch (P) {
 #define FUSED_P(PP)                                                                            \
     case PP:                                                                                   \
-        if (d.z < CW * 32 * R / PP)                                                            \
-            fused_consume<R, PP, CW, true>(base, stage_w, stage_s, k >> 5, k >> glog, gshift,  \
-                                           &empty[st], out);                                   \
-        else                                                                                   \
-            fused_consume<R, PP, CW, false>(base, stage_w, stage_s, k >> 5, k >> glog, gshift, \
-                                            &empty[st], out);                                  \
+        fused_consume<R, PP, CW>(base, stage_w, stage_s, k >> 5, k >> glog, gshift,     \
+                                       &empty[st], out);                                      \
         break;
             FUSED_P(1)
             FUSED_P(2)
@@ -1123,8 +1087,7 @@ __device__ __forceinline__ void fused_layer(
              unsigned int items, unsigned int hidden, unsigned int ffn, unsigned int group,    \
              unsigned int p_gu, unsigned int p_d, unsigned long long off_dw,                  \
              unsigned long long off_gus, unsigned long long off_ds, unsigned int stage_w,     \
-             unsigned int stage_s, unsigned int stage_a, unsigned int epoch,                  \
-             unsigned int tail_whole, unsigned int tail_pieces, unsigned int tail_rows) {     \
+             unsigned int stage_s, unsigned int stage_a, unsigned int epoch) {                \
         FusedShape sh;                                                                         \
         sh.items = items;                                                                      \
         sh.hidden = hidden;                                                                    \
@@ -1136,9 +1099,6 @@ __device__ __forceinline__ void fused_layer(
         sh.t_d = FUSED_CONSUMER_WARPS * 32 * R / p_d;                                          \
         sh.nt_gu = (2 * ffn + sh.t_gu - 1) / sh.t_gu;                                          \
         sh.nt_d = (hidden + sh.t_d - 1) / sh.t_d;                                              \
-        sh.whole = tail_whole;                                                                 \
-        sh.pieces = tail_pieces;                                                               \
-        sh.piece_rows = tail_rows;                                                             \
         fused_layer<STAGES, FUSED_CONSUMER_WARPS, R>(work, item_st, act_gu, gu, act_d, y,      \
                                                      flags, sh, off_dw, off_gus, off_ds,       \
                                                      stage_w, stage_s, stage_a, epoch);        \

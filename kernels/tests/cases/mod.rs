@@ -3,9 +3,7 @@
 // Each test binary uses part of this module.
 #![allow(dead_code)]
 
-use kernels::launch::fused_plan;
 use kernels::reference::{random_activations, random_bank};
-use kernels::schedule::FusedSchedule;
 use kernels::ExpertGeometry;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -103,53 +101,6 @@ pub fn partial_tiles() -> Case {
         tokens: 3,
         slot_token: (0..36).map(|s| s / 12).collect(),
         sel,
-    }
-}
-
-/// [`partial_tiles`]'s geometry with the fewest slots (over 3 tokens) whose persistent launch
-/// on `multiprocessors` multiprocessors cuts its last round of tiles and leaves a piece with no
-/// rows (past the end of an item's 32-row last down tile): 3 slots on an H200's 132 (3 x 51 =
-/// 153 tiles, the last 21 cut into 132 / 21 = 6 pieces of ceil(128 / 6) = 22 -> 24 rows, so
-/// the 32-row tiles give pieces of 24, 8 and 0 rows). The schedule is returned with it.
-pub fn cut_tail(multiprocessors: u32) -> (Case, FusedSchedule) {
-    let g = ExpertGeometry::new(2080, 544, 32).unwrap();
-    let plan = fused_plan(
-        g.hidden,
-        g.ffn,
-        g.group,
-        2,
-        3,
-        multiprocessors,
-        232448 - 1024,
-    )
-    .expect("a persistent plan for 2080x544");
-    let (slots, schedule) = (1..=400u32)
-        .map(|n| (n, FusedSchedule::new(&plan, n, 2080, 544, 2)))
-        .find(|(_, s)| s.pieces > 1 && (s.whole_tiles..s.tiles()).any(|v| s.tile(v).rows == 0))
-        .expect("a slot count whose last round is cut");
-    let mut rng = Pcg64::seed_from_u64(9);
-    let case = Case {
-        name: "2080x544 cut last round",
-        geom: g,
-        experts: 12,
-        tokens: 3,
-        sel: (0..slots).map(|_| rng.gen_range(0..12)).collect(),
-        slot_token: (0..slots).map(|s| s % 3).collect(),
-    };
-    (case, schedule)
-}
-
-/// The calibration's headline layer: 60 slots of 2560x640 (6 tokens x 10 slots) naming 60
-/// distinct experts, whose persistent launch on an H200 cuts its last 36 down tiles into 3
-/// pieces each (`kernels/tests/schedule.rs`).
-pub fn sixty_slots() -> Case {
-    Case {
-        name: "60 slots of 2560x640",
-        geom: ExpertGeometry::new(2560, 640, 128).unwrap(),
-        experts: 60,
-        tokens: 6,
-        sel: (0..60).map(|s| (s * 7) % 60).collect(),
-        slot_token: (0..60).map(|s| s / 10).collect(),
     }
 }
 
