@@ -118,6 +118,13 @@ fn partial_tiles_match_reference() {
     check(cases::partial_tiles());
 }
 
+/// The 60-slot layer the calibration times, every expert distinct.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sixty_slots_match_reference() {
+    check(cases::sixty_slots());
+}
+
 /// The f32 union kernel (groups of 64 columns are not a multiple of 128) on the 60-slot
 /// geometry: ragged lane splits, both variants.
 #[test]

@@ -104,6 +104,19 @@ pub fn partial_tiles() -> Case {
     }
 }
 
+/// The calibration's headline layer: 60 slots of 2560x640 (6 tokens x 10 slots) naming 60
+/// distinct experts, 156.7 MB (the persistent kernel's 3600 tiles: 60 x (40 gate+up + 20 down)).
+pub fn sixty_slots() -> Case {
+    Case {
+        name: "60 slots of 2560x640",
+        geom: ExpertGeometry::new(2560, 640, 128).unwrap(),
+        experts: 60,
+        tokens: 6,
+        sel: (0..60).map(|s| (s * 7) % 60).collect(),
+        slot_token: (0..60).map(|s| s / 10).collect(),
+    }
+}
+
 pub fn all() -> Vec<Case> {
     vec![
         small(),
