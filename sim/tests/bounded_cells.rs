@@ -16,6 +16,7 @@ use sim::bounded::cells::{run_cells, Cell, Input};
 use sim::cache::{RetentionConfig, Semantics, Split};
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
+use sim::verify::{Acceptance, Stepping};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -59,8 +60,8 @@ fn lru(budget: &str) -> Option<RetentionConfig> {
 }
 
 /// A grid mixing every route: untimed cells (streaming, LRU, Belady, static pinning), timed
-/// ones (streaming, Belady, a predictor), and cells neither bounded path covers (the `coact`
-/// order, an admission cap, kept step latencies).
+/// ones (streaming, Belady, a predictor, an admission cap, kept step latencies), and a
+/// stepping cell, which neither bounded path covers.
 fn mixed() -> Vec<RunConfig> {
     let pin = Some(retention(
         PolicyKind::StaticPin,
@@ -94,7 +95,15 @@ fn mixed() -> Vec<RunConfig> {
         cfg("e1", None, Some(timing())),
         cfg("e2:hot", belady, Some(timing())),
         cfg("e1", lru("25%"), Some(prefetch)),
-        cfg("e2:coact", lru("25%"), None),
+        // verifying 2 tokens a step: the one route still on the loaded trace
+        RunConfig {
+            stepping: Stepping {
+                verify: 2,
+                acceptance: Acceptance::Fixed(1),
+                ..Stepping::default()
+            },
+            ..cfg("e1", lru("25%"), None)
+        },
         cfg("e1", lru("25%"), Some(capped)),
         cfg("e1", pin, Some(kept)),
     ]
@@ -116,9 +125,9 @@ fn json_of(cells: Vec<anyhow::Result<Cell>>) -> Vec<String> {
 fn every_route_of_a_mixed_grid_matches_the_in_memory_path() {
     let f = files();
     let cfgs = mixed();
-    let routes = |c: &RunConfig| (sim::bounded::supports(c), sim::bounded::timed::supports(c));
+    let routes = |c: &RunConfig| (sim::bounded::supports(c), sim::bounded::covers(c));
     // the grid has cells on each route (so that every route is exercised)
-    for route in [(true, false), (false, true), (false, false)] {
+    for route in [(true, true), (false, true), (false, false)] {
         assert!(cfgs.iter().any(|c| routes(c) == route), "{route:?}");
     }
     for profile in [None, Some(f.profile.as_path())] {

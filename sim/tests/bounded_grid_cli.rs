@@ -169,7 +169,7 @@ fn a_timed_sweep_of_a_trace_file_matches_the_in_memory_path() {
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     let w = Workload::new(load(&f.trace), None).unwrap();
     let mut want = Vec::new();
-    // e2:coact is a cell the bounded paths do not cover: it runs on the loaded trace
+    // e2:coact now streams its co-activation pass; both cells match the loaded trace
     for m in ["e1", "e2:coact"] {
         // the policies in the order given (Belady is given, so not added first)
         for evict in ["lru", "belady"] {
