@@ -44,7 +44,7 @@ fn centi(x: f64) -> f64 {
 
 /// Index into `n` sorted values of the quantile at p = i / QUANTILES: the smallest value
 /// at or above which a fraction p of the values lie (rank ceil(p n), at least 1).
-pub fn quantile_index(i: usize, n: usize) -> usize {
+fn quantile_index(i: usize, n: usize) -> usize {
     let rank = (i as u128 * n as u128).div_ceil(QUANTILES as u128) as usize;
     rank.max(1) - 1
 }
@@ -53,18 +53,29 @@ impl StepLatencies {
     /// The latencies of the steps `step_us` (µs, in step order, each finite): all of them
     /// when there are at most [`MAX_EVERY_STEP`], else [`QUANTILES`] + 1 quantiles of them.
     pub fn of_steps(step_us: &[f64]) -> StepLatencies {
-        let steps = step_us.len() as u64;
-        if step_us.len() <= MAX_EVERY_STEP {
+        Self::of_values(step_us.to_vec(), |s| s.sort_by(f64::total_cmp), centi)
+    }
+
+    /// The latencies of steps given as `values` in step order, `us` turning one into µs
+    /// rounded to 0.01 µs (monotone, so the quantiles of the values give the quantiles of
+    /// the latencies): all of them when there are at most [`MAX_EVERY_STEP`], else
+    /// [`QUANTILES`] + 1 quantiles, the values ordered by `sort` first.
+    pub fn of_values<T: Copy>(
+        mut values: Vec<T>,
+        sort: impl FnOnce(&mut [T]),
+        us: impl Fn(T) -> f64,
+    ) -> StepLatencies {
+        let steps = values.len() as u64;
+        if values.len() <= MAX_EVERY_STEP {
             return StepLatencies {
                 form: LatencyForm::EveryStep,
                 steps,
-                us: step_us.iter().map(|&x| centi(x)).collect(),
+                us: values.into_iter().map(us).collect(),
             };
         }
-        let mut sorted = step_us.to_vec();
-        sorted.sort_by(f64::total_cmp);
+        sort(&mut values);
         let us = (0..=QUANTILES)
-            .map(|i| centi(sorted[quantile_index(i, sorted.len())]))
+            .map(|i| us(values[quantile_index(i, values.len())]))
             .collect();
         StepLatencies {
             form: LatencyForm::Quantiles,

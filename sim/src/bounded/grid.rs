@@ -4,7 +4,7 @@
 //! simulator, block by block, the runs of a block in parallel (rayon). Each run's report is
 //! [`super::run_file`]'s (and so [`crate::runner::run`]'s) for it, bit for bit.
 
-use super::{check_retention, next_use, sim_of, Files, Replay, Stream};
+use super::{check_retention, next_use, sim_of, Files, Passes, Stream};
 use crate::cache::{CacheOutcome, CacheSim};
 use crate::runner::{RunConfig, RunReport};
 use anyhow::Result;
@@ -118,17 +118,22 @@ fn replay_runs(
         return Ok(results);
     }
     let cfg0 = &cfgs[live[0].0];
-    let replay = Replay {
+    // the runs of one batch size: FIFO batches of round-robin requests, as the grid's
+    let batch = cfg0
+        .retention
+        .as_ref()
+        .expect("a retention run")
+        .batching
+        .batch;
+    let replay = Passes {
         trace: f.trace,
         ks: &f.ks,
         map: &stream.map,
         phases: cfg0.phase,
-        batch: cfg0
-            .retention
-            .as_ref()
-            .expect("a retention run")
-            .batching
-            .batch,
+        batching: crate::cache::Batching {
+            batch,
+            ..Default::default()
+        },
         tick: &|_| {},
     };
     let offline: Vec<bool> = live
@@ -174,7 +179,7 @@ fn replay_runs(
 /// Step every simulator of `sims` over the stream of `replay`, block by block, in parallel;
 /// `offline[k]`: simulator k reads the next uses. Returns the stream's tokens.
 fn step_all(
-    replay: &Replay,
+    replay: &Passes,
     sims: &mut [(usize, CacheSim<'_, dyn EvictionPolicy>)],
     offline: &[bool],
     mut next: Option<next_use::NextUses>,
@@ -195,7 +200,7 @@ fn step_all(
         starts.truncate(1);
         Ok(())
     };
-    let tokens = replay.groups(|g| {
+    let streamed = replay.groups(|g| {
         units.extend_from_slice(g);
         starts.push(units.len());
         if units.len() >= BLOCK_ACCESSES {
@@ -203,7 +208,7 @@ fn step_all(
         }
         Ok(())
     });
-    let tokens = tokens?;
+    let tokens = streamed?.tokens;
     flush(&mut units, &mut starts)?;
     Ok(tokens)
 }

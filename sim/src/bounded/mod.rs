@@ -390,47 +390,9 @@ fn sim_of<'a, P: ?Sized + EvictionPolicy>(
     Ok(cache::simulator_of(map, cfg, profile, None, make)?.0)
 }
 
-/// The groups of a FIFO retention run of batches of `batch` requests over a trace file (what
-/// a grid's runs of one batch size share).
-struct Replay<'a> {
-    trace: &'a Path,
-    ks: &'a KeySpace,
-    map: &'a UnitMap,
-    phases: PhaseSel,
-    batch: usize,
-    tick: &'a dyn Fn(u64),
-}
-
-impl Replay<'_> {
-    /// The passes of this replay.
-    fn passes(&self) -> Passes<'_> {
-        Passes {
-            trace: self.trace,
-            ks: self.ks,
-            map: self.map,
-            phases: self.phases,
-            batching: cache::Batching {
-                batch: self.batch,
-                ..Default::default()
-            },
-            tick: self.tick,
-        }
-    }
-
-    /// [`Passes::groups`]; returns the tokens.
-    fn groups(&self, group: impl FnMut(&[u32]) -> Result<()>) -> Result<u64> {
-        Ok(self.passes().groups(group)?.tokens)
-    }
-
-    /// [`Passes::next_uses`].
-    fn next_uses(&self) -> Result<next_use::NextUses> {
-        self.passes().next_uses()
-    }
-}
-
 /// The passes of a retention run over a trace file, its batches formed as `batching` says
 /// (FIFO or route-aware, with or without a queue; one token per request).
-struct Passes<'a> {
+pub(crate) struct Passes<'a> {
     trace: &'a Path,
     ks: &'a KeySpace,
     map: &'a UnitMap,

@@ -3,7 +3,6 @@
 
 pub use reports::run::{StepParts, TimingDetail, TimingReport};
 pub use reports::step_latency::StepLatencies;
-use reports::step_latency::{quantile_index, LatencyForm, MAX_EVERY_STEP, QUANTILES};
 
 /// The step latencies a timed run keeps when asked (`TimingConfig::step_latencies`, set by
 /// `sim compare`): `step_us` are the replay's step times, µs, in step order, the same steps
@@ -51,30 +50,14 @@ impl CentiLatencies {
 }
 
 /// [`StepLatencies`] of steps given in hundredths of a µs, in step order.
-fn of_centi<T: Copy + Ord + Into<u64>>(mut c: Vec<T>) -> StepLatencies {
-    let us = |x: T| x.into() as f64 / 100.0;
-    let steps = c.len() as u64;
-    if c.len() <= MAX_EVERY_STEP {
-        return StepLatencies {
-            form: LatencyForm::EveryStep,
-            steps,
-            us: c.into_iter().map(us).collect(),
-        };
-    }
-    c.sort_unstable();
-    let us = (0..=QUANTILES)
-        .map(|i| us(c[quantile_index(i, c.len())]))
-        .collect();
-    StepLatencies {
-        form: LatencyForm::Quantiles,
-        steps,
-        us,
-    }
+fn of_centi<T: Copy + Ord + Into<u64>>(c: Vec<T>) -> StepLatencies {
+    StepLatencies::of_values(c, |s| s.sort_unstable(), |x| x.into() as f64 / 100.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reports::step_latency::{LatencyForm, MAX_EVERY_STEP};
 
     /// The latencies of `steps` through [`CentiLatencies`].
     fn kept(steps: &[f64]) -> StepLatencies {
