@@ -157,55 +157,95 @@ impl ProfileStats {
 
 /// Pairs of MoE layer `m` selected together, counted over tokens.
 fn layer_coactivation(trace: &Trace, ks: &KeySpace, phases: PhaseSel, m: usize) -> Vec<CoactEdge> {
-    let e = ks.experts[m] as usize;
     let stride = ks.ids_per_token().max(1);
     let (lo, hi) = (ks.sel_offsets[m], ks.sel_offsets[m + 1]);
-    let records = trace
-        .sequences
-        .iter()
-        .flat_map(|s| phases.phases().iter().map(move |&p| s.block(p)))
-        .flat_map(|b| b.ids.chunks_exact(stride));
-    let mut edges = Vec::new();
-    if e <= DENSE_COACT_MAX_EXPERTS {
-        let mut dense = vec![0u64; e * e];
-        for rec in records {
-            let sel = &rec[lo..hi];
-            for (i, &x) in sel.iter().enumerate() {
-                for &y in &sel[i + 1..] {
-                    let (a, b) = if x < y { (x, y) } else { (y, x) };
-                    dense[a as usize * e + b as usize] += 1;
-                }
+    let mut pairs = PairCounts::new(ks.experts[m] as usize);
+    for s in &trace.sequences {
+        for &p in phases.phases() {
+            for rec in s.block(p).ids.chunks_exact(stride) {
+                pairs.step(&rec[lo..hi]);
             }
         }
-        for a in 0..e {
-            for b in a + 1..e {
-                let w = dense[a * e + b];
-                if w > 0 {
-                    edges.push(CoactEdge {
-                        a: a as u16,
-                        b: b as u16,
-                        tokens: w,
-                    });
-                }
-            }
-        }
-    } else {
-        let mut sparse: HashMap<(u16, u16), u64> = HashMap::new();
-        for rec in records {
-            let sel = &rec[lo..hi];
-            for (i, &x) in sel.iter().enumerate() {
-                for &y in &sel[i + 1..] {
-                    *sparse.entry((x.min(y), x.max(y))).or_default() += 1;
-                }
-            }
-        }
-        edges = sparse
-            .into_iter()
-            .map(|((a, b), tokens)| CoactEdge { a, b, tokens })
-            .collect();
-        edges.sort_by_key(|ed| (ed.a, ed.b));
     }
-    edges
+    pairs.edges()
+}
+
+/// One MoE layer's co-activation counts, token by token: the upper triangle of its E x E
+/// matrix (pairs a < b, row-major, 8 bytes a pair) up to [`DENSE_COACT_MAX_EXPERTS`]
+/// experts; above it a map of the pairs seen (which also counts a pair of an expert with
+/// itself, should a record repeat one, and never emits it as an edge of the dense form).
+pub enum PairCounts {
+    /// The triangle's counts, pairs (a, b) with a < b in row-major order.
+    Dense { experts: usize, counts: Vec<u64> },
+    /// The count of each pair (a <= b) seen.
+    Sparse(HashMap<(u16, u16), u64>),
+}
+
+/// Index of pair (a, b), a < b, in the upper triangle of an `e` x `e` matrix.
+#[inline]
+fn tri_index(e: usize, a: usize, b: usize) -> usize {
+    a * (2 * e - a - 1) / 2 + (b - a - 1)
+}
+
+impl PairCounts {
+    /// Zero counts for a layer of `experts` experts.
+    pub fn new(experts: usize) -> PairCounts {
+        if experts <= DENSE_COACT_MAX_EXPERTS {
+            PairCounts::Dense {
+                experts,
+                counts: vec![0; experts * experts.saturating_sub(1) / 2],
+            }
+        } else {
+            PairCounts::Sparse(HashMap::new())
+        }
+    }
+
+    /// Count every pair of one token's selection `sel`.
+    #[inline]
+    pub fn step(&mut self, sel: &[u16]) {
+        for (i, &x) in sel.iter().enumerate() {
+            for &y in &sel[i + 1..] {
+                let (a, b) = (x.min(y), x.max(y));
+                match self {
+                    PairCounts::Dense { experts, counts } if a < b => {
+                        counts[tri_index(*experts, a as usize, b as usize)] += 1
+                    }
+                    PairCounts::Dense { .. } => {}
+                    PairCounts::Sparse(m) => *m.entry((a, b)).or_default() += 1,
+                }
+            }
+        }
+    }
+
+    /// The pairs selected together at least once, sorted by (a, b).
+    pub fn edges(self) -> Vec<CoactEdge> {
+        match self {
+            PairCounts::Dense { experts, counts } => {
+                let mut edges = Vec::new();
+                for a in 0..experts {
+                    for b in a + 1..experts {
+                        let tokens = counts[tri_index(experts, a, b)];
+                        if tokens > 0 {
+                            edges.push(CoactEdge {
+                                a: a as u16,
+                                b: b as u16,
+                                tokens,
+                            });
+                        }
+                    }
+                }
+                edges
+            }
+            PairCounts::Sparse(m) => {
+                let mut edges: Vec<CoactEdge> = m
+                    .into_iter()
+                    .map(|((a, b), tokens)| CoactEdge { a, b, tokens })
+                    .collect();
+                edges.sort_by_key(|ed| (ed.a, ed.b));
+                edges
+            }
+        }
+    }
 }
 
 /// Greedy maximum-weight matching, then leftover experts paired in hot order.
@@ -305,6 +345,19 @@ fn greedy_groups(g: &UnGraph<u16, u64>, hot: &[u16], rank: &[usize], n: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_triangle_index_enumerates_pairs_in_order() {
+        let e = 5;
+        let mut i = 0;
+        for a in 0..e {
+            for b in a + 1..e {
+                assert_eq!(tri_index(e, a, b), i, "({a}, {b})");
+                i += 1;
+            }
+        }
+        assert_eq!(i, e * (e - 1) / 2);
+    }
     use crate::mechanisms::testutil::trace;
 
     /// 1 layer, 6 experts, top-3. Counts: 0:3, 1:3, 2:2, 3:1, 4:1, 5:2.
