@@ -358,13 +358,7 @@ pub fn trace_info_file(
     let ks = skeleton.keyspace();
     let mut counts = crate::bounded::profile::KeyCounts::new(&ks);
     // the statistics' state follows the header's geometry: refuse it as `sim trace stats` does
-    let mut acc = traces::resources::check_memory(
-        "the statistics' per-expert state",
-        StatsAccumulator::memory_needed(header),
-        "the header declares more expert instances (layers x experts) than this machine can count; check the trace's geometry",
-    )
-    .map(|_| StatsAccumulator::new(header, phase))
-    .map_err(|e| e.to_string());
+    let mut acc = StatsAccumulator::checked(header, phase).map_err(|e| e.to_string());
     while let Some(tok) = reader.next_token()? {
         if !phase.includes(tok.pos.phase) {
             continue;

@@ -359,6 +359,21 @@ impl StatsAccumulator {
             * std::mem::size_of::<KeyState>() as u128
     }
 
+    /// [`StatsAccumulator::new`] after checking [`StatsAccumulator::memory_needed`] against
+    /// the memory available: a header declaring more expert instances than this machine can
+    /// count is refused with a clear error, never an allocation that exhausts memory.
+    pub fn checked(
+        header: &Header,
+        phases: PhaseSel,
+    ) -> Result<Self, crate::resources::ResourceError> {
+        crate::resources::check_memory(
+            "the statistics' per-expert state",
+            Self::memory_needed(header),
+            "the header declares more expert instances (layers x experts) than this machine can count; check the trace's geometry",
+        )?;
+        Ok(Self::new(header, phases))
+    }
+
     /// An empty accumulator for traces with this header, counting tokens of `phases`.
     pub fn new(header: &Header, phases: PhaseSel) -> Self {
         let ks = KeySpace::new(&header.model);

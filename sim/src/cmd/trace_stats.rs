@@ -45,13 +45,8 @@ pub struct StatsArgs {
 pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result<TraceStats> {
     sim::runner::require_trace_file(path)?;
     let mut reader = TraceReader::open(path)?;
-    traces::resources::check_memory(
-        "the statistics' per-expert state",
-        StatsAccumulator::memory_needed(reader.header()),
-        "the header declares more expert instances (layers x experts) than this machine can count; check the trace's geometry",
-    )
-    .with_context(|| format!("{}", path.display()))?;
-    let mut acc = StatsAccumulator::new(reader.header(), phases);
+    let mut acc = StatsAccumulator::checked(reader.header(), phases)
+        .with_context(|| format!("{}", path.display()))?;
     while let Some(tok) = reader.next_token()? {
         acc.push_token(tok.pos.sequence, tok.pos.phase, tok.ids)
             .with_context(|| format!("{}", path.display()))?;
