@@ -11,11 +11,25 @@ mod cmd;
 /// paging mechanisms (per-expert VMM commits, packed chunks, committed regions, OS paging) and
 /// retention policies, and reports memory held, bytes moved and time per decode step.
 #[derive(Parser)]
-#[command(name = "sim", version, propagate_version = true)]
+#[command(
+    name = "sim",
+    version,
+    propagate_version = true,
+    after_help = EXIT_STATUS
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit statuses, shown under `sim --help`: clap's usage errors exit 2, the tool's own
+/// checks 1.
+const EXIT_STATUS: &str = "Exit status:
+  0  success
+  1  the command ran and failed: bad or corrupt input, an impossible budget, a missing profile
+     constant, no GPU; the message says what was wrong and how to fix it
+  2  the command line did not parse (an unknown flag, a value of the wrong type or outside
+     its range); the message names the flag";
 
 #[derive(Subcommand)]
 enum Command {

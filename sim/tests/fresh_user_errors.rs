@@ -10,13 +10,8 @@ fn root() -> PathBuf {
 
 /// Run, expect failure without a panic, and return stderr.
 fn fails(args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the sim binary runs");
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(!o.status.success(), "{args:?} should fail");
+    let (code, err) = status_of(args);
+    assert!(code != Some(0), "{args:?} should fail");
     assert!(!err.contains("panicked"), "{err}");
     err
 }
@@ -196,4 +191,40 @@ fn reprice_with_a_profile_that_does_not_load_fails_once() {
     ]);
     assert_eq!(err.matches("unknown hardware profile").count(), 1, "{err}");
     assert!(err.contains("--hw no-such.json"), "{err}");
+}
+
+/// The exit status of a run, with its stderr.
+fn status_of(args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the sim binary runs");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+#[test]
+fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
+    let help = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .arg("--help")
+        .output()
+        .expect("the sim binary runs");
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    assert!(help.contains("Exit status:"), "{help}");
+    assert!(help.contains("  1  the command ran and failed"), "{help}");
+    assert!(
+        help.contains("  2  the command line did not parse"),
+        "{help}"
+    );
+    // A value of the wrong type: clap refuses it before the command runs.
+    let (code, err) = status_of(&["run", "--seed", "many"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--seed") && err.contains("many"), "{err}");
+    // A value that parses but is impossible: the tool's own check.
+    let (code, err) = status_of(&["run", "--policy", "e99"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.starts_with("error: "), "{err}");
 }
