@@ -50,6 +50,7 @@ impl ProgressArgs {
             bar,
             shown: std::sync::atomic::AtomicBool::new(false),
             enabled: true,
+            grow_by: 0,
         }
     }
 }
@@ -60,6 +61,10 @@ pub struct Progress {
     bar: ProgressBar,
     shown: std::sync::atomic::AtomicBool,
     enabled: bool,
+    /// Steps added to the length whenever the position passes it (0: never): one more pass
+    /// of a run whose passes are not known up front (a tokens/s target's or an admission
+    /// cap's search replays the file once per budget or batch size tried).
+    grow_by: u64,
 }
 
 impl Progress {
@@ -69,13 +74,24 @@ impl Progress {
             bar: ProgressBar::hidden(),
             shown: std::sync::atomic::AtomicBool::new(false),
             enabled: false,
+            grow_by: 0,
         }
+    }
+
+    /// The same bar, whose length grows by `steps` each time its position passes it, so a
+    /// run that makes more passes than it announced never sits at a full bar.
+    pub fn growing_by(mut self, steps: u64) -> Progress {
+        self.grow_by = steps;
+        self
     }
 
     /// Advance by `n` steps; the first advance after [`SHOW_AFTER`] shows the bar.
     pub fn inc(&self, n: u64) {
         use std::sync::atomic::Ordering;
         self.bar.inc(n);
+        if self.grow_by > 0 && self.bar.length().is_some_and(|l| self.bar.position() > l) {
+            self.bar.inc_length(self.grow_by);
+        }
         if self.enabled
             && !self.shown.load(Ordering::Relaxed)
             && self.bar.elapsed() >= SHOW_AFTER
@@ -88,5 +104,28 @@ impl Progress {
     /// Remove the bar from stderr.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_growing_bar_adds_a_pass_each_time_its_position_passes_the_length() {
+        let args = ProgressArgs {
+            progress: true,
+            no_progress: false,
+        };
+        let bar = args.bar("t", 20, "tokens").growing_by(10);
+        bar.inc(20); // two announced passes done: at the length, not past it
+        assert_eq!(bar.bar.length(), Some(20));
+        bar.inc(5); // a third pass begins
+        assert_eq!(bar.bar.length(), Some(30));
+        bar.inc(10); // 35 > 30: a fourth
+        assert_eq!((bar.bar.position(), bar.bar.length()), (35, Some(40)));
+        let fixed = args.bar("t", 20, "tokens");
+        fixed.inc(25);
+        assert_eq!(fixed.bar.length(), Some(20));
     }
 }

@@ -84,7 +84,10 @@ fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport
         Err(_) => 0, // the run itself words the error
     };
     let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
-    let bar = args.progress.bar("sim run", passes * tokens, "tokens");
+    let bar = args
+        .progress
+        .bar("sim run", passes * tokens, "tokens")
+        .growing_by(tokens);
     let profile = args.input.profile_trace.as_deref();
     let report = sim::bounded::run_file(cfg, path, profile, &|n| bar.inc(n));
     bar.finish();
