@@ -248,7 +248,19 @@ pub fn build_units_with<'p>(
 /// too (the `steps` block's speedup), and the setting again at the acceptances a bisection
 /// tries (its break-even acceptance, [`verify_report::break_even_search`]).
 pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
-    let (mut report, decode_step_us) = run_once(cfg, w)?;
+    with_baseline(cfg, |c| run_once(c, w))
+}
+
+/// The report of `cfg` from `run_once` (a run's report and its mean decode step time, µs),
+/// with verified drafts on a hardware profile completed by the `steps` block's comparison:
+/// the same run at one token per decode step (its speedup) and the setting again at the
+/// acceptances a bisection tries (its break-even acceptance,
+/// [`verify_report::break_even_search`]).
+pub fn with_baseline(
+    cfg: &RunConfig,
+    mut run_once: impl FnMut(&RunConfig) -> Result<(RunReport, Option<f64>)>,
+) -> Result<RunReport> {
+    let (mut report, decode_step_us) = run_once(cfg)?;
     let tps = |r: &RunReport| r.timing.as_ref().map(|t| t.tokens_per_s);
     let (Some(t), Some(step_us), true) = (tps(&report), decode_step_us, cfg.stepping.verify > 0)
     else {
@@ -262,7 +274,7 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
         },
         ..cfg.clone()
     };
-    let (base, base_step_us) = run_once(&with(0, Acceptance::Fixed(0)), w)?;
+    let (base, base_step_us) = run_once(&with(0, Acceptance::Fixed(0)))?;
     let (Some(steps), Some(b), Some(b_us)) = (&mut report.steps, tps(&base), base_step_us) else {
         return Ok(report);
     };
@@ -273,7 +285,7 @@ pub fn run(cfg: &RunConfig, w: &Workload) -> Result<RunReport> {
     };
     let k = cfg.stepping.verify;
     steps.break_even_acceptance = verify_report::break_even_search(b, known, |p| {
-        let (r, _) = run_once(&with(k, Acceptance::Probability(p)), w)?;
+        let (r, _) = run_once(&with(k, Acceptance::Probability(p)))?;
         Ok(tps(&r).unwrap_or(0.0))
     })?;
     Ok(report)

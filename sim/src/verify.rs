@@ -118,23 +118,12 @@ impl Stepping {
     /// each a chunk of consecutive tokens of one phase (see the module doc).
     pub fn sequence_chunks(&self, trace: &Trace, s: usize, phases: PhaseSel) -> Vec<Request> {
         let mut out = Vec::new();
-        // one PCG stream per sequence: its draws do not depend on the other sequences
-        let mut rng = Pcg64::new(u128::from(self.seed), s as u128);
+        let mut rng = self.sequence_rng(s);
         for &phase in phases.phases() {
             let n = trace.tokens(s, phase) as u32;
             let mut token = 0u32;
             while token < n {
-                let left = n - token;
-                let (len, produced) = match phase {
-                    Phase::Prefill => {
-                        let c = self.prefill_chunk.unwrap_or(1).min(left);
-                        (c, c)
-                    }
-                    Phase::Decode => {
-                        let len = self.verify.saturating_add(1).min(left);
-                        (len, self.accepted(&mut rng, len - 1) + 1)
-                    }
-                };
+                let (len, produced) = self.chunk(&mut rng, phase, n - token);
                 out.push(Request {
                     sequence: s as u32,
                     phase,
@@ -146,6 +135,35 @@ impl Stepping {
             }
         }
         out
+    }
+
+    /// The acceptance draws of sequence `s`: one PCG stream per sequence from the seed, so a
+    /// sequence's draws do not depend on the other sequences (nor on batching).
+    pub fn sequence_rng(&self, s: usize) -> Pcg64 {
+        Pcg64::new(u128::from(self.seed), s as u128)
+    }
+
+    /// The next step of a sequence in `phase` with `left` tokens of it still to process:
+    /// the chunk's length and the tokens it produces, drawing from the sequence's `rng`
+    /// ([`Stepping::sequence_rng`]) in decode steps with an acceptance probability.
+    pub fn chunk(&self, rng: &mut Pcg64, phase: Phase, left: u32) -> (u32, u32) {
+        match phase {
+            Phase::Prefill => {
+                let c = self.prefill_chunk.unwrap_or(1).min(left);
+                (c, c)
+            }
+            Phase::Decode => {
+                let len = self.verify.saturating_add(1).min(left);
+                (len, self.accepted(rng, len - 1) + 1)
+            }
+        }
+    }
+
+    /// The longest chunk a step may take: K + 1 tokens, or the prompt chunk.
+    pub fn max_chunk(&self) -> u32 {
+        self.verify
+            .saturating_add(1)
+            .max(self.prefill_chunk.unwrap_or(1))
     }
 
     /// Drafts accepted in one step with `drafts` drafts in its chunk.

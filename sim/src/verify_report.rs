@@ -10,66 +10,125 @@ pub use reports::run::StepsReport;
 /// The block of `plans`, recorded with `stepping` (timing fields left empty: see
 /// [`add_baseline`]). Decode groups are those of steps that process no prompt token.
 pub fn steps_report(stepping: &Stepping, plans: &Plans) -> StepsReport {
-    let mut union = Histogram::<u64>::new(5).expect("5 significant figures is valid");
-    let (mut union_sum, mut slots_sum, mut groups) = (0u64, 0u64, 0u64);
-    let (mut prefill_union, mut prefill_groups) = (0u64, 0u64);
-    let (mut prefill_page_ins, mut decode_page_ins) = (0u64, 0u64);
-    for g in &plans.groups {
-        let keys = plans.keys(g).len() as u64;
-        let page_ins = plans.page_ins(g).len() as u64;
-        if plans.steps[g.step as usize].prefill {
-            prefill_union += keys;
-            prefill_groups += 1;
-            prefill_page_ins += page_ins;
-        } else {
-            union
-                .record(keys)
-                .expect("an auto-resizing histogram records any u64");
-            union_sum += keys;
-            slots_sum += g.slots as u64;
-            groups += 1;
-            decode_page_ins += page_ins;
+    let mut tally = StepsTally::new();
+    for s in plans.base_step..plans.base_step + plans.steps.len() {
+        tally.step(plans, s);
+    }
+    tally.finish(stepping)
+}
+
+/// The `steps` block's sums over a plan's steps, fed one step at a time ([`StepsTally::step`])
+/// so a plan recorded window by window is tallied before its steps are retired. Memory: the
+/// union histogram (its buckets grow with the largest union, not with the steps).
+pub struct StepsTally {
+    union: Histogram<u64>,
+    union_sum: u64,
+    slots_sum: u64,
+    groups: u64,
+    prefill_union: u64,
+    prefill_groups: u64,
+    prefill_page_ins: u64,
+    decode_page_ins: u64,
+    decode_chunks: u64,
+    decode_tokens: u64,
+    prefill_steps: u64,
+}
+
+impl Default for StepsTally {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StepsTally {
+    /// Nothing tallied yet.
+    pub fn new() -> StepsTally {
+        StepsTally {
+            union: Histogram::<u64>::new(5).expect("5 significant figures is valid"),
+            union_sum: 0,
+            slots_sum: 0,
+            groups: 0,
+            prefill_union: 0,
+            prefill_groups: 0,
+            prefill_page_ins: 0,
+            decode_page_ins: 0,
+            decode_chunks: 0,
+            decode_tokens: 0,
+            prefill_steps: 0,
         }
     }
-    let decode = plans.steps.iter().filter(|s| !s.prefill);
-    let (decode_chunks, decode_tokens) = decode.fold((0u64, 0u64), |(c, t), s| {
-        (c + s.sequences as u64, t + s.tokens as u64)
-    });
-    let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    let q = |p: f64| {
-        if groups == 0 {
-            0
+
+    /// Tally step number `step` of `plans` (retained, its groups recorded) and its groups.
+    pub fn step(&mut self, plans: &Plans, step: usize) {
+        let rec = plans.step(step);
+        if rec.prefill {
+            self.prefill_steps += 1;
         } else {
-            union.value_at_quantile(p)
+            self.decode_chunks += rec.sequences as u64;
+            self.decode_tokens += rec.tokens as u64;
         }
-    };
-    let (acceptance, accepted) = match stepping.acceptance {
-        Acceptance::Probability(p) => (Some(p), None),
-        Acceptance::Fixed(n) => (None, Some(n)),
-    };
-    StepsReport {
-        verify: stepping.verify,
-        acceptance: (stepping.verify > 0).then_some(acceptance).flatten(),
-        accepted: (stepping.verify > 0).then_some(accepted).flatten(),
-        prefill_chunk: stepping.prefill_chunk,
-        decode_chunks,
-        decode_tokens,
-        tokens_per_step: per(decode_tokens, decode_chunks),
-        expected_tokens_per_step: stepping.expected_tokens_per_step(),
-        union_mean: per(union_sum, groups),
-        union_p50: q(0.5),
-        union_p99: q(0.99),
-        slots_mean: per(slots_sum, groups),
-        prefill_steps: plans.steps.iter().filter(|s| s.prefill).count() as u64,
-        prefill_union_mean: (prefill_groups > 0).then(|| per(prefill_union, prefill_groups)),
-        prefill_page_ins,
-        decode_page_ins,
-        decode_page_ins_per_token: per(decode_page_ins, decode_tokens),
-        repeat_slots_priced: None,
-        baseline_tokens_per_s: None,
-        speedup: None,
-        step_cost_ratio: None,
-        break_even_acceptance: None,
+        let first = plans.groups.partition_point(|g| (g.step as usize) < step);
+        for g in plans.groups[first..]
+            .iter()
+            .take_while(|g| g.step as usize == step)
+        {
+            let keys = plans.keys(g).len() as u64;
+            let page_ins = plans.page_ins(g).len() as u64;
+            if rec.prefill {
+                self.prefill_union += keys;
+                self.prefill_groups += 1;
+                self.prefill_page_ins += page_ins;
+            } else {
+                self.union
+                    .record(keys)
+                    .expect("an auto-resizing histogram records any u64");
+                self.union_sum += keys;
+                self.slots_sum += g.slots as u64;
+                self.groups += 1;
+                self.decode_page_ins += page_ins;
+            }
+        }
+    }
+
+    /// The block of the tallied steps, recorded with `stepping` (timing fields left empty).
+    pub fn finish(&self, stepping: &Stepping) -> StepsReport {
+        let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let q = |p: f64| {
+            if self.groups == 0 {
+                0
+            } else {
+                self.union.value_at_quantile(p)
+            }
+        };
+        let (acceptance, accepted) = match stepping.acceptance {
+            Acceptance::Probability(p) => (Some(p), None),
+            Acceptance::Fixed(n) => (None, Some(n)),
+        };
+        StepsReport {
+            verify: stepping.verify,
+            acceptance: (stepping.verify > 0).then_some(acceptance).flatten(),
+            accepted: (stepping.verify > 0).then_some(accepted).flatten(),
+            prefill_chunk: stepping.prefill_chunk,
+            decode_chunks: self.decode_chunks,
+            decode_tokens: self.decode_tokens,
+            tokens_per_step: per(self.decode_tokens, self.decode_chunks),
+            expected_tokens_per_step: stepping.expected_tokens_per_step(),
+            union_mean: per(self.union_sum, self.groups),
+            union_p50: q(0.5),
+            union_p99: q(0.99),
+            slots_mean: per(self.slots_sum, self.groups),
+            prefill_steps: self.prefill_steps,
+            prefill_union_mean: (self.prefill_groups > 0)
+                .then(|| per(self.prefill_union, self.prefill_groups)),
+            prefill_page_ins: self.prefill_page_ins,
+            decode_page_ins: self.decode_page_ins,
+            decode_page_ins_per_token: per(self.decode_page_ins, self.decode_tokens),
+            repeat_slots_priced: None,
+            baseline_tokens_per_s: None,
+            speedup: None,
+            step_cost_ratio: None,
+            break_even_acceptance: None,
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 //! A grid's cells on trace files (`sim::bounded::cells`, what `sim sweep` and `sim compare`
 //! run) give, cell by cell and bit for bit, the reports of the in-memory path
 //! (`sim::runner::run` on the loaded traces), whichever way each cell goes: untimed cells
-//! sharing the grid's passes, timed cells on the file, and the cells neither bounded path
-//! covers on the trace loaded for them; a cell over the admission cap is its untimed run with
+//! sharing the grid's passes, and timed or stepping cells each with passes of its own, the
+//! trace never loaded; a cell over the admission cap is its untimed run with
 //! 0 admitted; and the statistics `sim compare` reports of a trace file streamed are those
 //! of the loaded trace.
 
@@ -61,7 +61,7 @@ fn lru(budget: &str) -> Option<RetentionConfig> {
 
 /// A grid mixing every route: untimed cells (streaming, LRU, Belady, static pinning), timed
 /// ones (streaming, Belady, a predictor, an admission cap, kept step latencies), and a
-/// stepping cell, which neither bounded path covers.
+/// stepping cell.
 fn mixed() -> Vec<RunConfig> {
     let pin = Some(retention(
         PolicyKind::StaticPin,
@@ -95,7 +95,7 @@ fn mixed() -> Vec<RunConfig> {
         cfg("e1", None, Some(timing())),
         cfg("e2:hot", belady, Some(timing())),
         cfg("e1", lru("25%"), Some(prefetch)),
-        // verifying 2 tokens a step: the one route still on the loaded trace
+        // verifying 2 tokens a step: passes of its own
         RunConfig {
             stepping: Stepping {
                 verify: 2,
@@ -125,10 +125,9 @@ fn json_of(cells: Vec<anyhow::Result<Cell>>) -> Vec<String> {
 fn every_route_of_a_mixed_grid_matches_the_in_memory_path() {
     let f = files();
     let cfgs = mixed();
-    let routes = |c: &RunConfig| (sim::bounded::supports(c), sim::bounded::covers(c));
     // the grid has cells on each route (so that every route is exercised)
-    for route in [(true, true), (false, true), (false, false)] {
-        assert!(cfgs.iter().any(|c| routes(c) == route), "{route:?}");
+    for route in [true, false] {
+        assert!(cfgs.iter().any(|c| sim::bounded::supports(c) == route));
     }
     for profile in [None, Some(f.profile.as_path())] {
         let w = load(&f.trace, profile);
@@ -136,51 +135,21 @@ fn every_route_of_a_mixed_grid_matches_the_in_memory_path() {
             .iter()
             .map(|c| serde_json::to_string(&runner::run(c, &w).unwrap()).unwrap())
             .collect();
-        let loads = AtomicU64::new(0);
         let ran = AtomicU64::new(0);
-        let loader = || {
-            loads.fetch_add(1, Ordering::Relaxed);
-            Ok(load(&f.trace, profile))
-        };
         let input = Input::File {
             trace: &f.trace,
             profile,
-            load: &loader,
         };
         let got = run_cells(&cfgs, &input, &|n| {
             ran.fetch_add(n, Ordering::Relaxed);
         })
         .unwrap();
         assert_eq!(json_of(got), want, "profile {profile:?}");
-        // the trace was loaded once, for the cells the bounded paths do not cover
-        assert_eq!(loads.load(Ordering::Relaxed), 1);
         assert_eq!(ran.load(Ordering::Relaxed), cfgs.len() as u64);
         // the loaded input gives the same
         let got = run_cells(&cfgs, &Input::Loaded(&w), &|_| {}).unwrap();
         assert_eq!(json_of(got), want);
     }
-}
-
-#[test]
-fn a_grid_the_bounded_paths_cover_never_loads_the_trace() {
-    let f = files();
-    let cfgs: Vec<RunConfig> = mixed()
-        .into_iter()
-        .filter(|c| sim::bounded::supports(c) || sim::bounded::timed::supports(c))
-        .collect();
-    assert!(cfgs.len() >= 5);
-    let w = load(&f.trace, None);
-    let want: Vec<String> = cfgs
-        .iter()
-        .map(|c| serde_json::to_string(&runner::run(c, &w).unwrap()).unwrap())
-        .collect();
-    let refuse = || -> anyhow::Result<Workload> { panic!("the trace was loaded") };
-    let input = Input::File {
-        trace: &f.trace,
-        profile: None,
-        load: &refuse,
-    };
-    assert_eq!(json_of(run_cells(&cfgs, &input, &|_| {}).unwrap()), want);
 }
 
 /// A cap so small that not even one sequence fits: the cell is its untimed run (computed
@@ -209,11 +178,9 @@ fn a_cell_over_the_admission_cap_is_its_untimed_run_with_none_admitted() {
         cap: Some(1e-9),
         limit_mib: sim::grid::does_not_fit(&err).map(|n| n.limit_mib),
     });
-    let loader = || Ok(load(&f.trace, None));
     let input = Input::File {
         trace: &f.trace,
         profile: None,
-        load: &loader,
     };
     let mut got = run_cells(&cfgs, &input, &|_| {}).unwrap().into_iter();
     let over = got.next().unwrap().unwrap();

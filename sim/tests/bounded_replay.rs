@@ -21,7 +21,6 @@ use traces::{ModelSpec, PhaseSel};
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
     let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
     let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    assert!(sim::bounded::covers(cfg), "{cfg:?}");
     let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
     let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
         .map(|r| serde_json::to_string(&r).unwrap());
@@ -209,16 +208,19 @@ fn tokens_per_s_targets_match_the_in_memory_path() {
 }
 
 #[test]
-fn runs_the_path_does_not_cover_are_left_to_the_in_memory_one() {
+fn a_grid_shares_its_passes_only_with_untimed_one_token_fifo_runs() {
     let mut c = cfg("e4:coact", PhaseSel::Decode, None);
     assert!(sim::bounded::supports(&c));
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
+    c.retention = Some(r.clone());
+    assert!(sim::bounded::supports(&c));
+    // a queue, or several tokens per step, get passes of their own
     r.batching.queue = Some(4);
     c.retention = Some(r);
-    // the file path covers a queue, a grid of runs does not
-    assert!(sim::bounded::covers(&c) && !sim::bounded::supports(&c));
+    assert!(!sim::bounded::supports(&c));
+    c.retention = None;
     c.stepping.verify = 2;
-    assert!(!sim::bounded::covers(&c));
+    assert!(!sim::bounded::supports(&c));
 }
 
 #[test]

@@ -39,7 +39,6 @@ fn timing() -> TimingConfig {
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
     let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
     let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    assert!(sim::bounded::timed::supports(cfg), "{cfg:?}");
     let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
     let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
         .map(|r| serde_json::to_string(&r).unwrap());
@@ -345,7 +344,7 @@ fn queues_schedules_and_targets_match_the_in_memory_path() {
 }
 
 #[test]
-fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
+fn a_capped_routed_targeted_run_in_prompt_chunks_matches_the_in_memory_path() {
     let mut c = cfg("e1", PhaseSel::All, None);
     c.timing.as_mut().unwrap().admission_cap = Some(0.9);
     let mut r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
@@ -353,7 +352,8 @@ fn runs_the_timed_path_does_not_cover_are_left_to_the_in_memory_one() {
     r.batching.schedule = Schedule::RouteAware;
     r.target = Some((100.0, 1.0));
     c.retention = Some(r);
-    assert!(sim::bounded::timed::supports(&c));
     c.stepping.prefill_chunk = Some(4);
-    assert!(!sim::bounded::timed::supports(&c));
+    let f = files(false);
+    let (a, b) = both(&c, &f.trace, None);
+    assert_eq!(a, b, "{c:?}");
 }

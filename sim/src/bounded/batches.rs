@@ -2,7 +2,8 @@
 //! ([`super::source::RoundRobin`]) as [`crate::cache::schedule::form_batches`] forms them:
 //! FIFO, `batch` requests at a time in arrival order; or route-aware, each batch picked among
 //! the `queue` oldest waiting requests ([`crate::cache::schedule::pick_batch`]), which are
-//! all this source holds. With a queue, each request's dispatch delay is counted by value
+//! all this source holds. A request is one step of a sequence: one token, or the chunk of
+//! `batching.stepping`. With a queue, each request's dispatch delay is counted by value
 //! ([`DelayCounts`]) for the `schedule` block.
 
 use super::source::{RecordPos, RoundRobin};
@@ -14,7 +15,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use traces::{KeySpace, PhaseSel};
 
-/// A request waiting in the route-aware window: its arrival number, place and record.
+/// A request waiting in the route-aware window: its arrival number, place and records.
 struct Waiting {
     arrival: u64,
     pos: RecordPos,
@@ -38,7 +39,7 @@ pub struct Batches<'a> {
 }
 
 impl<'a> Batches<'a> {
-    /// The batches of `batching` (one token per request) over the tokens of `phases` of the
+    /// The batches of `batching` (its stepping's chunk per request) over the tokens of `phases` of the
     /// trace file `path`, whose key space is `ks`, for `map`'s units; errors as
     /// [`crate::cache::schedule::form_batches`] does for a batch of 0 or a queue below it.
     pub fn open(
@@ -52,7 +53,7 @@ impl<'a> Batches<'a> {
         let window = (batching.schedule == Schedule::RouteAware)
             .then(|| batching.queue.unwrap_or(batching.batch));
         Ok(Batches {
-            src: RoundRobin::open(path, phases)?,
+            src: RoundRobin::open_stepped(path, phases, batching.stepping)?,
             ks,
             map,
             batch: batching.batch,
@@ -65,8 +66,8 @@ impl<'a> Batches<'a> {
         })
     }
 
-    /// The next batch's records (one per request, in batch order) into `records` and their
-    /// places into `pos`; false after the last request.
+    /// The next batch's records (each request's chunk, in batch order) into `records` and
+    /// their places into `pos`; false after the last request.
     pub fn next(&mut self, records: &mut Vec<u16>, pos: &mut Vec<RecordPos>) -> Result<bool> {
         records.clear();
         pos.clear();
@@ -111,7 +112,9 @@ impl<'a> Batches<'a> {
             .enumerate()
             .map(|(i, r)| {
                 let mut units = Vec::new();
-                record_units(self.ks, self.map, &r.ids, &mut units);
+                for rec in r.ids.chunks_exact(self.ks.ids_per_token()) {
+                    record_units(self.ks, self.map, rec, &mut units);
+                }
                 (i, units)
             })
             .collect();

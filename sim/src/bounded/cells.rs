@@ -1,9 +1,9 @@
 //! The cells of a grid (`sim sweep`, `sim compare`) on one trace and its profile trace, each
 //! run the way that holds the least memory and gives the same report: on a trace file, the
 //! untimed cells [`super::supports`] covers through [`super::grid::sweep_file`] (sharing its
-//! passes), the other cells [`super::covers`] (timed ones, queues, schedules, tokens/s
-//! targets) through [`super::run_file`] (in parallel), and only the others on the loaded trace, loaded
-//! when the first of them needs it and dropped with the grid. A cell whose timed run admits
+//! passes), every other cell (timed ones, queues, schedules, tokens/s targets, several
+//! tokens per step) through [`super::run_file`] (in parallel); the trace is never loaded.
+//! A cell whose timed run admits
 //! no sequence under the admission cap is marked "does not fit" and given its untimed run, as
 //! a grid words it. Every report is [`crate::runner::run`]'s on the loaded trace, bit for bit
 //! (`sim/tests/bounded_cells.rs`).
@@ -18,12 +18,10 @@ use std::path::Path;
 pub enum Input<'a> {
     /// A loaded trace (the embedded one, or a caller that holds it): every cell runs on it.
     Loaded(&'a Workload),
-    /// A trace file and its profile trace file; `load` reads both into a workload for the
-    /// cells neither bounded path covers.
+    /// A trace file and its profile trace file, streamed by every cell.
     File {
         trace: &'a Path,
         profile: Option<&'a Path>,
-        load: &'a (dyn Fn() -> Result<Workload> + Sync),
     },
 }
 
@@ -44,8 +42,7 @@ pub fn run_cells(
     input: &Input,
     done: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Result<Cell>>> {
-    let mut loaded = None;
-    let first = reports(cfgs, input, &mut loaded, done)?;
+    let first = reports(cfgs, input, done)?;
     // the cells over the cap get their untimed runs, which no cap refuses
     let over: Vec<usize> = (0..cfgs.len())
         .filter(|&i| matches!(&first[i], Err(e) if does_not_fit(e).is_some()))
@@ -57,7 +54,7 @@ pub fn run_cells(
             ..cfgs[i].clone()
         })
         .collect();
-    let mut again = reports(&untimed, input, &mut loaded, &|_| {})?.into_iter();
+    let mut again = reports(&untimed, input, &|_| {})?.into_iter();
     let mut out = Vec::with_capacity(cfgs.len());
     for (cfg, r) in cfgs.iter().zip(first) {
         out.push(match r {
@@ -91,33 +88,19 @@ fn over_cap(cfg: &RunConfig, mut report: RunReport, n: &crate::engine::NoSequenc
     }
 }
 
-/// The run of every cell of `cfgs` (results in `cfgs` order), the loaded workload kept in
-/// `loaded` once a cell needed it.
+/// The run of every cell of `cfgs` (results in `cfgs` order).
 fn reports(
     cfgs: &[RunConfig],
     input: &Input,
-    loaded: &mut Option<Workload>,
     done: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Result<RunReport>>> {
-    let (trace, profile, load) = match input {
+    let (trace, profile) = match input {
         Input::Loaded(w) => return Ok(runner::sweep_with(cfgs, w, &|| done(1))),
-        Input::File {
-            trace,
-            profile,
-            load,
-        } => (*trace, *profile, load),
+        Input::File { trace, profile } => (*trace, *profile),
     };
-    let (mut untimed, mut single, mut rest) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, c) in cfgs.iter().enumerate() {
-        if super::supports(c) {
-            untimed.push(i);
-        } else if super::covers(c) {
-            // a pass of its own: timed, or untimed beyond what the grid shares
-            single.push(i);
-        } else {
-            rest.push(i);
-        }
-    }
+    // a pass of its own: timed, or untimed beyond what the grid shares
+    let (untimed, single): (Vec<usize>, Vec<usize>) =
+        (0..cfgs.len()).partition(|&i| super::supports(&cfgs[i]));
     let mut out: Vec<Option<Result<RunReport>>> = (0..cfgs.len()).map(|_| None).collect();
     if !untimed.is_empty() {
         let sub = subset(cfgs, &untimed);
@@ -133,14 +116,6 @@ fn reports(
         })
         .collect();
     place(&mut out, &single, results);
-    if !rest.is_empty() {
-        if loaded.is_none() {
-            *loaded = Some(load()?);
-        }
-        let w = loaded.as_ref().expect("loaded just now");
-        let results = runner::sweep_with(&subset(cfgs, &rest), w, &|| done(1));
-        place(&mut out, &rest, results);
-    }
     Ok(out
         .into_iter()
         .map(|r| r.expect("every cell was given a result"))

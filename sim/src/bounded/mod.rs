@@ -17,8 +17,9 @@
 //! Memory: the unit map, the policy state and per-unit counters, one block buffer per pass,
 //! and the record buffers of [`source`]. The results are those of [`crate::runner::run`] on
 //! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Timed runs
-//! take the same passes and then [`timed`]'s windowed recording and pricing. Runs neither
-//! covers ([`supports`], [`timed::supports`]) load the trace as before.
+//! take the same passes and then [`timed`]'s windowed recording and pricing; runs with several
+//! tokens per step take them over chunks ([`source::RoundRobin`] with a stepping) and, untimed,
+//! [`stepped`]'s windowed recording. Every run is covered: none loads the trace.
 
 pub mod batches;
 pub mod cells;
@@ -28,6 +29,7 @@ pub mod next_use;
 mod positioned;
 pub mod profile;
 pub mod source;
+mod stepped;
 pub mod timed;
 
 use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, RetentionConfig, Schedule};
@@ -41,25 +43,19 @@ use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
 /// Tokens between two calls of a pass's progress callback.
 const TICK_TOKENS: u64 = 4096;
 
-/// Whether [`run_file`] and a grid of runs ([`grid::sweep_file`]) cover `cfg`: no timing,
+/// Whether a grid of runs ([`grid::sweep_file`]) shares its passes with `cfg`: no timing,
 /// one token per step, and with retention no tokens/s target and the FIFO schedule without
 /// a queue. Every mechanism, retention policy, budget, split, semantics, batch and DRAM tier
-/// is covered. [`covers`] says what [`run_file`] alone covers.
+/// is covered. [`run_file`] runs every other config with passes of its own.
 pub fn supports(cfg: &RunConfig) -> bool {
     let retention_ok = cfg.retention.as_ref().is_none_or(|r| {
         r.target.is_none() && r.batching.queue.is_none() && r.batching.schedule == Schedule::Fifo
     });
-    covers(cfg) && cfg.timing.is_none() && retention_ok
-}
-
-/// Whether [`run_file`] covers `cfg`, timed ([`timed::supports`]) or not: one token per
-/// step; with retention, any tokens/s target, queue and schedule.
-pub fn covers(cfg: &RunConfig) -> bool {
-    timed::supports(cfg) || (cfg.timing.is_none() && one_token_per_step(cfg))
+    cfg.timing.is_none() && one_token_per_step(cfg) && retention_ok
 }
 
 /// Whether every step of `cfg`'s run is one token of one sequence (no verified drafts, no
-/// prompt chunks), which the file passes' batches assume.
+/// prompt chunks), which the grid's shared replay assumes.
 fn one_token_per_step(cfg: &RunConfig) -> bool {
     cfg.stepping.is_off()
         && cfg
@@ -72,9 +68,9 @@ fn one_token_per_step(cfg: &RunConfig) -> bool {
 pub fn passes(cfg: &RunConfig, profile_given: bool) -> u64 {
     let mech_profile =
         runner::parse_policy(&cfg.policy, "--policy").is_ok_and(|m| m.needs_profile());
-    let timed = cfg.timing.is_some() as u64;
+    let replayed = (cfg.timing.is_some() || !cfg.stepping.is_off()) as u64;
     let Some(rc) = &cfg.retention else {
-        return 1 + mech_profile as u64 + timed;
+        return 1 + mech_profile as u64 + replayed;
     };
     let policy = rc.cache.policy;
     1 + mech_profile as u64
@@ -325,34 +321,52 @@ pub(crate) struct Retained {
 }
 
 /// [`runner::run`] of `cfg` on the trace file `trace` (and the profile trace file `profile`)
-/// without loading either; `cfg` must be one [`supports`] or (timed) [`timed::supports`]
-/// covers. `tick(n)`: n more tokens of
-/// a pass are done.
+/// without loading either, for every config: timed ([`timed`]) or not, one token per step or
+/// several ([`stepped`]), with the `steps` block's baseline and break-even runs sharing the
+/// mechanism's passes. `tick(n)`: n more tokens of a pass are done.
 pub fn run_file(
     cfg: &RunConfig,
     trace: &Path,
     profile: Option<&Path>,
     tick: &dyn Fn(u64),
 ) -> Result<RunReport> {
-    if cfg.timing.is_some() {
-        return timed::run_file(cfg, trace, profile, tick);
-    }
     let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention
         .as_ref()
         .is_some_and(|r| r.cache.policy.needs_profile());
     let stream = Stream::new(cfg, &f, pinning, tick)?;
+    runner::with_baseline(cfg, |c| run_once(c, &f, &stream, tick))
+}
+
+/// One run of `cfg` over the files `f` with its mechanism's passes `stream`: the report and,
+/// timed, the mean decode step time (µs).
+fn run_once(
+    cfg: &RunConfig,
+    f: &Files,
+    stream: &Stream,
+    tick: &dyn Fn(u64),
+) -> Result<(RunReport, Option<f64>)> {
+    cfg.stepping.check(cfg.phase)?;
+    if cfg.timing.is_some() {
+        return timed::run_once(cfg, f, stream, tick);
+    }
+    if !cfg.stepping.is_off() {
+        return Ok((stepped::run_once(cfg, f, stream, tick)?, None));
+    }
     let retention = match &cfg.retention {
         None => None,
         Some(rc) => {
-            check_retention(&f, rc)?;
+            check_retention(f, rc)?;
             let replay = Passes {
-                trace,
+                trace: f.trace,
                 ks: &f.ks,
                 map: &stream.map,
                 phases: cfg.phase,
-                batching: rc.batching,
+                batching: cache::Batching {
+                    stepping: cfg.stepping,
+                    ..rc.batching
+                },
                 tick,
             };
             let profile = stream.unit_profile();
@@ -368,7 +382,7 @@ pub fn run_file(
             })
         }
     };
-    Ok(stream.report_retained(cfg, &f, retention))
+    Ok((stream.report_retained(cfg, f, retention), None))
 }
 
 /// Profile statistics no policy reads (the policy needs none).
@@ -391,7 +405,7 @@ fn sim_of<'a, P: ?Sized + EvictionPolicy>(
 }
 
 /// The passes of a retention run over a trace file, its batches formed as `batching` says
-/// (FIFO or route-aware, with or without a queue; one token per request).
+/// (FIFO or route-aware, with or without a queue; each request one step of its stepping).
 pub(crate) struct Passes<'a> {
     trace: &'a Path,
     ks: &'a KeySpace,
@@ -442,9 +456,9 @@ impl Passes<'_> {
                 accesses += units.len() as u64;
                 group(&units)?;
             }
-            let requests = pos.len() as u64;
-            tokens += requests;
-            (self.tick)(requests);
+            let produced: u64 = pos.iter().map(|p| u64::from(p.produced)).sum();
+            tokens += produced;
+            (self.tick)(produced);
             if accesses >= NEVER as u64 {
                 return Err(cache::CacheError::Input(format!(
                     "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",
@@ -465,13 +479,16 @@ impl Passes<'_> {
         log.next_uses(self.map.num_units())
     }
 
-    /// An upper bound of the stream's accesses from the header: every selection's units, and
-    /// at most every unit once per group.
+    /// An upper bound of the stream's accesses from the header: every selection's units (a
+    /// token read by at most K + 1 verify steps), and at most every unit once per group.
     fn trace_accesses_bound(&self) -> Result<u64> {
         let header = traces::read_header(self.trace).context("--trace")?;
         let tokens = header_only(header).total_tokens(self.phases) as u64;
         let per_key = self.map.key_count.iter().copied().max().unwrap_or(1) as u64;
-        let selections = tokens.saturating_mul(self.ks.ids_per_token() as u64);
+        let reads = u64::from(self.batching.stepping.verify) + 1;
+        let selections = tokens
+            .saturating_mul(self.ks.ids_per_token() as u64)
+            .saturating_mul(reads);
         let groups = tokens.div_ceil(self.batching.batch as u64) * self.ks.num_moe_layers() as u64;
         Ok(selections
             .saturating_mul(per_key)

@@ -21,10 +21,11 @@ use crate::engine::TimingConfig;
 use crate::engine::{EngineError, EngineOptions, Learning, Plans, PredictorKind, Pricer};
 use crate::model_profile::ComputeModel;
 use crate::runner::{self, RunConfig, RunReport};
+use crate::verify_report::StepsTally;
 use anyhow::Result;
 use policies::retention;
 use policies::UnitMap;
-use std::path::Path;
+use profile::ConstantName;
 use traces::{Phase, Trace};
 
 /// Groups recorded before a window is priced and retired (64 k: about 1,100 DeepSeek-V3
@@ -32,33 +33,23 @@ use traces::{Phase, Trace};
 /// window's bookkeeping vanishes against its pricing).
 const WINDOW_GROUPS: usize = 1 << 16;
 
-/// Whether [`run_file`] covers `cfg`: a timed run with one token per step (any admission
-/// cap, kept step latencies, predictor, tokens/s target, queue and schedule).
-pub fn supports(cfg: &RunConfig) -> bool {
-    cfg.timing.is_some() && super::one_token_per_step(cfg)
-}
-
-/// [`runner::run`] of the timed `cfg` (one [`supports`] covers) on the trace file `trace`
-/// (and the profile trace file `profile`) without loading the trace; a learning predictor
-/// with a profile trace loads that one (its memory is the profile's, not the trace's).
-pub fn run_file(
+/// One run of the timed `cfg` on the trace files `f` whose mechanism's passes `stream` made,
+/// without the `steps` block's baseline ([`runner::with_baseline`] adds it): the report and
+/// the mean decode step time, µs. A learning predictor with a profile trace loads that one
+/// (its memory is the profile's, not the trace's).
+pub(crate) fn run_once(
     cfg: &RunConfig,
-    trace: &Path,
-    profile: Option<&Path>,
+    f: &Files,
+    stream: &Stream,
     tick: &dyn Fn(u64),
-) -> Result<RunReport> {
-    let f = Files::open(trace, profile)?;
-    let pinning = cfg
-        .retention
-        .as_ref()
-        .is_some_and(|r| r.cache.policy.needs_profile());
-    let stream = Stream::new(cfg, &f, pinning, tick)?;
+) -> Result<(RunReport, Option<f64>)> {
+    let pinning = stream.units.is_some();
     let (map, placed, placed_notes) =
         crate::engine::cpu::placed(cfg, stream.map.clone(), &f.skeleton, stream.sizes.dtype)?;
     let cfg = placed.as_ref().unwrap_or(cfg);
     let units = match (&placed, pinning) {
         // the GPU's units: their statistics come from a pass of their own
-        (Some(_), true) => Some(unit_counts(&f, &map, cfg, tick)?),
+        (Some(_), true) => Some(unit_counts(f, &map, cfg, tick)?),
         _ => None,
     };
     let profile_stats = match units {
@@ -66,8 +57,8 @@ pub fn run_file(
         None => stream.unit_profile(),
     };
     let tc = cfg.timing.as_ref().expect("a timed run");
-    let learn_trace = match profile {
-        Some(p) if tc.predictor.learns() => Some(traces::read_file(p)?),
+    let learn_trace = match &f.profile {
+        Some((p, _, _)) if tc.predictor.learns() => Some(traces::read_file(p)?),
         _ => None,
     };
     let learning = match &learn_trace {
@@ -78,7 +69,7 @@ pub fn run_file(
         None => Learning::Online,
     };
     let run = Timed {
-        f: &f,
+        f,
         map: &map,
         cfg,
         tc,
@@ -86,7 +77,7 @@ pub fn run_file(
         tick,
     };
     let (retention, timing) = run.go(&profile_stats)?;
-    let mut report = stream.report_retained(cfg, &f, retention);
+    let mut report = stream.report_retained(cfg, f, retention);
     report.inputs = runner::run_inputs(
         cfg,
         &map,
@@ -101,7 +92,13 @@ pub fn run_file(
     report.prefetch = timing.prefetch;
     report.cpu = timing.cpu;
     report.admission = timing.admission;
-    Ok(report)
+    report.steps = timing.steps.map(|t| {
+        let mut s = t.finish(&cfg.stepping);
+        let repeat = tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth);
+        s.repeat_slots_priced = Some(repeat.is_some());
+        s
+    });
+    Ok((report, timing.decode_step_us))
 }
 
 /// The unit statistics of the pinning policies over `map` (the GPU's units), from a pass over
@@ -118,15 +115,17 @@ fn unit_counts(
     Ok(c.finish())
 }
 
-/// The retention driver of a timed run.
-type Driver<'s> = CacheSim<'s, dyn retention::EvictionPolicy>;
+/// The retention driver of a recording pass.
+pub(crate) type Driver<'s> = CacheSim<'s, dyn retention::EvictionPolicy>;
 
 /// What a recording pass gives the retention run: the driver after it (`None` for
-/// streaming), the tokens, and the `schedule` block with a queue.
-struct Recorded<'s> {
-    sim: Option<Driver<'s>>,
-    tokens: u64,
-    schedule: Option<cache::ScheduleReport>,
+/// streaming), the tokens, the `schedule` block with a queue, and the `steps` block's
+/// tally with several tokens per step.
+pub(crate) struct Recorded<'s> {
+    pub(crate) sim: Option<Driver<'s>>,
+    pub(crate) tokens: u64,
+    pub(crate) schedule: Option<cache::ScheduleReport>,
+    pub(crate) steps: Option<StepsTally>,
 }
 
 /// One recording and pricing pass over the trace file ([`Timed::pass`]).
@@ -148,6 +147,10 @@ struct TimedOutcome {
     prefetch: Option<reports::run::PrefetchReport>,
     cpu: Option<reports::cpu_lane::CpuLaneReport>,
     notes: Vec<String>,
+    /// The mean time of the steps that process no prompt token, µs.
+    decode_step_us: Option<f64>,
+    /// The `steps` block's tally of the pass at the requested batch (with a stepping).
+    steps: Option<StepsTally>,
 }
 
 /// One timed run over a trace file.
@@ -181,21 +184,26 @@ impl<'a> Timed<'a> {
         let (sim, next) = self.driver(requested, cache, profile, next)?;
         let models = models(self.tc, &self.f.skeleton, self.map)?;
         let kinds = baselines(self.tc.predictor);
-        let retained = |r: Recorded<'_>| self.retained(r, resolved.clone());
+        let retention = self.cfg.retention.clone();
+        let retained = |r: Recorded<'_>| retained(retention.clone(), r, resolved.clone());
         let Some(cap) = self.tc.admission_cap else {
-            let pass = self.pass(sim, next, requested, &models, false)?;
-            let t = self.outcome(pass.main?, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            let mut pass = self.pass(sim, next, requested, &models, false)?;
+            let steps = pass.recorded.steps.take();
+            let mut t =
+                self.outcome(pass.main?, kinds.iter().copied().zip(pass.rest), &models.0)?;
+            t.steps = steps;
             return Ok((retained(pass.recorded), t));
         };
         let mut search = AdmissionSearch::new(requested, cap, &models.0)?;
-        let (mut sim, mut next, mut asked) = (Some(sim), next, None);
+        let (mut sim, mut next, mut asked, mut steps) = (Some(sim), next, None, None);
         for n in (1..=requested).rev() {
             let (s, x) = match sim.take() {
                 Some(s) => (s, next.take()),
                 None => self.driver(n, cache, profile, None)?,
             };
-            let pass = self.pass(s, x, n, &models, true)?;
+            let mut pass = self.pass(s, x, n, &models, true)?;
             if n == requested {
+                steps = pass.recorded.steps.take();
                 asked = Some(retained(pass.recorded));
             }
             if !search.fits(pass.plan_peak, false) {
@@ -207,6 +215,7 @@ impl<'a> Timed<'a> {
             }
             let mut t = self.outcome(run, kinds.iter().copied().zip(pass.rest), &models.0)?;
             t.admission = Some(search.admitted(n));
+            t.steps = steps;
             return Ok((asked.expect("the requested batch was tried first"), t));
         }
         Err(search.none_fits().into())
@@ -224,41 +233,7 @@ impl<'a> Timed<'a> {
     where
         'a: 's,
     {
-        let Some(c) = cache else {
-            return Ok((None, None));
-        };
-        let (sim, _) = cache::simulator_of(self.map, c, profile, None, |s| {
-            retention::build(c.policy, s)
-        })?;
-        if !c.policy.needs_next_use() {
-            return Ok((Some(sim), None));
-        }
-        let mut next = next;
-        self.passes(batch).rewound(&mut next)?;
-        Ok((Some(sim), next))
-    }
-
-    /// The retention run the pass `r` recorded, with the cache config and the target search
-    /// `resolved`; `None` for streaming.
-    fn retained(
-        &self,
-        r: Recorded<'_>,
-        resolved: Option<(CacheConfig, Option<cache::TargetReport>)>,
-    ) -> Option<Retained> {
-        let (rc, mut sim) = self.cfg.retention.clone().zip(r.sim)?;
-        let (cache, target) = resolved?;
-        sim.add_tokens(r.tokens);
-        let out = CacheOutcome {
-            cache: sim.report(),
-            tiers: sim.tiers(),
-        };
-        Some(Retained {
-            rc,
-            cache,
-            out,
-            schedule: r.schedule,
-            target,
-        })
+        driver(&self.passes(batch), cache, profile, next)
     }
 
     /// The untimed passes of [`super`] over the same stream at batches of `batch` (for the
@@ -274,7 +249,11 @@ impl<'a> Timed<'a> {
             ks: &self.f.ks,
             map: self.map,
             phases: self.cfg.phase,
-            batching: Batching { batch, ..batching },
+            batching: Batching {
+                batch,
+                stepping: self.cfg.stepping,
+                ..batching
+            },
             tick: self.tick,
         }
     }
@@ -284,14 +263,13 @@ impl<'a> Timed<'a> {
     /// scan the plan's own peak mapped bytes.
     fn pass<'s>(
         &self,
-        mut sim: Option<Driver<'s>>,
-        mut next: Option<next_use::NextUses>,
+        sim: Option<Driver<'s>>,
+        next: Option<next_use::NextUses>,
         batch: usize,
         (cost, compute): &(CostModel, ComputeModel),
         peak: bool,
     ) -> Result<Pass<'s>> {
         let ks = &self.f.ks;
-        let trace = &self.f.skeleton;
         let mut plans = empty_plans(ks.num_moe_layers(), self.map, sim.as_ref());
         let page_cache;
         let cost = if plans.page_cache {
@@ -311,31 +289,11 @@ impl<'a> Timed<'a> {
         };
         let batching = self.passes(batch).batching;
         let mut src = Batches::open(self.f.trace, self.cfg.phase, ks, self.map, batching)?;
-        let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
-        let (mut records, mut pos, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut tokens, mut accesses) = (0u64, 0u64);
-        while src.next(&mut records, &mut pos)? {
-            let (kv, prefill) = step_of(trace, &pos, &mut seqs);
-            plans.begin_chunk_step(&seqs, kv, seqs.len() as u32, prefill);
-            for layer in 0..ks.num_moe_layers() {
-                group.gather_records(ks, self.map, &records, layer);
-                match &mut sim {
-                    Some(sim) => {
-                        let n = group.units().len();
-                        accesses += n as u64;
-                        let n = next.as_mut().map(|x| x.take(n)).transpose()?;
-                        group.decide(sim, &mut plans, layer, n);
-                    }
-                    None => group.push_streaming(&mut plans, layer),
-                }
-            }
-            tokens += seqs.len() as u64;
-            (self.tick)(seqs.len() as u64);
-            if plans.groups.len() >= WINDOW_GROUPS {
-                let upto = plans.end_group() - lead;
-                price_window(&mut pricers, plan_peak.as_mut(), &mut plans, upto);
-            }
-        }
+        let mut rec = Recorder::new(self.f, self.map, &self.cfg.stepping, sim, next, self.tick);
+        let (tokens, accesses) = rec.record(&mut src, &mut plans, |plans| {
+            let upto = plans.end_group() - lead;
+            price_window(&mut pricers, plan_peak.as_mut(), plans, upto);
+        })?;
         let end = plans.end_group();
         price_all(&mut pricers, &plans, end);
         if let Some(p) = &mut plan_peak {
@@ -347,9 +305,10 @@ impl<'a> Timed<'a> {
         let schedule = src.delays().map(|d| d.report(accesses, tokens));
         Ok(Pass {
             recorded: Recorded {
-                sim,
+                sim: rec.sim,
                 tokens,
                 schedule,
+                steps: rec.tally,
             },
             main: done.next().expect("the main pricer"),
             rest: done.collect(),
@@ -417,6 +376,8 @@ impl<'a> Timed<'a> {
             .as_ref()
             .map(|lane| crate::engine::cpu::report(lane, &cost.profile, &run));
         Ok(TimedOutcome {
+            decode_step_us: run.decode_step_us_mean,
+            steps: None,
             admission: None,
             timing: run.timing,
             detail: run.detail,
@@ -474,19 +435,143 @@ fn price_window(
     }
 }
 
-/// The sequences (into `seqs`), KV tokens (as [`crate::engine::build::record`] counts them)
-/// and whether it processes a prompt token, of the step of the requests at `pos`.
-fn step_of(trace: &Trace, pos: &[RecordPos], seqs: &mut Vec<u32>) -> (u64, bool) {
+/// The sequences (into `seqs`), KV tokens (as [`crate::engine::build::record`] counts them:
+/// a step's chunk included), tokens produced and whether it processes a prompt token, of the
+/// step of the requests at `pos`.
+fn step_of(trace: &Trace, pos: &[RecordPos], seqs: &mut Vec<u32>) -> (u64, u32, bool) {
     seqs.clear();
-    let (mut kv, mut prefill) = (0u64, false);
+    let (mut kv, mut produced, mut prefill) = (0u64, 0u32, false);
     for p in pos {
         let prompt = match p.phase {
             Phase::Decode => trace.header.sequences[p.sequence as usize].prefill_tokens,
             Phase::Prefill => 0,
         };
-        kv += prompt + p.token + 1;
+        kv += prompt + p.token + u64::from(p.len);
+        produced += p.produced;
         prefill |= p.phase == Phase::Prefill;
         seqs.push(p.sequence);
     }
-    (kv, prefill)
+    (kv, produced, prefill)
+}
+
+/// A fresh retention driver of the cache config `cache` and, for an offline policy, the
+/// next uses of the stream of `passes` (`next`, or a pass of their own); `None` for
+/// streaming.
+pub(crate) fn driver<'s>(
+    passes: &Passes,
+    cache: Option<&CacheConfig>,
+    profile: &'s cache::ProfileStats,
+    next: Option<next_use::NextUses>,
+) -> Result<(Option<Driver<'s>>, Option<next_use::NextUses>)> {
+    let Some(c) = cache else {
+        return Ok((None, None));
+    };
+    let (sim, _) = cache::simulator_of(passes.map, c, profile, None, |s| {
+        retention::build(c.policy, s)
+    })?;
+    if !c.policy.needs_next_use() {
+        return Ok((Some(sim), None));
+    }
+    let mut next = next;
+    passes.rewound(&mut next)?;
+    Ok((Some(sim), next))
+}
+
+/// The retention run (of the config `rc`) the pass `r` recorded, with the cache config and
+/// the target search `resolved`; `None` for streaming.
+pub(crate) fn retained(
+    rc: Option<cache::RetentionConfig>,
+    r: Recorded<'_>,
+    resolved: Option<(CacheConfig, Option<cache::TargetReport>)>,
+) -> Option<Retained> {
+    let (rc, mut sim) = rc.zip(r.sim)?;
+    let (cache, target) = resolved?;
+    sim.add_tokens(r.tokens);
+    let out = CacheOutcome {
+        cache: sim.report(),
+        tiers: sim.tiers(),
+    };
+    Some(Retained {
+        rc,
+        cache,
+        out,
+        schedule: r.schedule,
+        target,
+    })
+}
+
+/// The recording of a pass: the batches' groups gathered and decided (by the retention
+/// driver, or streaming) into a plan, and with several tokens per step the `steps` block's
+/// tally of each step as it is recorded.
+pub(crate) struct Recorder<'r, 's> {
+    ks: &'r traces::KeySpace,
+    map: &'r UnitMap,
+    skeleton: &'r Trace,
+    pub(crate) sim: Option<Driver<'s>>,
+    next: Option<next_use::NextUses>,
+    pub(crate) tally: Option<StepsTally>,
+    tick: &'r dyn Fn(u64),
+}
+
+impl<'r, 's> Recorder<'r, 's> {
+    /// A recording over the trace files `f` and the units `map`, with the driver `sim` (and
+    /// its next uses `next`), tallying the steps unless `stepping` is off.
+    pub(crate) fn new(
+        f: &'r Files,
+        map: &'r UnitMap,
+        stepping: &crate::verify::Stepping,
+        sim: Option<Driver<'s>>,
+        next: Option<next_use::NextUses>,
+        tick: &'r dyn Fn(u64),
+    ) -> Self {
+        Recorder {
+            ks: &f.ks,
+            map,
+            skeleton: &f.skeleton,
+            sim,
+            next,
+            tally: (!stepping.is_off()).then(StepsTally::new),
+            tick,
+        }
+    }
+
+    /// Record every batch of `src` into `plans`, calling `window(plans)` whenever it holds
+    /// [`WINDOW_GROUPS`] groups (the caller prices and retires them); returns the tokens
+    /// produced and the driver's accesses.
+    pub(crate) fn record(
+        &mut self,
+        src: &mut Batches,
+        plans: &mut Plans,
+        mut window: impl FnMut(&mut Plans),
+    ) -> Result<(u64, u64)> {
+        let (ks, map) = (self.ks, self.map);
+        let mut group = GroupBuf::new(ks.num_keys(), map.num_units());
+        let (mut records, mut pos, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tokens, mut accesses) = (0u64, 0u64);
+        while src.next(&mut records, &mut pos)? {
+            let (kv, produced, prefill) = step_of(self.skeleton, &pos, &mut seqs);
+            plans.begin_chunk_step(&seqs, kv, produced, prefill);
+            for layer in 0..ks.num_moe_layers() {
+                group.gather_records(ks, map, &records, layer);
+                match &mut self.sim {
+                    Some(sim) => {
+                        let n = group.units().len();
+                        accesses += n as u64;
+                        let n = self.next.as_mut().map(|x| x.take(n)).transpose()?;
+                        group.decide(sim, plans, layer, n);
+                    }
+                    None => group.push_streaming(plans, layer),
+                }
+            }
+            if let Some(t) = &mut self.tally {
+                t.step(plans, plans.base_step + plans.steps.len() - 1);
+            }
+            tokens += u64::from(produced);
+            (self.tick)(u64::from(produced));
+            if plans.groups.len() >= WINDOW_GROUPS {
+                window(plans);
+            }
+        }
+        Ok((tokens, accesses))
+    }
 }

@@ -15,8 +15,8 @@ use sim::cache::{RetentionConfig, Split};
 use sim::engine::cpu::CpuExperts;
 use sim::engine::TimingConfig;
 use sim::grid::{self, CompareAxes, ComparePoint};
-use sim::runner::{self, RunConfig, TraceInput, Workload};
-use std::path::{Path, PathBuf};
+use sim::runner::{self, RunConfig};
+use std::path::PathBuf;
 use traces::{DType, Header, KeySpace, PhaseSel};
 
 /// Arguments of `sim compare`.
@@ -313,13 +313,6 @@ fn read_headers(paths: &[PathBuf]) -> Result<(Vec<Header>, Vec<String>)> {
     Ok((headers, names))
 }
 
-/// The workload of trace `trace` with the profile trace `profile`, loaded (for the cells the
-/// bounded-memory paths do not cover).
-fn load_workload(trace: &Path, profile: Option<&Path>) -> Result<Workload> {
-    let load = |p: &Path| TraceInput::load(Some(p)).context("--trace");
-    Workload::new(load(trace)?, profile.map(load).transpose()?)
-}
-
 /// Run every point behind a progress bar (on `--threads` workers when given), the points of
 /// one (evaluated, profile) trace pair together so that they share passes over the files;
 /// entries in point order.
@@ -348,12 +341,7 @@ fn run_points(
                 .collect();
             let trace = args.traces[t].as_path();
             let profile = (p != t).then(|| args.traces[p].as_path());
-            let load = || load_workload(trace, profile);
-            let input = cells::Input::File {
-                trace,
-                profile,
-                load: &load,
-            };
+            let input = cells::Input::File { trace, profile };
             let results = cells::run_cells(&cfgs, &input, &|n| bar.inc(n))?;
             for (&k, r) in ks.iter().zip(results) {
                 cells[k] = Some(r);

@@ -52,8 +52,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         stepping: args.steps.for_run(args.input.phase, args.cache.seed)?,
     };
     let report = match trace {
-        // a trace file and a run the file-streaming path covers: bounded memory
-        Some(path) if sim::bounded::covers(&cfg) => run_bounded(&args, &cfg, path)?,
+        // a trace file: streamed in bounded memory
+        Some(path) => run_bounded(&args, &cfg, path)?,
         _ => runner::run(&cfg, &args.input.workload()?)?,
     };
     print_notes(&report);

@@ -147,13 +147,12 @@ pub fn run(args: SweepArgs) -> Result<()> {
     for path in traces {
         let load = || args.input.workload_of(path);
         let cells = match path {
-            // a trace file: the cells the bounded paths cover stream it (the untimed ones of
-            // a mechanism sharing its passes), the others load it once
+            // a trace file: every cell streams it (the untimed ones of a mechanism sharing
+            // their passes)
             Some(trace) => {
                 let input = cells::Input::File {
                     trace,
                     profile: args.input.profile_trace.as_deref(),
-                    load: &load,
                 };
                 cells::run_cells(&configs, &input, &tick)?
             }
