@@ -309,7 +309,9 @@ impl<'a> Timed<'a> {
         } else {
             opts.window
         };
-        let batching = self.passes(batch).batching;
+        let passes = self.passes(batch);
+        passes.check_groups()?;
+        let batching = passes.batching;
         let mut src = Batches::open(self.f.trace, self.cfg.phase, ks, self.map, batching)?;
         let mut group = GroupBuf::new(ks.num_keys(), self.map.num_units());
         let (mut records, mut pos, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
