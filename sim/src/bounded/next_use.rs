@@ -258,13 +258,18 @@ impl NextUses {
     /// The next uses of the next `n` accesses, as stream positions ([`NEVER`] for never).
     pub fn take(&mut self, n: usize) -> Result<&[u64]> {
         if self.buf.len() - self.at < n {
+            let have = (self.buf.len() - self.at) as u64;
+            let file = self
+                .file
+                .as_ref()
+                .filter(|_| have + self.len - self.read >= n as u64);
+            let Some(file) = file else {
+                bail!("the replay made more accesses than the pass that logged them; the trace file changed while it was read, run again");
+            };
             self.buf.drain(..self.at);
             self.at = 0;
             let want = (n - self.buf.len()).max(BLOCK) as u64;
             let k = want.min(self.len - self.read) as usize;
-            let Some(file) = self.file.as_ref().filter(|_| self.buf.len() + k >= n) else {
-                bail!("the replay made more accesses than the pass that logged them; the trace file changed while it was read, run again");
-            };
             self.raw.resize(k * 4, 0);
             read_exact_at(file, &mut self.raw, self.read * 4)
                 .context("reading the temporary next-use file")?;
