@@ -26,7 +26,8 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 /// page-in counts under group semantics: both tied units are needed by the same group).
 /// Among units never used again, the highest unit id goes first.
 ///
-/// Structure: keys `next_use << 32 | unit` (one integer compare orders them, ties included).
+/// Structure: keys `next_use << 30 | unit` (one integer compare orders them, ties included;
+/// [`NEVER`] packs as the largest next use, so never-used-again units surface first).
 /// The key of an access first waits in a side list; at the next eviction the keys of
 /// unprotected units are placed, and those of the current group keep waiting: they are the
 /// freshest keys, often the farthest, and would otherwise be stepped over at every eviction.
@@ -47,7 +48,7 @@ pub struct Belady {
     /// Near keys: those less than `timeline.len()` positions ahead of their access.
     timeline: Timeline,
     /// Position of the latest access (all resident keys are above it).
-    now: u32,
+    now: u64,
     /// The 4-ary max-heap of keys; the children of slot i are 4i+1 ..= 4i+4.
     heap: Vec<u64>,
     /// Keys not yet placed (units accessed since the last eviction, and the current group's
@@ -85,17 +86,40 @@ const WINDOW_PER_UNIT: usize = 16;
 /// children of a slot share one 32-byte span of the array.
 const D: usize = 4;
 
+/// Bits of a key below its next use: the unit id (units are below 2^30, as `loc`'s tag bits
+/// require).
+const UNIT_BITS: u32 = 30;
+/// A key's next-use field for [`NEVER`]: the largest value of its 34 bits, above every real
+/// position.
+const KEY_NEVER: u64 = (1 << (64 - UNIT_BITS)) - 1;
+/// The last access position a stream may reach: 2^34 - 2^18 - 2 (17.2 G accesses, 37 M
+/// DeepSeek-V3 tokens at 464 accesses a token), so that [`KEY_NEVER`] stays more than the
+/// largest timeline (2^18 positions) ahead of every access and never lands on the timeline.
+/// A caller refuses a longer stream before replaying it.
+const MAX_POSITION: u64 = KEY_NEVER - (1 << 18) - 2;
+
+/// The key `next_use << 30 | unit`: one integer compare orders keys by next use, then unit.
 #[inline]
-fn pack(next_use: u32, unit: u32) -> u64 {
-    (next_use as u64) << 32 | unit as u64
+fn pack(next_use: u64, unit: u32) -> u64 {
+    debug_assert!(next_use <= MAX_POSITION || next_use == NEVER);
+    next_use.min(KEY_NEVER) << UNIT_BITS | unit as u64
 }
 
 #[inline]
 fn unit_of(key: u64) -> u32 {
-    key as u32
+    (key & ((1 << UNIT_BITS) - 1)) as u32
+}
+
+/// The next use (or [`KEY_NEVER`]) of a key.
+#[inline]
+fn next_of(key: u64) -> u64 {
+    key >> UNIT_BITS
 }
 
 impl Belady {
+    /// The last access position a stream replayed by MIN may reach: 2^34 - 2^18 - 2.
+    pub const MAX_POSITION: u64 = MAX_POSITION;
+
     /// An empty MIN cache over unit ids `0..units`, with a timeline of
     /// [`Belady::window`] positions. Panics when `units` reaches 2^30 (the unit's slot
     /// index shares a `u32` with two tag bits).
@@ -135,8 +159,8 @@ impl Belady {
     /// latest access, else in the heap.
     #[inline]
     fn place(&mut self, key: u64) {
-        let (next_use, u) = ((key >> 32) as u32, unit_of(key));
-        if next_use > self.now && next_use - self.now < self.timeline.len() {
+        let (next_use, u) = (next_of(key), unit_of(key));
+        if next_use > self.now && next_use - self.now < self.timeline.len() as u64 {
             let s = self.timeline.slot(next_use);
             self.timeline.insert(s, u);
             self.loc[u as usize] = ON_TIMELINE | s as u32;
@@ -147,7 +171,7 @@ impl Belady {
 
     /// Record the access at `pos` of resident unit `u`.
     #[inline]
-    fn touch(&mut self, u: u32, pos: u32, next_use: u32) {
+    fn touch(&mut self, u: u32, pos: u64, next_use: u64) {
         let l = self.loc[u as usize];
         if l & ON_TIMELINE != 0 && l != FREE {
             // The key being replaced is this very position.
@@ -369,7 +393,7 @@ impl EvictionPolicy for Belady {
         }
         let near_key = near.map(|s| {
             let ahead = (s as u32).wrapping_sub(base as u32) & (self.timeline.len() - 1);
-            pack(self.now + ahead, self.timeline.unit_at(s))
+            pack(self.now + ahead as u64, self.timeline.unit_at(s))
         });
         let victim = match (self.heap.first().copied(), near_key) {
             (Some(far), Some(near)) if near > far => {
@@ -395,11 +419,8 @@ impl EvictionPolicy for Belady {
 /// The ring slot of a timeline key.
 #[inline]
 fn near_slot(key: u64, t: &Timeline) -> usize {
-    t.slot((key >> 32) as u32)
+    t.slot(next_of(key))
 }
-
-// NEVER sorts above every real position, so never-used-again units surface first.
-const _: () = assert!(NEVER == u32::MAX);
 
 #[cfg(test)]
 mod tests {
@@ -409,7 +430,7 @@ mod tests {
     /// The MIN rule by brute force: the largest (next use, unit) among resident units that
     /// `protect` allows.
     struct Naive {
-        next: Vec<Option<u32>>,
+        next: Vec<Option<u64>>,
     }
 
     impl Naive {
@@ -428,7 +449,9 @@ mod tests {
     /// and timelines of 64, 128 and 4,096 positions (keys wrap around the ring and many take
     /// the heap path), both semantics, against the brute force: every victim must agree,
     /// including budgets below one group (the fallback without protection) and
-    /// never-used-again units.
+    /// never-used-again units. A third of the streams start past 2^32 (at 3 * 2^32 + 12,345,
+    /// not a multiple of any timeline) and one as near [`MAX_POSITION`] as it fits: the keys'
+    /// 34-bit positions order them as the brute force's u64 positions do.
     #[test]
     fn victims_match_brute_force() {
         for seed in 0..90u64 {
@@ -452,12 +475,17 @@ mod tests {
                 })
                 .collect();
             let flat: Vec<u32> = stream.iter().flatten().copied().collect();
+            let start = match seed % 5 {
+                1 | 3 => (3 << 32) + 12_345,
+                4 if seed == 89 => MAX_POSITION + 1 - flat.len() as u64,
+                _ => 0,
+            };
             let mut next_use = vec![NEVER; flat.len()];
             for (p, &u) in flat.iter().enumerate() {
                 next_use[p] = flat[p + 1..]
                     .iter()
                     .position(|&v| v == u)
-                    .map_or(NEVER, |d| (p + 1 + d) as u32);
+                    .map_or(NEVER, |d| start + (p + 1 + d) as u64);
             }
             let cap = rng.gen_range(1..=24usize);
             let access = seed % 2 == 0;
@@ -475,7 +503,7 @@ mod tests {
                 for &u in group {
                     stamp[u as usize] = current;
                     let at = At {
-                        pos: pos as u32,
+                        pos: start + pos as u64,
                         next_use: next_use[pos],
                     };
                     pos += 1;
@@ -519,7 +547,7 @@ mod tests {
         let mut rng = rand_pcg::Pcg64::seed_from_u64(9);
         let mut stamp = vec![0u32; units as usize];
         let mut resident = vec![false; units as usize];
-        let (mut live, mut pos) = (0usize, 0u32);
+        let (mut live, mut pos) = (0usize, 0u64);
         for g in 1..=6u32 {
             let group = rand::seq::index::sample(&mut rng, units as usize, size);
             for u in group.into_iter().map(|u| u as u32) {

@@ -36,15 +36,15 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 #[derive(Clone, Debug)]
 pub struct Lfu {
     count: Vec<u64>,
-    last: Vec<u32>,
+    last: Vec<u64>,
     resident: Vec<bool>,
     live: usize,
-    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    pending: Vec<(u64, u32, u32)>,
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    pending: Vec<(u64, u64, u32)>,
     /// `pending[..checked]` were protected when the group `checked_group` last evicted.
     checked: usize,
     checked_group: u32,
-    skipped: Vec<Reverse<(u64, u32, u32)>>,
+    skipped: Vec<Reverse<(u64, u64, u32)>>,
     /// Heap pops plus pending entries examined so far: the work a test bounds per access.
     work: u64,
     exhausted: Exhausted,
@@ -124,7 +124,7 @@ impl EvictionPolicy for Lfu {
             work,
             ..
         } = self;
-        let valid = |&(c, l, v): &(u64, u32, u32)| {
+        let valid = |&(c, l, v): &(u64, u64, u32)| {
             resident[v as usize] && count[v as usize] == c && last[v as usize] == l
         };
         let mut victim = None;
@@ -172,7 +172,7 @@ impl Lfu {
             work,
             ..
         } = self;
-        let valid = |&(c, l, v): &(u64, u32, u32)| {
+        let valid = |&(c, l, v): &(u64, u64, u32)| {
             resident[v as usize] && count[v as usize] == c && last[v as usize] == l
         };
         if protect.is_none() {
@@ -216,7 +216,7 @@ mod tests {
         let mut lfu = Lfu::new(units);
         let mut rng = Pcg64::seed_from_u64(5);
         let mut stamp = vec![0u32; units];
-        let mut pos = 0u32;
+        let mut pos = 0u64;
         for g in 1..=groups {
             for u in sample(&mut rng, units, size).into_iter().map(|u| u as u32) {
                 stamp[u as usize] = g;

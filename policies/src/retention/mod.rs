@@ -44,16 +44,17 @@ pub use s3fifo::S3Fifo;
 pub use static_pin::StaticPin;
 
 /// "Never used again": the next-use position of a unit with no later access.
-pub const NEVER: u32 = u32::MAX;
+pub const NEVER: u64 = u64::MAX;
 
 /// Where an access sits in the access stream, for policies that look at time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct At {
-    /// Position of this access in the whole access stream (0-based, counted in accesses).
-    pub pos: u32,
+    /// Position of this access in the whole access stream (0-based, counted in accesses;
+    /// 64 bits: a stream may pass 2^32 accesses, e.g. 4.64 G for 10 M DeepSeek-V3 tokens).
+    pub pos: u64,
     /// Position of the next access to the same unit, or [`NEVER`]. Only the offline policy
     /// (Belady) reads it; the driver passes [`NEVER`] when it did not precompute next uses.
-    pub next_use: u32,
+    pub next_use: u64,
 }
 
 /// Which resident units may not be chosen as victims: those stamped with the current group.

@@ -133,7 +133,7 @@ mod tests {
         let (mut misses, mut evicted) = (0, Vec::new());
         for (pos, &u) in accesses.iter().enumerate() {
             let at = At {
-                pos: pos as u32,
+                pos: pos as u64,
                 next_use: super::super::NEVER,
             };
             if resident[u as usize] {

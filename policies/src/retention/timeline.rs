@@ -57,8 +57,8 @@ impl Timeline {
 
     /// The slot of position `key`.
     #[inline]
-    pub(crate) fn slot(&self, key: u32) -> usize {
-        (key & self.mask) as usize
+    pub(crate) fn slot(&self, key: u64) -> usize {
+        (key & self.mask as u64) as usize
     }
 
     /// The unit at occupied slot `s`.

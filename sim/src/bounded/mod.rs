@@ -35,7 +35,7 @@ pub mod timed;
 use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, RetentionConfig, Schedule};
 use crate::runner::{self, RunConfig, RunReport};
 use anyhow::{Context, Result};
-use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup, NEVER};
+use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
 use policies::UnitMap;
 use std::path::Path;
 use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
@@ -427,6 +427,7 @@ impl Passes<'_> {
     /// the batches of round-robin requests, [`batches::Batches`]), each passed to `group`;
     /// returns the tokens and the `schedule` block's figures when a queue was given.
     fn groups(&self, mut group: impl FnMut(&[u32]) -> Result<()>) -> Result<Streamed> {
+        self.check_groups()?;
         let mut src =
             batches::Batches::open(self.trace, self.phases, self.ks, self.map, self.batching)?;
         let ipt = self.ks.ids_per_token();
@@ -459,31 +460,51 @@ impl Passes<'_> {
             let produced: u64 = pos.iter().map(|p| u64::from(p.produced)).sum();
             tokens += produced;
             (self.tick)(produced);
-            if accesses >= NEVER as u64 {
-                return Err(cache::CacheError::Input(format!(
-                    "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",
-                    NEVER - 1
-                ))
-                .into());
-            }
         }
         let schedule = src.delays().map(|d| d.report(accesses, tokens));
         Ok(Streamed { tokens, schedule })
     }
 
-    /// The next uses of the stream (a pass logging it, then the backward pass).
+    /// The next uses of the stream (a pass logging it, then the backward pass). Refuses up
+    /// front, from the header, a stream that could pass [`retention::Belady::MAX_POSITION`].
     fn next_uses(&self) -> Result<next_use::NextUses> {
         let bound = self.trace_accesses_bound()?;
+        if bound > retention::Belady::MAX_POSITION {
+            return Err(cache::CacheError::Input(format!(
+                "the access stream could reach {bound} accesses, more than the {} Belady/MIN numbers; select fewer tokens (--phase) or a coarser mechanism",
+                retention::Belady::MAX_POSITION + 1
+            ))
+            .into());
+        }
         let mut log = next_use::AccessLog::new(bound)?;
         self.groups(|units| log.push(units))?;
         log.next_uses(self.map.num_units())
     }
 
+    /// Refuse up front, from the header, a stream of more groups than the u32 group stamps
+    /// number (one group per token and MoE layer at most: 74 M DeepSeek-V3 tokens).
+    fn check_groups(&self) -> Result<()> {
+        let groups = self.trace_tokens()? * self.ks.num_moe_layers() as u64;
+        if groups >= u32::MAX as u64 {
+            return Err(cache::CacheError::Input(format!(
+                "the access stream could have {groups} groups (tokens x MoE layers), more than the {} a retention run numbers; select fewer tokens (--phase)",
+                u32::MAX - 1
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The tokens of the selected phases, from the header.
+    fn trace_tokens(&self) -> Result<u64> {
+        let header = traces::read_header(self.trace).context("--trace")?;
+        Ok(header_only(header).total_tokens(self.phases) as u64)
+    }
+
     /// An upper bound of the stream's accesses from the header: every selection's units (a
     /// token read by at most K + 1 verify steps), and at most every unit once per group.
     fn trace_accesses_bound(&self) -> Result<u64> {
-        let header = traces::read_header(self.trace).context("--trace")?;
-        let tokens = header_only(header).total_tokens(self.phases) as u64;
+        let tokens = self.trace_tokens()?;
         let per_key = self.map.key_count.iter().copied().max().unwrap_or(1) as u64;
         let reads = u64::from(self.batching.stepping.verify) + 1;
         let selections = tokens
@@ -492,8 +513,7 @@ impl Passes<'_> {
         let groups = tokens.div_ceil(self.batching.batch as u64) * self.ks.num_moe_layers() as u64;
         Ok(selections
             .saturating_mul(per_key)
-            .min(groups.saturating_mul(self.map.num_units() as u64))
-            .min(NEVER as u64))
+            .min(groups.saturating_mul(self.map.num_units() as u64)))
     }
 
     /// The cache config `rc` runs: its own, or with a tokens/s target the smallest budget

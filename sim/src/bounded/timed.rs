@@ -287,7 +287,9 @@ impl<'a> Timed<'a> {
         } else {
             opts.window
         };
-        let batching = self.passes(batch).batching;
+        let passes = self.passes(batch);
+        passes.check_groups()?;
+        let batching = passes.batching;
         let mut src = Batches::open(self.f.trace, self.cfg.phase, ks, self.map, batching)?;
         let mut rec = Recorder::new(self.f, self.map, &self.cfg.stepping, sim, next, self.tick);
         let (tokens, accesses) = rec.record(&mut src, &mut plans, |plans| {

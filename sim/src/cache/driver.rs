@@ -45,8 +45,11 @@ pub struct CacheSim<'a, P: ?Sized + EvictionPolicy = dyn EvictionPolicy> {
     useful: Vec<u64>,
     committed: Vec<u64>,
     next_use: Option<&'a [u32]>,
+    /// One group's next uses from `next_use`, widened to stream positions.
+    next_buf: Vec<u64>,
     dram: Option<DramTier>,
-    pos: u32,
+    /// Accesses fed so far: the position of the next one.
+    pos: u64,
     group_stamp: u32,
     tokens: u64,
     accesses: u64,
@@ -56,6 +59,17 @@ pub struct CacheSim<'a, P: ?Sized + EvictionPolicy = dyn EvictionPolicy> {
     resident_bytes: u64,
     peak_bytes: u64,
     outcome: GroupOutcome,
+}
+
+/// A next use of an in-memory stream ([`super::AccessStream::next_use`], u32 with
+/// [`super::stream::NEVER_U32`] for never) as a stream position, [`NEVER`] for never.
+#[inline]
+fn widen(n: u32) -> u64 {
+    if n == super::stream::NEVER_U32 {
+        NEVER
+    } else {
+        n as u64
+    }
 }
 
 /// Pool layout: `pool_of[u]` for every unit; pools are numbered `0..pools`.
@@ -127,6 +141,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
             useful: map.units.iter().map(|u| u.useful_bytes).collect(),
             committed: map.units.iter().map(|u| u.committed_bytes).collect(),
             next_use,
+            next_buf: Vec::new(),
             dram: dram.map(|(cap, mode)| DramTier::new(n, cap, mode)),
             pos: 0,
             group_stamp: 0,
@@ -187,16 +202,23 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// Access the units of one group (distinct, in selection order) and evict per the
     /// semantics. Returns what was paged in and evicted.
     pub fn group(&mut self, units: &[u32]) -> &GroupOutcome {
+        let Some(all) = self.next_use else {
+            return self.group_next(units, None);
+        };
         let pos = self.pos as usize;
-        let next_use = self.next_use.map(|n| &n[pos..pos + units.len()]);
-        self.group_next(units, next_use)
+        let mut next = std::mem::take(&mut self.next_buf);
+        next.clear();
+        next.extend(all[pos..pos + units.len()].iter().map(|&n| widen(n)));
+        self.group_next(units, Some(&next));
+        self.next_buf = next;
+        &self.outcome
     }
 
     /// [`CacheSim::group`] with the next uses of this group's accesses given by the caller
     /// (`next_use[i]` for `units[i]`, as [`super::AccessStream::next_use`] numbers them),
     /// for a caller that reads them from a file block by block instead of holding them all;
     /// `None` when the policy needs none.
-    pub fn group_next(&mut self, units: &[u32], next_use: Option<&[u32]>) -> &GroupOutcome {
+    pub fn group_next(&mut self, units: &[u32], next_use: Option<&[u64]>) -> &GroupOutcome {
         self.outcome.page_ins.clear();
         self.outcome.evicted.clear();
         self.outcome.ssd_reads.clear();
@@ -227,7 +249,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// loop of a retention run, with its counters kept in locals and added once per group.
     /// Returns the number of page-ins bypassed. Counts exactly as [`CacheSim::access_each`].
     #[inline]
-    fn access_one_pool(&mut self, units: &[u32], next_use: Option<&[u32]>) -> usize {
+    fn access_one_pool(&mut self, units: &[u32], next_use: Option<&[u64]>) -> usize {
         let (g, pos) = (self.group_stamp, self.pos);
         let CacheSim {
             pools,
@@ -243,7 +265,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         let (mut retained, mut bypassed) = (0usize, 0usize);
         for (i, &u) in units.iter().enumerate() {
             let at = At {
-                pos: pos + i as u32,
+                pos: pos + i as u64,
                 next_use: next_use.map_or(NEVER, |n| n[i]),
             };
             pool.stamp[u as usize] = g;
@@ -271,7 +293,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
         self.resident_bytes += retained_bytes;
         self.page_ins += self.outcome.page_ins.len() as u64;
         self.page_in_bytes += page_in_bytes;
-        self.pos += units.len() as u32;
+        self.pos += units.len() as u64;
         self.accesses += units.len() as u64;
         bypassed
     }
@@ -279,7 +301,7 @@ impl<'a, P: ?Sized + EvictionPolicy> CacheSim<'a, P> {
     /// The accesses of one group, unit by unit, evicting after each under access semantics
     /// and after the group (pool by pool) under group semantics. Returns the number of
     /// page-ins bypassed.
-    fn access_each(&mut self, units: &[u32], next_use: Option<&[u32]>) -> usize {
+    fn access_each(&mut self, units: &[u32], next_use: Option<&[u64]>) -> usize {
         let g = self.group_stamp;
         let mut bypassed = 0usize;
         // One pool (global split): local ids are the global ids, skip the lookups.

@@ -2,7 +2,8 @@
 //! unit map and a batching plan.
 
 use crate::verify::Stepping;
-use policies::retention::NEVER;
+/// "Never used again" in [`AccessStream::next_use`].
+pub const NEVER_U32: u32 = u32::MAX;
 use policies::UnitMap;
 use traces::{KeySpace, Phase, PhaseSel, Trace};
 
@@ -103,10 +104,11 @@ impl AccessStream {
     }
 
     /// For every access, the position of the next access to the same unit, or
-    /// [`NEVER`]. One backward pass, O(accesses + units).
+    /// [`NEVER_U32`]: u32, as [`AccessStream::build`] bounds the stream below 2^32 - 1
+    /// accesses. One backward pass, O(accesses + units).
     pub fn next_use(&self) -> Vec<u32> {
-        let mut last = vec![NEVER; self.num_units];
-        let mut next = vec![NEVER; self.units.len()];
+        let mut last = vec![NEVER_U32; self.num_units];
+        let mut next = vec![NEVER_U32; self.units.len()];
         for (pos, &u) in self.units.iter().enumerate().rev() {
             next[pos] = last[u as usize];
             last[u as usize] = pos as u32;
@@ -115,14 +117,16 @@ impl AccessStream {
     }
 
     /// Build the stream of `batches` (lists of requests decoded together), every MoE layer
-    /// in order per batch. Errors when the stream would exceed 2^32 - 1 accesses (positions
-    /// are u32).
+    /// in order per batch. Errors, before building anything, when the stream could exceed
+    /// 2^32 - 2 accesses (positions are u32 here; `sim run` on a trace file streams longer
+    /// ones, `sim::bounded`).
     pub fn build(
         trace: &Trace,
         ks: &KeySpace,
         map: &UnitMap,
         batches: &[Vec<Request>],
     ) -> Result<AccessStream, super::CacheError> {
+        check_accesses_bound(accesses_bound(ks, map, batches))?;
         let mut s = AccessStream::new(map.num_units());
         let mut stamp = vec![0u32; map.num_units()];
         let mut group_units: Vec<u32> = Vec::new();
@@ -147,15 +151,41 @@ impl AccessStream {
                 s.push_group(m as u32, &group_units);
             }
             s.end_batch(batch.iter().map(|r| r.produced as u64).sum());
-            if s.units.len() >= NEVER as usize {
-                return Err(super::CacheError::Input(format!(
-                    "the access stream exceeds {} accesses; select fewer tokens (--phase) or a coarser mechanism",
-                    NEVER - 1
-                )));
-            }
+            check_accesses_bound(s.units.len() as u64)?;
         }
         Ok(s)
     }
+}
+
+/// An upper bound of the accesses of `batches`' stream: per batch, every selection's units,
+/// and at most every unit once per MoE layer.
+fn accesses_bound(ks: &KeySpace, map: &UnitMap, batches: &[Vec<Request>]) -> u64 {
+    let per_key = map.key_count.iter().copied().max().unwrap_or(1) as u64;
+    let tokens = batches.iter().map(|b| b.iter().map(|r| r.len as u64).sum());
+    bound_of(
+        tokens,
+        ks.ids_per_token() as u64 * per_key,
+        (ks.num_moe_layers() as u64).saturating_mul(map.num_units() as u64),
+    )
+}
+
+/// The sum over batches of `tokens` times `per_token` accesses, each batch at most
+/// `per_batch`.
+fn bound_of(tokens: impl Iterator<Item = u64>, per_token: u64, per_batch: u64) -> u64 {
+    tokens
+        .map(|t| t.saturating_mul(per_token).min(per_batch))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Refuse a stream of up to `accesses` accesses that u32 positions cannot number.
+fn check_accesses_bound(accesses: u64) -> Result<(), super::CacheError> {
+    if accesses >= NEVER_U32 as u64 {
+        return Err(super::CacheError::Input(format!(
+            "the access stream could reach {accesses} accesses, more than the {} a stream held in memory numbers; select fewer tokens (--phase) or a coarser mechanism, or use a run that streams the trace file (docs/DESIGN.md \"Bounded memory\")",
+            NEVER_U32 - 1
+        )));
+    }
+    Ok(())
 }
 
 /// Statistics of a profile trace that the pinning policies rank units by.
@@ -195,5 +225,30 @@ impl ProfileStats {
                 .collect(),
             tokens: s.tokens,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand: batches of 1, 3 and 5 tokens at 10 accesses a token, capped at 40 a batch:
+    /// 10 + 30 + 40 = 80; saturating at the u64 limit instead of wrapping.
+    #[test]
+    fn the_bound_sums_capped_batches() {
+        assert_eq!(bound_of([1, 3, 5].into_iter(), 10, 40), 80);
+        assert_eq!(bound_of([u64::MAX, 1].into_iter(), 2, u64::MAX), u64::MAX);
+    }
+
+    /// The last stream u32 positions number is 2^32 - 2 accesses; one more is refused, with
+    /// an error naming the count and the remedy.
+    #[test]
+    fn a_stream_past_u32_positions_is_refused() {
+        assert!(check_accesses_bound(u32::MAX as u64 - 1).is_ok());
+        let e = check_accesses_bound(u32::MAX as u64)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("4294967295 accesses"), "{e}");
+        assert!(e.contains("--phase"), "{e}");
     }
 }

@@ -228,7 +228,7 @@ impl GroupBuf {
         sim: &mut CacheSim<'_, P>,
         plans: &mut Plans,
         layer: usize,
-        next: Option<&[u32]>,
+        next: Option<&[u64]>,
     ) {
         let out = match next {
             Some(n) => sim.group_next(&self.units, Some(n)),
