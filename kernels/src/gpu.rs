@@ -1096,6 +1096,11 @@ unsafe fn launch_programmatic(
     Ok(())
 }
 
+/// Words after a [`DotStaging::PersistentBulk`] launch's per-item flags: the next tile ticket
+/// and the count of blocks done with the launch (`fused_produce` in `cuda/moe_dot.cu`). Both
+/// start zeroed and the launch's last block resets them.
+const FUSED_COUNTER_WORDS: usize = 2;
+
 /// The buffers of a [`DotStaging::PersistentBulk`] layer launch.
 struct FusedLaunch {
     plan: FusedPlan,
@@ -1103,7 +1108,8 @@ struct FusedLaunch {
     item_st: CudaSlice<u32>,
     /// `slots x 2 ffn` gate+up rows, each `epoch << 32 | f32 bits` of the launch that wrote it.
     gu_tagged: CudaSlice<u64>,
-    /// One per work item: the epoch whose down activations are published.
+    /// One per work item: the epoch whose down activations are published; then the
+    /// [`FUSED_COUNTER_WORDS`] of the kernel's tile counter.
     flags: CudaSlice<u32>,
     /// The last launch's epoch (0 before the first: the buffers start zeroed, so 0 is never
     /// used).
@@ -1216,7 +1222,7 @@ fn fused_launch(
                 plan,
                 item_st: stream.clone_htod(&item_st)?,
                 gu_tagged: stream.alloc_zeros::<u64>(slots * 2 * geom.ffn)?,
-                flags: stream.alloc_zeros::<u32>(items)?,
+                flags: stream.alloc_zeros::<u32>(items + FUSED_COUNTER_WORDS)?,
                 epoch: 0,
             })
         }
@@ -1315,6 +1321,18 @@ impl MoeLaunch {
             KernelPath::UnionF32 => "moe_matvec_t8",
             KernelPath::TensorCore => "moe_matvec_tc",
         }
+    }
+
+    /// The persistent kernel's tile counter (next ticket, blocks done), read back after the
+    /// stream's work: both 0 whenever no launch of this layer runs. `None` for a launch that
+    /// does not run the persistent kernel. Errors when the copy fails.
+    pub fn tile_counter(&self, stream: &Arc<CudaStream>) -> Result<Option<[u32; 2]>, KernelError> {
+        let Some(f) = &self.fused else {
+            return Ok(None);
+        };
+        let items = f.flags.len() - FUSED_COUNTER_WORDS;
+        let words = stream.clone_dtoh(&f.flags.slice(items..))?;
+        Ok(Some([words[0], words[1]]))
     }
 
     /// Distinct experts among the launch's slots (each one's bytes are read from memory at

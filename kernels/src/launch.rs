@@ -320,12 +320,13 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
         ..nibble_kernel("moe_dot_lo_r2j1n3b4", 2, 1, 3, 4, DotStaging::PrequantPdl)
     },
     // The layer in one persistent launch with bulk-copied shared-memory stages
-    // (2 rows per thread, 3 stages, one block per multiprocessor; the grid is `fused_plan`'s).
+    // (2 rows per thread, 3 stages, one block per multiprocessor; the grid is `fused_plan`'s;
+    // after each block's first 3 tiles, tiles go to whichever block draws their ticket).
     // Launches of one wave run the one-wave partner of `moe_dot_xp_r2j1n3b4`.
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
         ..nibble_kernel(
-            "moe_dot_fz_r2j1s3b1",
+            "moe_dot_fd_r2j1s3b1",
             2,
             1,
             3,
@@ -365,7 +366,7 @@ const fn nibble_kernel(
 /// register-ring kernel with the adaptive grid, which has no power-of-two constraint.
 pub const DOT_FALLBACK_KERNEL: usize = 0;
 
-/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_fz_r2j1s3b1`,
+/// Index into [`DOT_KERNELS`] of the per-slot kernel used by default: `moe_dot_fd_r2j1s3b1`,
 /// the layer in one persistent launch after its gate+up pre-pass. It chooses per launch as
 /// `moe_dot_xp_r2j1n3b4` does
 /// ([`DotKernel::for_launch`]: launches whose gate+up fits in one wave run `moe_dot_up_r2b3`),
@@ -374,6 +375,9 @@ pub const DOT_FALLBACK_KERNEL: usize = 0;
 /// (three runs; BENCHMARKS.md at commit 225ec1c, docs/history/kernels.md "The persistent kernel's
 /// consumers"): 60 slots of 2560x640 in 49.9-50.2 µs
 /// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43.7-44.4 µs.
+/// Handing tiles out by a counter (docs/history/kernels.md, "Tiles handed out by a counter")
+/// took it from 49.5-49.7 to 47.8-48.1 µs alone, 47.7-48.0 to 46.3-46.4 µs per layer back to
+/// back.
 pub const DEFAULT_DOT_KERNEL: usize = 7;
 
 /// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where

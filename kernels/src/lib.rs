@@ -9,7 +9,7 @@
 //! ([`launch`]), the launch wrappers ([`gpu`]) and the CPU reference ([`reference`](mod@reference)). Not here:
 //! timing, calibration or replay (the `validate` crate).
 //! Every kernel uses the driver API and NVRTC only (no OS-specific calls). The default dot
-//! kernel, the persistent one-launch `moe_dot_fz_r2j1s3b1`
+//! kernel, the persistent one-launch `moe_dot_fd_r2j1s3b1`
 //! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers), runs only from compute
 //! capability 9.0 (H100/H200); below it (an RTX 4060 is 8.9) its launches run
 //! [`launch::FUSED_FALLBACK_KERNEL`], whose programmatic dependent launches are plain launches

@@ -138,7 +138,8 @@ fn f32_kernels_on_groups_of_64_match_reference() {
 /// layer's pre-pass and grid start while the previous layer drains, and each must still wait
 /// for it. Three layers with their own experts (the partial-tiles case, experts rotated per
 /// layer), then the first again on its own buffers (next epoch); every output against the
-/// reference.
+/// reference. The persistent kernel's tile counters are back at zero afterwards, and a
+/// relaunch of the first layer into a zeroed output computes every row again.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn layers_back_to_back_match_reference() {
@@ -171,6 +172,19 @@ fn layers_back_to_back_match_reference() {
     for i in [0, 1, 2, 0] {
         k.launch_moe(&stream, &mut layers[i].1).unwrap();
     }
+    for (_, l) in &layers {
+        let counter = l.tile_counter(&stream).unwrap();
+        let persistent = DOT_KERNELS
+            .iter()
+            .any(|d| d.name == l.kernel_name() && d.staging == DotStaging::PersistentBulk);
+        assert_eq!(counter.is_some(), persistent, "{}", l.kernel_name());
+        assert!(
+            matches!(counter, None | Some([0, 0])),
+            "counter {counter:?}"
+        );
+    }
+    stream.memset_zeros(&mut layers[0].1.y).unwrap();
+    k.launch_moe(&stream, &mut layers[0].1).unwrap();
     for (layer, (sel, l)) in layers.iter().enumerate() {
         let want = moe_slots(&g, &bank, &x, &case.slot_token, sel);
         let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));

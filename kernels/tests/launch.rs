@@ -240,7 +240,7 @@ fn dot_activation_rows_match_hand_computation() {
     assert!(DotStaging::PrequantPdl.programmatic() && !DotStaging::Prequant8.programmatic());
 }
 
-/// The per-launch choice of the default `moe_dot_fz_r2j1s3b1`, which decides as its fallback
+/// The per-launch choice of the default `moe_dot_fd_r2j1s3b1`, which decides as its fallback
 /// `moe_dot_xp_r2j1n3b4` (2 rows, 4 resident blocks): the Qwen3-30B-A3B batch-1 layer
 /// (8 slots, gate+up 1536 rows of 64 chunks) fits in one wave with at least 8 lanes per row on
 /// 132 multiprocessors (16 lanes: 32-row tiles, 8 x 48 = 384 blocks, within 528 = 4 resident
@@ -254,7 +254,7 @@ fn one_wave_partner_serves_the_small_launches() {
     let up = index("moe_dot_up_r2b3");
     let i = DEFAULT_DOT_KERNEL;
     let d = DOT_KERNELS[i];
-    assert_eq!(d.name, "moe_dot_fz_r2j1s3b1");
+    assert_eq!(d.name, "moe_dot_fd_r2j1s3b1");
     assert_eq!(d.one_wave_partner, Some("moe_dot_up_r2b3"));
     assert_eq!(lanes_per_row_one_wave(1536, 64, 8, 2, 132, 4), 16);
     assert_eq!(d.for_launch(i, 1536, 64, 8, 132), up);
@@ -352,15 +352,15 @@ fn fused_plan_refuses_what_the_kernel_cannot_run() {
 fn persistent_kernel_partners_as_its_fallback_does() {
     use kernels::launch::{DOT_KERNELS, FUSED_FALLBACK_KERNEL};
     let index = |name: &str| DOT_KERNELS.iter().position(|d| d.name == name).expect(name);
-    let fz = index("moe_dot_fz_r2j1s3b1");
+    let fd = index("moe_dot_fd_r2j1s3b1");
     let up = index("moe_dot_up_r2b3");
-    let d = DOT_KERNELS[fz];
+    let d = DOT_KERNELS[fd];
     let fb = DOT_KERNELS[FUSED_FALLBACK_KERNEL];
-    assert_eq!(d.for_launch(fz, 1536, 64, 8, 132), up);
-    assert_eq!(d.for_launch(fz, 1280, 80, 60, 132), fz);
-    assert_eq!(d.for_launch(fz, 1536, 64, 34, 132), fz);
+    assert_eq!(d.for_launch(fd, 1536, 64, 8, 132), up);
+    assert_eq!(d.for_launch(fd, 1280, 80, 60, 132), fd);
+    assert_eq!(d.for_launch(fd, 1536, 64, 34, 132), fd);
     for (rows, chunks, items) in [(512, 64, 8), (3072, 64, 8), (1280, 80, 6), (1536, 64, 16)] {
-        let mine = d.for_launch(fz, rows, chunks, items, 132) == up;
+        let mine = d.for_launch(fd, rows, chunks, items, 132) == up;
         let theirs = fb.for_launch(FUSED_FALLBACK_KERNEL, rows, chunks, items, 132) == up;
         assert_eq!(mine, theirs, "{rows} x {chunks}, {items} items");
     }

@@ -695,12 +695,13 @@ LOADQP_ENTRY(moe_dot_lo_r2j1n3b4, 2, 1, 3, 4)
 // 156.7 MB runs at 87% of the streaming read in one launch, 76% split as gate+up then down:
 // docs/history/kernels.md, "Access pattern and L2 prefetches"). Here one grid of one block per
 // multiprocessor walks the layer's tiles, gate+up tiles of every work item first, then down tiles:
-// block b takes tiles b, b + G, b + 2G, ... (G = gridDim.x; static order, so every block must be
-// resident at once: the host launches at most one block per multiprocessor, whose shared memory
-// admits no second). Warp roles:
-// - the producer warp: lane j looks up the item of one of the next FUSED_LOOKAHEAD tiles (one
-//   memory latency per lookahead, and for down tiles whether the item's activations are
-//   published), lane 0 writes the tile's descriptor (phase, first row, rows, slot) and
+// block b takes tiles b, b + G, ..., b + (STAGES - 1) G (G = gridDim.x), then the tiles of the
+// tickets it draws from a counter (fused_produce), so a multiprocessor that runs ahead takes more
+// tiles. Every block must be resident at once (a down tile waits for the gate+up tiles of other
+// blocks): the host launches at most one block per multiprocessor, whose shared memory admits no
+// second. Warp roles:
+// - the producer warp: lane 0 looks up each tile's item (and for a down tile whether the item's
+//   activations are published), writes the tile's descriptor (phase, first row, rows, slot) and
 //   bulk-copies (cp.async.bulk, sm_90+) its weight rows, their scales and its quantized
 //   activation row into one of STAGES shared-memory stages, completing the stage's `full`
 //   mbarrier;
@@ -878,16 +879,138 @@ __device__ __forceinline__ void fused_consume(const unsigned char* base, unsigne
 #endif
 }
 
-// Tiles whose items the producer warp looks up at once, one lane each (at most 32). With 8, the
-// lookups of a block's down tiles come late enough that their items' activations are mostly
-// published, so the lookup's acquire replaces lane 0's poll (49.9-50.2 vs
-// 50.7-51.6 µs with 32 at 60 slots of 2560x640: BENCHMARKS.md at commit 225ec1c).
-#define FUSED_LOOKAHEAD 8
+// One tile's copy job: its phase, rows, work item, slot and token, the expert's address, and
+// whether its item's down activations were already published when it was looked up.
+struct FusedJob {
+    unsigned int mode, row0, nrows, item, slot, tok, ready;
+    unsigned long long base;
+};
+
+// Tile t's job, read from the work list, the items' (slot, token) and (down tiles) the flags.
+__device__ __forceinline__ FusedJob fused_lookup(const FusedShape& sh, const unsigned int* work,
+                                                 const uint2* item_st, const unsigned int* flags,
+                                                 unsigned int epoch, unsigned int t) {
+    FusedJob j;
+#if __CUDA_ARCH__ >= 900
+    const FusedTile f = fused_tile(sh, t);
+    const uint4 wi = __ldg((const uint4*)work + f.item);
+    const uint2 ist = __ldg(item_st + f.item);
+    j.mode = f.mode;
+    j.row0 = f.row0;
+    j.nrows = f.nrows;
+    j.item = f.item;
+    j.slot = ist.x;
+    j.tok = ist.y;
+    j.base = (unsigned long long)wi.x | ((unsigned long long)wi.y << 32);
+    j.ready = f.mode == 1 ? load_acquire(flags + f.item) == epoch : 0u;
+#endif
+    return j;
+}
+
+// The layer's buffers and shape as the producer needs them (see fused_layer).
+struct FusedSrc {
+    const unsigned int* work;
+    const uint2* item_st;
+    const uint4* act_gu;
+    const uint4* act_d;
+    unsigned int* flags;
+    unsigned long long off_dw, off_gus, off_ds;
+    unsigned int stage_w, stage_s, stage_bytes, row_gu, row_d, epoch;
+};
+
+// The producer (lane 0 of the producer warp). Block b stages tiles b + i G (G = gridDim.x) for
+// i < STAGES, then tile STAGES G + n for each ticket n it draws from the counter flags[items]
+// (one atomicAdd per tile, drawn as the tile is due), until a ticket falls past the last tile.
+// Against the static walk (block b took b, b + G, ... to the end, 28 or 27 tiles of 3600) on 60
+// slots of 2560x640, H200: 47.8-48.1 vs 49.5-49.7 µs alone, 46.3-46.4 vs 47.7-48.0 µs per layer
+// 8 layers back to back; drawing 1, 2 or 3 tickets ahead of the tile, or staging only the first
+// tile statically, was 0.2-1.1 µs slower (docs/history/kernels.md, "Tiles by ticket").
+// Each block draws exactly one ticket past the last tile; the last block to count itself done
+// (flags[items + 1]) resets both words to 0. A launch on the same buffers draws only after its
+// griddepcontrol.wait, which waits for its pre-pass, which waits for the grid before it: it
+// sees both words reset.
+template <int STAGES>
+__device__ __forceinline__ void fused_produce(const FusedShape& sh, const FusedSrc& src,
+                                              unsigned long long* full, unsigned long long* empty,
+                                              uint4* desc, unsigned char* smem) {
+#if __CUDA_ARCH__ >= 900
+    const unsigned int G = gridDim.x;
+    const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
+    unsigned int* ctr = src.flags + sh.items;
+    bool waited = false;
+    unsigned int it = 0;
+    auto stage = [&](const FusedJob& j) {
+        const unsigned int st = it % STAGES;
+        if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
+        desc[st] = make_uint4(j.mode, j.row0, j.nrows, j.slot);
+        const unsigned int k = j.mode == 0 ? sh.hidden : sh.ffn;
+        const unsigned int gpr = k / sh.group;
+        const unsigned int wb = j.nrows * (k / 2), sb = j.nrows * gpr * 4;
+        const unsigned int ab = 16 * (j.mode == 0 ? src.row_gu : src.row_d);
+        unsigned char* dst = smem + st * src.stage_bytes;
+        mbar_arrive_tx(&full[st], wb + sb + ab);
+        const unsigned long long woff = j.mode == 0 ? 0ull : src.off_dw;
+        const unsigned long long soff = j.mode == 0 ? src.off_gus : src.off_ds;
+        bulk_copy(dst, (const void*)(j.base + woff + (unsigned long long)j.row0 * (k / 2)), wb,
+                  &full[st]);
+        bulk_copy(dst + src.stage_w,
+                  (const void*)(j.base + soff + (unsigned long long)j.row0 * gpr * 4), sb,
+                  &full[st]);
+        if (j.mode == 0) {
+            if (!waited) {
+                grid_dependency_wait();  // the pre-pass's activation rows
+                waited = true;
+            }
+            bulk_copy(dst + src.stage_w + src.stage_s, src.act_gu + (size_t)j.tok * src.row_gu,
+                      ab, &full[st]);
+        } else {
+            if (!j.ready)
+                while (load_acquire(src.flags + j.item) != src.epoch) {
+                }
+            // The flag's acquire orders act_d's generic-proxy writes before the bulk copy's
+            // async-proxy read.
+            asm volatile("fence.proxy.async;" ::: "memory");
+            bulk_copy(dst + src.stage_w + src.stage_s, src.act_d + (size_t)j.slot * src.row_d,
+                      ab, &full[st]);
+        }
+        ++it;
+    };
+    // The first tiles' lookups at once, then their copies (the first one's weights before the
+    // wait for the pre-pass, so layers back to back overlap).
+    FusedJob first[STAGES];
+#pragma unroll
+    for (int i = 0; i < STAGES; ++i)
+        if (blockIdx.x + i * G < total)
+            first[i] = fused_lookup(sh, src.work, src.item_st, src.flags, src.epoch,
+                                    blockIdx.x + i * G);
+#pragma unroll
+    for (int i = 0; i < STAGES; ++i)
+        if (blockIdx.x + i * G < total) stage(first[i]);
+    if (!waited) grid_dependency_wait();  // before the first draw (see above)
+    for (;;) {
+        const unsigned int t = STAGES * G + atomicAdd(ctr, 1u);
+        if (t >= total) break;
+        stage(fused_lookup(sh, src.work, src.item_st, src.flags, src.epoch, t));
+    }
+    // The last draw (its value was read) is ordered before this block counts itself done.
+    __threadfence();
+    if (atomicAdd(ctr + 1, 1u) == G - 1) {
+        atomicExch(ctr, 0u);
+        atomicExch(ctr + 1, 0u);
+    }
+    // Tells the consumers there is no more tile.
+    const unsigned int st = it % STAGES;
+    if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
+    desc[st] = make_uint4(0xFFFFFFFFu, 0u, 0u, 0u);
+    mbar_arrive(&full[st]);
+#endif
+}
 
 // One layer (see the header above). `work`: the launch's work items (4 u32 each: expert
 // pointer low, high, unused here); `item_st`: each item's (slot, token); `act_gu`: the
 // pre-pass's quantized token rows; `gu`: slots x 2 ffn tagged gate+up rows; `act_d`: slots x
-// quantized down rows; `y`: slots x hidden outputs; `flags`: one per item. Offsets: down
+// quantized down rows; `y`: slots x hidden outputs; `flags`: one per item, then the producers'
+// ticket counter and count of finished blocks (2 words, zero between launches). Offsets: down
 // weights, gate+up scales, down scales within an expert. Stage layout (bytes): stage_w of
 // weights, stage_s of scales, stage_a of activations; STAGES of them in dynamic shared memory.
 template <int STAGES, int CW, int R>
@@ -910,7 +1033,6 @@ __device__ __forceinline__ void fused_layer(
     allow_dependents();
     const unsigned int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int stage_bytes = stage_w + stage_s + stage_a;
-    const unsigned int total = sh.items * (sh.nt_gu + sh.nt_d);
     const unsigned int row_gu = act_row_u4<2>(sh.hidden / 32), row_d = act_row_u4<2>(sh.ffn / 32);
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
@@ -960,82 +1082,11 @@ __device__ __forceinline__ void fused_layer(
     }
 
     if (warp == CW) {  // the producer warp
-        bool waited = false;
-        unsigned int it = 0;
-        for (unsigned int t0 = blockIdx.x; t0 < total; t0 += FUSED_LOOKAHEAD * gridDim.x) {
-            const unsigned int tl = t0 + lane * gridDim.x;
-            unsigned int ml = 0, il = 0, sl = 0, rl = 0, nl = 0, tokl = 0, rdy = 0;
-            unsigned long long bl = 0;
-            if (lane < FUSED_LOOKAHEAD && tl < total) {
-                const FusedTile f = fused_tile(sh, tl);
-                const uint4 wi = __ldg((const uint4*)work + f.item);
-                const uint2 ist = __ldg(item_st + f.item);
-                ml = f.mode;
-                il = f.item;
-                rl = f.row0;
-                nl = f.nrows;
-                bl = (unsigned long long)wi.x | ((unsigned long long)wi.y << 32);
-                sl = ist.x;
-                tokl = ist.y;
-                // A down tile whose item's activations are already published (acquire; the
-                // __syncwarp below orders it before lane 0's copy): lane 0 need not poll.
-                if (ml == 1) rdy = load_acquire(flags + il) == epoch;
-            }
-            __syncwarp();
-            const unsigned int n =
-                min((unsigned int)FUSED_LOOKAHEAD, (total - t0 + gridDim.x - 1) / gridDim.x);
-            for (unsigned int j = 0; j < n; ++j, ++it) {
-                const unsigned int st = it % STAGES;
-                const unsigned int mode = __shfl_sync(0xffffffffu, ml, j);
-                const unsigned int item = __shfl_sync(0xffffffffu, il, j);
-                const unsigned int s = __shfl_sync(0xffffffffu, sl, j);
-                const unsigned int row0 = __shfl_sync(0xffffffffu, rl, j);
-                const unsigned int nrows = __shfl_sync(0xffffffffu, nl, j);
-                const unsigned int tok = __shfl_sync(0xffffffffu, tokl, j);
-                const unsigned long long base = __shfl_sync(0xffffffffu, bl, j);
-                const unsigned int ready = __shfl_sync(0xffffffffu, rdy, j);
-                if (lane == 0) {
-                    if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
-                    desc[st] = make_uint4(mode, row0, nrows, s);
-                    const unsigned int k = mode == 0 ? sh.hidden : sh.ffn;
-                    const unsigned int gpr = k / sh.group;
-                    const unsigned int wb = nrows * (k / 2), sb = nrows * gpr * 4;
-                    const unsigned int ab = 16 * (mode == 0 ? row_gu : row_d);
-                    unsigned char* dst = smem + st * stage_bytes;
-                    mbar_arrive_tx(&full[st], wb + sb + ab);
-                    const unsigned long long woff = mode == 0 ? 0ull : off_dw;
-                    const unsigned long long soff = mode == 0 ? off_gus : off_ds;
-                    bulk_copy(dst, (const void*)(base + woff + (unsigned long long)row0 * (k / 2)),
-                              wb, &full[st]);
-                    bulk_copy(dst + stage_w,
-                              (const void*)(base + soff + (unsigned long long)row0 * gpr * 4), sb,
-                              &full[st]);
-                    if (mode == 0) {
-                        if (!waited) {
-                            grid_dependency_wait();  // the pre-pass's activation rows
-                            waited = true;
-                        }
-                        bulk_copy(dst + stage_w + stage_s, act_gu + (size_t)tok * row_gu, ab,
-                                  &full[st]);
-                    } else {
-                        if (!ready)
-                            while (load_acquire(flags + item) != epoch) {
-                            }
-                        // The flag's acquire orders act_d's generic-proxy writes before the
-                        // bulk copy's async-proxy read.
-                        asm volatile("fence.proxy.async;" ::: "memory");
-                        bulk_copy(dst + stage_w + stage_s, act_d + (size_t)s * row_d, ab,
-                                  &full[st]);
-                    }
-                }
-                __syncwarp();
-            }
-        }
-        if (lane == 0) {  // tells the consumers there is no more tile
-            const unsigned int st = it % STAGES;
-            if (it >= STAGES) mbar_wait(&empty[st], ((it / STAGES) - 1) & 1);
-            desc[st] = make_uint4(0xFFFFFFFFu, 0u, 0u, 0u);
-            mbar_arrive(&full[st]);
+        if (lane == 0) {
+            const FusedSrc src{work,   item_st, act_gu,  act_d,   flags,  off_dw,
+                               off_gus, off_ds, stage_w, stage_s, stage_bytes, row_gu,
+                               row_d,  epoch};
+            fused_produce<STAGES>(sh, src, full, empty, desc, smem);
         }
         return;
     }
@@ -1106,4 +1157,4 @@ __device__ __forceinline__ void fused_layer(
 // The default: 60 slots of 2560x640 in 48.6-50.2 µs vs 55.3-57.2 for moe_dot_xp_r2j1n3b4
 // (the ranges: BENCHMARKS.md at commit 225ec1c; the current figure: BENCHMARKS.md, "Expert
 // kernels"); launches of one wave run the one-wave partner instead.
-FUSED_ENTRY(moe_dot_fz_r2j1s3b1, 2, 1, 3, 1)
+FUSED_ENTRY(moe_dot_fd_r2j1s3b1, 2, 1, 3, 1)
