@@ -207,7 +207,7 @@ mod tests {
     use super::*;
     use crate::retention::NEVER;
     use rand::seq::index::sample;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
     use rand_pcg::Pcg64;
 
     /// Drive `lfu` through `groups` groups of `size` distinct units out of `units` (seeded),
@@ -248,5 +248,92 @@ mod tests {
         let large = work_per_access(20_000, 6_144, 40, 6_200);
         assert!(small < 8.0, "{small} operations per access");
         assert!(large < 8.0, "{large} operations per access");
+    }
+
+    /// LFU by its definition, by scanning: the resident unit outside the protected group with
+    /// the fewest accesses, ties by the earliest last access.
+    struct Scan {
+        count: Vec<u64>,
+        last: Vec<u64>,
+        resident: Vec<bool>,
+    }
+
+    impl Scan {
+        fn victim(&self, protect: &Protect<'_>) -> Option<u32> {
+            (0..self.count.len() as u32)
+                .filter(|&u| self.resident[u as usize] && !protect.is(u))
+                .min_by_key(|&u| (self.count[u as usize], self.last[u as usize]))
+        }
+    }
+
+    /// Seeded streams of groups (skewed, so counts differ and repeat) under both semantics and
+    /// every budget from 1 unit to all of them, driven as the cache driver drives a policy
+    /// (group semantics: evict after the group, protecting it, and fall back to no
+    /// protection): every victim is the scan's.
+    #[test]
+    fn victims_are_those_of_the_definition() {
+        let units = 24usize;
+        for seed in 0..6u64 {
+            for capacity in 1..=units {
+                for group_semantics in [true, false] {
+                    let mut rng = Pcg64::seed_from_u64(seed);
+                    let mut lfu = Lfu::new(units);
+                    let mut scan = Scan {
+                        count: vec![0; units],
+                        last: vec![0; units],
+                        resident: vec![false; units],
+                    };
+                    let (mut stamp, mut pos, mut live) = (vec![0u32; units], 0u64, 0usize);
+                    for g in 1..=300u32 {
+                        let size = rng.gen_range(1..=6);
+                        let mut group: Vec<u32> = Vec::new();
+                        while group.len() < size {
+                            let u = (rng.gen_range(0.0f64..1.0).powi(3) * units as f64) as u32;
+                            if !group.contains(&u) {
+                                group.push(u);
+                            }
+                        }
+                        for &u in &group {
+                            stamp[u as usize] = g;
+                            let at = At {
+                                pos,
+                                next_use: NEVER,
+                            };
+                            let i = u as usize;
+                            scan.count[i] += 1;
+                            scan.last[i] = pos;
+                            pos += 1;
+                            if scan.resident[i] {
+                                lfu.on_hit(u, at);
+                            } else {
+                                scan.resident[i] = true;
+                                live += 1;
+                                lfu.on_miss(u, at);
+                            }
+                            while !group_semantics && live > capacity {
+                                let want = scan.victim(&Protect::none());
+                                assert_eq!(lfu.evict(Protect::none()), want);
+                                scan.resident[want.unwrap() as usize] = false;
+                                live -= 1;
+                            }
+                        }
+                        while group_semantics && live > capacity {
+                            let protect = Protect::new(&stamp, g);
+                            let (got, want) = match scan.victim(&protect) {
+                                Some(w) => (lfu.evict(protect), w),
+                                None => {
+                                    assert_eq!(lfu.evict(protect), None);
+                                    let w = scan.victim(&Protect::none()).unwrap();
+                                    (lfu.evict(Protect::none()), w)
+                                }
+                            };
+                            assert_eq!(got, Some(want), "seed {seed}, capacity {capacity}");
+                            scan.resident[want as usize] = false;
+                            live -= 1;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
