@@ -17,18 +17,9 @@ use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use traces::{ModelSpec, PhaseSel};
 
-/// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits).
+/// Both paths' reports of `cfg` as JSON ([`common::both_paths`]).
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
-    let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
-    let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
-    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
-        .map(|r| serde_json::to_string(&r).unwrap());
-    match (memory, bounded) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
-        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
-    }
+    common::both_paths(cfg, trace, profile, "")
 }
 
 fn files() -> Files {

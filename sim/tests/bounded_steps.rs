@@ -15,28 +15,15 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use sim::cache::{RetentionConfig, Schedule, Semantics, Split};
 use sim::engine::TimingConfig;
-use sim::runner::{self, RunConfig, TraceInput, Workload};
+use sim::runner::RunConfig;
 use sim::verify::{Acceptance, Stepping};
 use std::path::Path;
 use std::sync::Arc;
 use traces::PhaseSel;
 
-/// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits);
-/// each run's `steps` block is there.
+/// Both paths' reports of `cfg` as JSON ([`common::both_paths`]).
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
-    let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
-    let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
-    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
-        .map(|r| serde_json::to_string(&r).unwrap());
-    match (memory, bounded) {
-        (Ok(a), Ok(b)) => {
-            assert!(a.contains("\"steps\":{"), "{a}");
-            (a, b)
-        }
-        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
-        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
-    }
+    common::both_paths(cfg, trace, profile, "\"steps\":{")
 }
 
 /// The steppings compared: verified drafts by probability and by count, prompt chunks, both.

@@ -35,21 +35,9 @@ fn timing() -> TimingConfig {
     )
 }
 
-/// Both paths' reports of `cfg` as JSON (floats printed exactly: equal text is equal bits).
+/// Both paths' reports of `cfg` as JSON ([`common::both_paths`]).
 fn both(cfg: &RunConfig, trace: &Path, profile: Option<&Path>) -> (String, String) {
-    let load = |p: &Path| TraceInput::load(Some(p)).unwrap();
-    let w = Workload::new(load(trace), profile.map(load)).unwrap();
-    let memory = runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
-    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
-        .map(|r| serde_json::to_string(&r).unwrap());
-    match (memory, bounded) {
-        (Ok(a), Ok(b)) => {
-            assert!(a.contains("\"tokens_per_s\""), "{a}");
-            (a, b)
-        }
-        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
-        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
-    }
+    common::both_paths(cfg, trace, profile, "\"tokens_per_s\"")
 }
 
 /// A trace of a 4-layer model of 16 experts, top-2, with a hidden size (the CPU lane needs

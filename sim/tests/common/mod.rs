@@ -155,3 +155,28 @@ pub fn timed_model() -> ModelSpec {
 /// Sequences (prefill, decode tokens) of unequal lengths, one without decode tokens and one
 /// without prefill tokens.
 pub const MIXED_LENS: [(u64, u64); 4] = [(5, 40), (0, 25), (3, 0), (7, 61)];
+
+/// Both paths' reports of `cfg` on the trace file `trace` as JSON (floats printed exactly:
+/// equal text is equal bits): the in-memory `runner::run` on the loaded trace and the bounded
+/// `sim::bounded::run_file`; when both fail, their errors' text. A successful in-memory
+/// report must contain `expect` (the block under test; "" for none).
+pub fn both_paths(
+    cfg: &RunConfig,
+    trace: &std::path::Path,
+    profile: Option<&std::path::Path>,
+    expect: &str,
+) -> (String, String) {
+    let load = |p: &std::path::Path| TraceInput::load(Some(p)).unwrap();
+    let w = Workload::new(load(trace), profile.map(load)).unwrap();
+    let memory = sim::runner::run(cfg, &w).map(|r| serde_json::to_string(&r).unwrap());
+    let bounded = sim::bounded::run_file(cfg, trace, profile, &|_| {})
+        .map(|r| serde_json::to_string(&r).unwrap());
+    match (memory, bounded) {
+        (Ok(a), Ok(b)) => {
+            assert!(a.contains(expect), "{a}");
+            (a, b)
+        }
+        (Err(a), Err(b)) => (format!("{a:#}"), format!("{b:#}")),
+        (a, b) => panic!("{cfg:?}: in memory {a:?}, bounded {b:?}"),
+    }
+}
