@@ -343,6 +343,12 @@ impl Kernels {
                         slots,
                         self.multiprocessors,
                     );
+                    // The persistent kernel's tile order for the launch's repeats.
+                    let kernel = DOT_KERNELS[kernel].for_repeats(
+                        kernel,
+                        slots,
+                        distinct_experts(expert_ptrs),
+                    );
                     // The persistent kernel where it can run, else its two-launch fallback.
                     let kernel = if DOT_KERNELS[kernel].staging == DotStaging::PersistentBulk {
                         fused = self.fused_plan_for(geom, kernel, expert_ptrs);

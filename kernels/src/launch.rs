@@ -42,6 +42,10 @@ pub struct DotKernel {
     /// one-wave branch of [`DotGrid::Adaptive`]): the per-launch choice of
     /// `moe_dot_xp_r2j1n3b4`, see [`DotKernel::for_launch`].
     pub one_wave_partner: Option<&'static str>,
+    /// A kernel (by name, in [`DOT_KERNELS`]) that a launch runs instead when at most half of
+    /// its slots name distinct experts (the repeats are L2 hits and the tiles short): see
+    /// [`DotKernel::for_repeats`].
+    pub repeat_partner: Option<&'static str>,
     /// How the weights are requested: plain loads, or with an L2 prefetch of the down launch's
     /// tiles.
     pub weight_reads: WeightReads,
@@ -245,6 +249,23 @@ impl DotKernel {
         }
     }
 
+    /// Index into [`DOT_KERNELS`] of the kernel a launch of `self` (index `index`) whose
+    /// `slots` name `distinct` experts runs: [`DotKernel::repeat_partner`] when `2 distinct <=
+    /// slots`, else `index`. The threshold is where the two persistent kernels tie: on 60
+    /// slots of 2560x640 on the H200, the ticket counter `moe_dot_fd_r2j1s3b1` took 48.3-49.8
+    /// µs at 60 distinct experts against 49.8-51.2 for the static walk, 46.8-47.5 against
+    /// 46.6-47.4 at 30, and 41.2-41.8 against 39.3-40.7 at 6 (six interleaved runs,
+    /// docs/history/kernels.md, "Counter or static walk").
+    pub fn for_repeats(&self, index: usize, slots: usize, distinct: usize) -> usize {
+        match self.repeat_partner {
+            Some(partner) if 2 * distinct <= slots => DOT_KERNELS
+                .iter()
+                .position(|d| d.name == partner)
+                .unwrap_or(index),
+            _ => index,
+        }
+    }
+
     /// Lanes per row of this kernel for one phase: `rows` output rows of `chunks` 16-byte
     /// chunks, for `items` work items, on `multiprocessors` multiprocessors.
     pub fn lanes(&self, rows: usize, chunks: usize, items: usize, multiprocessors: u32) -> u32 {
@@ -283,7 +304,7 @@ impl DotKernel {
 /// compute no FFN) and so the same outputs; they differ in [`DotStaging`], rows per lane,
 /// occupancy, register ring depth, grid and [`WeightReads`]. Variants that were slower than one of
 /// these on every measured geometry were dropped (docs/history/kernels.md).
-pub const DOT_KERNELS: [DotKernel; 8] = [
+pub const DOT_KERNELS: [DotKernel; 9] = [
     DotKernel {
         name: "moe_dot_a_r2b3",
         rows: 2,
@@ -293,6 +314,7 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
         grid: DotGrid::Adaptive,
         staging: DotStaging::Registers,
         one_wave_partner: None,
+        repeat_partner: None,
         weight_reads: WeightReads::Plain,
         load_only: false,
     },
@@ -322,11 +344,26 @@ pub const DOT_KERNELS: [DotKernel; 8] = [
     // The layer in one persistent launch with bulk-copied shared-memory stages
     // (2 rows per thread, 3 stages, one block per multiprocessor; the grid is `fused_plan`'s;
     // after each block's first 3 tiles, tiles go to whichever block draws their ticket).
-    // Launches of one wave run the one-wave partner of `moe_dot_xp_r2j1n3b4`.
+    // Launches of one wave run the one-wave partner of `moe_dot_xp_r2j1n3b4`; launches whose
+    // slots repeat experts, the static walk.
+    DotKernel {
+        one_wave_partner: Some("moe_dot_up_r2b3"),
+        repeat_partner: Some("moe_dot_fz_r2j1s3b1"),
+        ..nibble_kernel(
+            "moe_dot_fd_r2j1s3b1",
+            2,
+            1,
+            3,
+            1,
+            DotStaging::PersistentBulk,
+        )
+    },
+    // The same with the static walk (block b takes tiles b, b + G, ...): faster where the
+    // slots repeat experts, slower where they are distinct (see `DEFAULT_DOT_KERNEL`).
     DotKernel {
         one_wave_partner: Some("moe_dot_up_r2b3"),
         ..nibble_kernel(
-            "moe_dot_fd_r2j1s3b1",
+            "moe_dot_fz_r2j1s3b1",
             2,
             1,
             3,
@@ -356,6 +393,7 @@ const fn nibble_kernel(
         grid: DotGrid::Adaptive,
         staging,
         one_wave_partner: None,
+        repeat_partner: None,
         weight_reads: WeightReads::Plain,
         load_only: false,
     }
@@ -377,7 +415,8 @@ pub const DOT_FALLBACK_KERNEL: usize = 0;
 /// vs 55.3-56.0 for `moe_dot_xp_r2j1n3b4`; with 6 distinct experts 39.7-40.3 vs 43.7-44.4 µs.
 /// Handing tiles out by a counter (docs/history/kernels.md, "Tiles handed out by a counter")
 /// took it from 49.5-49.7 to 47.8-48.1 µs alone, 47.7-48.0 to 46.3-46.4 µs per layer back to
-/// back.
+/// back; launches whose slots repeat experts run its static walk instead
+/// ([`DotKernel::for_repeats`]).
 pub const DEFAULT_DOT_KERNEL: usize = 7;
 
 /// Index into [`DOT_KERNELS`] of the kernel a [`DotStaging::PersistentBulk`] launch runs where

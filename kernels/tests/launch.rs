@@ -172,7 +172,7 @@ fn one_wave_lanes_are_the_largest_fitting_power_of_two() {
 }
 
 /// Every dot kernel named in launch.rs has an entry line in moe_dot.cu (the macro of its
-/// staging: `DOT_ENTRY`, `NIBP_ENTRY`, `PREQP_ENTRY` or `PREQ8_ENTRY`) with the same rows,
+/// staging: `DOT_ENTRY`, `NIBP_ENTRY`, `PREQP_ENTRY`, `PREQ8_ENTRY` or `FUSED_ENTRY`) with the same rows,
 /// batch chunks, ring depth and resident blocks, and every one-wave partner is a kernel of the
 /// table.
 #[test]
@@ -183,12 +183,16 @@ fn dot_kernel_table_matches_the_cuda_entries() {
         let macro_name = d
             .entry_macro()
             .unwrap_or_else(|| panic!("{}: no entry macro for its kind", d.name));
+        // The persistent kernels' entries add how tiles are drawn after these arguments.
         let want = format!(
-            "{}({}, {}, {}, {}, {})",
+            "{}({}, {}, {}, {}, {}",
             macro_name, d.name, d.rows, d.batch_chunks, d.ring, d.min_blocks
         );
-        assert!(DOT_SOURCE.contains(&want), "moe_dot.cu lacks {want}");
-        if let Some(p) = d.one_wave_partner {
+        let found = DOT_SOURCE
+            .match_indices(&want)
+            .any(|(i, _)| matches!(DOT_SOURCE.as_bytes().get(i + want.len()), Some(b')' | b',')));
+        assert!(found, "moe_dot.cu lacks {want})");
+        for p in [d.one_wave_partner, d.repeat_partner].into_iter().flatten() {
             assert!(
                 DOT_KERNELS.iter().any(|e| e.name == p),
                 "{}: partner {p}",
@@ -497,4 +501,25 @@ fn launch_bytes_are_whole_words() {
             assert_eq!(s.bytes % 16, 0, "{h}x{f} group {group}: {} B", s.bytes);
         }
     }
+}
+
+/// The default persistent kernel hands a launch to the static walk exactly when at most half
+/// of its slots name distinct experts; a kernel without a repeat partner keeps every launch.
+#[test]
+fn repeated_experts_take_the_static_walk() {
+    use kernels::launch::{DEFAULT_DOT_KERNEL, DOT_KERNELS};
+    let d = DOT_KERNELS[DEFAULT_DOT_KERNEL];
+    let name = |i: usize| DOT_KERNELS[i].name;
+    let run = |slots, distinct| name(d.for_repeats(DEFAULT_DOT_KERNEL, slots, distinct));
+    assert_eq!(run(60, 60), "moe_dot_fd_r2j1s3b1");
+    assert_eq!(run(60, 31), "moe_dot_fd_r2j1s3b1");
+    assert_eq!(run(60, 30), "moe_dot_fz_r2j1s3b1");
+    assert_eq!(run(60, 6), "moe_dot_fz_r2j1s3b1");
+    assert_eq!(run(7, 4), "moe_dot_fd_r2j1s3b1");
+    assert_eq!(run(7, 3), "moe_dot_fz_r2j1s3b1");
+    let walk = DOT_KERNELS
+        .iter()
+        .position(|k| k.name == "moe_dot_fz_r2j1s3b1")
+        .unwrap();
+    assert_eq!(DOT_KERNELS[walk].for_repeats(walk, 60, 6), walk);
 }

@@ -3,7 +3,8 @@
 //!
 //! Owned here: the measurements ([`mod@calibrate`]), their statistics ([`stats`]), the
 //! conversion into a hardware profile ([`to_profile`]; the live-set arm's fit in
-//! [`live_set_fit`]), the pooling of several calibrations' measurement sets ([`pool`]), the
+//! [`live_set_fit`]), the pooling of several calibrations' measurement sets ([`pool`]) and the substitution of
+//! re-measured kernel arms into one ([`kernel_splice`]), the
 //! VMM call wrappers ([`vmm`]) and the real-GPU replay of a simulator plan ([`replay_plan`]: the plan as plain data and its layout;
 //! [`mod@replay`]: executing and timing it; [`warmup`]: how many untimed steps a retention
 //! replay runs first), and what a blocked validation adds ([`blocks`]: the seeded order;
@@ -17,6 +18,7 @@ pub mod calibrate;
 pub mod device;
 pub mod host;
 pub mod host_context;
+pub mod kernel_splice;
 mod kernel_surface;
 pub mod live_set_fit;
 pub mod pool;

@@ -18,7 +18,7 @@
 
 use crate::host::HostCalibration;
 use crate::stats::Summary;
-use crate::Calibration;
+use crate::{Calibration, KernelCalibration};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
@@ -85,8 +85,18 @@ pub fn pool_host(sets: &[HostCalibration]) -> Result<HostCalibration, PoolError>
     Ok(pooled)
 }
 
-/// The checks and the JSON walk shared by [`pool`] and [`pool_host`]; the caller sets the
-/// pooled count. One set is returned as it is.
+/// Pools kernel calibrations (`sim calibrate --only kernels`) as [`pool`] pools GPU sets.
+/// Same errors as [`pool`].
+pub fn pool_kernels(sets: &[KernelCalibration]) -> Result<KernelCalibration, PoolError> {
+    let mut pooled = pool_sets(sets, |c| c.pooled_from)?;
+    if sets.len() > 1 {
+        pooled.pooled_from = Some(u32::try_from(sets.len()).unwrap_or(u32::MAX));
+    }
+    Ok(pooled)
+}
+
+/// The checks and the JSON walk shared by [`pool`], [`pool_host`] and [`pool_kernels`]; the
+/// caller sets the pooled count. One set is returned as it is.
 fn pool_sets<T: Clone + Serialize + DeserializeOwned>(
     sets: &[T],
     pooled_from: impl Fn(&T) -> Option<u32>,

@@ -5,6 +5,7 @@ use crate::calibrate::{Calibration, Line, LAUNCHES_PER_REP, ROUTER_SYNCS_PER_REP
 use crate::calibrate::{ReadMode, EVICT_OVERLAP_K, READ_CYCLES, READ_CYCLE_UNITS};
 use crate::calibrate::{FAULT_GEOMETRIES, FRESH_UNITS, PAGE_IN_UNITS};
 use crate::stats::{slope_through_origin, LinearFit, Summary, TwoTerms};
+use crate::DeviceInfo;
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
 
 /// How a constant's [`Measurement`] is made from its method and the summary of its
@@ -34,11 +35,35 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             host: None,
         },
     );
-    let m = |method: String, s: Option<&Summary>| Measurement {
+    let m = measure(d, &d.date);
+    // The kernel arms carry their own date when they come from later kernel sets.
+    let km = measure(d, c.kernel_arms_from.as_ref().map_or(&d.date, |k| &k.date));
+    add_device_sizes(c, &mut p, &m);
+    add_vmm_latencies(c, &mut p, &m);
+    add_h2d_rates(c, &mut p, &m);
+    add_read_rates(c, &mut p, &m);
+    add_model_fits(c, &mut p, &m);
+    add_expert_kernel_fit(c, &mut p, &km);
+    crate::kernel_surface::add_kernel_surface(c, &mut p, &km);
+    add_replay_granularity_fits(c, &mut p, &m);
+    add_interference_fits(c, &mut p, &m);
+    let s = &c.launch_us;
+    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
+    add_notes(c, &mut p);
+    p
+}
+
+/// How a constant measured on `d` on `date` is described: GPU, driver, CUDA version, date,
+/// method, repetitions and the spread of its repetitions (`None`: a single reading).
+fn measure<'a>(
+    d: &'a DeviceInfo,
+    date: &'a str,
+) -> impl Fn(String, Option<&Summary>) -> Measurement + 'a {
+    move |method, s| Measurement {
         gpu: d.gpu.clone(),
         driver: d.driver.clone(),
         cuda: d.cuda.clone(),
-        date: d.date.clone(),
+        date: date.to_owned(),
         method,
         repetitions: s.map(|s| s.n).or(Some(1)),
         spread: s.map(|s| s.spread),
@@ -51,18 +76,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
             .into(),
         ),
         source: Some("sim calibrate (validate crate)".into()),
-    };
-    add_device_sizes(c, &mut p, &m);
-    add_vmm_latencies(c, &mut p, &m);
-    add_h2d_rates(c, &mut p, &m);
-    add_read_rates(c, &mut p, &m);
-    add_model_fits(c, &mut p, &m);
-    add_replay_granularity_fits(c, &mut p, &m);
-    add_interference_fits(c, &mut p, &m);
-    let s = &c.launch_us;
-    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
-    add_notes(c, &mut p);
-    p
+    }
 }
 
 /// A measured constant with the range `s.min * f ..= s.max * f`.
@@ -230,6 +244,12 @@ fn add_notes(c: &Calibration, p: &mut Profile) {
             "Pooled from {n} calibrations of this GPU (sim calibrate --from-measurements A,B,...): each measured median is the median of theirs, each spread that of all their repetitions."
         ));
     }
+    if let Some(k) = &c.kernel_arms_from {
+        p.notes.push(format!(
+            "Expert-kernel constants, the kernel curve and the streaming read: {} `sim calibrate --only kernels` set(s) of {} (each median the median of theirs when more than one), measured apart from the other arms (of {}) and substituted for this calibration's kernel arms (sim calibrate --from-measurements ... --kernels-from ...).",
+            k.sets, k.date, c.device.date
+        ));
+    }
     p.notes.push(format!(
         "Streaming read by a plain kernel over {} B: {:.0} GB/s (median of {}). The full measurement set (VMM latencies at every fill level, H2D curves, fault strides, kernel sweeps) is in the calibration's measurements JSON.",
         c.stream_read_bytes,
@@ -283,17 +303,16 @@ pub(crate) fn fit_stat(meas: Measurement) -> Measurement {
     }
 }
 
-/// The constants of the finer cost terms: the live-mapping VMM fit, the dense-fault run fit,
-/// the router round trip, the expert kernels' fixed part and their time surface over slots
-/// and distinct experts (`crate::kernel_surface`). Each is left out when its arm
-/// did not run or its fit is not physical (a negative intercept or rate).
+/// The constants of the finer VMM and host terms: the live-mapping VMM fit, the dense-fault
+/// run fit and the router round trip (the expert kernels' fixed part and their time surface
+/// over slots and distinct experts are added beside it, with the kernel arms' date). Each is
+/// left out when its arm did not run or its fit is not physical (a negative intercept or
+/// rate).
 fn add_model_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
     add_vmm_live_fits(c, p, m);
     add_live_set_fits(c, p, m);
     add_dense_fault_fits(c, p, m);
     add_router_sync(c, p, m);
-    add_expert_kernel_fit(c, p, m);
-    crate::kernel_surface::add_kernel_surface(c, p, m);
 }
 
 /// The live-mapping VMM fit: commit and decommit per granule against the live granules.

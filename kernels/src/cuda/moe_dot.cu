@@ -919,17 +919,23 @@ struct FusedSrc {
 };
 
 // The producer (lane 0 of the producer warp). Block b stages tiles b + i G (G = gridDim.x) for
-// i < STAGES, then tile STAGES G + n for each ticket n it draws from the counter flags[items]
-// (one atomicAdd per tile, drawn as the tile is due), until a ticket falls past the last tile.
-// Against the static walk (block b took b, b + G, ... to the end, 28 or 27 tiles of 3600) on 60
-// slots of 2560x640, H200: 47.8-48.1 vs 49.5-49.7 µs alone, 46.3-46.4 vs 47.7-48.0 µs per layer
-// 8 layers back to back; drawing 1, 2 or 3 tickets ahead of the tile, or staging only the first
-// tile statically, was 0.2-1.1 µs slower (docs/history/kernels.md, "Tiles by ticket").
-// Each block draws exactly one ticket past the last tile; the last block to count itself done
-// (flags[items + 1]) resets both words to 0. A launch on the same buffers draws only after its
-// griddepcontrol.wait, which waits for its pre-pass, which waits for the grid before it: it
-// sees both words reset.
-template <int STAGES>
+// i < STAGES, then, by DRAW:
+// - FUSED_DRAW_DUE: tile STAGES G + n for each ticket n it draws from the counter flags[items]
+//   (one atomicAdd per tile, drawn as the tile is due), until a ticket falls past the last tile;
+// - FUSED_DRAW_STATIC: the static walk, tiles b + STAGES G, b + (STAGES + 1) G, ... (no counter).
+// On 60 slots of 2560x640 (H200) the counter beats the static walk (block b takes b, b + G, ...
+// to the end, 28 or 27 tiles of 3600) where the slots name distinct experts (48.3-49.8 vs
+// 49.8-51.2 µs) and loses where they repeat experts (41.2-41.8 vs 39.3-40.7 µs at 6 distinct),
+// so the host picks one per launch (launch.rs, DotKernel::for_repeats). Drawing 1 to 4 tickets
+// ahead of the tile, or staging only the first tile statically, gained nothing
+// (docs/history/kernels.md, "Tiles handed out by a counter", "Counter or static walk").
+// With tickets, each block draws exactly one ticket past the last tile; the last block to count
+// itself done (flags[items + 1]) resets both words to 0. A launch on the same buffers draws only
+// after its griddepcontrol.wait, which waits for its pre-pass, which waits for the grid before
+// it: it sees both words reset.
+#define FUSED_DRAW_STATIC 0
+#define FUSED_DRAW_DUE 1
+template <int STAGES, int DRAW>
 __device__ __forceinline__ void fused_produce(const FusedShape& sh, const FusedSrc& src,
                                               unsigned long long* full, unsigned long long* empty,
                                               uint4* desc, unsigned char* smem) {
@@ -987,16 +993,21 @@ __device__ __forceinline__ void fused_produce(const FusedShape& sh, const FusedS
     for (int i = 0; i < STAGES; ++i)
         if (blockIdx.x + i * G < total) stage(first[i]);
     if (!waited) grid_dependency_wait();  // before the first draw (see above)
-    for (;;) {
-        const unsigned int t = STAGES * G + atomicAdd(ctr, 1u);
-        if (t >= total) break;
-        stage(fused_lookup(sh, src.work, src.item_st, src.flags, src.epoch, t));
-    }
-    // The last draw (its value was read) is ordered before this block counts itself done.
-    __threadfence();
-    if (atomicAdd(ctr + 1, 1u) == G - 1) {
-        atomicExch(ctr, 0u);
-        atomicExch(ctr + 1, 0u);
+    if (DRAW == FUSED_DRAW_STATIC) {
+        for (unsigned int t = blockIdx.x + STAGES * G; t < total; t += G)
+            stage(fused_lookup(sh, src.work, src.item_st, src.flags, src.epoch, t));
+    } else {
+        for (;;) {
+            const unsigned int t = STAGES * G + atomicAdd(ctr, 1u);
+            if (t >= total) break;
+            stage(fused_lookup(sh, src.work, src.item_st, src.flags, src.epoch, t));
+        }
+        // The last draw (its value was read) is ordered before this block counts itself done.
+        __threadfence();
+        if (atomicAdd(ctr + 1, 1u) == G - 1) {
+            atomicExch(ctr, 0u);
+            atomicExch(ctr + 1, 0u);
+        }
     }
     // Tells the consumers there is no more tile.
     const unsigned int st = it % STAGES;
@@ -1013,7 +1024,7 @@ __device__ __forceinline__ void fused_produce(const FusedShape& sh, const FusedS
 // ticket counter and count of finished blocks (2 words, zero between launches). Offsets: down
 // weights, gate+up scales, down scales within an expert. Stage layout (bytes): stage_w of
 // weights, stage_s of scales, stage_a of activations; STAGES of them in dynamic shared memory.
-template <int STAGES, int CW, int R>
+template <int STAGES, int CW, int R, int DRAW>
 __device__ __forceinline__ void fused_layer(
     const unsigned int* __restrict__ work, const uint2* __restrict__ item_st,
     const uint4* __restrict__ act_gu, unsigned long long* __restrict__ gu,
@@ -1086,7 +1097,7 @@ __device__ __forceinline__ void fused_layer(
             const FusedSrc src{work,   item_st, act_gu,  act_d,   flags,  off_dw,
                                off_gus, off_ds, stage_w, stage_s, stage_bytes, row_gu,
                                row_d,  epoch};
-            fused_produce<STAGES>(sh, src, full, empty, desc, smem);
+            fused_produce<STAGES, DRAW>(sh, src, full, empty, desc, smem);
         }
         return;
     }
@@ -1131,7 +1142,7 @@ __device__ __forceinline__ void fused_layer(
 // shared memory), STAGES shared-memory stages, one resident block per multiprocessor; CW = 8
 // consumer warps, plus the producer and the quantizing warp: FUSED_THREADS in launch.rs.
 #define FUSED_CONSUMER_WARPS 8
-#define FUSED_ENTRY(NAME, R, J, STAGES, MIN_BLOCKS)                                            \
+#define FUSED_ENTRY(NAME, R, J, STAGES, MIN_BLOCKS, DRAW)                                      \
     extern "C" __global__ void __launch_bounds__((FUSED_CONSUMER_WARPS + 2) * 32, MIN_BLOCKS)  \
         NAME(const unsigned int* work, const uint2* item_st, const uint4* act_gu,              \
              unsigned long long* gu, uint4* act_d, float* y, unsigned int* flags,             \
@@ -1150,11 +1161,14 @@ __device__ __forceinline__ void fused_layer(
         sh.t_d = FUSED_CONSUMER_WARPS * 32 * R / p_d;                                          \
         sh.nt_gu = (2 * ffn + sh.t_gu - 1) / sh.t_gu;                                          \
         sh.nt_d = (hidden + sh.t_d - 1) / sh.t_d;                                              \
-        fused_layer<STAGES, FUSED_CONSUMER_WARPS, R>(work, item_st, act_gu, gu, act_d, y,      \
+        fused_layer<STAGES, FUSED_CONSUMER_WARPS, R, DRAW>(work, item_st, act_gu, gu, act_d, y,\
                                                      flags, sh, off_dw, off_gus, off_ds,       \
                                                      stage_w, stage_s, stage_a, epoch);        \
     }
 // The default: 60 slots of 2560x640 in 48.6-50.2 µs vs 55.3-57.2 for moe_dot_xp_r2j1n3b4
 // (the ranges: BENCHMARKS.md at commit 225ec1c; the current figure: BENCHMARKS.md, "Expert
 // kernels"); launches of one wave run the one-wave partner instead.
-FUSED_ENTRY(moe_dot_fd_r2j1s3b1, 2, 1, 3, 1)
+FUSED_ENTRY(moe_dot_fd_r2j1s3b1, 2, 1, 3, 1, FUSED_DRAW_DUE)
+// The same with the static walk: the default's launches whose slots repeat experts run it
+// (DotKernel::for_repeats in launch.rs).
+FUSED_ENTRY(moe_dot_fz_r2j1s3b1, 2, 1, 3, 1, FUSED_DRAW_STATIC)

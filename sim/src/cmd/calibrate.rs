@@ -60,6 +60,20 @@ pub struct CalibrateArgs {
         conflicts_with_all = ["quick", "only"]
     )]
     pub from_measurements: Vec<PathBuf>,
+    /// With --from-measurements: kernel sets (`sim calibrate --only kernels` of the same GPU,
+    /// driver and --quick) whose streaming read, default per-slot and union kernel arms and
+    /// same-shape reads replace the calibration's own, e.g. after the default kernel changed;
+    /// every other arm stays the calibration's. Several, comma-separated, are pooled as
+    /// --from-measurements pools. The combined set is written beside --out as
+    /// `<stem>.measurements.json`.
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        value_delimiter = ',',
+        value_parser = measurement_path,
+        requires = "from_measurements"
+    )]
+    pub kernels_from: Vec<PathBuf>,
 }
 
 /// One file of `--from-measurements`: an empty item (a doubled or trailing comma) is refused
@@ -129,46 +143,38 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
 }
 
 /// `--from-measurements`: pool the stored sets (writing the pooled set beside the profile when
-/// there are several) and rebuild the profile from them, measuring nothing.
+/// there are several, or when `--kernels-from` replaced its kernel arms) and rebuild the
+/// profile from them, measuring nothing.
 fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
-    let mut sets = Vec::with_capacity(args.from_measurements.len());
-    for from in &args.from_measurements {
-        let text = std::fs::read_to_string(from)
-            .with_context(|| format!("reading --from-measurements {}", from.display()))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("--from-measurements {} is not JSON", from.display()))?;
-        sets.push(value);
-    }
+    let flag = "--from-measurements";
+    let sets = read_sets(&args.from_measurements, flag)?;
     let host = sets.iter().map(is_host_set).collect::<Vec<_>>();
     anyhow::ensure!(
         host.iter().all(|&h| h == host[0]),
         "--from-measurements mixes host sets (`--only host`) and GPU sets: pool each kind on its own"
     );
-    let parse_err = |i: usize| {
-        format!(
-            "--from-measurements {} is not a measurement set `sim calibrate` wrote",
-            args.from_measurements[i].display()
-        )
-    };
-    let numbered: Vec<String> = args
-        .from_measurements
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
-        .collect();
-    let pool_err = || format!("--from-measurements: cannot pool ({})", numbered.join(", "));
+    let parse_err = not_a_set(&args.from_measurements, flag, "a measurement set");
+    let pool_err = || cannot_pool(&args.from_measurements, flag);
     let (set_json, profile) = if host[0] {
+        anyhow::ensure!(
+            args.kernels_from.is_empty(),
+            "--kernels-from replaces a GPU calibration's kernel arms, but --from-measurements \
+             names host sets (`--only host`): drop --kernels-from"
+        );
         let sets = decode_sets::<validate::host::HostCalibration>(sets, parse_err)?;
         let cal = validate::pool::pool_host(&sets).with_context(pool_err)?;
         let p = validate::host::to_profile::to_profile(&cal, &args.name);
         (serde_json::to_string_pretty(&cal)?, p)
     } else {
         let sets = decode_sets::<validate::Calibration>(sets, parse_err)?;
-        let cal = validate::pool::pool(&sets).with_context(pool_err)?;
+        let mut cal = validate::pool::pool(&sets).with_context(pool_err)?;
+        if !args.kernels_from.is_empty() {
+            cal = splice_kernels(&args.kernels_from, cal)?;
+        }
         let p = validate::to_profile::to_profile(&cal, &args.name);
         (serde_json::to_string_pretty(&cal)?, p)
     };
-    if args.from_measurements.len() > 1 {
+    if args.from_measurements.len() > 1 || !args.kernels_from.is_empty() {
         write_pooled_set(args, &set_json)?;
     }
     profile
@@ -177,6 +183,7 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
     let from: Vec<String> = args
         .from_measurements
         .iter()
+        .chain(&args.kernels_from)
         .map(|p| p.display().to_string())
         .collect();
     eprintln!(
@@ -185,6 +192,66 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
         from.join(", ")
     );
     Ok(())
+}
+
+/// `--kernels-from`: pool the kernel sets and put their arms in place of `cal`'s.
+fn splice_kernels(
+    paths: &[PathBuf],
+    cal: validate::Calibration,
+) -> anyhow::Result<validate::Calibration> {
+    let flag = "--kernels-from";
+    let sets = read_sets(paths, flag)?;
+    if let Some(i) = sets.iter().position(|v| v.get("vmm").is_some()) {
+        anyhow::bail!(
+            "{flag} {} is a full calibration's set, not a kernel set: give the sets that \
+             `sim calibrate --only kernels` wrote",
+            paths[i].display()
+        );
+    }
+    let sets = decode_sets::<validate::KernelCalibration>(
+        sets,
+        not_a_set(paths, flag, "a kernel set (`--only kernels`)"),
+    )?;
+    let kernels = validate::pool::pool_kernels(&sets).with_context(|| cannot_pool(paths, flag))?;
+    validate::kernel_splice::with_kernel_arms(cal, &kernels)
+        .with_context(|| format!("{flag}: cannot replace the calibration's kernel arms"))
+}
+
+/// Read every file of `flag` as JSON, naming the file that cannot be read or parsed.
+fn read_sets(paths: &[PathBuf], flag: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    paths
+        .iter()
+        .map(|from| {
+            let text = std::fs::read_to_string(from)
+                .with_context(|| format!("reading {flag} {}", from.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{flag} {} is not JSON", from.display()))
+        })
+        .collect()
+}
+
+/// The error for file `i` of `flag` that does not decode as `what`.
+fn not_a_set<'a>(
+    paths: &'a [PathBuf],
+    flag: &'a str,
+    what: &'a str,
+) -> impl Fn(usize) -> String + 'a {
+    move |i| {
+        format!(
+            "{flag} {} is not {what} `sim calibrate` wrote",
+            paths[i].display()
+        )
+    }
+}
+
+/// The context of a pooling error: the files of `flag`, numbered as the error numbers them.
+fn cannot_pool(paths: &[PathBuf], flag: &str) -> String {
+    let numbered: Vec<String> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("set {} = {}", i + 1, p.display()))
+        .collect();
+    format!("{flag}: cannot pool ({})", numbered.join(", "))
 }
 
 /// A host calibration's set (`--only host`) has expert fits and no VMM arms.
@@ -203,7 +270,7 @@ fn decode_sets<T: serde::de::DeserializeOwned>(
         .collect()
 }
 
-/// Write the pooled set beside `--out`, refusing to overwrite one of the inputs.
+/// Write the pooled (or spliced) set beside `--out`, refusing to overwrite one of the inputs.
 fn write_pooled_set(args: &CalibrateArgs, set_json: &str) -> anyhow::Result<()> {
     let mpath = measurements_path(&args.out);
     let same = |p: &Path| match (p.canonicalize(), mpath.canonicalize()) {
@@ -211,17 +278,24 @@ fn write_pooled_set(args: &CalibrateArgs, set_json: &str) -> anyhow::Result<()> 
         _ => false,
     };
     anyhow::ensure!(
-        !args.from_measurements.iter().any(|p| same(p)),
+        !args
+            .from_measurements
+            .iter()
+            .chain(&args.kernels_from)
+            .any(|p| same(p)),
         "--out {} would write the pooled set over the input {}: choose another --out",
         args.out.display(),
         mpath.display()
     );
     write_atomic(&mpath, set_json.as_bytes())?;
-    eprintln!(
-        "calibrate: pooled {} measurement sets into {}",
-        args.from_measurements.len(),
-        mpath.display()
-    );
+    let n = args.from_measurements.len();
+    let what = match args.kernels_from.len() {
+        0 => format!("pooled {n} measurement sets into"),
+        k => format!(
+            "wrote the measurement set ({n} calibration(s), the kernel arms of {k} kernel set(s)) to"
+        ),
+    };
+    eprintln!("calibrate: {what} {}", mpath.display());
     Ok(())
 }
 
@@ -372,19 +446,19 @@ mod tests {
         p.to_json() + "\n"
     }
 
-    #[test]
-    fn a_stored_measurement_set_rebuilds_the_shipped_profile() {
-        // The shipped h200-linux profile is the calibration of commit 0e5365a: rebuilt
-        // without a GPU from its raw data, it is the shipped file byte for byte (so a change to
-        // how constants are derived shows up here, and the shipped file is regenerated with it).
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("p.json");
-        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
-        let from = PathBuf::from(format!(
-            "{data}validate/data/h200-linux-p9.measurements.json"
-        ));
-        let args = CalibrateArgs {
-            out: out.clone(),
+    /// The shipped profile's sources: the calibration of commit 0e5365a and the three kernel
+    /// sets of 2026-12-02 whose arms replace its kernel arms.
+    fn shipped_sources() -> (PathBuf, Vec<PathBuf>) {
+        let data = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../validate/data"));
+        let kernels = (1..=3)
+            .map(|i| data.join(format!("h200-linux-p18/k{i}.json")))
+            .collect();
+        (data.join("h200-linux-p9.measurements.json"), kernels)
+    }
+
+    fn rebuild_args(out: PathBuf, from: Vec<PathBuf>, kernels_from: Vec<PathBuf>) -> CalibrateArgs {
+        CalibrateArgs {
+            out,
             quick: false,
             name: "h200-linux".into(),
             device: 0,
@@ -392,17 +466,32 @@ mod tests {
             json: false,
             only: None,
             ssd_path: None,
-            from_measurements: vec![from],
-        };
+            from_measurements: from,
+            kernels_from,
+        }
+    }
+
+    #[test]
+    fn a_stored_measurement_set_rebuilds_the_shipped_profile() {
+        // The shipped h200-linux profile is the calibration of commit 0e5365a with the kernel
+        // arms of three `--only kernels` sets of 2026-12-02: rebuilt without a GPU from their
+        // raw data, it is the shipped file byte for byte (so a change to how constants are
+        // derived shows up here, and the shipped file is regenerated with it).
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("p.json");
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../");
+        let (from, kernels) = shipped_sources();
+        let args = rebuild_args(out.clone(), vec![from], kernels);
         run(args).unwrap();
         let shipped =
             std::fs::read_to_string(format!("{data}profile/profiles/h200-linux.json")).unwrap();
         assert!(
             std::fs::read_to_string(&out).unwrap() == without_derived(&shipped),
-            "rebuilding validate/data/h200-linux-p9.measurements.json no longer gives the shipped \
-             profile/profiles/h200-linux.json (less its two derived live-set slopes): regenerate it with `sim calibrate \
-             --from-measurements validate/data/h200-linux-p9.measurements.json --name h200-linux \
-             --out profile/profiles/h200-linux.json` if the change is intended"
+            "rebuilding validate/data/h200-linux-p9.measurements.json with the kernel arms of \
+             validate/data/h200-linux-p18/k{{1,2,3}}.json no longer gives the shipped \
+             profile/profiles/h200-linux.json (less its two derived live-set slopes): regenerate \
+             it as README.md says (`sim calibrate --from-measurements ... --kernels-from ...`) \
+             if the change is intended"
         );
         let p = profile::load(out.to_str().unwrap()).unwrap();
         // vmm[fill 0.4%].set_access_us median of that file
@@ -423,12 +512,93 @@ mod tests {
             only: None,
             ssd_path: None,
             from_measurements: vec![bad],
+            kernels_from: Vec::new(),
         };
         let e = format!("{:#}", run(args).unwrap_err());
         assert!(
             e.contains("bad.json") && e.contains("measurement set"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn kernel_sets_replace_only_the_kernel_arms() {
+        use profile::ConstantName as N;
+        let dir = tempfile::tempdir().unwrap();
+        let (from, kernels) = shipped_sources();
+        let out = dir.path().join("p.json");
+        run(rebuild_args(
+            out.clone(),
+            vec![from.clone()],
+            kernels.clone(),
+        ))
+        .unwrap();
+        let p = profile::load(out.to_str().unwrap()).unwrap();
+        let alone = dir.path().join("alone.json");
+        run(rebuild_args(alone.clone(), vec![from.clone()], Vec::new())).unwrap();
+        let q = profile::load(alone.to_str().unwrap()).unwrap();
+        // The streaming read: the median of the three kernel sets' medians, read from the
+        // files independently.
+        let medians: Vec<f64> = kernels
+            .iter()
+            .map(|k| {
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(k).unwrap()).unwrap();
+                v["stream_read_bytes_per_us"]["median"].as_f64().unwrap()
+            })
+            .collect();
+        let mut sorted = medians.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(p.get(N::StreamReadBandwidth), Some(sorted[1]));
+        let date = |p: &profile::Profile, n: N| match &p.constants[n.as_str()].provenance {
+            profile::Provenance::Measured(m) => m.date.clone(),
+            other => panic!("{other:?}"),
+        };
+        // The kernel constants are the kernel sets' (their date), the VMM ones the
+        // calibration's, unchanged.
+        for n in [
+            N::ExpertKernelBandwidth,
+            N::ExpertKernelFixed,
+            N::UnionKernelBandwidth,
+        ] {
+            assert_eq!(date(&p, n), "2026-12-02", "{n:?}");
+            assert_ne!(p.get(n), q.get(n), "{n:?}");
+        }
+        for n in [N::VmmCommit, N::CuMemSetAccess, N::H2dPinnedBandwidth] {
+            assert_eq!(date(&p, n), "2026-11-29", "{n:?}");
+            assert_eq!(p.get(n), q.get(n), "{n:?}");
+        }
+        let curve = p.expert_kernel_curve.as_ref().unwrap();
+        assert_eq!(curve.per_slot_kernel, "moe_dot_fd_r2j1s3b1");
+        // The combined set is written beside the profile and rebuilds it alone.
+        let set = dir.path().join("p.measurements.json");
+        let again = dir.path().join("again.json");
+        run(rebuild_args(again.clone(), vec![set], Vec::new())).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&again).unwrap(),
+            std::fs::read_to_string(&out).unwrap()
+        );
+        // Refused: a full calibration's set given as a kernel set, kernel sets of another
+        // GPU, and kernel sets for host sets.
+        let err = |from: Vec<PathBuf>, k: Vec<PathBuf>| {
+            let o = dir.path().join("refused.json");
+            format!("{:#}", run(rebuild_args(o, from, k)).unwrap_err())
+        };
+        let e = err(vec![from.clone()], vec![from.clone()]);
+        assert!(e.contains("is a full calibration's set"), "{e}");
+        let mut other: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&kernels[0]).unwrap()).unwrap();
+        other["device"]["gpu"] = "NVIDIA H100".into();
+        let other_path = dir.path().join("h100.json");
+        std::fs::write(&other_path, other.to_string()).unwrap();
+        let e = err(vec![from.clone()], vec![other_path]);
+        assert!(e.contains("measured on NVIDIA H100"), "{e}");
+        let host = PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../validate/data/h200-linux-p16/h4.measurements.json"
+        ));
+        let e = err(vec![host], kernels);
+        assert!(e.contains("names host sets"), "{e}");
     }
 
     #[test]
@@ -446,6 +616,7 @@ mod tests {
             only: None,
             ssd_path: None,
             from_measurements: from,
+            kernels_from: Vec::new(),
         };
         let out = dir.path().join("p.json");
         run(args(
@@ -518,6 +689,7 @@ mod tests {
             only: None,
             ssd_path: None,
             from_measurements: Vec::new(),
+            kernels_from: Vec::new(),
         };
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(
@@ -538,6 +710,7 @@ mod tests {
             only: Some(CalibratePart::Host),
             ssd_path,
             from_measurements: Vec::new(),
+            kernels_from: Vec::new(),
         }
     }
 
@@ -604,6 +777,7 @@ mod tests {
         let from = |sets: Vec<PathBuf>, out: PathBuf| CalibrateArgs {
             only: None,
             from_measurements: sets,
+            kernels_from: Vec::new(),
             ..host_args(out, None)
         };
         run(from(vec![measurements_path(&out)], rebuilt.clone())).unwrap();

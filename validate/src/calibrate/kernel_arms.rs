@@ -44,7 +44,9 @@ pub struct KernelPoint {
     /// the down launch (with its activation pre-pass, if the kernel has one) timed alone
     /// (`sim calibrate --only kernels`, 60 distinct slots).
     pub variant: String,
-    /// The CUDA function that ran the expert FFN (absent in calibrations before it was recorded).
+    /// The kernel the arm asked for (absent in calibrations before it was recorded): the
+    /// union kernel, or the per-slot kernel, whose launches may run its one-wave or its
+    /// repeat partner (`kernels::launch::DotKernel::for_launch`, `for_repeats`).
     #[serde(default)]
     pub kernel: String,
     /// Time of the layer's launches on the GPU, µs (the activation pre-pass, if the kernel has
@@ -92,8 +94,12 @@ pub struct KernelCalibration {
     pub shaped_reads: Vec<ShapedRead>,
     /// Why the per-slot dot kernels did not load (NVRTC log), if they did not.
     pub dot_error: Option<String>,
-    /// Wall time, s.
+    /// Wall time, s (pooled sets: the median of theirs).
     pub wall_s: f64,
+    /// How many kernel calibrations this set pools ([`crate::pool::pool_kernels`]); absent
+    /// for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooled_from: Option<u32>,
 }
 
 /// Measures only the streaming-read reference and the expert kernels (every per-slot kernel that
@@ -153,6 +159,7 @@ pub fn calibrate_kernels(
         kernels,
         dot_error,
         wall_s: t0.elapsed().as_secs_f64(),
+        pooled_from: None,
     })
 }
 
@@ -1206,6 +1213,7 @@ mod tests {
             shaped_reads: Vec::new(),
             dot_error: None,
             wall_s: 1.0,
+            pooled_from: None,
         };
         let text = serde_json::to_string(&cal).unwrap();
         assert!(!text.contains("shaped_reads"), "{text}");

@@ -219,6 +219,22 @@ pub struct Calibration {
     /// How many calibrations this set pools ([`crate::pool::pool`]); absent for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooled_from: Option<u32>,
+    /// Where the expert-kernel arms, the streaming read and the same-shape reads came from when
+    /// they replace the ones this calibration measured ([`crate::kernel_splice`]); absent
+    /// when they are this calibration's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_arms_from: Option<KernelArmsSource>,
+}
+
+/// The `sim calibrate --only kernels` sets whose arms a [`Calibration`] carries in place of
+/// its own ([`crate::kernel_splice::with_kernel_arms`]): after the default kernel changed,
+/// its constants can be re-measured without re-measuring (and re-choosing) every VMM arm.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelArmsSource {
+    /// Date of the kernel sets (ISO 8601, UTC; the latest of a pool).
+    pub date: String,
+    /// How many kernel sets were pooled into the arms (1 for one).
+    pub sets: u32,
 }
 
 /// A calibration failure, naming the step.
@@ -369,6 +385,7 @@ pub fn calibrate(
         shaped_reads,
         wall_s: t0.elapsed().as_secs_f64(),
         pooled_from: None,
+        kernel_arms_from: None,
     })
 }
 
