@@ -1,14 +1,16 @@
 //! A grid of runs on one trace file, sharing its passes: the runs of one mechanism share the
 //! profile and streaming passes, and those that also share a batch size share one replay
 //! pass (and one next-use computation), which decodes the file once and feeds every run's
-//! simulator, block by block, the runs of a block in parallel (rayon). Each run's report is
+//! simulator, block by block, the runs of a block in parallel (rayon), each run's policy on
+//! its concrete type where that matters (`cell_of`). Each run's report is
 //! [`super::run_file`]'s (and so [`crate::runner::run`]'s) for it, bit for bit.
 
 use super::{check_retention, next_use, sim_of, Files, Passes, Stream};
-use crate::cache::{CacheOutcome, CacheSim};
+use crate::cache::{CacheConfig, CacheOutcome, CacheSim, ProfileStats};
 use crate::runner::{RunConfig, RunReport};
 use anyhow::Result;
-use policies::retention::{self, EvictionPolicy};
+use policies::retention::{self, EvictionPolicy, PolicyKind};
+use policies::UnitMap;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -101,16 +103,11 @@ fn replay_runs(
 ) -> Result<Vec<(usize, Result<RunReport>)>> {
     let profile = stream.unit_profile();
     let mut results = Vec::new();
-    let mut live: Vec<(usize, CacheSim<'_, dyn EvictionPolicy>)> = Vec::new();
+    let mut live: Vec<(usize, Box<dyn Cell>)> = Vec::new();
     for &i in runs {
         let rc = cfgs[i].retention.as_ref().expect("a retention run");
-        let sim = check_retention(f, rc).and_then(|_| {
-            sim_of(&stream.map, &rc.cache, &profile, |s| {
-                retention::build(rc.cache.policy, s)
-            })
-        });
-        match sim {
-            Ok(s) => live.push((i, s)),
+        match check_retention(f, rc).and_then(|_| cell_of(&stream.map, &rc.cache, &profile)) {
+            Ok(c) => live.push((i, c)),
             Err(e) => results.push((i, Err(e))),
         }
     }
@@ -156,12 +153,8 @@ fn replay_runs(
     };
     match stepped {
         Ok(tokens) => {
-            for (i, mut sim) in live {
-                sim.add_tokens(tokens);
-                let out = CacheOutcome {
-                    cache: sim.report(),
-                    tiers: sim.tiers(),
-                };
+            for (i, mut cell) in live {
+                let out = cell.finish(tokens);
                 let rc = cfgs[i].retention.clone().expect("a retention run");
                 results.push((i, Ok(stream.report(&cfgs[i], f, Some((rc, out))))));
             }
@@ -180,7 +173,7 @@ fn replay_runs(
 /// `offline[k]`: simulator k reads the next uses. Returns the stream's tokens.
 fn step_all(
     replay: &Passes,
-    sims: &mut [(usize, CacheSim<'_, dyn EvictionPolicy>)],
+    sims: &mut [(usize, Box<dyn Cell>)],
     offline: &[bool],
     mut next: Option<next_use::NextUses>,
 ) -> Result<u64> {
@@ -190,12 +183,7 @@ fn step_all(
         let nexts = next.as_mut().map(|n| n.take(units.len())).transpose()?;
         sims.par_iter_mut()
             .zip(offline)
-            .for_each(|((_, sim), &off)| {
-                for w in starts.windows(2) {
-                    let n = nexts.filter(|_| off).map(|n| &n[w[0]..w[1]]);
-                    sim.group_next(&units[w[0]..w[1]], n);
-                }
-            });
+            .for_each(|((_, cell), &off)| cell.block(units, starts, nexts.filter(|_| off)));
         units.clear();
         starts.truncate(1);
         Ok(())
@@ -211,4 +199,68 @@ fn step_all(
     let tokens = streamed?.tokens;
     flush(&mut units, &mut starts)?;
     Ok(tokens)
+}
+
+/// One cell's simulator behind one virtual call per block of groups, not per access: its
+/// policy is its concrete type, so the simulator's calls into it are static (and inlined).
+trait Cell: Send {
+    /// Step through the groups `units[starts[k]..starts[k + 1]]` in order, each with its
+    /// next uses from `next` (same indices as `units`) when the policy reads them.
+    fn block(&mut self, units: &[u32], starts: &[usize], next: Option<&[u64]>);
+    /// The outcome of the stream, `tokens` tokens long, once every block was stepped.
+    fn finish(&mut self, tokens: u64) -> CacheOutcome;
+}
+
+impl<P: ?Sized + EvictionPolicy> Cell for CacheSim<'static, P> {
+    fn block(&mut self, units: &[u32], starts: &[usize], next: Option<&[u64]>) {
+        for w in starts.windows(2) {
+            self.group_next(&units[w[0]..w[1]], next.map(|n| &n[w[0]..w[1]]));
+        }
+    }
+
+    fn finish(&mut self, tokens: u64) -> CacheOutcome {
+        self.add_tokens(tokens);
+        CacheOutcome {
+            cache: self.report(),
+            tiers: self.tiers(),
+        }
+    }
+}
+
+/// The cell of `cfg` over `map`'s units: LRU, FIFO, Belady, LFU, ARC, S3-FIFO and random on
+/// their concrete types (built as their registry entries build them), the others (the pinning
+/// policies, whose registry entries check the profile statistics) boxed.
+fn cell_of(map: &UnitMap, cfg: &CacheConfig, profile: &ProfileStats) -> Result<Box<dyn Cell>> {
+    use retention::{Arc, Belady, Fifo, Lfu, Lru, Random, S3Fifo};
+    fn boxed<P: ?Sized + EvictionPolicy + 'static>(
+        sim: Result<CacheSim<'static, P>>,
+    ) -> Result<Box<dyn Cell>> {
+        Ok(Box::new(sim?))
+    }
+    match cfg.policy {
+        PolicyKind::Lru => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Lru::new(s.units)))
+        })),
+        PolicyKind::Fifo => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Fifo::new(s.units)))
+        })),
+        PolicyKind::Belady => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Belady::new(s.units)))
+        })),
+        PolicyKind::Lfu => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Lfu::new(s.units)))
+        })),
+        PolicyKind::Arc => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Arc::new(s.units, s.capacity)))
+        })),
+        PolicyKind::S3Fifo => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(S3Fifo::new(s.units, s.capacity)))
+        })),
+        PolicyKind::Random => boxed(sim_of(map, cfg, profile, |s| {
+            Ok(Box::new(Random::new(s.units, s.seed, s.pool)))
+        })),
+        _ => boxed(sim_of(map, cfg, profile, |s| {
+            retention::build(cfg.policy, s)
+        })),
+    }
 }
