@@ -10,7 +10,8 @@
 //! timing, calibration or replay (the `validate` crate).
 //! Every kernel uses the driver API and NVRTC only (no OS-specific calls). The default dot
 //! kernel, the persistent one-launch `moe_dot_fd_r2j1s3b1`
-//! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers), runs only from compute
+//! ([`launch::DotStaging::PersistentBulk`]: bulk copies, mbarriers; its launches whose slots
+//! repeat experts run its static-walk twin, [`launch::DotKernel::for_repeats`]), runs only from compute
 //! capability 9.0 (H100/H200); below it (an RTX 4060 is 8.9) its launches run
 //! [`launch::FUSED_FALLBACK_KERNEL`], whose programmatic dependent launches are plain launches
 //! there (the kernels' waits compile to nothing).
