@@ -425,10 +425,13 @@ impl Plan {
                 (None, None, None) => String::new(),
             };
             let Some(f) = &r.fit else {
-                out.push_str(&format!(
-                    "{:<4} {name:<w$} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {note}\n",
-                    "-", "-", "-", "-", "-", "-", "-"
-                ));
+                push_row(
+                    &mut out,
+                    format!(
+                        "{:<4} {name:<w$} {:>11} {:>15} {:>10} {:>9} {:>9} {:>11}  {note}",
+                        "-", "-", "-", "-", "-", "-", "-"
+                    ),
+                );
                 continue;
             };
             let experts = format!(
@@ -436,15 +439,18 @@ impl Plan {
                 reports::sizes::thousands(f.experts_kept),
                 reports::sizes::thousands(r.experts_total)
             );
-            out.push_str(&format!(
-                "{:<4} {name:<w$} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}\n",
-                i + 1,
-                size_text(f.budget_bytes),
-                reports::metrics::fmt(f.tokens_per_s),
-                reports::metrics::fmt(f.step_ms_p50),
-                reports::metrics::fmt(100.0 * f.miss_rate),
-                reports::metrics::fmt(f.peak_mapped_mib.round()),
-            ));
+            push_row(
+                &mut out,
+                format!(
+                    "{:<4} {name:<w$} {:>11} {experts:>15} {:>10} {:>9} {:>8}% {:>11}  {note}",
+                    i + 1,
+                    size_text(f.budget_bytes),
+                    reports::metrics::fmt(f.tokens_per_s),
+                    reports::metrics::fmt(f.step_ms_p50),
+                    reports::metrics::fmt(100.0 * f.miss_rate),
+                    reports::metrics::fmt(f.peak_mapped_mib.round()),
+                ),
+            );
         }
         let limit = self
             .limit_mib
@@ -465,6 +471,12 @@ impl Plan {
         }
         out
     }
+}
+
+/// Append one table row without the padding its empty last column leaves.
+fn push_row(out: &mut String, row: String) {
+    out.push_str(row.trim_end());
+    out.push('\n');
 }
 
 #[cfg(test)]

@@ -42,6 +42,37 @@ fn a_missing_trace_gets_the_same_message_from_run_stats_and_export() {
 }
 
 #[test]
+fn a_missing_router_log_is_named_by_import_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("log.csv");
+    let m = missing.to_str().unwrap();
+    let out = dir.path().join("out");
+    let e = fails(&[
+        "trace",
+        "import",
+        "--format",
+        "csv",
+        "--model-name",
+        "x",
+        "--hidden-size",
+        "2048",
+        "--expert-ffn",
+        "768",
+        "--out",
+        out.to_str().unwrap(),
+        m,
+    ]);
+    assert!(
+        e.contains(&format!(
+            "{m}: no such file; give the path of the --format csv log"
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("os error"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
 fn a_directory_given_as_trace_is_named_as_one_by_run_stats_and_export() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();

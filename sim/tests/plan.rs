@@ -222,6 +222,11 @@ fn the_cli_prints_the_answer_first_and_json_on_request() {
         "{first}"
     );
     assert!(text.contains("rank mechanism + policy"), "{text}");
+    // rows whose note column is empty end at their last figure, not in padding
+    assert!(
+        text.lines().all(|l| !l.ends_with(' ')),
+        "trailing spaces:\n{text}"
+    );
     let o = run(&["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);

@@ -179,6 +179,13 @@ fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
 
 pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     check_format_flags(&a)?;
+    if !a.file.exists() {
+        bail!(
+            "{}: no such file; give the path of the --format {} log to convert (`sim trace import --help` says what each format reads)",
+            a.file.display(),
+            a.format.name
+        );
+    }
     let opts = ImportOptions {
         model_name: a.model_name.clone(),
         revision: a.revision.clone(),
