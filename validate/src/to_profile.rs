@@ -43,6 +43,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     add_h2d_rates(c, &mut p, &m);
     add_read_rates(c, &mut p, &m);
     add_model_fits(c, &mut p, &m);
+    add_device_read(c, &mut p, &km);
     add_expert_kernel_fit(c, &mut p, &km);
     crate::kernel_surface::add_kernel_surface(c, &mut p, &km);
     add_replay_granularity_fits(c, &mut p, &m);
@@ -209,8 +210,8 @@ fn add_h2d_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
     }
 }
 
-/// The expert kernels' weight-read rate, the demand-fault rate and the prefetch rate.
-fn add_read_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
+/// The expert kernels' weight-read rate (measured by the kernel arms: `m` carries their date).
+fn add_device_read(c: &Calibration, p: &mut Profile, m: &Measure) {
     // The decode kernel's weight-read rate: the 60-slot per-slot launch with 60 distinct experts.
     if let Some(k) = c
         .kernels
@@ -221,6 +222,10 @@ fn add_read_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
         let bw = |t: f64| (k.distinct as u64 * k.expert_bytes) as f64 / t;
         p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of {}", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes, layer_launches(&k.kernel)), Some(s))).with_range(bw(s.max), bw(s.min)));
     }
+}
+
+/// The demand-fault rate and the prefetch rate.
+fn add_read_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
     if let Some(f) = c.managed.faults.iter().find(|f| f.stride == 4096) {
         let s = &f.bytes_per_us;
         p.set(N::FaultBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemAllocManaged of {} B written by the host, then a kernel reading one byte per 4 KiB page; buffer bytes / kernel time", f.bytes), Some(s))));

@@ -560,6 +560,7 @@ mod tests {
             N::ExpertKernelBandwidth,
             N::ExpertKernelFixed,
             N::UnionKernelBandwidth,
+            N::DeviceReadBandwidth,
         ] {
             assert_eq!(date(&p, n), "2026-12-02", "{n:?}");
             assert_ne!(p.get(n), q.get(n), "{n:?}");
