@@ -5,11 +5,11 @@
 //! its concrete type where that matters (`cell_of`). Each run's report is
 //! [`super::run_file`]'s (and so [`crate::runner::run`]'s) for it, bit for bit.
 
-use super::{check_retention, next_use, sim_of, Files, Passes, Stream};
-use crate::cache::{CacheConfig, CacheOutcome, CacheSim, ProfileStats};
+use super::{check_retention, next_use, Files, Passes, Stream};
+use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, ProfileStats};
 use crate::runner::{RunConfig, RunReport};
 use anyhow::Result;
-use policies::retention::{self, EvictionPolicy, PolicyKind};
+use policies::retention::EvictionPolicy;
 use policies::UnitMap;
 use rayon::prelude::*;
 use std::path::Path;
@@ -227,40 +227,18 @@ impl<P: ?Sized + EvictionPolicy> Cell for CacheSim<'static, P> {
     }
 }
 
-/// The cell of `cfg` over `map`'s units: LRU, FIFO, Belady, LFU, ARC, S3-FIFO and random on
-/// their concrete types (built as their registry entries build them), the others (the pinning
-/// policies, whose registry entries check the profile statistics) boxed.
+/// The cell of `cfg` over `map`'s units, its policy on its concrete type where
+/// [`cache::concrete::with_simulator`] has one.
 fn cell_of(map: &UnitMap, cfg: &CacheConfig, profile: &ProfileStats) -> Result<Box<dyn Cell>> {
-    use retention::{Arc, Belady, Fifo, Lfu, Lru, Random, S3Fifo};
-    fn boxed<P: ?Sized + EvictionPolicy + 'static>(
-        sim: Result<CacheSim<'static, P>>,
-    ) -> Result<Box<dyn Cell>> {
-        Ok(Box::new(sim?))
+    struct Boxed;
+    impl cache::concrete::OnSimulator<'static> for Boxed {
+        type Out = Result<Box<dyn Cell>>;
+        fn on<P: ?Sized + EvictionPolicy + 'static>(
+            self,
+            sim: Result<(CacheSim<'static, P>, Vec<u32>), cache::CacheError>,
+        ) -> Self::Out {
+            Ok(Box::new(sim?.0))
+        }
     }
-    match cfg.policy {
-        PolicyKind::Lru => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Lru::new(s.units)))
-        })),
-        PolicyKind::Fifo => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Fifo::new(s.units)))
-        })),
-        PolicyKind::Belady => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Belady::new(s.units)))
-        })),
-        PolicyKind::Lfu => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Lfu::new(s.units)))
-        })),
-        PolicyKind::Arc => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Arc::new(s.units, s.capacity)))
-        })),
-        PolicyKind::S3Fifo => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(S3Fifo::new(s.units, s.capacity)))
-        })),
-        PolicyKind::Random => boxed(sim_of(map, cfg, profile, |s| {
-            Ok(Box::new(Random::new(s.units, s.seed, s.pool)))
-        })),
-        _ => boxed(sim_of(map, cfg, profile, |s| {
-            retention::build(cfg.policy, s)
-        })),
-    }
+    cache::concrete::with_simulator(map, cfg, profile, None, Boxed)
 }

@@ -35,7 +35,7 @@ pub mod timed;
 use crate::cache::{self, CacheConfig, CacheOutcome, CacheSim, RetentionConfig, Schedule};
 use crate::runner::{self, RunConfig, RunReport};
 use anyhow::{Context, Result};
-use policies::retention::{self, EvictionPolicy, PolicyKind, PolicySetup};
+use policies::retention::{self, EvictionPolicy};
 use policies::UnitMap;
 use std::path::Path;
 use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
@@ -394,16 +394,6 @@ fn empty_profile(map: &UnitMap) -> cache::ProfileStats {
     }
 }
 
-/// A simulator for `cfg` that takes each group's next uses from its caller.
-fn sim_of<'a, P: ?Sized + EvictionPolicy>(
-    map: &UnitMap,
-    cfg: &CacheConfig,
-    profile: &cache::ProfileStats,
-    make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
-) -> Result<CacheSim<'a, P>> {
-    Ok(cache::simulator_of(map, cfg, profile, None, make)?.0)
-}
-
 /// The passes of a retention run over a trace file, its batches formed as `batching` says
 /// (FIFO or route-aware, with or without a queue; each request one step of its stepping).
 pub(crate) struct Passes<'a> {
@@ -536,56 +526,41 @@ impl Passes<'_> {
         Ok((cache, Some(t)))
     }
 
-    /// The retention run of `cfg` over the stream: LRU, FIFO and Belady on their concrete
-    /// types (no virtual call per access, as [`cache::Workload::run`] does), the others
-    /// boxed. An offline policy reads `next`, computed on first use and rewound after.
+    /// The retention run of `cfg` over the stream, its policy on its concrete type where
+    /// [`cache::concrete::with_simulator`] has one. An offline policy reads `next`, computed
+    /// on first use and rewound after. A bad budget is refused before any pass.
     fn retain(
         &self,
         cfg: &CacheConfig,
         profile: &cache::ProfileStats,
         next: &mut Option<next_use::NextUses>,
     ) -> Result<(CacheOutcome, Streamed)> {
-        use retention::{Belady, Fifo, Lru};
-        let map = self.map;
-        match cfg.policy {
-            PolicyKind::Lru => self.go(
-                sim_of(map, cfg, profile, |s| Ok(Box::new(Lru::new(s.units)))),
-                cfg,
-                next,
-            ),
-            PolicyKind::Fifo => self.go(
-                sim_of(map, cfg, profile, |s| Ok(Box::new(Fifo::new(s.units)))),
-                cfg,
-                next,
-            ),
-            PolicyKind::Belady => self.go(
-                sim_of(map, cfg, profile, |s| Ok(Box::new(Belady::new(s.units)))),
-                cfg,
-                next,
-            ),
-            _ => self.go(
-                sim_of(map, cfg, profile, |s| retention::build(cfg.policy, s)),
-                cfg,
-                next,
-            ),
+        struct Go<'p, 'n> {
+            passes: &'p Passes<'p>,
+            needs_next: bool,
+            next: &'n mut Option<next_use::NextUses>,
         }
-    }
-
-    /// Step `sim` (or give its error: a bad budget is refused before any pass) over the
-    /// stream, with the stream's next uses (from `next`) when `cfg`'s policy reads them.
-    fn go<P: ?Sized + EvictionPolicy>(
-        &self,
-        sim: Result<CacheSim<'_, P>>,
-        cfg: &CacheConfig,
-        next: &mut Option<next_use::NextUses>,
-    ) -> Result<(CacheOutcome, Streamed)> {
-        let sim = sim?;
-        let next = if cfg.policy.needs_next_use() {
-            Some(self.rewound(next)?)
-        } else {
-            None
+        impl cache::concrete::OnSimulator<'static> for Go<'_, '_> {
+            type Out = Result<(CacheOutcome, Streamed)>;
+            fn on<P: ?Sized + EvictionPolicy + 'static>(
+                self,
+                sim: Result<(CacheSim<'static, P>, Vec<u32>), cache::CacheError>,
+            ) -> Self::Out {
+                let (sim, _) = sim?;
+                let next = if self.needs_next {
+                    Some(self.passes.rewound(self.next)?)
+                } else {
+                    None
+                };
+                self.passes.run(sim, next)
+            }
+        }
+        let go = Go {
+            passes: self,
+            needs_next: cfg.policy.needs_next_use(),
+            next,
         };
-        self.run(sim, next)
+        cache::concrete::with_simulator(self.map, cfg, profile, None, go)
     }
 
     /// The stream's next uses from their start: computed into `next` on first use.

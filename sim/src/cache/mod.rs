@@ -8,6 +8,7 @@
 //! not price time: the discrete-event engine drives [`CacheSim`] step by step for that.
 
 pub mod budget;
+pub mod concrete;
 pub mod driver;
 pub mod schedule;
 pub mod stream;
@@ -203,26 +204,20 @@ impl Workload {
         })
     }
 
-    /// Run one configuration over the whole stream. LRU, FIFO and Belady run through a
-    /// monomorphized simulator (no virtual call per access); the others through
-    /// `Box<dyn EvictionPolicy>`. Both give the same results (the policy code is the same).
+    /// Run one configuration over the whole stream, the policy on its concrete type where
+    /// [`concrete::with_simulator`] has one.
     pub fn run(&self, map: &UnitMap, cfg: &CacheConfig) -> Result<CacheOutcome, CacheError> {
-        use retention::{Belady, Fifo, Lru};
-        Ok(match cfg.policy {
-            PolicyKind::Lru => self.run_sim(
-                self.simulator_with(map, cfg, |s| Ok(Box::new(Lru::new(s.units))))?
-                    .0,
-            ),
-            PolicyKind::Fifo => self.run_sim(
-                self.simulator_with(map, cfg, |s| Ok(Box::new(Fifo::new(s.units))))?
-                    .0,
-            ),
-            PolicyKind::Belady => self.run_sim(
-                self.simulator_with(map, cfg, |s| Ok(Box::new(Belady::new(s.units))))?
-                    .0,
-            ),
-            _ => self.run_sim(self.simulator(map, cfg)?.0),
-        })
+        struct Run<'w>(&'w Workload);
+        impl<'w> concrete::OnSimulator<'w> for Run<'w> {
+            type Out = Result<CacheOutcome, CacheError>;
+            fn on<P: ?Sized + EvictionPolicy + 'static>(
+                self,
+                sim: Result<(CacheSim<'w, P>, Vec<u32>), CacheError>,
+            ) -> Self::Out {
+                Ok(self.0.run_sim(sim?.0))
+            }
+        }
+        concrete::with_simulator(map, cfg, &self.profile, self.next_use_for(cfg), Run(self))
     }
 
     fn run_sim<P: ?Sized + EvictionPolicy>(&self, mut sim: CacheSim<'_, P>) -> CacheOutcome {
@@ -243,19 +238,14 @@ impl Workload {
         map: &UnitMap,
         cfg: &CacheConfig,
     ) -> Result<(CacheSim<'a>, Vec<u32>), CacheError> {
-        self.simulator_with(map, cfg, |setup| retention::build(cfg.policy, setup))
+        simulator_of(map, cfg, &self.profile, self.next_use_for(cfg), |setup| {
+            retention::build(cfg.policy, setup)
+        })
     }
 
-    /// [`Workload::simulator`] with policies made by `make` (one per pool), for a caller
-    /// that wants a concrete policy type (no virtual calls).
-    pub fn simulator_with<'a, P: ?Sized + EvictionPolicy>(
-        &'a self,
-        map: &UnitMap,
-        cfg: &CacheConfig,
-        make: impl FnMut(&PolicySetup) -> Result<Box<P>, String>,
-    ) -> Result<(CacheSim<'a, P>, Vec<u32>), CacheError> {
-        let next_use = cfg.policy.needs_next_use().then_some(&self.next_use[..]);
-        simulator_of(map, cfg, &self.profile, next_use, make)
+    /// The whole stream's next uses when `cfg`'s policy reads them.
+    fn next_use_for(&self, cfg: &CacheConfig) -> Option<&[u32]> {
+        cfg.policy.needs_next_use().then_some(&self.next_use[..])
     }
 }
 
