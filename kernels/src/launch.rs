@@ -240,10 +240,7 @@ impl DotKernel {
             basis.min_blocks,
         );
         if one >= COALESCED_LANES {
-            DOT_KERNELS
-                .iter()
-                .position(|d| d.name == partner)
-                .unwrap_or(index)
+            dot_kernel_index(partner).unwrap_or(index)
         } else {
             index
         }
@@ -258,10 +255,7 @@ impl DotKernel {
     /// docs/history/kernels.md, "Counter or static walk").
     pub fn for_repeats(&self, index: usize, slots: usize, distinct: usize) -> usize {
         match self.repeat_partner {
-            Some(partner) if 2 * distinct <= slots => DOT_KERNELS
-                .iter()
-                .position(|d| d.name == partner)
-                .unwrap_or(index),
+            Some(partner) if 2 * distinct <= slots => dot_kernel_index(partner).unwrap_or(index),
             _ => index,
         }
     }
@@ -372,6 +366,11 @@ pub const DOT_KERNELS: [DotKernel; 9] = [
         )
     },
 ];
+
+/// Index into [`DOT_KERNELS`] of the kernel named `name` (a partner named by another entry).
+fn dot_kernel_index(name: &str) -> Option<usize> {
+    DOT_KERNELS.iter().position(|d| d.name == name)
+}
 
 /// An unsigned-nibble kernel ([`DotStaging::unsigned_nibbles`]) with the [`DotGrid::Adaptive`]
 /// grid: `name`, rows per row group, chunks per batch, batches in the register ring, resident
