@@ -222,8 +222,20 @@ fn read_sets(paths: &[PathBuf], flag: &str) -> anyhow::Result<Vec<serde_json::Va
     paths
         .iter()
         .map(|from| {
-            let text = std::fs::read_to_string(from)
-                .with_context(|| format!("reading {flag} {}", from.display()))?;
+            if !from.exists() {
+                anyhow::bail!(
+                    "{flag} {}: no such file; give a measurement set that `sim calibrate --out` wrote beside its profile (the shipped ones are validate/data/*.measurements.json)",
+                    from.display()
+                );
+            }
+            let bytes =
+                std::fs::read(from).with_context(|| format!("reading {flag} {}", from.display()))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                anyhow::anyhow!(
+                    "{flag} {} is not text: give the JSON measurement set that `sim calibrate --out` wrote, not a trace or other binary file",
+                    from.display()
+                )
+            })?;
             serde_json::from_str(&text)
                 .with_context(|| format!("{flag} {} is not JSON", from.display()))
         })
@@ -416,6 +428,23 @@ fn measure_all(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyho
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_or_binary_set_is_named_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.json");
+        let err = read_sets(std::slice::from_ref(&missing), "--kernels-from").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.starts_with("--kernels-from "), "{msg}");
+        assert!(msg.contains("none.json: no such file"), "{msg}");
+        assert!(msg.contains("sim calibrate --out"), "{msg}");
+        let binary = dir.path().join("trace.bin");
+        std::fs::write(&binary, [0x53u8, 0x49, 0xff, 0xfe, 0x00]).unwrap();
+        let err = read_sets(&[binary], "--from-measurements").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("trace.bin is not text"), "{msg}");
+        assert!(!msg.contains("utf-8"), "{msg}");
+    }
 
     #[test]
     fn measurements_sit_beside_the_profile() {
