@@ -104,7 +104,11 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
     if !path.is_file() {
         return Err(ProfileError::UnknownProfile {
             name: name_or_path.to_string(),
-            known: shipped_names().join(", "),
+            known: format!(
+                "{}; host profiles for --hw-host: {}",
+                shipped_names().join(", "),
+                shipped_host_names().join(", ")
+            ),
         });
     }
     let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {

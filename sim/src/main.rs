@@ -74,6 +74,8 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // the reader of stdout left (`sim ... | head`): stop quietly, as ripgrep does
+        Err(e) if cmd::errors::is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", cmd::errors::message(&e));
             std::process::ExitCode::FAILURE

@@ -259,3 +259,87 @@ fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.starts_with("error: "), "{err}");
 }
+
+/// Output piped into a reader that has gone (`sim trace stats ... | head -1`): the command
+/// stops quietly with status 0, as ripgrep does, instead of panicking on the failed write.
+#[test]
+fn a_closed_stdout_pipe_ends_the_command_quietly() {
+    for args in [
+        &["trace", "stats", "traces/data/granite/prose.bin", "--json"][..],
+        &["profile", "list"][..],
+        &[
+            "run",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--policy",
+            "e1",
+        ][..],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(args)
+            .current_dir(root())
+            .stdout(writer)
+            .output()
+            .expect("the sim binary runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+/// `--out` into a directory that does not exist: every writer names the directory and the
+/// output, never its hidden temporary name, and writes nothing.
+#[test]
+fn an_output_in_a_missing_directory_names_the_directory_not_a_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    let out = |name: &str| missing.join(name).to_str().unwrap().to_string();
+    let (bin, csv, sweep) = (out("g.bin"), out("x.csv"), out("s.csv"));
+    let gen = [
+        "trace",
+        "gen",
+        "--layers",
+        "2",
+        "--experts",
+        "8",
+        "--top-k",
+        "2",
+        "--tokens",
+        "3",
+        "--skew",
+        "1",
+        "--locality",
+        "0.3",
+        "--seed",
+        "1",
+        "--out",
+        &bin,
+    ];
+    let export = [
+        "trace",
+        "export",
+        "--format",
+        "csv",
+        "traces/data/granite/prose.bin",
+        "--out",
+        &csv,
+    ];
+    let sweep_args = [
+        "sweep",
+        "--trace",
+        "traces/data/granite/prose.bin",
+        "--out",
+        &sweep,
+    ];
+    for args in [&gen[..], &export[..], &sweep_args[..]] {
+        let e = fails(args);
+        let want = format!("the directory {} does not exist", missing.display());
+        assert!(e.contains(&want), "{args:?}: {e}");
+        for hidden in ["at path", ".trace-", ".export-", ".out-"] {
+            assert!(!e.contains(hidden), "{args:?}: {e}");
+        }
+    }
+    assert!(!missing.exists());
+}

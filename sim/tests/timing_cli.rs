@@ -96,6 +96,11 @@ fn timeline_is_chrome_trace_json() {
 fn profile_commands_and_errors() {
     let (ok, out, _) = sim(&["profile", "list"]);
     assert!(ok && out.contains("rtx4060-laptop-wddm") && out.contains("h200-linux"));
+    // the host profiles --hw-host takes are listed too
+    assert!(
+        out.contains("dev-box-host") && out.contains("h200-host"),
+        "{out}"
+    );
     let (ok, out, _) = sim(&["profile", "show", "rtx4060-laptop-wddm"]);
     assert!(ok && out.contains("onnx-genai") && out.contains("prefetch hints: no"));
     // A whole-number range end keeps the value's decimals (h2d_bandwidth 5.6 GB/s, 5.2-6.0).

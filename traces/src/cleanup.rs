@@ -104,6 +104,27 @@ pub fn remove_on_signals() -> Result<(), ctrlc::Error> {
     })
 }
 
+/// A hidden temporary file `{prefix}XXXXXX.tmp` in `dir`, next to the output `file` it will
+/// be renamed to (the name errors use). Errors: [`crate::TraceError::NoDirectory`] when `dir`
+/// does not exist (not the temporary name, which the user never gave), else the system's.
+pub fn temp_file_in(
+    dir: &Path,
+    prefix: &str,
+    file: &str,
+) -> Result<tempfile::NamedTempFile, crate::TraceError> {
+    if !dir.is_dir() {
+        return Err(crate::TraceError::NoDirectory {
+            file: file.to_string(),
+            dir: dir.display().to_string(),
+        });
+    }
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| crate::TraceError::io(file, "creating a temporary file in its directory", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,6 +125,9 @@ pub enum TraceError {
         free: u64,
         dir: String,
     },
+    /// The directory an output would be written in does not exist.
+    #[error("{file}: the directory {dir} does not exist; create it first, or write the file in one that exists")]
+    NoDirectory { file: String, dir: String },
     /// A writer or importer was given data inconsistent with the header or format rules.
     #[error("{file}: {detail}")]
     Invalid { file: String, detail: String },

@@ -39,11 +39,7 @@ fn write_atomically_file<T>(
     };
     // Declared before the file, so dropped after it: removed, then unregistered.
     let _live: crate::cleanup::Registered;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".export-")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| TraceError::io(&file, "creating a temporary file in its directory", e))?;
+    let mut tmp = crate::cleanup::temp_file_in(&dir, ".export-", &file)?;
     _live = crate::cleanup::register(tmp.path());
     let value = body(tmp.as_file_mut())?;
     crate::file_mode::share_file(tmp.as_file())

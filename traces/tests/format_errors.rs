@@ -308,12 +308,18 @@ fn writer_refuses_bad_tokens() {
 }
 
 #[test]
-fn writer_into_missing_directory_is_an_io_error() {
+fn writer_into_missing_directory_names_the_directory() {
     let e = TraceWriter::create("/nonexistent-dir-for-test/x.bin", &header(false)).unwrap_err();
-    assert!(matches!(e, TraceError::Io { .. }), "{e}");
+    assert!(matches!(e, TraceError::NoDirectory { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("/nonexistent-dir-for-test/x.bin"), "{e}");
     assert!(
-        e.to_string().contains("/nonexistent-dir-for-test/x.bin"),
+        text.contains("the directory /nonexistent-dir-for-test does not exist"),
         "{e}"
+    );
+    assert!(
+        !text.contains(".trace-"),
+        "the temporary name stays hidden: {e}"
     );
 }
 

@@ -111,6 +111,7 @@ fn variant(e: &TraceError) -> &'static str {
         TraceError::Invalid { .. } => "Invalid",
         TraceError::Import { .. } => "Import",
         TraceError::NoSpace { .. } => "NoSpace",
+        TraceError::NoDirectory { .. } => "NoDirectory",
     }
 }
 

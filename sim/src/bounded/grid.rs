@@ -181,7 +181,10 @@ fn step_all(
     let mut starts: Vec<usize> = vec![0];
     let mut flush = |units: &mut Vec<u32>, starts: &mut Vec<usize>| -> Result<()> {
         let nexts = next.as_mut().map(|n| n.take(units.len())).transpose()?;
+        // one run per task: the runs' costs differ by 10x (LFU against FIFO), so an even
+        // split of the list would leave one thread idle while the other steps the dear ones
         sims.par_iter_mut()
+            .with_max_len(1)
             .zip(offline)
             .for_each(|((_, cell), &off)| cell.block(units, starts, nexts.filter(|_| off)));
         units.clear();

@@ -14,8 +14,9 @@ pub const SHOW_AFTER: Duration = Duration::from_secs(1);
 /// Whether to draw a progress bar on stderr.
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct ProgressArgs {
-    /// Draw a progress bar on stderr for runs longer than a second. Default: on when stderr
-    /// is a terminal.
+    /// Draw a progress bar on stderr for runs longer than a second (default: on when stderr
+    /// is a terminal). The bar redraws one line, so a stderr that is not a terminal (a file,
+    /// a pipe) shows none even with this flag.
     #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
 

@@ -1,6 +1,6 @@
 //! `sim calibrate`: measure the cost constants on the local GPU and write a hardware profile.
 
-use super::args_input::write_atomic;
+use super::args_input::{emit, write_atomic};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -385,7 +385,7 @@ fn write_set_and_profile(
         wall_s
     );
     if json {
-        println!("{measurements}");
+        emit(None, &format!("{measurements}\n"))?;
     }
     Ok(())
 }
@@ -402,7 +402,7 @@ fn kernels_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyh
         cal.wall_s
     );
     if args.json {
-        println!("{text}");
+        emit(None, &format!("{text}\n"))?;
     }
     Ok(())
 }

@@ -85,6 +85,14 @@ fn mib(x: f64) -> String {
     }
 }
 
+/// Whether `e` is a write to a pipe whose reader has gone (stdout piped into `head`).
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

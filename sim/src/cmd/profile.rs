@@ -1,5 +1,6 @@
 //! `sim profile list|show|union-curve|check-churn`.
 
+use super::args_input::emit;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use sim::engine::{churn, TimingConfig};
@@ -24,7 +25,7 @@ pub enum ProfileCommand {
 
 #[derive(Args)]
 pub struct ListArgs {
-    /// Print JSON (name and description of each profile).
+    /// Print JSON (name, kind `gpu` or `host`, and description of each profile).
     #[arg(long)]
     pub json: bool,
 }
@@ -93,22 +94,29 @@ pub fn run(cmd: ProfileCommand) -> Result<()> {
 
 fn list(a: ListArgs) -> Result<()> {
     let mut rows = Vec::new();
-    for name in profile::shipped_names() {
-        let p = profile::load(name)?;
-        rows.push((name, p.description));
+    for (kind, names) in [
+        ("gpu", profile::shipped_names()),
+        ("host", profile::shipped_host_names()),
+    ] {
+        for name in names {
+            rows.push((kind, name, profile::load(name)?.description));
+        }
     }
     if a.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+            .map(|(k, n, d)| serde_json::json!({"name": n, "kind": k, "description": d}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        for (n, d) in rows {
-            println!("{n:<22} {d}");
-        }
+        return emit(None, &(serde_json::to_string_pretty(&v)? + "\n"));
     }
-    Ok(())
+    let mut text = String::new();
+    for (k, n, d) in rows {
+        if k == "host" && !text.contains("host profiles") {
+            text += "\nhost profiles (CPU, DRAM and SSD constants, for --hw-host):\n";
+        }
+        text += &format!("{n:<22} {d}\n");
+    }
+    emit(None, &text)
 }
 
 fn show(a: ShowArgs) -> Result<()> {
@@ -118,15 +126,18 @@ fn show(a: ShowArgs) -> Result<()> {
         p = profile::with_host(&p, &host).with_context(|| format!("--hw-host {h}"))?;
     }
     if a.json {
-        println!("{}", p.to_json());
+        emit(None, &format!("{}\n", p.to_json()))?;
         return Ok(());
     }
-    print!("{}", reports::text::profile::profile_text(&p));
+    emit(None, &reports::text::profile::profile_text(&p))?;
     // the measured curve beside the surface fitted on it
     if let Some(c) = &p.expert_kernel_curve {
         let distinct: Vec<u32> = c.points.iter().map(|q| q.distinct).collect();
         if let Ok(t) = union_curve_table(&p, c.slots, &distinct, None) {
-            print!("\n{}", reports::text::union_curve::union_curve_text(&t));
+            emit(
+                None,
+                &format!("\n{}", reports::text::union_curve::union_curve_text(&t)),
+            )?;
         }
     }
     Ok(())
@@ -156,9 +167,9 @@ fn union_curve(a: UnionCurveArgs) -> Result<()> {
     };
     let t = union_curve_table(&p, a.slots, &distinct, a.expert_mib)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        emit(None, &(serde_json::to_string_pretty(&t)? + "\n"))?;
     } else {
-        print!("{}", reports::text::union_curve::union_curve_text(&t));
+        emit(None, &reports::text::union_curve::union_curve_text(&t))?;
     }
     Ok(())
 }
@@ -172,31 +183,37 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
     let hw = TimingConfig::new(a.hw.clone(), Arc::new(profile::load(&a.hw)?));
     let rows = churn::check_churn(&hw, a.seed, !a.overlap, semantics)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        emit(None, &(serde_json::to_string_pretty(&rows)? + "\n"))?;
         return Ok(());
     }
     let err = |p: f64, m: f64| 100.0 * (p - m) / m;
-    println!(
-        "churn check on {} (seed {}, {} loader): predicted / measured (error)",
-        a.hw,
-        a.seed,
-        if a.overlap { "overlapping" } else { "serial" }
-    );
-    println!(
-        "{:>4} {:<8} {:>18} {:>24} {:>24} {:>24}",
-        "MiB", "routing", "page-ins", "H2D ms/step", "map/unmap ms/step", "wall ms/step"
-    );
+    emit(
+        None,
+        &format!(
+            "churn check on {} (seed {}, {} loader): predicted / measured (error)\n",
+            a.hw,
+            a.seed,
+            if a.overlap { "overlapping" } else { "serial" }
+        ),
+    )?;
+    emit(
+        None,
+        &format!(
+            "{:>4} {:<8} {:>18} {:>24} {:>24} {:>24}\n",
+            "MiB", "routing", "page-ins", "H2D ms/step", "map/unmap ms/step", "wall ms/step"
+        ),
+    )?;
     for r in &rows {
-        println!(
-            "{:>4} {:<8} {:>6} / {:<5} {:>+5.0}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}%",
+        emit(None, &format!(
+            "{:>4} {:<8} {:>6} / {:<5} {:>+5.0}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}%\n",
             r.expert_mib,
             format!("{:?}", r.routing).to_lowercase(),
             r.page_ins, r.page_ins_measured, err(r.page_ins as f64, r.page_ins_measured as f64),
             r.h2d_ms, r.h2d_ms_measured, err(r.h2d_ms, r.h2d_ms_measured),
             r.map_unmap_ms, r.map_unmap_ms_measured, err(r.map_unmap_ms, r.map_unmap_ms_measured),
             r.wall_ms, r.wall_ms_measured, err(r.wall_ms, r.wall_ms_measured),
-        );
+        ))?;
     }
-    println!("(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)");
+    emit(None, "(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)\n")?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `sim report`: regenerate a report directory from its `results.json`, or merge the
 //! directories of `sim compare --shard i/n` into the report of the whole grid.
 
+use super::args_input::emit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use reports::{Results, RunCoords, RunEntry, Shard};
@@ -162,7 +163,7 @@ pub(super) fn print_summary(results: &Results, out: &Path, replaced: bool) -> Re
         shard: results.shard,
         runs: results.runs.iter().map(RunSummary::of).collect(),
     };
-    println!("{}", serde_json::to_string_pretty(&summary)?);
+    emit(None, &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     Ok(())
 }
 

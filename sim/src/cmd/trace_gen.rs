@@ -1,5 +1,6 @@
 //! `sim trace gen`: write a labelled synthetic trace (see `traces::gen` for the router model).
 
+use super::args_input::emit;
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::PathBuf;
@@ -90,12 +91,12 @@ fn mean(v: &[f64]) -> f64 {
 pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     if a.list_presets {
         for p in PRESETS {
-            println!(
-                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]",
+            emit(None, &format!(
+                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]\n",
                 p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
                 p.hidden_size, p.expert_ffn, attention_words(&p.attention),
                 p.kv_bytes_per_token(), p.source
-            );
+            ))?;
         }
         return Ok(());
     }
@@ -115,17 +116,20 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         let cross_json = fitted.as_ref().map(|(_, _, c)| c);
         let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
             "params": params, "fit": fit_json, "fit_cross": cross_json });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        emit(None, &(serde_json::to_string_pretty(&v)? + "\n"))?;
     } else {
-        println!(
-            "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}",
-            out.display(),
-            model.name,
-            model.moe_layers().len(),
-            reports::metrics::count(params.sequences, "sequence"),
-            params.tokens,
-            params.seed
-        );
+        emit(
+            None,
+            &format!(
+                "wrote {}: {} ({} MoE layers), {} x {} decode tokens, seed {}\n",
+                out.display(),
+                model.name,
+                model.moe_layers().len(),
+                reports::metrics::count(params.sequences, "sequence"),
+                params.tokens,
+                params.seed
+            ),
+        )?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `sim trace import` and `sim trace export`: converting traces from and to other formats.
 
+use super::args_input::emit;
 use anyhow::{bail, Context};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
@@ -259,7 +260,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(name, t)| import_summary(&a.out.join(name), t))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&files)?);
+        emit(None, &(serde_json::to_string_pretty(&files)? + "\n"))?;
     }
     Ok(())
 }
@@ -409,7 +410,7 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
             unit,
             object_size,
         };
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        emit(None, &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     }
     Ok(())
 }

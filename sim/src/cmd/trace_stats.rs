@@ -1,5 +1,6 @@
 //! `sim trace stats`: statistics of a trace, streamed token by token from the file.
 
+use super::args_input::emit;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -58,9 +59,9 @@ pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result
 pub fn run_stats(a: StatsArgs) -> anyhow::Result<()> {
     let st = stats_of_file(&a.file, a.phase.into())?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
+        emit(None, &(serde_json::to_string_pretty(&st)? + "\n"))?;
     } else {
-        print!("{}", st.to_text());
+        emit(None, &st.to_text())?;
     }
     Ok(())
 }
