@@ -61,18 +61,26 @@ impl TraceInput {
 /// the two ways to make a trace file) or that is a directory (it names the path and asks for a
 /// file in it).
 pub fn require_trace_file(p: &Path) -> Result<()> {
-    if !p.exists() {
-        bail!(
-            "{}: no such file; give the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
-            p.display()
-        );
-    }
+    require_file(
+        &p.display().to_string(),
+        p,
+        "the path of a trace file (`sim trace import` converts router logs, `sim trace gen` writes synthetic traces)",
+    )?;
     if p.is_dir() {
         bail!(
             "{}: is a directory, not a trace file; give the path of one trace file in it (e.g. {})",
             p.display(),
             p.join("prose.bin").display()
         );
+    }
+    Ok(())
+}
+
+/// The error an input file that does not exist gets: `LABEL: no such file; give WANTED`
+/// (`label` names it as the user gave it, `wanted` says what to give instead).
+pub fn require_file(label: &str, p: &Path, wanted: &str) -> Result<()> {
+    if !p.exists() {
+        bail!("{label}: no such file; give {wanted}");
     }
     Ok(())
 }

@@ -222,12 +222,11 @@ fn read_sets(paths: &[PathBuf], flag: &str) -> anyhow::Result<Vec<serde_json::Va
     paths
         .iter()
         .map(|from| {
-            if !from.exists() {
-                anyhow::bail!(
-                    "{flag} {}: no such file; give a measurement set that `sim calibrate --out` wrote beside its profile (the shipped ones are validate/data/*.measurements.json)",
-                    from.display()
-                );
-            }
+            sim::runner::require_file(
+                &format!("{flag} {}", from.display()),
+                from,
+                "a measurement set that `sim calibrate --out` wrote beside its profile (the shipped ones are validate/data/*.measurements.json)",
+            )?;
             let bytes =
                 std::fs::read(from).with_context(|| format!("reading {flag} {}", from.display()))?;
             let text = String::from_utf8(bytes).map_err(|_| {

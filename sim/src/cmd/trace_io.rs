@@ -180,13 +180,14 @@ fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
 
 pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     check_format_flags(&a)?;
-    if !a.file.exists() {
-        bail!(
-            "{}: no such file; give the path of the --format {} log to convert (`sim trace import --help` says what each format reads)",
-            a.file.display(),
+    sim::runner::require_file(
+        &a.file.display().to_string(),
+        &a.file,
+        &format!(
+            "the path of the --format {} log to convert (`sim trace import --help` says what each format reads)",
             a.format.name
-        );
-    }
+        ),
+    )?;
     let opts = ImportOptions {
         model_name: a.model_name.clone(),
         revision: a.revision.clone(),
