@@ -93,28 +93,25 @@ pub fn run(cmd: ProfileCommand) -> Result<()> {
 }
 
 fn list(a: ListArgs) -> Result<()> {
-    let mut rows = Vec::new();
-    for (kind, names) in [
-        ("gpu", profile::shipped_names()),
-        ("host", profile::shipped_host_names()),
-    ] {
+    let groups = [
+        ("gpu", "", profile::shipped_names()),
+        (
+            "host",
+            "\nhost profiles (CPU, DRAM and SSD constants, for --hw-host):\n",
+            profile::shipped_host_names(),
+        ),
+    ];
+    let (mut json, mut text) = (Vec::new(), String::new());
+    for (kind, heading, names) in groups {
+        text += heading;
         for name in names {
-            rows.push((kind, name, profile::load(name)?.description));
+            let d = profile::load(name)?.description;
+            text += &format!("{name:<22} {d}\n");
+            json.push(serde_json::json!({"name": name, "kind": kind, "description": d}));
         }
     }
     if a.json {
-        let v: Vec<_> = rows
-            .iter()
-            .map(|(k, n, d)| serde_json::json!({"name": n, "kind": k, "description": d}))
-            .collect();
-        return emit(None, &(serde_json::to_string_pretty(&v)? + "\n"));
-    }
-    let mut text = String::new();
-    for (k, n, d) in rows {
-        if k == "host" && !text.contains("host profiles") {
-            text += "\nhost profiles (CPU, DRAM and SSD constants, for --hw-host):\n";
-        }
-        text += &format!("{n:<22} {d}\n");
+        return emit(None, &(serde_json::to_string_pretty(&json)? + "\n"));
     }
     emit(None, &text)
 }
@@ -187,24 +184,18 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
         return Ok(());
     }
     let err = |p: f64, m: f64| 100.0 * (p - m) / m;
-    emit(
-        None,
-        &format!(
-            "churn check on {} (seed {}, {} loader): predicted / measured (error)\n",
-            a.hw,
-            a.seed,
-            if a.overlap { "overlapping" } else { "serial" }
-        ),
-    )?;
-    emit(
-        None,
-        &format!(
-            "{:>4} {:<8} {:>18} {:>24} {:>24} {:>24}\n",
-            "MiB", "routing", "page-ins", "H2D ms/step", "map/unmap ms/step", "wall ms/step"
-        ),
-    )?;
+    let mut text = format!(
+        "churn check on {} (seed {}, {} loader): predicted / measured (error)\n",
+        a.hw,
+        a.seed,
+        if a.overlap { "overlapping" } else { "serial" }
+    );
+    text += &format!(
+        "{:>4} {:<8} {:>18} {:>24} {:>24} {:>24}\n",
+        "MiB", "routing", "page-ins", "H2D ms/step", "map/unmap ms/step", "wall ms/step"
+    );
     for r in &rows {
-        emit(None, &format!(
+        text += &format!(
             "{:>4} {:<8} {:>6} / {:<5} {:>+5.0}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}% {:>7.2} / {:<5.2} {:>+6.1}%\n",
             r.expert_mib,
             format!("{:?}", r.routing).to_lowercase(),
@@ -212,8 +203,8 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
             r.h2d_ms, r.h2d_ms_measured, err(r.h2d_ms, r.h2d_ms_measured),
             r.map_unmap_ms, r.map_unmap_ms_measured, err(r.map_unmap_ms, r.map_unmap_ms_measured),
             r.wall_ms, r.wall_ms_measured, err(r.wall_ms, r.wall_ms_measured),
-        ))?;
+        );
     }
-    emit(None, "(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)\n")?;
-    Ok(())
+    text += "(the VMM constants of rtx4060-laptop-wddm were fitted on the 2 and 3 MiB rows; the 16 MiB rows are out of sample)\n";
+    emit(None, &text)
 }

@@ -90,15 +90,16 @@ fn mean(v: &[f64]) -> f64 {
 
 pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     if a.list_presets {
-        for p in PRESETS {
-            emit(None, &format!(
+        let text: String = PRESETS
+            .iter()
+            .map(|p| format!(
                 "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]\n",
                 p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
                 p.hidden_size, p.expert_ffn, attention_words(&p.attention),
                 p.kv_bytes_per_token(), p.source
-            ))?;
-        }
-        return Ok(());
+            ))
+            .collect();
+        return emit(None, &text);
     }
     let (Some(out), Some(tokens)) = (a.out.clone(), a.tokens) else {
         bail!("--out and --tokens are required");
