@@ -118,6 +118,32 @@ fn streaming_runs_and_errors_match_the_in_memory_path() {
 }
 
 #[test]
+fn a_corrupt_record_gives_the_streaming_passs_error_while_the_replay_runs_beside_it() {
+    // The retention replay reads records the streaming pass has not yet validated; an id out
+    // of range in the last record must still give the reader's error, not the replay's.
+    let f = files();
+    let mut bytes = std::fs::read(&f.trace).unwrap();
+    let end = bytes.len() - 4; // the payload's CRC-32 follows it
+    bytes[end - 2..end].copy_from_slice(&[0xff, 0xff]);
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.bin");
+    std::fs::write(&bad, &bytes).unwrap();
+    let error = |c: &RunConfig| {
+        let e = sim::bounded::run_file(c, &bad, None, &|_| {}).expect_err("a corrupt trace");
+        format!("{e:#}")
+    };
+    let streaming = error(&cfg("e1", PhaseSel::All, None));
+    for policy in [PolicyKind::Lru, PolicyKind::Belady] {
+        let r = retention(policy, "25%", Split::Global, Semantics::Group);
+        assert_eq!(error(&cfg("e1", PhaseSel::All, Some(r))), streaming);
+    }
+    assert!(
+        !streaming.contains("changed while it was read"),
+        "{streaming}"
+    );
+}
+
+#[test]
 fn coactivation_orders_match_the_in_memory_path() {
     let f = files();
     for mechanism in ["e2:coact", "e3:coact", "e5:coact"] {

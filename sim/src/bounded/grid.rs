@@ -14,9 +14,10 @@ use policies::UnitMap;
 use rayon::prelude::*;
 use std::path::Path;
 
-/// Accesses buffered before the runs step through them (4 M: 16 MiB of unit ids, plus their
-/// next uses when a run reads them).
-const BLOCK_ACCESSES: usize = 1 << 22;
+/// Accesses in a block the runs step through together (1 M: 4 MiB of unit ids, plus their
+/// next uses when a run reads them; four blocks are alive at once, [`Passes::blocks`]). Each
+/// block costs the runs one rayon hand-out, a few µs against the milliseconds they spend on it.
+const BLOCK_ACCESSES: usize = 1 << 20;
 
 /// Every run of `cfgs` (each one [`super::supports`] covers) on the trace file `trace`, results
 /// in `cfgs` order; `done(n)`: n more runs are done. The outer error is the files' (a header
@@ -170,38 +171,25 @@ fn replay_runs(
 }
 
 /// Step every simulator of `sims` over the stream of `replay`, block by block, in parallel;
-/// `offline[k]`: simulator k reads the next uses. Returns the stream's tokens.
+/// `offline[k]`: simulator k reads the next uses; the blocks are formed on a thread of their
+/// own ([`Passes::blocks`]). Returns the stream's tokens.
 fn step_all(
     replay: &Passes,
     sims: &mut [(usize, Box<dyn Cell>)],
     offline: &[bool],
     mut next: Option<next_use::NextUses>,
 ) -> Result<u64> {
-    let mut units: Vec<u32> = Vec::with_capacity(BLOCK_ACCESSES);
-    let mut starts: Vec<usize> = vec![0];
-    let mut flush = |units: &mut Vec<u32>, starts: &mut Vec<usize>| -> Result<()> {
-        let nexts = next.as_mut().map(|n| n.take(units.len())).transpose()?;
+    let streamed = replay.blocks(BLOCK_ACCESSES, |b| {
+        let nexts = next.as_mut().map(|n| n.take(b.units.len())).transpose()?;
         // one run per task: the runs' costs differ by 10x (LFU against FIFO), so an even
         // split of the list would leave one thread idle while the other steps the dear ones
         sims.par_iter_mut()
             .with_max_len(1)
             .zip(offline)
-            .for_each(|((_, cell), &off)| cell.block(units, starts, nexts.filter(|_| off)));
-        units.clear();
-        starts.truncate(1);
+            .for_each(|((_, cell), &off)| cell.block(&b.units, &b.starts, nexts.filter(|_| off)));
         Ok(())
-    };
-    let streamed = replay.groups(|g| {
-        units.extend_from_slice(g);
-        starts.push(units.len());
-        if units.len() >= BLOCK_ACCESSES {
-            flush(&mut units, &mut starts)?;
-        }
-        Ok(())
-    });
-    let tokens = streamed?.tokens;
-    flush(&mut units, &mut starts)?;
-    Ok(tokens)
+    })?;
+    Ok(streamed.tokens)
 }
 
 /// One cell's simulator behind one virtual call per block of groups, not per access: its

@@ -14,6 +14,11 @@
 //!    batched, each group's units fed to the same [`CacheSim`] as the in-memory path's, with
 //!    the next uses read alongside.
 //!
+//! Passes that do not need each other's results run side by side: the groups of passes 3 and
+//! 4 are formed on a thread of their own, a block ahead of the simulator ([`blocks`]), and
+//! when the policy reads no unit statistics the streaming pass runs beside the retention
+//! passes ([`run_file`]), so on two cores a run takes about as long as its longest part.
+//!
 //! Memory: the unit map, the policy state and per-unit counters, one block buffer per pass,
 //! and the record buffers of [`source`]. The results are those of [`crate::runner::run`] on
 //! the loaded trace, bit for bit (`sim/tests/bounded_replay.rs` holds them equal). Timed runs
@@ -22,6 +27,7 @@
 //! [`stepped`]'s windowed recording. Every run is covered: none loads the trace.
 
 pub mod batches;
+mod blocks;
 pub mod cells;
 pub mod coact;
 pub mod grid;
@@ -42,6 +48,15 @@ use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
 
 /// Tokens between two calls of a pass's progress callback.
 const TICK_TOKENS: u64 = 4096;
+
+/// Accesses in a block of groups a single run's replay steps through at a time
+/// ([`Passes::blocks`]; 256 k: 1 MiB of unit ids, so the four blocks alive at once add 4 MiB
+/// to the run's memory, plus their next uses for Belady).
+const REPLAY_BLOCK_ACCESSES: usize = 1 << 18;
+
+/// A pass's progress callback: `tick(n)` when n more tokens of a pass are done. Passes that
+/// run side by side call it from their own threads.
+pub type Tick<'a> = &'a (dyn Fn(u64) + Sync);
 
 /// Whether a grid of runs ([`grid::sweep_file`]) shares its passes with `cfg`: no timing,
 /// one token per step, and with retention no tokens/s target and the FIFO schedule without
@@ -101,7 +116,7 @@ fn each_record(
     path: &Path,
     flag: &str,
     phases: PhaseSel,
-    tick: &dyn Fn(u64),
+    tick: Tick,
     mut step: impl FnMut(&[u16]),
 ) -> Result<()> {
     let mut r = open(path, flag)?;
@@ -175,12 +190,24 @@ impl Stream {
     /// The passes of `cfg`'s mechanism (its policy, phase and sizes) over `files`: the
     /// profile's key counts when the mechanism orders by them, the streaming pass, and with
     /// `pinning` the unit statistics (from the streaming pass, or a pass over the profile).
-    pub(crate) fn new(
+    pub(crate) fn new(cfg: &RunConfig, f: &Files, pinning: bool, tick: Tick) -> Result<Stream> {
+        let (map, sizes) = Self::unit_map(cfg, f, tick)?;
+        let (streaming, units) = Self::streaming_pass(cfg, f, &map, pinning, tick)?;
+        Ok(Stream {
+            map,
+            sizes,
+            streaming,
+            units,
+        })
+    }
+
+    /// The mechanism's unit map and sizes, after a pass over the profile's key counts when
+    /// the mechanism orders experts by them (`eN:hot`, `eN:coact`).
+    fn unit_map(
         cfg: &RunConfig,
         f: &Files,
-        pinning: bool,
-        tick: &dyn Fn(u64),
-    ) -> Result<Stream> {
+        tick: Tick,
+    ) -> Result<(UnitMap, policies::mechanisms::Sizes)> {
         cfg.stepping.check(cfg.phase)?;
         let (profile_path, profile_flag, pks) = f.profile_source();
         let mech = runner::parse_policy(&cfg.policy, "--policy")?;
@@ -202,12 +229,27 @@ impl Stream {
         } else {
             None
         };
-        let (map, sizes) = runner::build_units_with(cfg, &f.skeleton.header.model, |_| {
+        runner::build_units_with(cfg, &f.skeleton.header.model, |_| {
             key_profile.as_ref().expect("the profile pass ran")
-        })?;
-        let mut pass = crate::streaming::StreamingPass::new(&f.ks, &map)?;
+        })
+    }
+
+    /// The streaming metrics of `map` over the trace and, with `pinning`, the unit
+    /// statistics (from the same pass, or a pass over the profile trace).
+    fn streaming_pass(
+        cfg: &RunConfig,
+        f: &Files,
+        map: &UnitMap,
+        pinning: bool,
+        tick: Tick,
+    ) -> Result<(
+        crate::streaming::StreamingMetrics,
+        Option<cache::ProfileStats>,
+    )> {
+        let (profile_path, profile_flag, pks) = f.profile_source();
+        let mut pass = crate::streaming::StreamingPass::new(&f.ks, map)?;
         let mut own =
-            (pinning && f.profile.is_none()).then(|| profile::UnitCounts::new(&f.ks, &map));
+            (pinning && f.profile.is_none()).then(|| profile::UnitCounts::new(&f.ks, map));
         each_record(f.trace, "--trace", cfg.phase, tick, |r| {
             pass.step(r);
             if let Some(o) = &mut own {
@@ -218,18 +260,13 @@ impl Stream {
         let units = match own {
             Some(o) => Some(o.finish()),
             None if pinning => {
-                let mut c = profile::UnitCounts::new(pks, &map);
+                let mut c = profile::UnitCounts::new(pks, map);
                 each_record(profile_path, profile_flag, cfg.phase, tick, |r| c.step(r))?;
                 Some(c.finish())
             }
             None => None,
         };
-        Ok(Stream {
-            map,
-            sizes,
-            streaming,
-            units,
-        })
+        Ok((streaming, units))
     }
 
     /// The unit statistics, or empty ones when no pinning policy asked for them.
@@ -328,15 +365,50 @@ pub fn run_file(
     cfg: &RunConfig,
     trace: &Path,
     profile: Option<&Path>,
-    tick: &dyn Fn(u64),
+    tick: Tick,
 ) -> Result<RunReport> {
     let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention
         .as_ref()
         .is_some_and(|r| r.cache.policy.needs_profile());
+    if overlaps(cfg, pinning) {
+        return run_overlapped(cfg, &f, tick);
+    }
     let stream = Stream::new(cfg, &f, pinning, tick)?;
     runner::with_baseline(cfg, |c| run_once(c, &f, &stream, tick))
+}
+
+/// Whether `cfg`'s streaming pass and its retention replay run side by side
+/// ([`run_overlapped`]): an untimed retention run of one token per step whose policy reads
+/// no unit statistics (a pinning policy's come from the streaming pass).
+fn overlaps(cfg: &RunConfig, pinning: bool) -> bool {
+    cfg.retention.is_some() && !pinning && cfg.timing.is_none() && cfg.stepping.is_off()
+}
+
+/// [`run_once`] of a run that [`overlaps`]: the streaming pass on a thread of its own beside
+/// the retention replay, which needs only the unit map, so the run's wall time is about the
+/// longer of the two rather than their sum. The streaming pass's error comes first: it is
+/// the pass that validates the file, so a replay of a corrupt file is discarded.
+fn run_overlapped(cfg: &RunConfig, f: &Files, tick: Tick) -> Result<RunReport> {
+    let rc = cfg
+        .retention
+        .as_ref()
+        .expect("a run that overlaps has retention");
+    let (map, sizes) = Stream::unit_map(cfg, f, tick)?;
+    let (pass, retained) = std::thread::scope(|s| {
+        let pass = s.spawn(|| Stream::streaming_pass(cfg, f, &map, false, tick));
+        let retained = retain_file(cfg, f, &map, &empty_profile(&map), rc, tick);
+        (pass.join(), retained)
+    });
+    let (streaming, units) = pass.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let stream = Stream {
+        map,
+        sizes,
+        streaming,
+        units,
+    };
+    Ok(stream.report_retained(cfg, f, Some(retained?)))
 }
 
 /// One run of `cfg` over the files `f` with its mechanism's passes `stream`: the report and,
@@ -345,7 +417,7 @@ fn run_once(
     cfg: &RunConfig,
     f: &Files,
     stream: &Stream,
-    tick: &dyn Fn(u64),
+    tick: Tick,
 ) -> Result<(RunReport, Option<f64>)> {
     cfg.stepping.check(cfg.phase)?;
     if cfg.timing.is_some() {
@@ -356,33 +428,50 @@ fn run_once(
     }
     let retention = match &cfg.retention {
         None => None,
-        Some(rc) => {
-            check_retention(f, rc)?;
-            let replay = Passes {
-                trace: f.trace,
-                ks: &f.ks,
-                map: &stream.map,
-                phases: cfg.phase,
-                batching: cache::Batching {
-                    stepping: cfg.stepping,
-                    ..rc.batching
-                },
-                tick,
-            };
-            let profile = stream.unit_profile();
-            let mut next = None;
-            let (cache, target) = replay.resolve(rc, &profile, &mut next)?;
-            let (out, streamed) = replay.retain(&cache, &profile, &mut next)?;
-            Some(Retained {
-                rc: rc.clone(),
-                cache,
-                out,
-                schedule: streamed.schedule,
-                target,
-            })
-        }
+        Some(rc) => Some(retain_file(
+            cfg,
+            f,
+            &stream.map,
+            &stream.unit_profile(),
+            rc,
+            tick,
+        )?),
     };
     Ok((stream.report_retained(cfg, f, retention), None))
+}
+
+/// The retention replay of `rc` (one token per step, untimed) over the trace of `f` with the
+/// units of `map` and the pinning policies' statistics `profile`.
+fn retain_file(
+    cfg: &RunConfig,
+    f: &Files,
+    map: &UnitMap,
+    profile: &cache::ProfileStats,
+    rc: &RetentionConfig,
+    tick: Tick,
+) -> Result<Retained> {
+    check_retention(f, rc)?;
+    let replay = Passes {
+        trace: f.trace,
+        ks: &f.ks,
+        map,
+        phases: cfg.phase,
+        batching: cache::Batching {
+            stepping: cfg.stepping,
+            ..rc.batching
+        },
+        tick,
+    };
+    let mut next = None;
+    let (cache, target) = replay.resolve(rc, profile, &mut next)?;
+    let (out, streamed) = replay.retain(&cache, profile, &mut next)?;
+    Ok(Retained {
+        rc: rc.clone(),
+        cache,
+        out,
+        schedule: streamed.schedule,
+        target,
+    })
 }
 
 /// Profile statistics no policy reads (the policy needs none).
@@ -402,7 +491,7 @@ pub(crate) struct Passes<'a> {
     map: &'a UnitMap,
     phases: PhaseSel,
     batching: cache::Batching,
-    tick: &'a dyn Fn(u64),
+    tick: Tick<'a>,
 }
 
 /// What a pass over the groups gives besides them: the tokens, and the `schedule` block
@@ -467,7 +556,7 @@ impl Passes<'_> {
             .into());
         }
         let mut log = next_use::AccessLog::new(bound)?;
-        self.groups(|units| log.push(units))?;
+        self.blocks(REPLAY_BLOCK_ACCESSES, |b| log.push(&b.units))?;
         log.next_uses(self.map.num_units())
     }
 
@@ -583,9 +672,12 @@ impl Passes<'_> {
         mut sim: CacheSim<'_, P>,
         mut next: Option<&mut next_use::NextUses>,
     ) -> Result<(CacheOutcome, Streamed)> {
-        let streamed = self.groups(|units| {
-            let n = next.as_mut().map(|n| n.take(units.len())).transpose()?;
-            sim.group_next(units, n);
+        let streamed = self.blocks(REPLAY_BLOCK_ACCESSES, |b| {
+            let n = next.as_mut().map(|n| n.take(b.units.len())).transpose()?;
+            for w in b.starts.windows(2) {
+                let (from, to) = (w[0], w[1]);
+                sim.group_next(&b.units[from..to], n.map(|n| &n[from..to]));
+            }
             Ok(())
         })?;
         sim.add_tokens(streamed.tokens);

@@ -1,7 +1,7 @@
 //! Belady's next uses without holding the stream: a forward pass logs every access's unit, a
-//! backward pass over the log's blocks writes each access's next use at the same offsets (the
-//! way libCacheSim's `oracleGeneral` carries next-access times beside its requests), and the
-//! replay reads the next uses alongside the forward pass, block by block.
+//! backward pass over the log's blocks overwrites each access's unit with its next use, in
+//! place (the way libCacheSim's `oracleGeneral` carries next-access times beside its
+//! requests), and the replay reads the next uses alongside the forward pass, block by block.
 //!
 //! A next use is stored as its distance from its access, in a u32 ([`Code`]): 0 for never,
 //! and the rare distance of 2^32 - 1 or more as an escape whose position waits, in order, in
@@ -10,11 +10,11 @@
 //! none in practice). Positions themselves are u64, so a stream may pass 2^32 accesses.
 //!
 //! A stream of at most [`IN_MEMORY_ACCESSES`] accesses keeps its log and next uses in memory.
-//! A longer one spills them to anonymous temporary files from `tempfile::tempfile` in the
-//! system's temporary directory: they have no name from the start (O_TMPFILE on Linux, or
-//! created and unlinked at once), so the system frees them when the process ends, however it
-//! ends (a signal, a kill), and nothing is left behind for `traces::cleanup` to remove. They
-//! take 4 bytes per access each.
+//! A longer one spills them to an anonymous temporary file from `tempfile::tempfile` in the
+//! system's temporary directory: it has no name from the start (O_TMPFILE on Linux, or
+//! created and unlinked at once), so the system frees it when the process ends, however it
+//! ends (a signal, a kill), and nothing is left behind for `traces::cleanup` to remove. It
+//! takes 4 bytes per access: the log's units, then, in the same place, their next uses.
 
 use super::positioned::{read_exact_at, write_all_at};
 use anyhow::{bail, Context, Result};
@@ -140,9 +140,8 @@ impl AccessLog {
             .into_inner()
             .map_err(|e| e.into_error())
             .context("writing the temporary access log")?;
-        let next = tempfile::tempfile_in(std::env::temp_dir())
-            .context("creating a temporary file for next uses")?;
-        next.set_len(len * 4)?;
+        // each block's next uses overwrite its units, read just before: one file, not two
+        let next = log;
         let mut last = vec![NEVER; num_units];
         let mut far = Vec::new();
         let (mut units, mut raw) = (Vec::with_capacity(BLOCK), vec![0u8; BLOCK * 4]);
@@ -150,7 +149,7 @@ impl AccessLog {
         while end > 0 {
             let start = end.saturating_sub(BLOCK as u64);
             let n = (end - start) as usize;
-            read_exact_at(&log, &mut raw[..n * 4], start * 4)
+            read_exact_at(&next, &mut raw[..n * 4], start * 4)
                 .context("reading the temporary access log")?;
             units.clear();
             units.extend(raw[..n * 4].chunks_exact(4).map(le_u32));
@@ -180,8 +179,8 @@ impl AccessLog {
     }
 }
 
-/// Refuse a log of up to `accesses` whose two files would not fit in the free space of the
-/// system's temporary directory.
+/// Refuse a log of up to `accesses` whose file would not fit twice in the free space of the
+/// system's temporary directory (a margin: the file takes 4 bytes per access).
 fn check_room(accesses: u64) -> Result<()> {
     let dir = std::env::temp_dir();
     let need = accesses as u128 * 8;

@@ -23,7 +23,7 @@ pub(crate) fn run_once(
     cfg: &RunConfig,
     f: &Files,
     stream: &Stream,
-    tick: &dyn Fn(u64),
+    tick: super::Tick,
 ) -> Result<RunReport> {
     let batching = Batching {
         stepping: cfg.stepping,

@@ -41,7 +41,7 @@ pub(crate) fn run_once(
     cfg: &RunConfig,
     f: &Files,
     stream: &Stream,
-    tick: &dyn Fn(u64),
+    tick: super::Tick,
 ) -> Result<(RunReport, Option<f64>)> {
     let pinning = stream.units.is_some();
     let (map, placed, placed_notes) =
@@ -107,7 +107,7 @@ fn unit_counts(
     f: &Files,
     map: &UnitMap,
     cfg: &RunConfig,
-    tick: &dyn Fn(u64),
+    tick: super::Tick,
 ) -> Result<cache::ProfileStats> {
     let (path, flag, ks) = f.profile_source();
     let mut c = super::profile::UnitCounts::new(ks, map);
@@ -160,7 +160,7 @@ struct Timed<'a> {
     cfg: &'a RunConfig,
     tc: &'a TimingConfig,
     learning: Learning<'a>,
-    tick: &'a dyn Fn(u64),
+    tick: super::Tick<'a>,
 }
 
 impl<'a> Timed<'a> {
@@ -512,7 +512,7 @@ pub(crate) struct Recorder<'r, 's> {
     pub(crate) sim: Option<Driver<'s>>,
     next: Option<next_use::NextUses>,
     pub(crate) tally: Option<StepsTally>,
-    tick: &'r dyn Fn(u64),
+    tick: super::Tick<'r>,
 }
 
 impl<'r, 's> Recorder<'r, 's> {
@@ -524,7 +524,7 @@ impl<'r, 's> Recorder<'r, 's> {
         stepping: &crate::verify::Stepping,
         sim: Option<Driver<'s>>,
         next: Option<next_use::NextUses>,
-        tick: &'r dyn Fn(u64),
+        tick: super::Tick<'r>,
     ) -> Self {
         Recorder {
             ks: &f.ks,
