@@ -254,6 +254,10 @@ fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
     let (code, err) = status_of(&["run", "--seed", "many"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--seed") && err.contains("many"), "{err}");
+    // A name outside a fixed list, as `--split` and `--semantics` refuse theirs.
+    let (code, err) = status_of(&["run", "--evict", "lruu", "--budget", "25%"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown eviction policy `lruu`"), "{err}");
     // A value that parses but is impossible: the tool's own check.
     let (code, err) = status_of(&["run", "--policy", "e99"]);
     assert_eq!(code, Some(1), "{err}");
@@ -267,6 +271,15 @@ fn a_closed_stdout_pipe_ends_the_command_quietly() {
     for args in [
         &["trace", "stats", "traces/data/granite/prose.bin", "--json"][..],
         &["profile", "list"][..],
+        &[
+            "trace",
+            "export",
+            "--format",
+            "csv",
+            "traces/data/granite/prose.bin",
+            "--out",
+            "-",
+        ][..],
         &[
             "run",
             "--trace",
@@ -287,6 +300,44 @@ fn a_closed_stdout_pipe_ends_the_command_quietly() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
     }
+}
+
+/// `sim trace export --out -` writes the CSV a file export writes, on stdout; what cannot go
+/// there is refused, and no file named `-` is left.
+#[test]
+fn export_to_stdout_is_the_file_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prose.csv");
+    let export = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "trace",
+            "export",
+            "traces/data/granite/prose.bin",
+            "--out",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&args)
+            .current_dir(root())
+            .output()
+            .expect("the sim binary runs")
+    };
+    let to_file = export(file.to_str().unwrap(), &["--format", "csv"]);
+    assert!(to_file.status.success());
+    let to_stdout = export("-", &["--format", "csv"]);
+    assert!(to_stdout.status.success());
+    assert_eq!(to_stdout.stdout, std::fs::read(&file).unwrap());
+    for (extra, why) in [
+        (&["--format", "csv", "--json"][..], "--json"),
+        (&["--format", "oracle-general"][..], "needs a file"),
+    ] {
+        let o = export("-", extra);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(why), "{extra:?}: {err}");
+    }
+    assert!(!root().join("-").exists(), "a file named `-` was written");
 }
 
 /// `--out` into a directory that does not exist: every writer names the directory and the

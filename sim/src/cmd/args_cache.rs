@@ -16,7 +16,8 @@ use sim::grid::RetentionAxes;
 #[derive(Args, Clone, Debug, Default)]
 pub struct CacheArgs {
     // Help: the registry's policies (see `evict_help`).
-    #[arg(long, value_delimiter = ',', value_name = "POLICY", help = evict_help())]
+    #[arg(long, value_delimiter = ',', value_name = "POLICY", help = evict_help(),
+          value_parser = parse_evict)]
     pub evict: Vec<String>,
 
     /// VRAM budget for expert units: a percentage of the bank (`25%`, rounds to
@@ -109,6 +110,15 @@ pub struct CacheArgs {
         allow_negative_numbers = true
     )]
     pub link_gbps: Option<f64>,
+}
+
+/// One `--evict` value as given, once checked: `all` or a registered policy's name or alias
+/// (a usage error otherwise, as a bad `--budget` is).
+fn parse_evict(s: &str) -> Result<String, String> {
+    if !s.trim().eq_ignore_ascii_case("all") {
+        PolicyKind::parse(s)?;
+    }
+    Ok(s.to_string())
 }
 
 /// The `--evict` help, from the policy registry: every name with its help note, then what

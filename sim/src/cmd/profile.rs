@@ -94,7 +94,11 @@ pub fn run(cmd: ProfileCommand) -> Result<()> {
 
 fn list(a: ListArgs) -> Result<()> {
     let groups = [
-        ("gpu", "", profile::shipped_names()),
+        (
+            "gpu",
+            "GPU profiles (device constants, for --hw):\n",
+            profile::shipped_names(),
+        ),
         (
             "host",
             "\nhost profiles (CPU, DRAM and SSD constants, for --hw-host):\n",

@@ -324,7 +324,8 @@ pub struct ExportArgs {
     pub format: ExportFormat,
     /// The trace file to export.
     pub file: PathBuf,
-    /// Output file (written to a temporary file and renamed when complete).
+    /// Output file (written to a temporary file and renamed when complete); `-` writes the
+    /// CSV to stdout (oracleGeneral, a binary format, needs a file).
     #[arg(long)]
     pub out: PathBuf,
     /// Which tokens to export.
@@ -369,6 +370,9 @@ struct ExportSummary {
 pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
     sim::runner::require_trace_file(&a.file)?;
     let phases: traces::PhaseSel = a.phase.into();
+    if a.out.as_os_str() == "-" {
+        return export_to_stdout(&a, phases);
+    }
     let (n, object_size) = match a.format {
         ExportFormat::Csv => (
             traces::export::export_csv_file(&a.file, phases, &a.out)?,
@@ -414,6 +418,61 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
         emit(None, &(serde_json::to_string_pretty(&summary)? + "\n"))?;
     }
     Ok(())
+}
+
+/// `sim trace export --out -`: the CSV on stdout. A reader that stops early (`| head`) ends
+/// the export quietly, as every command's stdout does.
+fn export_to_stdout(a: &ExportArgs, phases: traces::PhaseSel) -> anyhow::Result<()> {
+    if a.json {
+        bail!("--out - writes the export to stdout, where --json would print its summary too; give --out a file path, or leave out --json");
+    }
+    if !matches!(a.format, ExportFormat::Csv) {
+        bail!("--out -: oracleGeneral is a binary format written with seeks, so it needs a file; give --out a file path");
+    }
+    let mut reader = traces::TraceReader::open(&a.file)?;
+    let mut out = PipeWatch {
+        inner: std::io::BufWriter::new(std::io::stdout().lock()),
+        broken: false,
+    };
+    let rows = traces::export::export_csv(&mut reader, phases, &mut out)
+        .map_err(anyhow::Error::from)
+        .and_then(|n| Ok(std::io::Write::flush(&mut out).map(|()| n)?));
+    match rows {
+        Ok(n) => {
+            eprintln!("wrote {n} rows to stdout");
+            Ok(())
+        }
+        Err(_) if out.broken => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A writer that remembers whether its reader went away: the CSV writer reports a failed
+/// write in its own words, without the I/O error's kind.
+struct PipeWatch<W> {
+    inner: W,
+    broken: bool,
+}
+
+impl<W: std::io::Write> PipeWatch<W> {
+    fn watch<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            self.broken |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        r
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for PipeWatch<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.watch(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.watch(r)
+    }
 }
 
 /// A prompt key becomes a file name: refuse anything that could escape the directory.
