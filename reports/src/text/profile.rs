@@ -5,6 +5,21 @@ use crate::metrics::{count, fmt};
 use profile::{ConstantName, Profile, Provenance};
 use std::fmt::Write;
 
+/// The device line: GPU, OS, and the driver, CUDA version and link where the profile records
+/// them (a host profile has no driver or CUDA version, so they are left out, not printed
+/// empty).
+fn device_line(d: &profile::Device) -> String {
+    let mut parts = vec![d.gpu.clone(), d.os.clone()];
+    if !d.driver.is_empty() {
+        parts.push(format!("driver {}", d.driver));
+    }
+    if !d.cuda.is_empty() {
+        parts.push(format!("CUDA {}", d.cuda));
+    }
+    parts.extend(d.link.clone());
+    format!("device    {}", parts.join(" | "))
+}
+
 /// The human-readable description of profile `p`: header, device, OS paging, every constant
 /// in [`ConstantName::ALL`] order (`absent` where not measured; fractions rounded for
 /// reading) and the notes.
@@ -15,19 +30,7 @@ pub fn profile_text(p: &Profile) -> String {
         "{} (schema {}): {}",
         p.name, p.schema_version, p.description
     );
-    let d = &p.device;
-    let _ = writeln!(
-        s,
-        "device    {} | {} | driver {} | CUDA {}{}",
-        d.gpu,
-        d.os,
-        d.driver,
-        d.cuda,
-        d.link
-            .as_ref()
-            .map(|l| format!(" | {l}"))
-            .unwrap_or_default()
-    );
+    let _ = writeln!(s, "{}", device_line(&p.device));
     if let Some(o) = &p.os_paging {
         let _ = writeln!(
             s,
@@ -115,5 +118,26 @@ fn fmt_like(x: f64, value: f64) -> String {
             format!("{x:.*}", decimals.len())
         }
         _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_line_leaves_out_what_the_profile_does_not_record() {
+        let gpu = profile::load("h200-linux").unwrap();
+        assert_eq!(
+            device_line(&gpu.device),
+            "device    NVIDIA H200 | linux | driver 580.159.04 | CUDA 13.0"
+        );
+        let host = profile::load("dev-box-host").unwrap();
+        let line = device_line(&host.device);
+        assert!(!line.contains("driver") && !line.contains("CUDA"), "{line}");
+        assert!(
+            line.starts_with("device    none (host profile) | linux"),
+            "{line}"
+        );
     }
 }
