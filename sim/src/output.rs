@@ -19,7 +19,7 @@ pub fn write_atomic_with(
     };
     // Declared before the file, so dropped after it: removed, then unregistered.
     let _live: traces::cleanup::Registered;
-    let mut tmp = traces::cleanup::temp_file_in(dir, ".out-", &path.display().to_string())?;
+    let mut tmp = traces::cleanup::temp_file_in(dir, ".out-", path)?;
     _live = traces::cleanup::register(tmp.path());
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());

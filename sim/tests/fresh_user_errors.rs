@@ -340,6 +340,103 @@ fn export_to_stdout_is_the_file_export() {
     assert!(!root().join("-").exists(), "a file named `-` was written");
 }
 
+/// An output given the name of an existing directory (with or without a trailing slash) is
+/// refused before any work, in words that say so, and nothing is written into it; so are
+/// flags that the command would otherwise ignore.
+#[test]
+fn a_directory_as_an_output_and_ignored_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let slash = format!("{d}/");
+    for out in [&d, &slash] {
+        for args in [
+            &[
+                "trace",
+                "export",
+                "--format",
+                "csv",
+                "traces/data/granite/prose.bin",
+                "--out",
+                out,
+            ][..],
+            &[
+                "trace",
+                "gen",
+                "--preset",
+                "deepseek-v3",
+                "--tokens",
+                "10",
+                "--seed",
+                "1",
+                "--skew",
+                "1",
+                "--locality",
+                "0.3",
+                "--out",
+                out,
+            ][..],
+            &[
+                "run",
+                "--trace",
+                "traces/data/granite/prose.bin",
+                "--policy",
+                "e1",
+                "--out",
+                out,
+            ][..],
+        ] {
+            let (code, err) = status_of(args);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(
+                err.contains("names a directory, not a file"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    for (args, why) in [
+        (
+            &[
+                "trace",
+                "export",
+                "--format",
+                "csv",
+                "traces/data/granite/prose.bin",
+                "--out",
+                "x.csv",
+                "--object-size",
+                "5",
+            ][..],
+            "CSV rows have none",
+        ),
+        (
+            &[
+                "sweep",
+                "--trace",
+                "traces/data/granite/prose.bin",
+                "--evict",
+                "lru",
+                "--budget",
+                "25%",
+                "--hw",
+                "h200-linux",
+                "--timeline",
+                "t.json",
+            ][..],
+            "a `sim run` option, not a `sim sweep` one",
+        ),
+    ] {
+        let (code, err) = status_of(args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert!(!root().join("x.csv").exists() && !root().join("t.json").exists());
+}
+
 /// `--out` into a directory that does not exist: every writer names the directory and the
 /// output, never its hidden temporary name, and writes nothing.
 #[test]

@@ -104,14 +104,25 @@ pub fn remove_on_signals() -> Result<(), ctrlc::Error> {
     })
 }
 
-/// A hidden temporary file `{prefix}XXXXXX.tmp` in `dir`, next to the output `file` it will
-/// be renamed to (the name errors use). Errors: [`crate::TraceError::NoDirectory`] when `dir`
-/// does not exist (not the temporary name, which the user never gave), else the system's.
+/// A hidden temporary file `{prefix}XXXXXX.tmp` in `dir`, next to the `output` it will be
+/// renamed to (the name errors use). Errors: [`crate::TraceError::OutputIsDirectory`] when
+/// `output` is a directory or ends in a separator, [`crate::TraceError::NoDirectory`] when
+/// `dir` does not exist (not the temporary name, which the user never gave), else the
+/// system's.
 pub fn temp_file_in(
     dir: &Path,
     prefix: &str,
-    file: &str,
+    output: &Path,
 ) -> Result<tempfile::NamedTempFile, crate::TraceError> {
+    let file = output.display().to_string();
+    let trailing = output
+        .as_os_str()
+        .to_string_lossy()
+        .ends_with(std::path::MAIN_SEPARATOR);
+    if trailing || output.is_dir() {
+        let file = file.trim_end_matches(std::path::MAIN_SEPARATOR).to_string();
+        return Err(crate::TraceError::OutputIsDirectory { file });
+    }
     if !dir.is_dir() {
         return Err(crate::TraceError::NoDirectory {
             file: file.to_string(),
@@ -122,7 +133,7 @@ pub fn temp_file_in(
         .prefix(prefix)
         .suffix(".tmp")
         .tempfile_in(dir)
-        .map_err(|e| crate::TraceError::io(file, "creating a temporary file in its directory", e))
+        .map_err(|e| crate::TraceError::io(&file, "creating a temporary file in its directory", e))
 }
 
 #[cfg(test)]

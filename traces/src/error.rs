@@ -128,6 +128,9 @@ pub enum TraceError {
     /// The directory an output would be written in does not exist.
     #[error("{file}: the directory {dir} does not exist; create it first, or write the file in one that exists")]
     NoDirectory { file: String, dir: String },
+    /// An output was given the name of a directory rather than of a file.
+    #[error("{file} names a directory, not a file; give the path of a file (e.g. {file}/NAME)")]
+    OutputIsDirectory { file: String },
     /// A writer or importer was given data inconsistent with the header or format rules.
     #[error("{file}: {detail}")]
     Invalid { file: String, detail: String },

@@ -39,7 +39,7 @@ fn write_atomically_file<T>(
     };
     // Declared before the file, so dropped after it: removed, then unregistered.
     let _live: crate::cleanup::Registered;
-    let mut tmp = crate::cleanup::temp_file_in(&dir, ".export-", &file)?;
+    let mut tmp = crate::cleanup::temp_file_in(&dir, ".export-", path)?;
     _live = crate::cleanup::register(tmp.path());
     let value = body(tmp.as_file_mut())?;
     crate::file_mode::share_file(tmp.as_file())

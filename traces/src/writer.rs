@@ -86,7 +86,7 @@ impl TraceWriter {
                 dir: dir.display().to_string(),
             });
         }
-        let tmp = crate::cleanup::temp_file_in(&dir, ".trace-", &file)?;
+        let tmp = crate::cleanup::temp_file_in(&dir, ".trace-", &path)?;
         let live = crate::cleanup::register(tmp.path());
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
         let mut pre = Vec::with_capacity(20 + header_bytes.len());

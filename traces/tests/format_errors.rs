@@ -324,6 +324,18 @@ fn writer_into_missing_directory_names_the_directory() {
 }
 
 #[test]
+fn writer_onto_a_directory_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = TraceWriter::create(dir.path(), &header(false)).unwrap_err();
+    assert!(matches!(e, TraceError::OutputIsDirectory { .. }), "{e}");
+    assert!(
+        e.to_string().contains("names a directory, not a file"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn bad_magic() {
     let mut f = valid_file();
     f[0] = b'X';

@@ -112,6 +112,7 @@ fn variant(e: &TraceError) -> &'static str {
         TraceError::Import { .. } => "Import",
         TraceError::NoSpace { .. } => "NoSpace",
         TraceError::NoDirectory { .. } => "NoDirectory",
+        TraceError::OutputIsDirectory { .. } => "OutputIsDirectory",
     }
 }
 

@@ -91,9 +91,9 @@ pub struct CacheArgs {
     )]
     pub seed: u64,
 
-    /// Inverse question (`sim run`): the smallest budget whose transfer floor
+    /// Inverse question (`sim run` only): the smallest budget whose transfer floor
     /// (link bandwidth / bytes per token) reaches this many tokens per second. Needs
-    /// --link-gbps and --evict; --budget is not used.
+    /// --link-gbps and --evict, and no --budget (the search picks it).
     #[arg(
         long,
         value_name = "TOKENS_PER_S",
@@ -102,7 +102,8 @@ pub struct CacheArgs {
     )]
     pub target_tokens_per_s: Option<f64>,
 
-    /// Host-to-device link bandwidth in GB/s (10^9 bytes/s) for --target-tokens-per-s.
+    /// Host-to-device link bandwidth in GB/s (10^9 bytes/s) for --target-tokens-per-s
+    /// (`sim run` only).
     #[arg(
         long,
         value_name = "GBPS",
@@ -116,7 +117,7 @@ pub struct CacheArgs {
 /// (a usage error otherwise, as a bad `--budget` is).
 fn parse_evict(s: &str) -> Result<String, String> {
     if !s.trim().eq_ignore_ascii_case("all") {
-        PolicyKind::parse(s)?;
+        PolicyKind::parse(s).map_err(|m| format!("{m}, or all"))?;
     }
     Ok(s.to_string())
 }

@@ -20,8 +20,9 @@ pub struct TimingArgs {
     #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
     pub hw: Option<String>,
 
-    /// Host profile combined with --hw: a shipped name (dev-box-host, this project's
-    /// development CPU) or the path of a profile written by `sim calibrate --only host`. Its
+    /// Host profile combined with --hw: a shipped name (`sim profile list`: dev-box-host, this
+    /// project's development CPU; h200-host, the H200 machine's CPU) or the path of a profile
+    /// written by `sim calibrate --only host`. Its
     /// host CPU constants (host_expert_*, host_memory_*, host_ssd_*) replace --hw's; a host
     /// constant it lacks is absent, and a run that needs it names it.
     #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
@@ -114,7 +115,8 @@ pub struct TimingArgs {
     )]
     pub admission_cap: Option<f64>,
 
-    /// Write a Chrome trace-event JSON of the resources (open in ui.perfetto.dev).
+    /// Write a Chrome trace-event JSON of one run's resources (open in ui.perfetto.dev;
+    /// `sim run` only).
     #[arg(long, value_name = "FILE", help_heading = "Timing")]
     pub timeline: Option<PathBuf>,
 }

@@ -46,7 +46,8 @@ pub struct SweepArgs {
     pub policies: Vec<String>,
 
     /// Comma-separated chunk sizes N for eN specs, crossed with --orders.
-    /// Default (with neither --policies nor --e): 1,2,3,4,6,8,16,32.
+    /// Default (with neither --policies nor --e): 1,2,3,4,6,8,16,32 in the streaming regime,
+    /// and e1 alone with --evict.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub e: Vec<u32>,
 
@@ -137,6 +138,9 @@ fn spans_layers(e: &anyhow::Error) -> bool {
 }
 
 pub fn run(args: SweepArgs) -> Result<()> {
+    if args.timing.timeline.is_some() {
+        bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim sweep` one");
+    }
     let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
     let traces = args.input.traces();
     let bar = args

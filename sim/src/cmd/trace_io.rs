@@ -331,10 +331,10 @@ pub struct ExportArgs {
     /// Which tokens to export.
     #[arg(long, value_enum, default_value = "decode")]
     pub phase: PhaseArg,
-    /// oracle-general only: object size in bytes written in every record (1 = count objects,
-    /// so a libCacheSim cache size is a number of experts).
-    #[arg(long, default_value_t = 1, conflicts_with = "dtype")]
-    pub object_size: u32,
+    /// oracle-general only: object size in bytes written in every record (default 1: count
+    /// objects, so a libCacheSim cache size is a number of experts).
+    #[arg(long, conflicts_with = "dtype")]
+    pub object_size: Option<u32>,
     /// oracle-general only: write each expert's size in bytes in this dtype (bf16, fp16, fp8,
     /// int4, int4-noscale, nvfp4, mxfp4), from the header's hidden and expert FFN sizes.
     #[arg(long)]
@@ -370,6 +370,9 @@ struct ExportSummary {
 pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
     sim::runner::require_trace_file(&a.file)?;
     let phases: traces::PhaseSel = a.phase.into();
+    if matches!(a.format, ExportFormat::Csv) && (a.object_size.is_some() || a.dtype.is_some()) {
+        bail!("--object-size and --dtype set the size field of oracleGeneral records; CSV rows have none, so leave them out or use --format oracle-general");
+    }
     if a.out.as_os_str() == "-" {
         return export_to_stdout(&a, phases);
     }
@@ -380,7 +383,7 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
         ),
         ExportFormat::OracleGeneral => {
             let size = match &a.dtype {
-                None => a.object_size,
+                None => a.object_size.unwrap_or(1),
                 Some(d) => {
                     let dtype = traces::DType::parse(d).with_context(|| {
                         format!("unknown --dtype {d:?}; use bf16, fp16, fp8, int4, int4-noscale, nvfp4 or mxfp4")

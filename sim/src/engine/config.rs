@@ -274,8 +274,8 @@ pub(crate) fn engine_options(cfg: &TimingConfig) -> EngineOptions {
 pub(crate) fn write_timeline(cfg: &TimingConfig, r: &super::Replay) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     if let (Some(path), Some(t)) = (&cfg.timeline, &r.timeline) {
-        t.write(path)
-            .with_context(|| format!("--timeline {}", path.display()))?;
+        // the writer's errors name the file
+        t.write(path).context("--timeline")?;
         notes.push(format!("wrote {}", path.display()));
         if t.dropped > 0 {
             notes.push(format!(
