@@ -254,6 +254,20 @@ fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
     let (code, err) = status_of(&["run", "--seed", "many"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--seed") && err.contains("many"), "{err}");
+    // An oracleGeneral object of no bytes.
+    let (code, err) = status_of(&[
+        "trace",
+        "export",
+        "--format",
+        "oracle-general",
+        "traces/data/granite/prose.bin",
+        "--out",
+        "x.oracleGeneral",
+        "--object-size",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--object-size"), "{err}");
     // A name outside a fixed list, as `--split` and `--semantics` refuse theirs.
     let (code, err) = status_of(&["run", "--evict", "lruu", "--budget", "25%"]);
     assert_eq!(code, Some(2), "{err}");

@@ -333,7 +333,7 @@ pub struct ExportArgs {
     pub phase: PhaseArg,
     /// oracle-general only: object size in bytes written in every record (default 1: count
     /// objects, so a libCacheSim cache size is a number of experts).
-    #[arg(long, conflicts_with = "dtype")]
+    #[arg(long, conflicts_with = "dtype", value_parser = clap::value_parser!(u32).range(1..))]
     pub object_size: Option<u32>,
     /// oracle-general only: write each expert's size in bytes in this dtype (bf16, fp16, fp8,
     /// int4, int4-noscale, nvfp4, mxfp4), from the header's hidden and expert FFN sizes.
