@@ -8,8 +8,9 @@ use super::{Passes, Streamed};
 use anyhow::{anyhow, Result};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
-/// Blocks in flight between the thread forming them and the caller: one being filled, one
-/// being stepped, and this many waiting in between.
+/// Blocks waiting between the thread forming them and the caller. With the one being filled
+/// and the one being stepped, at most `QUEUED + 2` blocks exist (a new one is made only when
+/// none waits to be reused).
 const QUEUED: usize = 2;
 
 /// One block of groups: group k is `units[starts[k]..starts[k + 1]]`.
@@ -19,12 +20,12 @@ pub(super) struct Block {
 }
 
 impl Block {
+    /// An empty block with room for `accesses` units (it grows past them by its last group;
+    /// recycled blocks keep what they grew to).
     fn with_capacity(accesses: usize) -> Block {
-        let mut starts = Vec::with_capacity(accesses / 4 + 2);
-        starts.push(0);
         Block {
-            units: Vec::with_capacity(accesses + 1024),
-            starts,
+            units: Vec::with_capacity(accesses),
+            starts: vec![0],
         }
     }
 
