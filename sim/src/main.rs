@@ -1,7 +1,7 @@
 //! `sim`: replay MoE router traces through a simulator of expert paging mechanisms and
 //! retention policies. Each subcommand lives in its own module under `cmd/`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
 
@@ -56,11 +56,37 @@ enum Command {
     Report(cmd::report::ReportArgs),
 }
 
+/// Flags of argument groups that several commands share but only `sim run` acts on (a
+/// tokens/s target's budget search, the resource timeline of one run); the others refuse them.
+const RUN_ONLY_FLAGS: [&str; 3] = ["target_tokens_per_s", "link_gbps", "timeline"];
+
+/// The command line as derived from [`Cli`], with [`RUN_ONLY_FLAGS`] hidden from the help of
+/// every command but `sim run`, so no help lists a flag its command refuses.
+fn command() -> clap::Command {
+    let mut cli = Cli::command();
+    let others: Vec<String> = cli
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| name != "run")
+        .collect();
+    for name in others {
+        cli = cli.mut_subcommand(name, |mut sub| {
+            for id in RUN_ONLY_FLAGS {
+                if sub.get_arguments().any(|a| a.get_id() == id) {
+                    sub = sub.mut_arg(id, |a| a.hide(true));
+                }
+            }
+            sub
+        });
+    }
+    cli
+}
+
 fn main() -> std::process::ExitCode {
     // Interrupted runs remove their hidden temporary outputs. Installing fails only when a
     // handler is already installed, which nothing else in this binary does.
     let _ = traces::cleanup::remove_on_signals();
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),

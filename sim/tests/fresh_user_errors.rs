@@ -278,6 +278,29 @@ fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
     assert!(err.starts_with("error: "), "{err}");
 }
 
+/// Flags that only `sim run` acts on are listed in its help and in no other command's, where
+/// they would be refused.
+#[test]
+fn run_only_flags_are_in_run_help_alone() {
+    let help = |cmd: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args([cmd, "--help"])
+            .output()
+            .expect("the sim binary runs");
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let flags = ["--target-tokens-per-s", "--link-gbps", "--timeline"];
+    let run = help("run");
+    assert!(flags.iter().all(|f| run.contains(f)), "{run}");
+    for cmd in ["sweep", "compare", "plan"] {
+        let h = help(cmd);
+        assert!(h.contains("--evict") || h.contains("--hw"), "{cmd}: {h}");
+        for f in flags {
+            assert!(!h.contains(f), "{cmd} --help lists {f}");
+        }
+    }
+}
+
 /// Output piped into a reader that has gone (`sim trace stats ... | head -1`): the command
 /// stops quietly with status 0, as ripgrep does, instead of panicking on the failed write.
 #[test]

@@ -91,7 +91,7 @@ pub struct CacheArgs {
     )]
     pub seed: u64,
 
-    /// Inverse question (`sim run` only): the smallest budget whose transfer floor
+    /// Inverse question: the smallest budget whose transfer floor
     /// (link bandwidth / bytes per token) reaches this many tokens per second. Needs
     /// --link-gbps and --evict, and no --budget (the search picks it).
     #[arg(
@@ -102,8 +102,7 @@ pub struct CacheArgs {
     )]
     pub target_tokens_per_s: Option<f64>,
 
-    /// Host-to-device link bandwidth in GB/s (10^9 bytes/s) for --target-tokens-per-s
-    /// (`sim run` only).
+    /// Host-to-device link bandwidth in GB/s (10^9 bytes/s) for --target-tokens-per-s.
     #[arg(
         long,
         value_name = "GBPS",

@@ -115,8 +115,7 @@ pub struct TimingArgs {
     )]
     pub admission_cap: Option<f64>,
 
-    /// Write a Chrome trace-event JSON of one run's resources (open in ui.perfetto.dev;
-    /// `sim run` only).
+    /// Write a Chrome trace-event JSON of the run's resources (open in ui.perfetto.dev).
     #[arg(long, value_name = "FILE", help_heading = "Timing")]
     pub timeline: Option<PathBuf>,
 }
