@@ -151,6 +151,15 @@ fn offset_note(offset: Option<u64>) -> String {
 }
 
 impl TraceError {
+    /// The kind of the operating-system error, for an [`TraceError::Io`] (a caller tells a
+    /// closed pipe from a failed disk by it).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            TraceError::Io { cause, .. } => Some(cause.kind()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(file: &str, action: &'static str, cause: std::io::Error) -> Self {
         TraceError::Io {
             file: file.to_string(),

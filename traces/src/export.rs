@@ -62,7 +62,15 @@ pub fn export_csv<R: Read>(
     out: impl Write,
 ) -> Result<u64, TraceError> {
     let file = reader.file_name().to_string();
-    let csv_err = |e: csv::Error| TraceError::invalid(&file, format!("writing CSV: {e}"));
+    // an I/O failure stays an I/O error, so its kind (a closed pipe) reaches the caller
+    let csv_err = |e: csv::Error| match e.kind() {
+        csv::ErrorKind::Io(io) => TraceError::io(
+            &file,
+            "writing CSV",
+            std::io::Error::new(io.kind(), io.to_string()),
+        ),
+        _ => TraceError::invalid(&file, format!("writing CSV: {e}")),
+    };
     let has_w = reader.header().has_weights;
     let names: Vec<String> = reader
         .header()

@@ -85,11 +85,16 @@ fn mib(x: f64) -> String {
     }
 }
 
-/// Whether `e` is a write to a pipe whose reader has gone (stdout piped into `head`).
+/// Whether `e` is a write to a pipe whose reader has gone (stdout piped into `head`), as an
+/// I/O error or as a trace writer's.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    let broken = |k: std::io::ErrorKind| k == std::io::ErrorKind::BrokenPipe;
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|io| broken(io.kind()))
+            || c.downcast_ref::<traces::TraceError>()
+                .and_then(traces::TraceError::io_kind)
+                .is_some_and(broken)
     })
 }
 

@@ -433,49 +433,11 @@ fn export_to_stdout(a: &ExportArgs, phases: traces::PhaseSel) -> anyhow::Result<
         bail!("--out -: oracleGeneral is a binary format written with seeks, so it needs a file; give --out a file path");
     }
     let mut reader = traces::TraceReader::open(&a.file)?;
-    let mut out = PipeWatch {
-        inner: std::io::BufWriter::new(std::io::stdout().lock()),
-        broken: false,
-    };
-    let rows = traces::export::export_csv(&mut reader, phases, &mut out)
-        .map_err(anyhow::Error::from)
-        .and_then(|n| Ok(std::io::Write::flush(&mut out).map(|()| n)?));
-    match rows {
-        Ok(n) => {
-            eprintln!("wrote {n} rows to stdout");
-            Ok(())
-        }
-        Err(_) if out.broken => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into()),
-        Err(e) => Err(e),
-    }
-}
-
-/// A writer that remembers whether its reader went away: the CSV writer reports a failed
-/// write in its own words, without the I/O error's kind.
-struct PipeWatch<W> {
-    inner: W,
-    broken: bool,
-}
-
-impl<W: std::io::Write> PipeWatch<W> {
-    fn watch<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
-        if let Err(e) = &r {
-            self.broken |= e.kind() == std::io::ErrorKind::BrokenPipe;
-        }
-        r
-    }
-}
-
-impl<W: std::io::Write> std::io::Write for PipeWatch<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let r = self.inner.write(buf);
-        self.watch(r)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let r = self.inner.flush();
-        self.watch(r)
-    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let n = traces::export::export_csv(&mut reader, phases, &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    eprintln!("wrote {n} rows to stdout");
+    Ok(())
 }
 
 /// A prompt key becomes a file name: refuse anything that could escape the directory.
