@@ -13,13 +13,9 @@ pub fn write_atomic_with(
     path: &Path,
     body: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     // Declared before the file, so dropped after it: removed, then unregistered.
     let _live: traces::cleanup::Registered;
-    let mut tmp = traces::cleanup::temp_file_in(dir, ".out-", path)?;
+    let mut tmp = traces::cleanup::temp_file_beside(path, ".out-")?;
     _live = traces::cleanup::register(tmp.path());
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());

@@ -104,15 +104,23 @@ pub fn remove_on_signals() -> Result<(), ctrlc::Error> {
     })
 }
 
-/// A hidden temporary file `{prefix}XXXXXX.tmp` in `dir`, next to the `output` it will be
-/// renamed to (the name errors use). Errors: [`crate::TraceError::OutputIsDirectory`] when
-/// `output` is a directory or ends in a separator, [`crate::TraceError::NoDirectory`] when
-/// `dir` does not exist (not the temporary name, which the user never gave), else the
-/// system's.
-pub fn temp_file_in(
-    dir: &Path,
-    prefix: &str,
+/// The directory an output file at `output` is written in: its parent, or `.` for a bare
+/// file name.
+pub fn dir_of(output: &Path) -> &Path {
+    match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A hidden temporary file `{prefix}XXXXXX.tmp` beside `output` (in [`dir_of`] it), to be
+/// renamed to it; errors use the output's name. Errors:
+/// [`crate::TraceError::OutputIsDirectory`] when `output` is a directory or ends in a
+/// separator, [`crate::TraceError::NoDirectory`] when its directory does not exist (not the
+/// temporary name, which the user never gave), else the system's.
+pub fn temp_file_beside(
     output: &Path,
+    prefix: &str,
 ) -> Result<tempfile::NamedTempFile, crate::TraceError> {
     let file = output.display().to_string();
     let trailing = output
@@ -123,9 +131,10 @@ pub fn temp_file_in(
         let file = file.trim_end_matches(std::path::MAIN_SEPARATOR).to_string();
         return Err(crate::TraceError::OutputIsDirectory { file });
     }
+    let dir = dir_of(output);
     if !dir.is_dir() {
         return Err(crate::TraceError::NoDirectory {
-            file: file.to_string(),
+            file,
             dir: dir.display().to_string(),
         });
     }

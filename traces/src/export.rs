@@ -33,13 +33,9 @@ fn write_atomically_file<T>(
     body: impl FnOnce(&mut std::fs::File) -> Result<T, TraceError>,
 ) -> Result<T, TraceError> {
     let file = path.display().to_string();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
     // Declared before the file, so dropped after it: removed, then unregistered.
     let _live: crate::cleanup::Registered;
-    let mut tmp = crate::cleanup::temp_file_in(&dir, ".export-", path)?;
+    let mut tmp = crate::cleanup::temp_file_beside(path, ".export-")?;
     _live = crate::cleanup::register(tmp.path());
     let value = body(tmp.as_file_mut())?;
     crate::file_mode::share_file(tmp.as_file())

@@ -69,15 +69,12 @@ impl TraceWriter {
                 max: MAX_HEADER_BYTES,
             });
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = crate::cleanup::dir_of(&path);
         let need = PREAMBLE_LEN as u128
             + header_bytes.len() as u128
             + Layout::of(header).payload_bytes
             + CHECKSUM_LEN as u128;
-        let free = crate::resources::free_space(&dir);
+        let free = crate::resources::free_space(dir);
         if crate::resources::exceeds(need, free) {
             return Err(TraceError::NoSpace {
                 file,
@@ -86,7 +83,7 @@ impl TraceWriter {
                 dir: dir.display().to_string(),
             });
         }
-        let tmp = crate::cleanup::temp_file_in(&dir, ".trace-", &path)?;
+        let tmp = crate::cleanup::temp_file_beside(&path, ".trace-")?;
         let live = crate::cleanup::register(tmp.path());
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
         let mut pre = Vec::with_capacity(20 + header_bytes.len());

@@ -106,11 +106,7 @@ fn measurements_path(out: &Path) -> PathBuf {
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     // Fail before measuring anything when the output cannot be written or no GPU is usable.
-    let dir = args
-        .out
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = traces::cleanup::dir_of(&args.out);
     anyhow::ensure!(
         dir.is_dir(),
         "--out {}: directory {} does not exist",
