@@ -140,4 +140,9 @@ pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Print `value` to stdout as pretty JSON and a newline ([`emit`]).
+pub fn emit_json(value: &impl serde::Serialize) -> Result<()> {
+    emit(None, &(serde_json::to_string_pretty(value)? + "\n"))
+}
+
 pub use sim::output::write_atomic;

@@ -161,6 +161,15 @@ fn predictor_parser() -> impl TypedValueParser<Value = PredictorKind> {
 }
 
 impl TimingArgs {
+    /// Refuse `--timeline` in `command` (`sim sweep`, `sim compare`, `sim plan`): the file
+    /// holds one run's resources, so only `sim run` writes it.
+    pub fn refuse_timeline(&self, command: &str) -> Result<()> {
+        if self.timeline.is_some() {
+            bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim {command}` one");
+        }
+        Ok(())
+    }
+
     /// Whether any `--predictor` other than `none` was given.
     pub fn predicts(&self) -> bool {
         self.predictor.iter().any(|&k| k != PredictorKind::None)

@@ -168,9 +168,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         runner::parse_policy(m, "--policies")?;
     }
     let retention = retention_grid(&args)?;
-    if args.timing.timeline.is_some() {
-        bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim compare` one");
-    }
+    args.timing.refuse_timeline("compare")?;
     // the report draws each run's step-latency CDF from every step
     let timing = args
         .timing

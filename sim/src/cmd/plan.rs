@@ -109,11 +109,7 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     if args.timing.hw.is_none() {
         bail!("`sim plan` prices tokens/s and memory on a GPU: give --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
     }
-    if args.timing.timeline.is_some() {
-        bail!(
-            "--timeline writes one run's resources; it is a `sim run` option, not a `sim plan` one"
-        );
-    }
+    args.timing.refuse_timeline("plan")?;
     if args.timing.predictor.len() > 1 || args.timing.window.len() > 1 {
         bail!("--predictor and --window take one value in `sim plan` (it plans placements, mechanisms and policies); give lists to `sim sweep` or `sim compare`");
     }

@@ -1,6 +1,6 @@
 //! `sim profile list|show|union-curve|check-churn`.
 
-use super::args_input::emit;
+use super::args_input::{emit, emit_json};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use sim::engine::{churn, TimingConfig};
@@ -115,7 +115,7 @@ fn list(a: ListArgs) -> Result<()> {
         }
     }
     if a.json {
-        return emit(None, &(serde_json::to_string_pretty(&json)? + "\n"));
+        return emit_json(&json);
     }
     emit(None, &text)
 }
@@ -168,7 +168,7 @@ fn union_curve(a: UnionCurveArgs) -> Result<()> {
     };
     let t = union_curve_table(&p, a.slots, &distinct, a.expert_mib)?;
     if a.json {
-        emit(None, &(serde_json::to_string_pretty(&t)? + "\n"))?;
+        emit_json(&t)?;
     } else {
         emit(None, &reports::text::union_curve::union_curve_text(&t))?;
     }
@@ -184,7 +184,7 @@ fn check_churn(a: ChurnArgs) -> Result<()> {
     let hw = TimingConfig::new(a.hw.clone(), Arc::new(profile::load(&a.hw)?));
     let rows = churn::check_churn(&hw, a.seed, !a.overlap, semantics)?;
     if a.json {
-        emit(None, &(serde_json::to_string_pretty(&rows)? + "\n"))?;
+        emit_json(&rows)?;
         return Ok(());
     }
     let err = |p: f64, m: f64| 100.0 * (p - m) / m;

@@ -1,7 +1,7 @@
 //! `sim report`: regenerate a report directory from its `results.json`, or merge the
 //! directories of `sim compare --shard i/n` into the report of the whole grid.
 
-use super::args_input::emit;
+use super::args_input::emit_json;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use reports::{Results, RunCoords, RunEntry, Shard};
@@ -163,7 +163,7 @@ pub(super) fn print_summary(results: &Results, out: &Path, replaced: bool) -> Re
         shard: results.shard,
         runs: results.runs.iter().map(RunSummary::of).collect(),
     };
-    emit(None, &(serde_json::to_string_pretty(&summary)? + "\n"))?;
+    emit_json(&summary)?;
     Ok(())
 }
 

@@ -138,9 +138,7 @@ fn spans_layers(e: &anyhow::Error) -> bool {
 }
 
 pub fn run(args: SweepArgs) -> Result<()> {
-    if args.timing.timeline.is_some() {
-        bail!("--timeline writes one run's resources; it is a `sim run` option, not a `sim sweep` one");
-    }
+    args.timing.refuse_timeline("sweep")?;
     let configs = super::args_timing::with_timing(run_grid(&args)?, &args.timing, args.cache.seed)?;
     let traces = args.input.traces();
     let bar = args

@@ -1,6 +1,6 @@
 //! `sim trace gen`: write a labelled synthetic trace (see `traces::gen` for the router model).
 
-use super::args_input::emit;
+use super::args_input::{emit, emit_json};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::path::PathBuf;
@@ -117,7 +117,7 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         let cross_json = fitted.as_ref().map(|(_, _, c)| c);
         let v = serde_json::json!({ "out": out.display().to_string(), "model": model.name,
             "params": params, "fit": fit_json, "fit_cross": cross_json });
-        emit(None, &(serde_json::to_string_pretty(&v)? + "\n"))?;
+        emit_json(&v)?;
     } else {
         emit(
             None,

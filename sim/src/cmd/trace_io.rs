@@ -1,6 +1,6 @@
 //! `sim trace import` and `sim trace export`: converting traces from and to other formats.
 
-use super::args_input::emit;
+use super::args_input::emit_json;
 use anyhow::{bail, Context};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
@@ -261,7 +261,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(name, t)| import_summary(&a.out.join(name), t))
             .collect();
-        emit(None, &(serde_json::to_string_pretty(&files)? + "\n"))?;
+        emit_json(&files)?;
     }
     Ok(())
 }
@@ -418,7 +418,7 @@ pub fn run_export(a: ExportArgs) -> anyhow::Result<()> {
             unit,
             object_size,
         };
-        emit(None, &(serde_json::to_string_pretty(&summary)? + "\n"))?;
+        emit_json(&summary)?;
     }
     Ok(())
 }

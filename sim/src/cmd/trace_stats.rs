@@ -1,6 +1,6 @@
 //! `sim trace stats`: statistics of a trace, streamed token by token from the file.
 
-use super::args_input::emit;
+use super::args_input::{emit, emit_json};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -59,7 +59,7 @@ pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result
 pub fn run_stats(a: StatsArgs) -> anyhow::Result<()> {
     let st = stats_of_file(&a.file, a.phase.into())?;
     if a.json {
-        emit(None, &(serde_json::to_string_pretty(&st)? + "\n"))?;
+        emit_json(&st)?;
     } else {
         emit(None, &st.to_text())?;
     }
