@@ -136,12 +136,11 @@ impl AccessLog {
             return Ok(NextUses::in_memory(self.memory, num_units, &self.code));
         };
         let len = self.len;
-        let log = out
+        // one file: each block's next uses overwrite its units, read just before
+        let file = out
             .into_inner()
             .map_err(|e| e.into_error())
             .context("writing the temporary access log")?;
-        // each block's next uses overwrite its units, read just before: one file, not two
-        let next = log;
         let mut last = vec![NEVER; num_units];
         let mut far = Vec::new();
         let (mut units, mut raw) = (Vec::with_capacity(BLOCK), vec![0u8; BLOCK * 4]);
@@ -149,7 +148,7 @@ impl AccessLog {
         while end > 0 {
             let start = end.saturating_sub(BLOCK as u64);
             let n = (end - start) as usize;
-            read_exact_at(&next, &mut raw[..n * 4], start * 4)
+            read_exact_at(&file, &mut raw[..n * 4], start * 4)
                 .context("reading the temporary access log")?;
             units.clear();
             units.extend(raw[..n * 4].chunks_exact(4).map(le_u32));
@@ -159,13 +158,13 @@ impl AccessLog {
                 raw[i * 4..i * 4 + 4].copy_from_slice(&c.to_le_bytes());
                 last[u as usize] = pos;
             }
-            write_all_at(&next, &raw[..n * 4], start * 4)
+            write_all_at(&file, &raw[..n * 4], start * 4)
                 .context("writing the temporary next-use file")?;
             end = start;
         }
         far.reverse();
         Ok(NextUses {
-            file: Some(next),
+            file: Some(file),
             len,
             buf: Vec::new(),
             at: 0,
