@@ -129,68 +129,8 @@ fn step_each(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::cache::Batching;
-    use crate::runner::{self, RunConfig};
-    use policies::UnitMap;
-    use traces::gen::{generate_trace, GenParams};
-    use traces::{KeySpace, ModelSpec, PhaseSel};
-
-    /// A generated trace file of `model` (`sequences` x `tokens` decode tokens) and its
-    /// `e1` units.
-    struct Fixture {
-        _dir: tempfile::TempDir,
-        path: std::path::PathBuf,
-        ks: KeySpace,
-        map: UnitMap,
-    }
-
-    impl Fixture {
-        fn new(model: ModelSpec, sequences: u64, tokens: u64) -> Fixture {
-            let params = GenParams {
-                preset: None,
-                skew: vec![1.0],
-                locality: vec![0.3],
-                cross_layer: 0.0,
-                sequences,
-                tokens,
-                seed: 5,
-                fitted_to: None,
-                always_on: Vec::new(),
-                archetypes: None,
-            };
-            let trace = generate_trace(&model, &params).unwrap();
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("t.bin");
-            traces::write_file(&path, &trace).unwrap();
-            let mut cfg = RunConfig {
-                policy: "e1".into(),
-                ..RunConfig::default()
-            };
-            cfg.sizes.expert_mib = Some(1.5);
-            let (map, _) = runner::build_units_with(&cfg, &model, |_| unreachable!()).unwrap();
-            Fixture {
-                _dir: dir,
-                path,
-                ks: trace.keyspace(),
-                map,
-            }
-        }
-
-        fn passes(&self, batch: usize) -> Passes<'_> {
-            Passes {
-                trace: &self.path,
-                ks: &self.ks,
-                map: &self.map,
-                phases: PhaseSel::All,
-                batching: Batching {
-                    batch,
-                    ..Batching::default()
-                },
-                tick: &|_| {},
-            }
-        }
-    }
+    use crate::bounded::fixture::Fixture;
+    use traces::ModelSpec;
 
     #[test]
     fn blocks_of_any_size_hold_the_groups_in_order() {

@@ -8,8 +8,9 @@
 //!    every record and the payload checksum; the same pass gives the pinning policies' unit
 //!    statistics when the trace is its own profile ([`profile::UnitCounts`]; a profile trace
 //!    gets a pass of its own);
-//! 3. with an offline policy (Belady/MIN): the access stream logged to a temporary file and
-//!    its next uses computed by a backward pass over it ([`next_use`]);
+//! 3. with an offline policy (Belady/MIN): each segment's first access of every unit, and by
+//!    a backward pass over those rows each segment's exits, from which a thread reading the
+//!    stream again beside the replay computes its next uses ([`next_use`]);
 //! 4. the retention replay: requests round-robin across sequences ([`source::RoundRobin`]),
 //!    batched, each group's units fed to the same [`CacheSim`] as the in-memory path's, with
 //!    the next uses read alongside.
@@ -30,6 +31,8 @@ pub mod batches;
 mod blocks;
 pub mod cells;
 pub mod coact;
+#[cfg(test)]
+mod fixture;
 pub mod grid;
 pub mod next_use;
 mod positioned;
@@ -44,6 +47,7 @@ use anyhow::{Context, Result};
 use policies::retention::{self, EvictionPolicy};
 use policies::UnitMap;
 use std::path::Path;
+use std::sync::Arc;
 use traces::{Header, KeySpace, PhaseSel, SequenceData, Trace, TraceReader};
 
 /// Tokens between two calls of a pass's progress callback.
@@ -494,6 +498,29 @@ pub(crate) struct Passes<'a> {
     tick: Tick<'a>,
 }
 
+/// The fields of [`Passes`] owned, for a thread of its own ([`next_use::Replayable`]).
+struct OwnedPasses {
+    trace: std::path::PathBuf,
+    ks: KeySpace,
+    map: UnitMap,
+    phases: PhaseSel,
+    batching: cache::Batching,
+}
+
+impl next_use::Replayable for OwnedPasses {
+    fn each_group(&self, group: &mut dyn FnMut(&[u32]) -> Result<()>) -> Result<()> {
+        let passes = Passes {
+            trace: &self.trace,
+            ks: &self.ks,
+            map: &self.map,
+            phases: self.phases,
+            batching: self.batching,
+            tick: &|_| {},
+        };
+        passes.groups(group).map(|_| ())
+    }
+}
+
 /// What a pass over the groups gives besides them: the tokens, and the `schedule` block
 /// with a queue.
 struct Streamed {
@@ -544,7 +571,7 @@ impl Passes<'_> {
         Ok(Streamed { tokens, schedule })
     }
 
-    /// The next uses of the stream (a pass logging it, then the backward pass). Refuses up
+    /// The next uses of the stream (a pass recording it, [`next_use::FirstUses`]). Refuses up
     /// front, from the header, a stream that could pass [`retention::Belady::MAX_POSITION`].
     fn next_uses(&self) -> Result<next_use::NextUses> {
         let bound = self.trace_accesses_bound()?;
@@ -555,9 +582,21 @@ impl Passes<'_> {
             ))
             .into());
         }
-        let mut log = next_use::AccessLog::new(bound)?;
-        self.blocks(REPLAY_BLOCK_ACCESSES, |b| log.push(&b.units))?;
-        log.next_uses(self.map.num_units())
+        let mut first = next_use::FirstUses::new(self.map.num_units(), bound)?;
+        self.blocks(REPLAY_BLOCK_ACCESSES, |b| first.push(&b.units))?;
+        first.finish(Arc::new(self.owned()))
+    }
+
+    /// The stream of these passes as the next-use thread reads it again: owned, and without
+    /// progress ticks (the replay it runs beside ticks).
+    fn owned(&self) -> OwnedPasses {
+        OwnedPasses {
+            trace: self.trace.to_path_buf(),
+            ks: self.ks.clone(),
+            map: self.map.clone(),
+            phases: self.phases,
+            batching: self.batching,
+        }
     }
 
     /// Refuse up front, from the header, a stream of more groups than the u32 group stamps

@@ -1,188 +1,131 @@
-//! Belady's next uses without holding the stream: a forward pass logs every access's unit, a
-//! backward pass over the log's blocks overwrites each access's unit with its next use, in
-//! place (the way libCacheSim's `oracleGeneral` carries next-access times beside its
-//! requests), and the replay reads the next uses alongside the forward pass, block by block.
+//! Belady's next uses without holding the stream or a file of it. The access stream is cut
+//! into segments of [`SEGMENT`] accesses:
 //!
-//! A next use is stored as its distance from its access, in a u32 ([`Code`]): 0 for never,
-//! and the rare distance of 2^32 - 1 or more as an escape whose position waits, in order, in
-//! a list held in memory (each such gap spans 2^32 - 1 accesses of the stream, so there are at
-//! most units x accesses / (2^32 - 1) of them: about 16 k for 10 M DeepSeek-V3 tokens, and
-//! none in practice). Positions themselves are u64, so a stream may pass 2^32 accesses.
+//! 1. a forward pass records each segment's row: every unit's first access in the segment
+//!    ([`FirstUses`]);
+//! 2. a backward pass over the rows turns each into the segment's exits: every unit's first
+//!    access after the segment's end;
+//! 3. the replay reads the stream again on a thread of its own, a segment ahead of the
+//!    simulator ([`NextUses`]), and a backward walk over each segment's units that starts
+//!    from its exits gives its next uses.
 //!
-//! A stream of at most [`IN_MEMORY_ACCESSES`] accesses keeps its log and next uses in memory.
-//! A longer one spills them to an anonymous temporary file from `tempfile::tempfile` in the
-//! system's temporary directory: it has no name from the start (O_TMPFILE on Linux, or
-//! created and unlinked at once), so the system frees it when the process ends, however it
-//! ends (a signal, a kill), and nothing is left behind for `traces::cleanup` to remove. It
-//! takes 4 bytes per access: the log's units, then, in the same place, their next uses.
+//! A row is 8 bytes per unit: 118,784 bytes a segment for DeepSeek-V3's 14,848 experts, 2.8 %
+//! of the 4 MiB a log of the segment's unit ids would take, and nothing per access. Rows stay
+//! in memory up to [`IN_MEMORY_BYTES`]; more go to an anonymous temporary file from
+//! `tempfile::tempfile` in the system's temporary directory, which has no name from the start
+//! (O_TMPFILE on Linux, or created and unlinked at once), so the system frees it when the
+//! process ends, however it ends, and nothing is left behind. A stream of at most
+//! [`IN_MEMORY_ACCESSES`] keeps its units from the forward pass instead, turns them into its
+//! next uses in place, and reads nothing again.
 
 use super::positioned::{read_exact_at, write_all_at};
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use policies::retention::NEVER;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
-/// Accesses per block of the backward pass and of the replay's reads (1 M accesses: 4 MiB of
-/// u32, the trace reader's block size).
-const BLOCK: usize = 1 << 20;
+/// Accesses per segment: 1 Mi, so a segment's next uses are 8 MiB of u64 and its units
+/// 4 MiB of u32, and a row costs a few percent of a log of them.
+pub const SEGMENT: usize = 1 << 20;
 
-/// Most accesses whose log and next uses stay in memory: 16 Mi accesses, 64 MiB of units and
-/// 64 MiB of next uses, half of the 256 MiB peak-memory bound the bounded replay is held to
-/// (docs/RELIABILITY.md). Writing and reading the files costs about a quarter of a Belady run
-/// of 10 M accesses in system time (`perf` on a DeepSeek-V3 trace, BENCHMARKS.md "Bounded-memory
-/// replay"), which a stream this short need not pay.
+/// Most bytes of rows held in memory (16 MiB: 141 segments of DeepSeek-V3, about 320 k
+/// tokens); a stream that could need more keeps them in a temporary file from the start, so
+/// a long trace's memory does not depend on its length (the bounded replay's 256 MiB peak,
+/// docs/RELIABILITY.md).
+pub const IN_MEMORY_BYTES: u64 = 16 << 20;
+
+/// Most accesses whose units the forward pass keeps, so that their next uses are computed in
+/// memory, in place, and the stream is not read a third time: 16 Mi accesses, 64 MiB of u32
+/// (36 k DeepSeek-V3 tokens). A third reading costs a 10 M-access Belady run 1.16x its CPU
+/// time (BENCHMARKS.md "Bounded-memory replay"), which a stream this short need not pay.
 pub const IN_MEMORY_ACCESSES: u64 = 16 << 20;
 
-/// How a next use is stored: [`Code::never`], a distance `1..far_from`, or [`Code::FAR`]
-/// (the position is the next one of the escape list).
-struct Code {
-    /// Distances from this one up are escaped: `u32::MAX` but in tests.
-    far_from: u32,
+/// Segments of next uses waiting between the thread computing them and the replay: with the
+/// one being read, the one being computed and a spent one on its way back, at most four exist
+/// at once (32 MiB).
+const QUEUED: usize = 1;
+
+/// Why the replay and the pass that recorded the stream disagree.
+const CHANGED: &str = "the replay's accesses differ from those of the pass that recorded them; the trace file changed while it was read, run again";
+
+/// A stream of groups of unit ids that can be read again from its start, by the thread that
+/// computes the next uses.
+pub trait Replayable: Send + Sync + 'static {
+    /// Pass every group's units, in stream order, to `group`; its error stops the pass and
+    /// is the result.
+    fn each_group(&self, group: &mut dyn FnMut(&[u32]) -> Result<()>) -> Result<()>;
 }
 
-impl Code {
-    /// The stored value of "never used again".
-    const NEVER: u32 = 0;
-    /// The stored value of an escaped distance.
-    const FAR: u32 = u32::MAX;
+/// One row of `units` u64 per segment, in memory or in a temporary file.
+struct Rows {
+    units: usize,
+    memory: Vec<u64>,
+    file: Option<File>,
+    /// The byte image of a row being written to the file.
+    raw: Vec<u8>,
+}
 
-    /// The stored value of the next use `next` of the access at `pos`, pushing escaped
-    /// positions to `far`.
-    #[inline]
-    fn encode(&self, pos: u64, next: u64, far: &mut Vec<u64>) -> u32 {
-        if next == NEVER {
-            return Code::NEVER;
-        }
-        let d = next - pos;
-        if d < self.far_from as u64 {
-            d as u32
+impl Rows {
+    /// Room for up to `segments` rows, in memory when they take at most `limit` bytes; a file
+    /// is refused up front when twice its size is not free in the temporary directory.
+    fn new(units: usize, segments: u64, limit: u64) -> Result<Rows> {
+        let bytes = segments as u128 * units as u128 * 8;
+        let file = if bytes > limit as u128 {
+            check_room(bytes)?;
+            let dir = std::env::temp_dir();
+            let file = tempfile::tempfile_in(&dir)
+                .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            Some(file)
         } else {
-            far.push(next);
-            Code::FAR
-        }
-    }
-}
-
-/// The units of a stream's accesses in order, being written to a temporary file.
-pub struct AccessLog {
-    /// The log while it has at most [`IN_MEMORY_ACCESSES`] accesses.
-    memory: Vec<u32>,
-    /// The temporary file, once the log outgrew memory (the memory part written first).
-    out: Option<BufWriter<File>>,
-    /// Most accesses kept in memory.
-    limit: u64,
-    len: u64,
-    code: Code,
-}
-
-impl AccessLog {
-    /// An empty log. A stream whose `accesses` (its length bound, from the header) exceed
-    /// [`IN_MEMORY_ACCESSES`] is refused up front when it would not fit twice in the free space
-    /// of the system's temporary directory.
-    pub fn new(accesses: u64) -> Result<AccessLog> {
-        AccessLog::with_memory_limit(accesses, IN_MEMORY_ACCESSES)
-    }
-
-    /// [`AccessLog::new`] keeping at most `limit` accesses in memory.
-    fn with_memory_limit(accesses: u64, limit: u64) -> Result<AccessLog> {
-        if accesses > limit {
-            check_room(accesses)?;
-        }
-        Ok(AccessLog {
-            memory: Vec::with_capacity(accesses.min(limit).min(BLOCK as u64) as usize),
-            out: None,
-            limit,
-            len: 0,
-            code: Code { far_from: u32::MAX },
-        })
-    }
-
-    /// Log the units of one group, in access order.
-    pub fn push(&mut self, units: &[u32]) -> Result<()> {
-        self.len += units.len() as u64;
-        if self.out.is_none() && self.len > self.limit {
-            self.spill()?;
-        }
-        match &mut self.out {
-            None => self.memory.extend_from_slice(units),
-            Some(out) => {
-                for &u in units {
-                    out.write_all(&u.to_le_bytes())?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Move the log to a temporary file.
-    fn spill(&mut self) -> Result<()> {
-        let dir = std::env::temp_dir();
-        let file = tempfile::tempfile_in(&dir)
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-        let mut out = BufWriter::with_capacity(BLOCK * 4, file);
-        for &u in &self.memory {
-            out.write_all(&u.to_le_bytes())?;
-        }
-        self.memory = Vec::new();
-        self.out = Some(out);
-        Ok(())
-    }
-
-    /// The next use of every logged access ([`crate::cache::AccessStream::next_use`]'s
-    /// numbering, as u64 positions), by one backward pass over the log's blocks; `num_units`
-    /// bounds the ids.
-    pub fn next_uses(self, num_units: usize) -> Result<NextUses> {
-        let Some(out) = self.out else {
-            return Ok(NextUses::in_memory(self.memory, num_units, &self.code));
+            None
         };
-        let len = self.len;
-        // one file: each block's next uses overwrite its units, read just before
-        let file = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .context("writing the temporary access log")?;
-        let mut last = vec![NEVER; num_units];
-        let mut far = Vec::new();
-        let (mut units, mut raw) = (Vec::with_capacity(BLOCK), vec![0u8; BLOCK * 4]);
-        let mut end = len;
-        while end > 0 {
-            let start = end.saturating_sub(BLOCK as u64);
-            let n = (end - start) as usize;
-            read_exact_at(&file, &mut raw[..n * 4], start * 4)
-                .context("reading the temporary access log")?;
-            units.clear();
-            units.extend(raw[..n * 4].chunks_exact(4).map(le_u32));
-            for (i, &u) in units.iter().enumerate().rev() {
-                let pos = start + i as u64;
-                let c = self.code.encode(pos, last[u as usize], &mut far);
-                raw[i * 4..i * 4 + 4].copy_from_slice(&c.to_le_bytes());
-                last[u as usize] = pos;
-            }
-            write_all_at(&file, &raw[..n * 4], start * 4)
-                .context("writing the temporary next-use file")?;
-            end = start;
-        }
-        far.reverse();
-        Ok(NextUses {
-            file: Some(file),
-            len,
-            buf: Vec::new(),
-            at: 0,
-            read: 0,
-            raw,
-            pos: 0,
-            far,
-            far_at: 0,
-            out: Vec::new(),
+        Ok(Rows {
+            units,
+            memory: Vec::new(),
+            file,
+            raw: Vec::new(),
         })
+    }
+
+    /// Store `row` as row `j`: rows are written in order first, and then overwritten.
+    fn write(&mut self, j: u64, row: &[u64]) -> Result<()> {
+        let at = j as usize * self.units;
+        let Some(file) = &self.file else {
+            if at == self.memory.len() {
+                self.memory.extend_from_slice(row);
+            } else {
+                self.memory[at..at + self.units].copy_from_slice(row);
+            }
+            return Ok(());
+        };
+        self.raw.clear();
+        self.raw.extend(row.iter().flat_map(|v| v.to_le_bytes()));
+        write_all_at(file, &self.raw, at as u64 * 8).context("writing the temporary next-use file")
+    }
+
+    /// Row `j` into `row`, through the byte buffer `raw`.
+    fn read(&self, j: u64, row: &mut [u64], raw: &mut Vec<u8>) -> Result<()> {
+        let at = j as usize * self.units;
+        let Some(file) = &self.file else {
+            row.copy_from_slice(&self.memory[at..at + self.units]);
+            return Ok(());
+        };
+        raw.resize(self.units * 8, 0);
+        read_exact_at(file, raw, at as u64 * 8).context("reading the temporary next-use file")?;
+        for (r, b) in row.iter_mut().zip(raw.chunks_exact(8)) {
+            *r = u64::from_le_bytes(b.try_into().expect("chunks of 8 bytes"));
+        }
+        Ok(())
     }
 }
 
-/// Refuse a log of up to `accesses` whose file would not fit twice in the free space of the
-/// system's temporary directory (a margin: the file takes 4 bytes per access).
-fn check_room(accesses: u64) -> Result<()> {
+/// Refuse rows of `bytes` that would not fit twice in the free space of the system's
+/// temporary directory.
+fn check_room(bytes: u128) -> Result<()> {
     let dir = std::env::temp_dir();
-    let need = accesses as u128 * 8;
+    let need = bytes * 2;
     if traces::resources::exceeds(need, traces::resources::free_space(&dir)) {
         bail!(
             "Belady's next uses need up to {} of temporary files in {}, more than is free; free space there, or point TMPDIR at a larger file system",
@@ -193,101 +136,381 @@ fn check_room(accesses: u64) -> Result<()> {
     Ok(())
 }
 
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+/// The sizes of [`FirstUses`]: [`SEGMENT`], [`IN_MEMORY_BYTES`] and [`IN_MEMORY_ACCESSES`]
+/// but in tests.
+struct Sizes {
+    /// Accesses per segment.
+    segment: usize,
+    /// Most bytes of rows in memory.
+    limit: u64,
+    /// Most accesses whose units are kept (below 2^32).
+    keep: u64,
 }
 
-/// The next uses of a stream, read forward block by block as the replay asks for them.
-pub struct NextUses {
-    /// The next-use file; `None` when every next use is in `buf`.
-    file: Option<File>,
-    /// Accesses in the file, and accesses read from it so far.
+/// The forward pass: each segment's first access of every unit, as the stream's groups are
+/// pushed in order.
+pub struct FirstUses {
+    segment: usize,
+    /// The current segment's first accesses ([`NEVER`] for none yet).
+    row: Vec<u64>,
+    rows: Rows,
+    /// Accesses pushed, and rows written.
     len: u64,
-    read: u64,
-    /// Read but not yet taken: `buf[at..]`, stored as [`Code`] says.
-    buf: Vec<u32>,
-    at: usize,
-    raw: Vec<u8>,
-    /// Position of the access of `buf[at]`.
-    pos: u64,
-    /// The escaped next uses in stream order, and the first not yet taken.
-    far: Vec<u64>,
-    far_at: usize,
-    /// The positions [`NextUses::take`] returns.
-    out: Vec<u64>,
+    segments: u64,
+    /// The stream's units while it has at most `keep` accesses.
+    units: Option<Vec<u32>>,
+    keep: u64,
+}
+
+impl FirstUses {
+    /// An empty pass over the ids `0..num_units` of a stream of at most `accesses` accesses
+    /// (its length bound, from the header).
+    pub fn new(num_units: usize, accesses: u64) -> Result<FirstUses> {
+        let sizes = Sizes {
+            segment: SEGMENT,
+            limit: IN_MEMORY_BYTES,
+            keep: IN_MEMORY_ACCESSES,
+        };
+        FirstUses::with(num_units, accesses, sizes)
+    }
+
+    /// [`FirstUses::new`] with other [`Sizes`].
+    fn with(num_units: usize, accesses: u64, sizes: Sizes) -> Result<FirstUses> {
+        assert!(
+            sizes.keep < u32::MAX as u64,
+            "a kept distance fits in a u32"
+        );
+        let segments = accesses.div_ceil(sizes.segment as u64);
+        Ok(FirstUses {
+            segment: sizes.segment,
+            row: vec![NEVER; num_units],
+            rows: Rows::new(num_units, segments, sizes.limit)?,
+            len: 0,
+            segments: 0,
+            units: Some(Vec::with_capacity(accesses.min(sizes.keep) as usize)),
+            keep: sizes.keep,
+        })
+    }
+
+    /// Record the units of the next group, in access order.
+    pub fn push(&mut self, mut group: &[u32]) -> Result<()> {
+        while !group.is_empty() {
+            let room = self.segment - (self.len % self.segment as u64) as usize;
+            let (now, later) = group.split_at(room.min(group.len()));
+            for (i, &u) in now.iter().enumerate() {
+                let first = &mut self.row[u as usize];
+                if *first == NEVER {
+                    *first = self.len + i as u64;
+                }
+            }
+            self.units = self
+                .units
+                .take()
+                .filter(|_| self.len + now.len() as u64 <= self.keep);
+            if let Some(units) = &mut self.units {
+                units.extend_from_slice(now);
+            }
+            self.len += now.len() as u64;
+            if self.len.is_multiple_of(self.segment as u64) {
+                self.end_segment()?;
+            }
+            group = later;
+        }
+        Ok(())
+    }
+
+    fn end_segment(&mut self) -> Result<()> {
+        self.rows.write(self.segments, &self.row)?;
+        self.segments += 1;
+        self.row.fill(NEVER);
+        Ok(())
+    }
+
+    /// The next uses of every recorded access ([`crate::cache::AccessStream::next_use`]'s
+    /// numbering): from the kept units, or by the backward pass over the rows, with `stream`
+    /// reading the same stream again for the replay.
+    pub fn finish(mut self, stream: Arc<dyn Replayable>) -> Result<NextUses> {
+        let len = self.len;
+        if let Some(units) = self.units.take() {
+            return Ok(NextUses {
+                source: Source::Memory(in_place(units, self.row.len()), Vec::new()),
+                len,
+                taken: 0,
+            });
+        }
+        if !self.len.is_multiple_of(self.segment as u64) {
+            self.end_segment()?;
+        }
+        let units = self.row.len();
+        let (mut exits, mut first, mut raw) = (vec![NEVER; units], vec![NEVER; units], Vec::new());
+        for j in (0..self.segments).rev() {
+            self.rows.read(j, &mut first, &mut raw)?;
+            self.rows.write(j, &exits)?;
+            for (e, &f) in exits.iter_mut().zip(&first) {
+                if f != NEVER {
+                    *e = f;
+                }
+            }
+        }
+        let fed = Fed {
+            stream,
+            rows: Arc::new(self.rows),
+            segment: self.segment,
+            len,
+            feed: None,
+            cur: Vec::new(),
+            at: 0,
+            out: Vec::new(),
+        };
+        Ok(NextUses {
+            source: Source::Fed(fed),
+            len,
+            taken: 0,
+        })
+    }
+}
+
+/// The next uses of the stream `units` over the ids `0..num_units`, each in the place of its
+/// access's unit as its distance from it (0 for never: no access is its own next use).
+fn in_place(mut units: Vec<u32>, num_units: usize) -> Vec<u32> {
+    let mut last = vec![NEVER; num_units];
+    for (pos, u) in units.iter_mut().enumerate().rev() {
+        let unit = *u as usize;
+        *u = match last[unit] {
+            NEVER => 0,
+            next => (next - pos as u64) as u32,
+        };
+        last[unit] = pos as u64;
+    }
+    units
+}
+
+/// The next uses `next` of the accesses of `units` (the first at stream position `start`),
+/// walking back from `last`, every unit's first access after them, which it leaves as every
+/// unit's first access among or after them.
+fn walk(units: &[u32], start: u64, last: &mut [u64], next: &mut Vec<u64>) {
+    next.resize(units.len(), NEVER);
+    for (i, &u) in units.iter().enumerate().rev() {
+        let last = &mut last[u as usize];
+        next[i] = *last;
+        *last = start + i as u64;
+    }
+}
+
+/// The next uses of a stream, handed out in order as the replay asks for them.
+pub struct NextUses {
+    source: Source,
+    /// Accesses recorded, and taken since the start.
+    len: u64,
+    taken: u64,
+}
+
+enum Source {
+    /// Every next use of a short stream as [`in_place`] stores it, and the positions of a
+    /// request.
+    Memory(Vec<u32>, Vec<u64>),
+    /// A stream of several: computed a segment ahead by a thread reading the stream again.
+    Fed(Fed),
 }
 
 impl NextUses {
-    /// The next uses of an in-memory log, by the same backward walk as the files' pass.
-    fn in_memory(mut units: Vec<u32>, num_units: usize, code: &Code) -> NextUses {
-        let mut last = vec![NEVER; num_units];
-        let mut far = Vec::new();
-        for (pos, u) in units.iter_mut().enumerate().rev() {
-            let unit = *u as usize;
-            *u = code.encode(pos as u64, last[unit], &mut far);
-            last[unit] = pos as u64;
-        }
-        far.reverse();
-        NextUses {
-            file: None,
-            len: units.len() as u64,
-            read: units.len() as u64,
-            buf: units,
-            at: 0,
-            raw: Vec::new(),
-            pos: 0,
-            far,
-            far_at: 0,
-            out: Vec::new(),
-        }
-    }
-
     /// Start again from the stream's first access (for another replay of the same stream).
     pub fn rewind(&mut self) {
-        if self.file.is_some() {
-            self.buf.clear();
-            self.read = 0;
+        self.taken = 0;
+        if let Source::Fed(f) = &mut self.source {
+            f.feed = None;
+            f.cur.clear();
+            f.at = 0;
         }
-        self.at = 0;
-        self.pos = 0;
-        self.far_at = 0;
     }
 
     /// The next uses of the next `n` accesses, as stream positions ([`NEVER`] for never).
+    /// Errors: more accesses than were recorded, the stream read again differs, or a read of
+    /// the temporary file failed.
     pub fn take(&mut self, n: usize) -> Result<&[u64]> {
-        if self.buf.len() - self.at < n {
-            let have = (self.buf.len() - self.at) as u64;
-            let file = self
-                .file
-                .as_ref()
-                .filter(|_| have + self.len - self.read >= n as u64);
-            let Some(file) = file else {
-                bail!("the replay made more accesses than the pass that logged them; the trace file changed while it was read, run again");
-            };
-            self.buf.drain(..self.at);
-            self.at = 0;
-            let want = (n - self.buf.len()).max(BLOCK) as u64;
-            let k = want.min(self.len - self.read) as usize;
-            self.raw.resize(k * 4, 0);
-            read_exact_at(file, &mut self.raw, self.read * 4)
-                .context("reading the temporary next-use file")?;
-            self.read += k as u64;
-            self.buf.extend(self.raw.chunks_exact(4).map(le_u32));
+        let from = self.taken as usize;
+        if self.taken + n as u64 > self.len {
+            bail!(CHANGED);
+        }
+        self.taken += n as u64;
+        match &mut self.source {
+            Source::Memory(dist, out) => {
+                out.clear();
+                let near = dist[from..from + n].iter().zip(from as u64..);
+                out.extend(near.map(|(&d, pos)| if d == 0 { NEVER } else { pos + d as u64 }));
+                Ok(out)
+            }
+            Source::Fed(f) => f.take(n),
+        }
+    }
+}
+
+/// The next uses of a stream of several segments, and the thread computing them.
+struct Fed {
+    stream: Arc<dyn Replayable>,
+    /// Each segment's exits.
+    rows: Arc<Rows>,
+    segment: usize,
+    len: u64,
+    /// The thread, started by the first segment asked for after a start or a rewind.
+    feed: Option<Feed>,
+    /// The segment being taken, its first access not yet taken, and a request spanning
+    /// segments.
+    cur: Vec<u64>,
+    at: usize,
+    out: Vec<u64>,
+}
+
+impl Fed {
+    fn take(&mut self, n: usize) -> Result<&[u64]> {
+        if self.cur.len() - self.at >= n {
+            self.at += n;
+            return Ok(&self.cur[self.at - n..self.at]);
         }
         self.out.clear();
-        for (i, &c) in self.buf[self.at..self.at + n].iter().enumerate() {
-            self.out.push(match c {
-                Code::NEVER => NEVER,
-                Code::FAR => {
-                    self.far_at += 1;
-                    self.far[self.far_at - 1]
-                }
-                d => self.pos + i as u64 + d as u64,
-            });
+        while self.out.len() < n {
+            if self.at == self.cur.len() {
+                self.next_segment()?;
+            }
+            let k = (n - self.out.len()).min(self.cur.len() - self.at);
+            self.out.extend_from_slice(&self.cur[self.at..self.at + k]);
+            self.at += k;
         }
-        self.at += n;
-        self.pos += n as u64;
         Ok(&self.out)
+    }
+
+    /// Replace the segment taken by the next one from the thread (started if need be).
+    fn next_segment(&mut self) -> Result<()> {
+        if self.feed.is_none() {
+            self.feed = Some(Feed::spawn(self)?);
+        }
+        let feed = self.feed.as_mut().expect("started above");
+        let next = feed.full.as_ref().expect("open until dropped").recv();
+        match next {
+            Ok(next) => {
+                let done = std::mem::replace(&mut self.cur, next);
+                let _ = feed.free.try_send(done);
+                self.at = 0;
+                Ok(())
+            }
+            // the thread stopped before the accesses ran out: its error says why
+            Err(_) => {
+                let handle = feed.handle.take().expect("joined once");
+                self.feed = None;
+                match handle.join() {
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(())) => Err(anyhow!(CHANGED)),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+        }
+    }
+}
+
+/// The thread computing next uses, and its two channels: segments of next uses from it,
+/// spent ones back for reuse.
+struct Feed {
+    full: Option<Receiver<Vec<u64>>>,
+    free: SyncSender<Vec<u64>>,
+    handle: Option<JoinHandle<Result<()>>>,
+}
+
+impl Feed {
+    fn spawn(f: &Fed) -> Result<Feed> {
+        let (full_tx, full_rx) = sync_channel(QUEUED);
+        let (free_tx, free_rx) = sync_channel(QUEUED + 2);
+        let mut feeder = Feeder {
+            rows: Arc::clone(&f.rows),
+            segment: f.segment,
+            len: f.len,
+            units: Vec::with_capacity(f.segment),
+            last: vec![NEVER; f.rows.units],
+            raw: Vec::new(),
+            j: 0,
+            start: 0,
+            full: full_tx,
+            free: free_rx,
+        };
+        let stream = Arc::clone(&f.stream);
+        let handle = std::thread::Builder::new()
+            .name("next-uses".into())
+            .spawn(move || {
+                stream.each_group(&mut |g| feeder.push(g))?;
+                feeder.finish()
+            })
+            .context("starting the thread that computes Belady's next uses")?;
+        Ok(Feed {
+            full: Some(full_rx),
+            free: free_tx,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for Feed {
+    /// Hang up, so the thread's next hand-over fails and it returns, and wait for it.
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The thread's side of [`Fed`]: the stream cut into segments again, each one's next uses
+/// walked back from its exits and sent.
+struct Feeder {
+    rows: Arc<Rows>,
+    segment: usize,
+    len: u64,
+    units: Vec<u32>,
+    last: Vec<u64>,
+    raw: Vec<u8>,
+    /// The segment being filled, and the position of its first access.
+    j: u64,
+    start: u64,
+    full: SyncSender<Vec<u64>>,
+    free: Receiver<Vec<u64>>,
+}
+
+impl Feeder {
+    fn push(&mut self, mut group: &[u32]) -> Result<()> {
+        while !group.is_empty() {
+            let k = (self.segment - self.units.len()).min(group.len());
+            self.units.extend_from_slice(&group[..k]);
+            if self.units.len() == self.segment {
+                self.send()?;
+            }
+            group = &group[k..];
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<()> {
+        if self.start + self.units.len() as u64 > self.len {
+            bail!(CHANGED);
+        }
+        self.rows.read(self.j, &mut self.last, &mut self.raw)?;
+        let mut next = self.free.try_recv().unwrap_or_default();
+        walk(&self.units, self.start, &mut self.last, &mut next);
+        self.full
+            .send(next)
+            .map_err(|_| anyhow!("the replay stopped"))?;
+        self.j += 1;
+        self.start += self.units.len() as u64;
+        self.units.clear();
+        Ok(())
+    }
+
+    /// Send the last segment; the stream must be as long as the one recorded.
+    fn finish(mut self) -> Result<()> {
+        if !self.units.is_empty() {
+            self.send()?;
+        }
+        if self.start != self.len {
+            bail!(CHANGED);
+        }
+        Ok(())
     }
 }
 
@@ -310,28 +533,38 @@ mod tests {
         next
     }
 
-    /// Log `units` in groups of 1 to 9, keeping `limit` accesses in memory and escaping
-    /// distances from `far_from` up, and take the next uses back in groups of another size,
-    /// twice (the second time after a rewind).
-    fn logged(units: &[u32], num_units: usize, limit: u64, far_from: u32) -> Vec<u64> {
-        let mut log = AccessLog::with_memory_limit(units.len() as u64, limit).unwrap();
-        log.code.far_from = far_from;
-        let mut rest = units;
-        let mut i = 0;
-        while !rest.is_empty() {
-            let n = (1 + i % 9).min(rest.len());
-            log.push(&rest[..n]).unwrap();
-            rest = &rest[n..];
-            i += 1;
+    /// A stream held in memory, in groups of 1 to 9 units.
+    struct Groups(Vec<Vec<u32>>);
+
+    impl Groups {
+        fn of(units: &[u32]) -> Groups {
+            let (mut groups, mut rest, mut i) = (Vec::new(), units, 0);
+            while !rest.is_empty() {
+                let n = (1 + i % 9).min(rest.len());
+                groups.push(rest[..n].to_vec());
+                rest = &rest[n..];
+                i += 1;
+            }
+            Groups(groups)
         }
-        let mut next = log.next_uses(num_units).unwrap();
-        let first = take_all(&mut next, units.len());
-        next.rewind();
-        assert_eq!(take_all(&mut next, units.len()), first, "after a rewind");
-        first
     }
 
-    /// Every next use of `next`, taken in groups of 1 to 7; one more access must be refused.
+    impl Replayable for Groups {
+        fn each_group(&self, group: &mut dyn FnMut(&[u32]) -> Result<()>) -> Result<()> {
+            self.0.iter().try_for_each(|g| group(g))
+        }
+    }
+
+    /// The next uses of `recorded`, replayed as `replayed`, with the `sizes`.
+    fn next_uses(recorded: &[u32], replayed: &[u32], num_units: usize, sizes: Sizes) -> NextUses {
+        let mut first = FirstUses::with(num_units, recorded.len() as u64, sizes).unwrap();
+        for g in &Groups::of(recorded).0 {
+            first.push(g).unwrap();
+        }
+        first.finish(Arc::new(Groups::of(replayed))).unwrap()
+    }
+
+    /// Every next use of `next`, taken in requests of 1 to 7; one more access is refused.
     fn take_all(next: &mut NextUses, len: usize) -> Vec<u64> {
         let mut out = Vec::with_capacity(len);
         let mut i = 0;
@@ -340,29 +573,101 @@ mod tests {
             out.extend_from_slice(next.take(n).unwrap());
             i += 1;
         }
-        assert!(next.take(1).is_err(), "more accesses than were logged");
+        assert!(next.take(1).is_err(), "more accesses than were recorded");
         out
     }
 
-    /// Both stores, across the 1 Mi-access blocks of the backward pass and of the reads, and a
-    /// log that spills part way, give the forward pass's next uses; so do they with distances
-    /// escaped from 3,000 up (about a third of them, with 3,000 units drawn uniformly) and from
-    /// 2 up (all but the adjacent ones), the path a distance of 2^32 - 1 or more takes.
+    /// One segment, segments of 1 Mi with a partial last one, and segments of 1 and 7
+    /// accesses (requests spanning several), each read again with rows in memory and in a
+    /// file, or from the kept units, give the forward pass's next uses, again after a rewind,
+    /// and after a rewind part way.
     #[test]
     fn next_uses_match_a_forward_pass_in_memory_and_in_files() {
         let num_units = 3000;
         let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
-        let units: Vec<u32> = (0..2 * BLOCK + 12_345)
+        let units: Vec<u32> = (0..2 * SEGMENT + 12_345)
             .map(|_| rng.gen_range(0..num_units as u32))
             .collect();
-        let want = forward_next_uses(&units, num_units);
-        for far_from in [u32::MAX, 3000, 2] {
+        for (segment, len) in [
+            (4 * SEGMENT, units.len()),
+            (SEGMENT, units.len()),
+            (7, 5000),
+            (1, 300),
+        ] {
+            let units = &units[..len];
+            let want = forward_next_uses(units, num_units);
+            for (limit, keep) in [(u64::MAX, 0), (0, 0), (u64::MAX, len as u64)] {
+                let sizes = Sizes {
+                    segment,
+                    limit,
+                    keep,
+                };
+                let mut next = next_uses(units, units, num_units, sizes);
+                let case = format!("segment {segment}, limit {limit}, keep {keep}");
+                assert_eq!(take_all(&mut next, len), want, "{case}");
+                next.rewind();
+                assert_eq!(take_all(&mut next, len), want, "after a rewind");
+                next.rewind();
+                next.take(len / 2).unwrap();
+                next.rewind();
+                assert_eq!(take_all(&mut next, len), want, "after a rewind part way");
+            }
+        }
+    }
+
+    /// The thread reads the trace file again through the passes' owned copy: in segments of
+    /// 50 accesses (a few groups each), with rows in memory and in a file, its next uses are
+    /// those of the passes' groups by a forward pass.
+    #[test]
+    fn next_uses_of_a_trace_file_match_a_forward_pass() {
+        let f =
+            crate::bounded::fixture::Fixture::new(traces::ModelSpec::uniform("t", 3, 16, 2), 3, 50);
+        let passes = f.passes(2);
+        let mut units = Vec::new();
+        passes
+            .groups(|g| {
+                units.extend_from_slice(g);
+                Ok(())
+            })
+            .unwrap();
+        let want = forward_next_uses(&units, f.map.num_units());
+        assert!(
+            units.len() > 15 * 50,
+            "{} accesses: many segments",
+            units.len()
+        );
+        for limit in [u64::MAX, 0] {
+            let sizes = Sizes {
+                segment: 50,
+                limit,
+                keep: 0,
+            };
+            let mut first = FirstUses::with(f.map.num_units(), units.len() as u64, sizes).unwrap();
+            passes.blocks(64, |b| first.push(&b.units)).unwrap();
+            let mut next = first.finish(Arc::new(passes.owned())).unwrap();
+            assert_eq!(take_all(&mut next, units.len()), want, "limit {limit}");
+        }
+    }
+
+    /// A stream read again shorter than the one recorded, or a replay of more accesses, is
+    /// an error of the replay, not a wrong next use.
+    #[test]
+    fn a_changed_stream_is_refused() {
+        let units: Vec<u32> = (0..100).map(|i| i % 13).collect();
+        for replayed in [&units[..99], &[units.as_slice(), &[1]].concat()[..]] {
+            let sizes = Sizes {
+                segment: 10,
+                limit: u64::MAX,
+                keep: 0,
+            };
+            let mut next = next_uses(&units, replayed, 13, sizes);
+            let err = (0..101).try_for_each(|_| next.take(1).map(|_| ()));
             assert_eq!(
-                logged(&units, num_units, IN_MEMORY_ACCESSES, far_from),
-                want
+                err.unwrap_err().to_string(),
+                CHANGED,
+                "{} accesses",
+                replayed.len()
             );
-            assert_eq!(logged(&units, num_units, 0, far_from), want);
-            assert_eq!(logged(&units, num_units, BLOCK as u64 + 3, far_from), want);
         }
     }
 }
