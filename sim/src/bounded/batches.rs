@@ -49,11 +49,23 @@ impl<'a> Batches<'a> {
         map: &'a UnitMap,
         batching: Batching,
     ) -> Result<Batches<'a>> {
+        Batches::open_with(path, phases, ks, map, batching, super::source::BUFFER_BYTES)
+    }
+
+    /// [`Batches::open`] with `buffer_bytes` of record buffers ([`RoundRobin::open_with`]).
+    pub fn open_with(
+        path: &Path,
+        phases: PhaseSel,
+        ks: &'a KeySpace,
+        map: &'a UnitMap,
+        batching: Batching,
+        buffer_bytes: usize,
+    ) -> Result<Batches<'a>> {
         check_batching(batching.batch, batching.queue)?;
         let window = (batching.schedule == Schedule::RouteAware)
             .then(|| batching.queue.unwrap_or(batching.batch));
         Ok(Batches {
-            src: RoundRobin::open_stepped(path, phases, batching.stepping)?,
+            src: RoundRobin::open_with(path, phases, batching.stepping, buffer_bytes)?,
             ks,
             map,
             batch: batching.batch,

@@ -517,7 +517,9 @@ impl next_use::Replayable for OwnedPasses {
             batching: self.batching,
             tick: &|_| {},
         };
-        passes.groups(group).map(|_| ())
+        passes
+            .groups_buffered(next_use::REREAD_BUFFER_BYTES, group)
+            .map(|_| ())
     }
 }
 
@@ -532,10 +534,20 @@ impl Passes<'_> {
     /// Every group's units in stream order (as [`cache::AccessStream::build`] forms them from
     /// the batches of round-robin requests, [`batches::Batches`]), each passed to `group`;
     /// returns the tokens and the `schedule` block's figures when a queue was given.
-    fn groups(&self, mut group: impl FnMut(&[u32]) -> Result<()>) -> Result<Streamed> {
+    fn groups(&self, group: impl FnMut(&[u32]) -> Result<()>) -> Result<Streamed> {
+        self.groups_buffered(source::BUFFER_BYTES, group)
+    }
+
+    /// [`Passes::groups`] reading the records through `buffer_bytes` of buffers.
+    fn groups_buffered(
+        &self,
+        buffer_bytes: usize,
+        mut group: impl FnMut(&[u32]) -> Result<()>,
+    ) -> Result<Streamed> {
         self.check_groups()?;
+        let (path, phases, ks, map) = (self.trace, self.phases, self.ks, self.map);
         let mut src =
-            batches::Batches::open(self.trace, self.phases, self.ks, self.map, self.batching)?;
+            batches::Batches::open_with(path, phases, ks, map, self.batching, buffer_bytes)?;
         let ipt = self.ks.ids_per_token();
         let layers = self.ks.num_moe_layers();
         let mut stamp = vec![0u32; self.map.num_units()];

@@ -9,8 +9,8 @@
 //!    simulator ([`NextUses`]), and a backward walk over each segment's units that starts
 //!    from its exits gives its next uses.
 //!
-//! A row is 8 bytes per unit: 118,784 bytes a segment for DeepSeek-V3's 14,848 experts, 2.8 %
-//! of the 4 MiB a log of the segment's unit ids would take, and nothing per access. Rows stay
+//! A row is 8 bytes per unit: 118,784 bytes a segment for DeepSeek-V3's 14,848 experts, 5.7 %
+//! of the 2 MiB a log of the segment's unit ids would take, and nothing per access. Rows stay
 //! in memory up to [`IN_MEMORY_BYTES`]; more go to an anonymous temporary file from
 //! `tempfile::tempfile` in the system's temporary directory, which has no name from the start
 //! (O_TMPFILE on Linux, or created and unlinked at once), so the system frees it when the
@@ -26,15 +26,17 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// Accesses per segment: 1 Mi, so a segment's next uses are 8 MiB of u64 and its units
-/// 4 MiB of u32, and a row costs a few percent of a log of them.
-pub const SEGMENT: usize = 1 << 20;
+/// Accesses per segment: 512 Ki, so a segment's next uses are 4 MiB of u64 and its units 2 MiB
+/// of u32, and a row costs a few percent of a log of them. With segments of 1 Mi a timed sweep
+/// running two Belady runs at once (BENCHMARKS.md "Bounded-memory replay") peaked at 264 MiB,
+/// over the 256 MiB bound (255 MiB with these), at the same speed within noise.
+pub const SEGMENT: usize = 1 << 19;
 
-/// Most bytes of rows held in memory (16 MiB: 141 segments of DeepSeek-V3, about 320 k
-/// tokens); a stream that could need more keeps them in a temporary file from the start, so
-/// a long trace's memory does not depend on its length (the bounded replay's 256 MiB peak,
-/// docs/RELIABILITY.md).
-pub const IN_MEMORY_BYTES: u64 = 16 << 20;
+/// Most bytes of rows held in memory (4 MiB: 35 segments of DeepSeek-V3, about 40 k tokens);
+/// a stream that could need more keeps them in a temporary file from the start, so a long
+/// trace's memory does not depend on its length (the bounded replay's 256 MiB peak,
+/// docs/RELIABILITY.md, which a timed sweep's two Belady runs at once share).
+pub const IN_MEMORY_BYTES: u64 = 4 << 20;
 
 /// Most accesses whose units the forward pass keeps, so that their next uses are computed in
 /// memory, in place, and the stream is not read a third time: 16 Mi accesses, 64 MiB of u32
@@ -42,10 +44,21 @@ pub const IN_MEMORY_BYTES: u64 = 16 << 20;
 /// time (BENCHMARKS.md "Bounded-memory replay"), which a stream this short need not pay.
 pub const IN_MEMORY_ACCESSES: u64 = 16 << 20;
 
-/// Segments of next uses waiting between the thread computing them and the replay: with the
-/// one being read, the one being computed and a spent one on its way back, at most four exist
-/// at once (32 MiB).
-const QUEUED: usize = 1;
+/// Next uses per message from the thread to the replay: 128 Ki (1 MiB of u64), so that a chunk
+/// taken is handed back for reuse before the rest of its segment is.
+const CHUNK: usize = 1 << 17;
+
+/// Chunks waiting between the thread and the replay: a whole segment's, so the thread can
+/// read and walk the next segment while the replay takes them (with fewer, the replay waits
+/// for each segment to be read: 1.22x the wall time of a 1 M-token run with one chunk).
+/// With the segment being walked, the one being read and the chunks on their way back, about
+/// 12 MiB.
+const QUEUED: usize = SEGMENT / CHUNK;
+
+/// Bytes of record buffers of the thread's reading of the trace (4 MiB, against the replay's
+/// 32 MiB of [`super::source::BUFFER_BYTES`]): a read of 4,500 DeepSeek-V3 records still
+/// costs little against their next uses, and a timed sweep runs two Belady runs at once.
+pub const REREAD_BUFFER_BYTES: usize = 4 << 20;
 
 /// Why the replay and the pass that recorded the stream disagree.
 const CHANGED: &str = "the replay's accesses differ from those of the pass that recorded them; the trace file changed while it was read, run again";
@@ -352,10 +365,10 @@ struct Fed {
     rows: Arc<Rows>,
     segment: usize,
     len: u64,
-    /// The thread, started by the first segment asked for after a start or a rewind.
+    /// The thread, started by the first chunk asked for after a start or a rewind.
     feed: Option<Feed>,
-    /// The segment being taken, its first access not yet taken, and a request spanning
-    /// segments.
+    /// The chunk of next uses being taken, its first one not yet taken, and a request
+    /// spanning chunks.
     cur: Vec<u64>,
     at: usize,
     out: Vec<u64>,
@@ -370,7 +383,7 @@ impl Fed {
         self.out.clear();
         while self.out.len() < n {
             if self.at == self.cur.len() {
-                self.next_segment()?;
+                self.next_chunk()?;
             }
             let k = (n - self.out.len()).min(self.cur.len() - self.at);
             self.out.extend_from_slice(&self.cur[self.at..self.at + k]);
@@ -379,8 +392,8 @@ impl Fed {
         Ok(&self.out)
     }
 
-    /// Replace the segment taken by the next one from the thread (started if need be).
-    fn next_segment(&mut self) -> Result<()> {
+    /// Replace the chunk taken by the next one from the thread (started if need be).
+    fn next_chunk(&mut self) -> Result<()> {
         if self.feed.is_none() {
             self.feed = Some(Feed::spawn(self)?);
         }
@@ -407,8 +420,8 @@ impl Fed {
     }
 }
 
-/// The thread computing next uses, and its two channels: segments of next uses from it,
-/// spent ones back for reuse.
+/// The thread computing next uses, and its two channels: chunks of next uses from it, spent
+/// ones back for reuse.
 struct Feed {
     full: Option<Receiver<Vec<u64>>>,
     free: SyncSender<Vec<u64>>,
@@ -424,6 +437,7 @@ impl Feed {
             segment: f.segment,
             len: f.len,
             units: Vec::with_capacity(f.segment),
+            next: Vec::with_capacity(f.segment),
             last: vec![NEVER; f.rows.units],
             raw: Vec::new(),
             j: 0,
@@ -463,10 +477,12 @@ struct Feeder {
     rows: Arc<Rows>,
     segment: usize,
     len: u64,
+    /// The segment being filled, and its next uses once it is full.
     units: Vec<u32>,
+    next: Vec<u64>,
     last: Vec<u64>,
     raw: Vec<u8>,
-    /// The segment being filled, and the position of its first access.
+    /// The index of the segment being filled, and the position of its first access.
     j: u64,
     start: u64,
     full: SyncSender<Vec<u64>>,
@@ -491,11 +507,15 @@ impl Feeder {
             bail!(CHANGED);
         }
         self.rows.read(self.j, &mut self.last, &mut self.raw)?;
-        let mut next = self.free.try_recv().unwrap_or_default();
-        walk(&self.units, self.start, &mut self.last, &mut next);
-        self.full
-            .send(next)
-            .map_err(|_| anyhow!("the replay stopped"))?;
+        walk(&self.units, self.start, &mut self.last, &mut self.next);
+        for part in self.next.chunks(CHUNK) {
+            let mut chunk = self.free.try_recv().unwrap_or_default();
+            chunk.clear();
+            chunk.extend_from_slice(part);
+            self.full
+                .send(chunk)
+                .map_err(|_| anyhow!("the replay stopped"))?;
+        }
         self.j += 1;
         self.start += self.units.len() as u64;
         self.units.clear();
@@ -577,7 +597,7 @@ mod tests {
         out
     }
 
-    /// One segment, segments of 1 Mi with a partial last one, and segments of 1 and 7
+    /// One segment, segments of 512 Ki with a partial last one, and segments of 1 and 7
     /// accesses (requests spanning several), each read again with rows in memory and in a
     /// file, or from the kept units, give the forward pass's next uses, again after a rewind,
     /// and after a rewind part way.
