@@ -145,7 +145,7 @@ fn compare_on_trace_files_matches_the_in_memory_path() {
 #[test]
 fn a_timed_sweep_of_a_trace_file_matches_the_in_memory_path() {
     let f = files();
-    let (ok, out, err) = sim(&[
+    let args = [
         "sweep",
         "--trace",
         f.trace.to_str().unwrap(),
@@ -164,8 +164,13 @@ fn a_timed_sweep_of_a_trace_file_matches_the_in_memory_path() {
         "--dtype",
         "int4",
         "--json",
-    ]);
+    ];
+    let (ok, out, err) = sim(&args);
     assert!(ok, "{err}");
+    // one worker gives the same rows as the default pool
+    let (ok, one, err) = sim(&[&args[..], &["--threads", "1"]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(one, out, "--threads 1");
     let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
     let w = Workload::new(load(&f.trace), None).unwrap();
     let mut want = Vec::new();

@@ -268,6 +268,12 @@ fn usage_errors_exit_2_and_the_tools_own_checks_exit_1_as_help_says() {
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--object-size"), "{err}");
+    // No worker threads, in both grid commands.
+    for cmd in ["sweep", "compare"] {
+        let (code, err) = status_of(&[cmd, "--threads", "0"]);
+        assert_eq!(code, Some(2), "{cmd}: {err}");
+        assert!(err.contains("--threads"), "{cmd}: {err}");
+    }
     // A name outside a fixed list, as `--split` and `--semantics` refuse theirs.
     let (code, err) = status_of(&["run", "--evict", "lruu", "--budget", "25%"]);
     assert_eq!(code, Some(2), "{err}");

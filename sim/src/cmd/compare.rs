@@ -82,9 +82,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<Shard>,
 
-    /// Worker threads (default: all cores). Results do not depend on it.
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub threads: super::args_threads::ThreadsArgs,
 
     /// Print what was written as one JSON object on stdout: the report directory (`out`), its
     /// files, whether an earlier report was replaced, the run counts and shard, and per run
@@ -350,14 +349,7 @@ fn run_points(
             .map(|c| c.expect("every point was given a result"))
             .collect())
     };
-    let done = match args.threads {
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build()
-            .context("--threads")?
-            .install(work),
-        None => work(),
-    }?;
+    let done = args.threads.install(work)??;
     bar.finish();
     points
         .iter()

@@ -4,6 +4,7 @@ pub mod args_cache;
 pub mod args_input;
 pub mod args_progress;
 pub mod args_steps;
+pub mod args_threads;
 pub mod args_timing;
 pub mod calibrate;
 pub mod compare;

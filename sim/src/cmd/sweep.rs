@@ -77,6 +77,9 @@ pub struct SweepArgs {
     pub steps: StepArgs,
 
     #[command(flatten)]
+    pub threads: super::args_threads::ThreadsArgs,
+
+    #[command(flatten)]
     pub progress: super::args_progress::ProgressArgs,
 }
 
@@ -156,9 +159,15 @@ pub fn run(args: SweepArgs) -> Result<()> {
                     trace,
                     profile: args.input.profile_trace.as_deref(),
                 };
-                cells::run_cells(&configs, &input, &tick)?
+                args.threads
+                    .install(|| cells::run_cells(&configs, &input, &tick))??
             }
-            None => cells::run_cells(&configs, &cells::Input::Loaded(&load()?), &tick)?,
+            None => {
+                let workload = load()?;
+                let input = cells::Input::Loaded(&workload);
+                args.threads
+                    .install(|| cells::run_cells(&configs, &input, &tick))??
+            }
         };
         rows.push(trace_rows(&args, &configs, cells)?);
     }
