@@ -88,8 +88,12 @@ impl Rows {
         let file = if bytes > limit as u128 {
             check_room(bytes)?;
             let dir = std::env::temp_dir();
-            let file = tempfile::tempfile_in(&dir)
-                .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            let file = tempfile::tempfile_in(&dir).with_context(|| {
+                format!(
+                    "creating Belady's temporary next-use file in {} (the system's temporary directory: set TMPDIR to a writable one)",
+                    dir.display()
+                )
+            })?;
             Some(file)
         } else {
             None
