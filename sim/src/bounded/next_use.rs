@@ -27,9 +27,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Accesses per segment: 512 Ki, so a segment's next uses are 4 MiB of u64 and its units 2 MiB
-/// of u32, and a row costs a few percent of a log of them. With segments of 1 Mi a timed sweep
-/// running two Belady runs at once (BENCHMARKS.md "Bounded-memory replay") peaked at 264 MiB,
-/// over the 256 MiB bound (255 MiB with these), at the same speed within noise.
+/// of u32, and a row costs a few percent of a log of them. Segments of 1 Mi ran at the same
+/// speed within noise (a 1 M-token run, 2 pairs) with 8 MiB more in flight per Belady run,
+/// which a timed sweep pays once per worker (BENCHMARKS.md "Bounded-memory replay").
 pub const SEGMENT: usize = 1 << 19;
 
 /// Most bytes of rows held in memory (4 MiB: 35 segments of DeepSeek-V3, about 40 k tokens);
@@ -181,7 +181,7 @@ pub struct FirstUses {
 
 impl FirstUses {
     /// An empty pass over the ids `0..num_units` of a stream of at most `accesses` accesses
-    /// (its length bound, from the header).
+    /// (its length bound, from the header, which also decides whether the units are kept).
     pub fn new(num_units: usize, accesses: u64) -> Result<FirstUses> {
         let sizes = Sizes {
             segment: SEGMENT,
@@ -204,7 +204,9 @@ impl FirstUses {
             rows: Rows::new(num_units, segments, sizes.limit)?,
             len: 0,
             segments: 0,
-            units: Some(Vec::with_capacity(accesses.min(sizes.keep) as usize)),
+            // decided from the bound: filling 64 MiB of units before finding the stream is
+            // longer would set the run's peak memory
+            units: (accesses <= sizes.keep).then(|| Vec::with_capacity(accesses as usize)),
             keep: sizes.keep,
         })
     }
