@@ -150,25 +150,22 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let mut rows: Vec<TraceRows> = Vec::with_capacity(traces.len());
     let tick = |n: u64| bar.inc(n);
     for path in traces {
-        let load = || args.input.workload_of(path);
-        let cells = match path {
+        let workload;
+        let input = match path {
             // a trace file: every cell streams it (the untimed ones of a mechanism sharing
             // their passes)
-            Some(trace) => {
-                let input = cells::Input::File {
-                    trace,
-                    profile: args.input.profile_trace.as_deref(),
-                };
-                args.threads
-                    .install(|| cells::run_cells(&configs, &input, &tick))??
-            }
+            Some(trace) => cells::Input::File {
+                trace,
+                profile: args.input.profile_trace.as_deref(),
+            },
             None => {
-                let workload = load()?;
-                let input = cells::Input::Loaded(&workload);
-                args.threads
-                    .install(|| cells::run_cells(&configs, &input, &tick))??
+                workload = args.input.workload_of(path)?;
+                cells::Input::Loaded(&workload)
             }
         };
+        let cells = args
+            .threads
+            .install(|| cells::run_cells(&configs, &input, &tick))??;
         rows.push(trace_rows(&args, &configs, cells)?);
     }
     bar.finish();
