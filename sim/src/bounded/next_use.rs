@@ -164,19 +164,33 @@ struct Sizes {
     keep: u64,
 }
 
-/// The forward pass: each segment's first access of every unit, as the stream's groups are
-/// pushed in order.
+/// The forward pass: the stream's units when its bound keeps them, else each segment's first
+/// access of every unit, as the stream's groups are pushed in order.
 pub struct FirstUses {
+    num_units: usize,
+    /// Accesses pushed.
+    len: u64,
+    record: Record,
+}
+
+/// What [`FirstUses`] records: one or the other, decided up front from the stream's bound
+/// (filling 64 MiB of units before finding the stream longer would set a run's peak memory,
+/// and rows a kept stream never reads could need a temporary file).
+enum Record {
+    /// The stream's units, at most `keep` of them.
+    Units {
+        units: Vec<u32>,
+        keep: u64,
+    },
+    Rows(SegmentRows),
+}
+
+/// Each segment's first access of every unit: the current segment's `row` ([`NEVER`] for none
+/// yet) and the rows of those before it.
+struct SegmentRows {
     segment: usize,
-    /// The current segment's first accesses ([`NEVER`] for none yet).
     row: Vec<u64>,
     rows: Rows,
-    /// Accesses pushed, and rows written.
-    len: u64,
-    segments: u64,
-    /// The stream's units while it has at most `keep` accesses.
-    units: Option<Vec<u32>>,
-    keep: u64,
 }
 
 impl FirstUses {
@@ -197,72 +211,110 @@ impl FirstUses {
             sizes.keep < u32::MAX as u64,
             "a kept distance fits in a u32"
         );
-        let segments = accesses.div_ceil(sizes.segment as u64);
+        let record = if accesses <= sizes.keep {
+            Record::Units {
+                units: Vec::with_capacity(accesses as usize),
+                keep: sizes.keep,
+            }
+        } else {
+            let segments = accesses.div_ceil(sizes.segment as u64);
+            Record::Rows(SegmentRows {
+                segment: sizes.segment,
+                row: vec![NEVER; num_units],
+                rows: Rows::new(num_units, segments, sizes.limit)?,
+            })
+        };
         Ok(FirstUses {
-            segment: sizes.segment,
-            row: vec![NEVER; num_units],
-            rows: Rows::new(num_units, segments, sizes.limit)?,
+            num_units,
             len: 0,
-            segments: 0,
-            // decided from the bound: filling 64 MiB of units before finding the stream is
-            // longer would set the run's peak memory
-            units: (accesses <= sizes.keep).then(|| Vec::with_capacity(accesses as usize)),
-            keep: sizes.keep,
+            record,
         })
     }
 
-    /// Record the units of the next group, in access order.
-    pub fn push(&mut self, mut group: &[u32]) -> Result<()> {
-        while !group.is_empty() {
-            let room = self.segment - (self.len % self.segment as u64) as usize;
-            let (now, later) = group.split_at(room.min(group.len()));
-            for (i, &u) in now.iter().enumerate() {
-                let first = &mut self.row[u as usize];
-                if *first == NEVER {
-                    *first = self.len + i as u64;
+    /// Record the units of the next group, in access order. Errors: more units than the
+    /// bound kept room for (the file changed), or a write of the temporary file failed.
+    pub fn push(&mut self, group: &[u32]) -> Result<()> {
+        match &mut self.record {
+            Record::Units { units, keep } => {
+                if self.len + group.len() as u64 > *keep {
+                    bail!("the stream has more accesses than its header bounds; the trace file changed while it was read, run again");
                 }
+                units.extend_from_slice(group);
             }
-            self.units = self
-                .units
-                .take()
-                .filter(|_| self.len + now.len() as u64 <= self.keep);
-            if let Some(units) = &mut self.units {
-                units.extend_from_slice(now);
-            }
-            self.len += now.len() as u64;
-            if self.len.is_multiple_of(self.segment as u64) {
-                self.end_segment()?;
-            }
-            group = later;
+            Record::Rows(r) => r.push(self.len, group)?,
         }
-        Ok(())
-    }
-
-    fn end_segment(&mut self) -> Result<()> {
-        self.rows.write(self.segments, &self.row)?;
-        self.segments += 1;
-        self.row.fill(NEVER);
+        self.len += group.len() as u64;
         Ok(())
     }
 
     /// The next uses of every recorded access ([`crate::cache::AccessStream::next_use`]'s
     /// numbering): from the kept units, or by the backward pass over the rows, with `stream`
     /// reading the same stream again for the replay.
-    pub fn finish(mut self, stream: Arc<dyn Replayable>) -> Result<NextUses> {
+    pub fn finish(self, stream: Arc<dyn Replayable>) -> Result<NextUses> {
         let len = self.len;
-        if let Some(units) = self.units.take() {
-            return Ok(NextUses {
-                source: Source::Memory(in_place(units, self.row.len()), Vec::new()),
-                len,
-                taken: 0,
-            });
+        let source = match self.record {
+            Record::Units { units, .. } => {
+                Source::Memory(in_place(units, self.num_units), Vec::new())
+            }
+            Record::Rows(mut r) => {
+                if !len.is_multiple_of(r.segment as u64) {
+                    r.end_segment(len)?;
+                }
+                r.exits(len.div_ceil(r.segment as u64))?;
+                Source::Fed(Fed {
+                    stream,
+                    rows: Arc::new(r.rows),
+                    segment: r.segment,
+                    len,
+                    feed: None,
+                    cur: Vec::new(),
+                    at: 0,
+                    out: Vec::new(),
+                })
+            }
+        };
+        Ok(NextUses {
+            source,
+            len,
+            taken: 0,
+        })
+    }
+}
+
+impl SegmentRows {
+    /// Record `group`, whose first access is at stream position `pos`.
+    fn push(&mut self, mut pos: u64, mut group: &[u32]) -> Result<()> {
+        while !group.is_empty() {
+            let room = self.segment - (pos % self.segment as u64) as usize;
+            let (now, later) = group.split_at(room.min(group.len()));
+            for (i, &u) in now.iter().enumerate() {
+                let first = &mut self.row[u as usize];
+                if *first == NEVER {
+                    *first = pos + i as u64;
+                }
+            }
+            pos += now.len() as u64;
+            if pos.is_multiple_of(self.segment as u64) {
+                self.end_segment(pos)?;
+            }
+            group = later;
         }
-        if !self.len.is_multiple_of(self.segment as u64) {
-            self.end_segment()?;
-        }
+        Ok(())
+    }
+
+    /// Write the current row: the segment's, which ends with the stream's first `len` accesses.
+    fn end_segment(&mut self, len: u64) -> Result<()> {
+        self.rows
+            .write((len - 1) / self.segment as u64, &self.row)?;
+        self.row.fill(NEVER);
+        Ok(())
+    }
+
+    /// Turn the first `segments` rows, backwards, into each segment's exits.
+    fn exits(&mut self, segments: u64) -> Result<()> {
         let units = self.row.len();
         let (mut exits, mut first, mut raw) = (vec![NEVER; units], vec![NEVER; units], Vec::new());
-        for j in (0..self.segments).rev() {
+        for j in (0..segments).rev() {
             self.rows.read(j, &mut first, &mut raw)?;
             self.rows.write(j, &exits)?;
             for (e, &f) in exits.iter_mut().zip(&first) {
@@ -271,21 +323,7 @@ impl FirstUses {
                 }
             }
         }
-        let fed = Fed {
-            stream,
-            rows: Arc::new(self.rows),
-            segment: self.segment,
-            len,
-            feed: None,
-            cur: Vec::new(),
-            at: 0,
-            out: Vec::new(),
-        };
-        Ok(NextUses {
-            source: Source::Fed(fed),
-            len,
-            taken: 0,
-        })
+        Ok(())
     }
 }
 
@@ -446,7 +484,6 @@ impl Feed {
             next: Vec::with_capacity(f.segment),
             last: vec![NEVER; f.rows.units],
             raw: Vec::new(),
-            j: 0,
             start: 0,
             full: full_tx,
             free: free_rx,
@@ -488,8 +525,7 @@ struct Feeder {
     next: Vec<u64>,
     last: Vec<u64>,
     raw: Vec<u8>,
-    /// The index of the segment being filled, and the position of its first access.
-    j: u64,
+    /// The position of the first access of the segment being filled.
     start: u64,
     full: SyncSender<Vec<u64>>,
     free: Receiver<Vec<u64>>,
@@ -512,7 +548,8 @@ impl Feeder {
         if self.start + self.units.len() as u64 > self.len {
             bail!(CHANGED);
         }
-        self.rows.read(self.j, &mut self.last, &mut self.raw)?;
+        let j = self.start / self.segment as u64;
+        self.rows.read(j, &mut self.last, &mut self.raw)?;
         walk(&self.units, self.start, &mut self.last, &mut self.next);
         for part in self.next.chunks(CHUNK) {
             let mut chunk = self.free.try_recv().unwrap_or_default();
@@ -522,7 +559,6 @@ impl Feeder {
                 .send(chunk)
                 .map_err(|_| anyhow!("the replay stopped"))?;
         }
-        self.j += 1;
         self.start += self.units.len() as u64;
         self.units.clear();
         Ok(())
