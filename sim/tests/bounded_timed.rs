@@ -172,6 +172,41 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
 }
 
 #[test]
+fn learning_from_a_profile_file_matches_the_loaded_profile() {
+    // the profile is the long trace: several sequences of unequal lengths with prefill
+    // tokens, read round-robin from the file each time a predictor learns
+    let (f, long) = (files(false), files(true));
+    for predictor in PredictorKind::ALL.into_iter().filter(|k| k.learns()) {
+        for phase in [PhaseSel::Decode, PhaseSel::All] {
+            let r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
+            let mut c = cfg("e1", phase, Some(r));
+            let t = c.timing.as_mut().unwrap();
+            t.predictor = predictor;
+            t.window = 2;
+            let (a, b) = both(&c, &f.trace, Some(&long.trace));
+            assert!(a.contains("\"learns_from\":\"profile\""), "{a}");
+            assert_eq!(a, b, "{predictor:?} {phase:?}");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_profile_file_is_an_error_that_names_it() {
+    let f = files(false);
+    let mut bytes = std::fs::read(&f.profile).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    let damaged = f.trace.with_file_name("damaged.bin");
+    std::fs::write(&damaged, bytes).unwrap();
+    let mut c = cfg("e1", PhaseSel::All, None);
+    c.timing.as_mut().unwrap().predictor = PredictorKind::Eam;
+    let e = sim::bounded::run_file(&c, &f.trace, Some(&damaged), &|_| {}).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.starts_with("--profile-trace"), "{msg}");
+    assert!(msg.contains("damaged.bin"), "{msg}");
+}
+
+#[test]
 fn kept_step_latencies_match_the_in_memory_path_in_both_forms() {
     // the long trace at batch 1 is 18,115 steps (every step kept); a 21,000-token trace
     // is more steps than MAX_EVERY_STEP (20,000), kept as quantiles

@@ -34,6 +34,7 @@ pub mod coact;
 #[cfg(test)]
 mod fixture;
 pub mod grid;
+mod learn;
 pub mod next_use;
 mod positioned;
 pub mod profile;

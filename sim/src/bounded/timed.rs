@@ -10,6 +10,7 @@
 //! (`sim/tests/bounded_timed.rs`).
 
 use super::batches::Batches;
+use super::learn::FileProfile;
 use super::source::RecordPos;
 use super::{check_retention, next_use, Files, Passes, Retained, Stream};
 use crate::cache::{self, Batching, CacheConfig, CacheOutcome, CacheSim};
@@ -35,8 +36,8 @@ const WINDOW_GROUPS: usize = 1 << 16;
 
 /// One run of the timed `cfg` on the trace files `f` whose mechanism's passes `stream` made,
 /// without the `steps` block's baseline ([`runner::with_baseline`] adds it): the report and
-/// the mean decode step time, µs. A learning predictor with a profile trace loads that one
-/// (its memory is the profile's, not the trace's).
+/// the mean decode step time, µs. A learning predictor with a profile trace reads that file
+/// each time it learns ([`FileProfile`]), after a pass that validates it.
 pub(crate) fn run_once(
     cfg: &RunConfig,
     f: &Files,
@@ -57,15 +58,12 @@ pub(crate) fn run_once(
         None => stream.unit_profile(),
     };
     let tc = cfg.timing.as_ref().expect("a timed run");
-    let learn_trace = match &f.profile {
-        Some((p, _, _)) if tc.predictor.learns() => Some(traces::read_file(p)?),
+    let learned = match &f.profile {
+        Some((p, _, ks)) if tc.predictor.learns() => Some(FileProfile::open(p, ks, cfg.phase)?),
         _ => None,
     };
-    let learning = match &learn_trace {
-        Some(trace) => Learning::Profile {
-            trace,
-            phases: cfg.phase,
-        },
+    let learning = match &learned {
+        Some(p) => Learning::Profile(p),
         None => Learning::Online,
     };
     let run = Timed {
@@ -76,7 +74,10 @@ pub(crate) fn run_once(
         learning,
         tick,
     };
-    let (retention, timing) = run.go(&profile_stats)?;
+    let outcome = run.go(&profile_stats);
+    // a profile that failed to read again is the cause of anything the run did after it
+    learned.as_ref().map_or(Ok(()), FileProfile::check)?;
+    let (retention, timing) = outcome?;
     let mut report = stream.report_retained(cfg, f, retention);
     report.inputs = runner::run_inputs(
         cfg,

@@ -6,7 +6,7 @@ use super::batch::{admit, Admission};
 use super::build::plans;
 use super::cpu::{CpuExperts, CpuLane};
 use super::plan::Plans;
-use super::predict::{Learning, PredictorKind};
+use super::predict::{Learning, LoadedProfile, PredictorKind};
 use super::prefetch;
 use super::replay::{replay_learning, EngineOptions, Replay};
 use super::report::{TimingDetail, TimingReport};
@@ -150,8 +150,9 @@ pub fn run_timing(
             cache_cfg,
         )
     };
-    let learning = match profile_trace {
-        Some(trace) => Learning::Profile { trace, phases },
+    let loaded = profile_trace.map(|trace| LoadedProfile { trace, phases });
+    let learning = match &loaded {
+        Some(p) => Learning::Profile(p),
         None => Learning::Online,
     };
     let price = |p: &Plans, o: EngineOptions| -> Result<Replay> {

@@ -22,8 +22,8 @@ pub mod timeline;
 
 pub use batch::{admit, Admission, NoSequenceFits};
 pub use config::{run_timing, TimingConfig, TimingOutcome};
-pub use plan::{GroupRec, Plans, StepRec};
-pub use predict::{Learning, PredictorKind};
+pub use plan::{GroupRec, Plans, Seen, StepRec};
+pub use predict::{Learning, PredictorKind, ProfileGroups};
 pub use queue::EventQueue;
 pub use replay::{replay, replay_learning, EngineError, EngineOptions, Pricer, Replay};
 pub use report::{StepParts, TimingDetail, TimingReport};

@@ -16,7 +16,7 @@ mod successor;
 mod tests;
 
 pub use super::plan::{History, Seen};
-pub use learn::{Learning, LearnsFrom};
+pub use learn::{Learning, LearnsFrom, LoadedProfile, ProfileGroups};
 
 use policies::UnitMap;
 use traces::KeySpace;
@@ -218,7 +218,7 @@ impl PredictorKind {
     pub fn learns_from(self, learning: &Learning<'_>) -> LearnsFrom {
         match (self.reads_future(), self.learns(), learning) {
             (true, _, _) => LearnsFrom::Future,
-            (false, true, Learning::Profile { .. }) => LearnsFrom::Profile,
+            (false, true, Learning::Profile(_)) => LearnsFrom::Profile,
             _ => LearnsFrom::Online,
         }
     }

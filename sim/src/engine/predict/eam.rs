@@ -12,7 +12,7 @@
 //! sequence of the step counts that union, and a prediction adds the sequences' best-match
 //! rows, each normalised to sum 1.
 
-use super::learn::{profile_groups, push_units, top_experts, wanted, Learning};
+use super::learn::{push_units, top_experts, wanted, Learning, ProfileGroups};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::HashMap;
@@ -62,9 +62,9 @@ struct Library {
 }
 
 impl Library {
-    fn learn(trace: &traces::Trace, phases: traces::PhaseSel) -> Library {
-        let mut matrices = vec![Matrix::default(); trace.sequences.len()];
-        profile_groups(trace, phases, |g| {
+    fn learn(profile: &dyn ProfileGroups) -> Library {
+        let mut matrices = vec![Matrix::default(); profile.sequences()];
+        profile.each_group(&mut |g| {
             for &k in g.keys {
                 matrices[g.sequences[0] as usize].add(k);
             }
@@ -95,7 +95,7 @@ impl<'a> Eam<'a> {
             units: i.units,
             ks: i.ks,
             library: match i.learning {
-                Learning::Profile { trace, phases } => Some(Library::learn(trace, phases)),
+                Learning::Profile(p) => Some(Library::learn(p)),
                 Learning::Online => None,
             },
             live: Vec::new(),

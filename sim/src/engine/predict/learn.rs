@@ -11,12 +11,51 @@ use traces::{KeySpace, PhaseSel, Trace};
 /// Where `static`, `next-layer` and `eam` learn from.
 #[derive(Clone, Copy)]
 pub enum Learning<'a> {
-    /// The profile trace's tokens of `phases` (`--profile-trace`), learned once before the
-    /// replay; the evaluated run teaches nothing.
-    Profile { trace: &'a Trace, phases: PhaseSel },
+    /// The profile trace's groups (`--profile-trace`), learned once before the replay; the
+    /// evaluated run teaches nothing.
+    Profile(&'a dyn ProfileGroups),
     /// The evaluated run itself, online: each group is learned at its router, so a
     /// prediction uses that group and the earlier ones only.
     Online,
+}
+
+impl Learning<'_> {
+    /// Feed `learn` the profile's groups ([`ProfileGroups::each_group`]); nothing online.
+    pub fn each_profile_group(&self, mut learn: impl FnMut(&Seen<'_>)) {
+        if let Learning::Profile(p) = self {
+            p.each_group(&mut learn);
+        }
+    }
+}
+
+/// A profile trace as the groups a predictor learns from: the tokens of the run's phases in
+/// the order the engine replays a trace one request per step (round-robin over sequences,
+/// every MoE layer of a token in order), each group one token's selection of one layer, its
+/// step counting requests from 0. Held in memory ([`LoadedProfile`]) or read from the file
+/// each time a predictor learns (`sim::bounded`), so a profile trace of any length costs the
+/// predictor's own state only.
+pub trait ProfileGroups: Sync {
+    /// Sequences of the profile trace (`eam` keeps one matrix per sequence).
+    fn sequences(&self) -> usize;
+
+    /// Feed `learn` every group, in order.
+    fn each_group(&self, learn: &mut dyn FnMut(&Seen<'_>));
+}
+
+/// A profile trace in memory: its tokens of `phases`.
+pub struct LoadedProfile<'a> {
+    pub trace: &'a Trace,
+    pub phases: PhaseSel,
+}
+
+impl ProfileGroups for LoadedProfile<'_> {
+    fn sequences(&self) -> usize {
+        self.trace.sequences.len()
+    }
+
+    fn each_group(&self, learn: &mut dyn FnMut(&Seen<'_>)) {
+        profile_groups(self.trace, self.phases, learn);
+    }
 }
 
 /// What a run's prefetch output says the predictor's knowledge came from.
@@ -45,7 +84,7 @@ impl LearnsFrom {
 /// Feed `learn` the groups of `trace` (tokens of `phases`) in the order the engine replays a
 /// trace one request per step: round-robin over sequences, every MoE layer of a token in
 /// order. Each group holds one token's selection; its step counts requests from 0.
-pub fn profile_groups(trace: &Trace, phases: PhaseSel, mut learn: impl FnMut(&Seen<'_>)) {
+fn profile_groups(trace: &Trace, phases: PhaseSel, mut learn: impl FnMut(&Seen<'_>)) {
     let ks = trace.keyspace();
     let mut keys = Vec::new();
     for (step, r) in round_robin_requests(trace, phases).iter().enumerate() {

@@ -1,6 +1,6 @@
 //! `static`: the target layer's most selected experts in what the predictor learned from.
 
-use super::learn::{profile_groups, push_units, top_experts, wanted, Learning};
+use super::learn::{push_units, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use traces::KeySpace;
@@ -23,9 +23,7 @@ impl<'a> Static<'a> {
             counts: vec![0; i.ks.num_keys()],
             online: matches!(i.learning, Learning::Online),
         };
-        if let Learning::Profile { trace, phases } = i.learning {
-            profile_groups(trace, phases, |g| s.learn(g));
-        }
+        i.learning.each_profile_group(|g| s.learn(g));
         s
     }
 

@@ -5,7 +5,7 @@
 //! for w = 1). A prediction sums the rows of the current group's experts and names the
 //! [`wanted`] experts with the highest totals.
 
-use super::learn::{profile_groups, push_units, top_experts, wanted, Learning};
+use super::learn::{push_units, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::VecDeque;
@@ -42,9 +42,7 @@ impl<'a> NextLayer<'a> {
             online: matches!(i.learning, Learning::Online),
             scores: Vec::new(),
         };
-        if let Learning::Profile { trace, phases } = i.learning {
-            profile_groups(trace, phases, |g| s.learn(g));
-        }
+        i.learning.each_profile_group(|g| s.learn(g));
         s
     }
 

@@ -101,8 +101,9 @@ fn run_all(kind: PredictorKind, learning: Learning<'_>) -> Vec<Vec<u32>> {
     predictions(kind, &evaluated(&ks), &ks, 1, learning, usize::MAX)
 }
 
-fn from_profile(t: &Trace) -> Learning<'_> {
-    Learning::Profile {
+/// The profile trace `t`'s decode tokens, held in memory.
+fn decoded(t: &Trace) -> LoadedProfile<'_> {
+    LoadedProfile {
         trace: t,
         phases: traces::PhaseSel::Decode,
     }
@@ -114,7 +115,10 @@ fn static_ranks_the_profiles_counts_or_the_runs_so_far() {
     // is units 0, 1 and of layer 1 units 6, 7 (keys 4 + 2, 4 + 3)
     let p = profile();
     let want = [vec![6, 7], vec![0, 1], vec![6, 7], vec![0, 1], vec![6, 7]];
-    assert_eq!(run_all(PredictorKind::Static, from_profile(&p)), want);
+    assert_eq!(
+        run_all(PredictorKind::Static, Learning::Profile(&decoded(&p))),
+        want
+    );
     // online: counts of the groups up to the current one; layer 1 unseen at group 0
     let online = [vec![], vec![1, 2], vec![4, 5], vec![0, 1], vec![4, 5]];
     assert_eq!(run_all(PredictorKind::Static, Learning::Online), online);
@@ -130,7 +134,10 @@ fn next_layer_sums_the_successor_rows_of_the_current_experts() {
     let p = profile();
     // group 3 selects {2, 3}: C2 + C3 = {0:3, 2:2, 1:1} -> units 0, 2
     let want = [vec![6, 7], vec![0, 1], vec![6, 7], vec![0, 2], vec![6, 7]];
-    assert_eq!(run_all(PredictorKind::NextLayer, from_profile(&p)), want);
+    assert_eq!(
+        run_all(PredictorKind::NextLayer, Learning::Profile(&decoded(&p))),
+        want
+    );
     // online: only pairs already seen; the first layer-0 row seen for group 4's {1, 3} is
     // C1 {0:1, 1:1} (group 0 -> 1) and C3 {2:1, 3:1} (group 2 -> 3): all ties, lowest ids
     let online = [vec![], vec![], vec![], vec![], vec![4, 5]];
@@ -164,7 +171,14 @@ fn eam_predicts_from_the_most_similar_profile_sequence() {
     // row {0:2, 1:1, 2:1} -> experts 0, 1 (tie to the lower id) = units 4, 5.
     // group 1, + {6, 7}: dot A 6, B 3; cos A 6/sqrt(4*16) > B 3/sqrt(4*14): A's layer 0 row
     // {0:2, 1:2} -> units 0, 1. group 2, + {0, 1}: dot A 10, B 3 -> A's layer 1: units 6, 7.
-    let got = predictions(PredictorKind::Eam, &plans, &ks, 1, from_profile(&p), 9);
+    let got = predictions(
+        PredictorKind::Eam,
+        &plans,
+        &ks,
+        1,
+        Learning::Profile(&decoded(&p)),
+        9,
+    );
     assert_eq!(got, [vec![4, 5], vec![0, 1], vec![6, 7]]);
 }
 
@@ -200,7 +214,14 @@ fn a_batch_asks_for_its_union_and_a_wider_window_looks_further() {
     let got = predictions(PredictorKind::Static, &plans, &ks, 1, Learning::Online, 9);
     assert_eq!(got, [Vec::<u32>::new()]);
     let p = profile();
-    let got = predictions(PredictorKind::Static, &plans, &ks, 1, from_profile(&p), 9);
+    let got = predictions(
+        PredictorKind::Static,
+        &plans,
+        &ks,
+        1,
+        Learning::Profile(&decoded(&p)),
+        9,
+    );
     // profile layer 1 counts: e2 3, e3 2, e1 1, e0 0: only three experts were ever seen
     assert_eq!(got, [vec![6, 7, 5]]);
     // window 2 from layer 0 targets the next step's layer 0: the successor table pairs each
@@ -211,7 +232,7 @@ fn a_batch_asks_for_its_union_and_a_wider_window_looks_further() {
         &plans,
         &ks,
         2,
-        from_profile(&p),
+        Learning::Profile(&decoded(&p)),
         9,
     );
     // layer 0 -> next token's layer 0 pairs: t0 {0,1} -> t1 {0,2}, t1 {0,2} -> t2 {0,1}:
@@ -280,7 +301,7 @@ proptest! {
         let (a, b) = (plan(&ks, &steps), plan(&ks, &changed));
         let p = trace(&prof);
         for kind in PredictorKind::ALL.into_iter().filter(|k| !k.reads_future()) {
-            for l in [Learning::Online, from_profile(&p)] {
+            for l in [Learning::Online, Learning::Profile(&decoded(&p))] {
                 prop_assert!(same_up_to(kind, (&a, &b), &ks, w, cut, l), "{kind:?} w {w} cut {cut}");
             }
         }
