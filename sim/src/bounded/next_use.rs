@@ -89,8 +89,14 @@ impl Rows {
             check_room(bytes)?;
             let dir = std::env::temp_dir();
             let file = tempfile::tempfile_in(&dir).with_context(|| {
+                // the variable std::env::temp_dir reads first
+                let var = if cfg!(windows) { "TMP" } else { "TMPDIR" };
+                let whence = match std::env::var_os(var) {
+                    Some(_) => format!("{var} names it"),
+                    None => "the system's temporary directory".to_string(),
+                };
                 format!(
-                    "creating Belady's temporary next-use file in {} (the system's temporary directory: set TMPDIR to a writable one)",
+                    "creating Belady's temporary next-use file in {} ({whence}: set {var} to a writable directory)",
                     dir.display()
                 )
             })?;

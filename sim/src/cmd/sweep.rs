@@ -12,6 +12,7 @@ use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use policies::mechanisms::ChunkOrder;
+use policies::PolicyKind;
 use reports::text::grid as grid_text;
 use reports::text::prefetch as prefetch_text;
 use sim::bounded::cells::{self, Cell};
@@ -225,6 +226,7 @@ fn trace_rows(
     let first_step = configs.first().map(|c| c.stepping);
     let mut first_point = Vec::with_capacity(configs.len());
     let mut skipped = std::collections::BTreeSet::new();
+    let added = !args.cache.policies()?.contains(&PolicyKind::Belady);
     for (cfg, r) in configs.iter().zip(results) {
         let r = match r {
             // The default splits include per-layer, which a mechanism whose units span
@@ -235,7 +237,7 @@ fn trace_rows(
                 }
                 continue;
             }
-            r => r.with_context(|| format!("sweep row `{}`", cfg.policy))?,
+            r => r.with_context(|| row_label(cfg, added))?,
         };
         if let Some(why) = &r.does_not_fit {
             eprintln!(
@@ -263,6 +265,32 @@ fn trace_rows(
         reports,
         first_point,
     })
+}
+
+/// The context of a failed row's error: `sweep row `e1``, or with retention the cell, as the
+/// tables name it (`sweep row `e1 belady 25% global``, ` at batch N` beyond 1), saying when the
+/// cell is the Belady bound that sweep adds to a grid that did not ask for it (`added`).
+fn row_label(cfg: &RunConfig, added: bool) -> String {
+    let Some(r) = &cfg.retention else {
+        return format!("sweep row `{}`", cfg.policy);
+    };
+    let c = &r.cache;
+    let batch = match r.batching.batch {
+        1 => String::new(),
+        n => format!(" at batch {n}"),
+    };
+    let bound = if added && c.policy == PolicyKind::Belady {
+        " (the Belady bound, which sweep adds to every retention grid)"
+    } else {
+        ""
+    };
+    format!(
+        "sweep row `{} {} {} {}`{batch}{bound}",
+        cfg.policy,
+        c.policy,
+        reports::sizes::given_text(&c.budget),
+        c.split.name()
+    )
 }
 
 /// `csv` (one header line, then one record per report of `reports`) with a first column
@@ -298,5 +326,56 @@ fn tables(reports: &[RunReport]) -> String {
         grid_text::retention_table(&once) + &grid_text::batch_table(reports)
     } else {
         grid_text::streaming_table(reports) + &grid_text::batch_table(reports)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
+
+    fn cell(policy: PolicyKind, batch: usize) -> RunConfig {
+        RunConfig {
+            policy: "e2".into(),
+            retention: Some(RetentionConfig {
+                cache: CacheConfig {
+                    policy,
+                    budget: Budget::parse("25%").unwrap(),
+                    split: Split::PerLayer,
+                    semantics: Semantics::Group,
+                    dram: None,
+                    seed: 1,
+                },
+                batching: Batching {
+                    batch,
+                    ..Batching::default()
+                },
+                target: None,
+            }),
+            ..RunConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_row_names_its_cell_and_the_added_bound() {
+        let streaming = RunConfig {
+            policy: "e2".into(),
+            ..RunConfig::default()
+        };
+        assert_eq!(row_label(&streaming, true), "sweep row `e2`");
+        assert_eq!(
+            row_label(&cell(PolicyKind::Lru, 1), true),
+            "sweep row `e2 lru 25% per-layer`"
+        );
+        assert_eq!(
+            row_label(&cell(PolicyKind::Belady, 4), true),
+            "sweep row `e2 belady 25% per-layer` at batch 4 (the Belady bound, which sweep \
+             adds to every retention grid)"
+        );
+        // asked for: no remark
+        assert_eq!(
+            row_label(&cell(PolicyKind::Belady, 1), false),
+            "sweep row `e2 belady 25% per-layer`"
+        );
     }
 }
