@@ -24,34 +24,34 @@ pub(super) const ENTRY: PolicyEntry = PolicyEntry {
 /// eviction (unlike libCacheSim's LFU, which restarts a unit's count when it is inserted
 /// again; see `policies/RETENTION.md`).
 ///
-/// A min-heap of (count, last access position, unit) with lazy invalidation: a unit's key
-/// only grows, so every access records a fresh entry and entries that no longer match the
-/// unit's count and last access (or whose unit left) are dropped when they surface.
-/// O(log n) per access, whatever the group size. As in [`super::Belady`], entries of recent
-/// accesses wait in a side list (`pending`) until an eviction, so protected units (the current
-/// group, often with low counts) are not popped and pushed back at every eviction: an
-/// eviction moves into the heap only the pending entries it has not examined yet in this group
-/// (the protected set only grows within a group), and a long run of hits compacts `pending`
-/// to its valid entries instead of flushing protected ones into the heap.
+/// A min-heap of (count, last access position, unit) with one entry per resident unit, raised
+/// lazily: a unit's key only grows, so a hit only counts it (O(1)), and an entry whose unit
+/// was accessed since its push is re-pushed with the unit's key when it surfaces. Every entry
+/// is then at most its unit's key, so the first up-to-date entry to surface is the smallest
+/// key; a hit costs at most one re-push, made only if its entry reaches the top before the
+/// unit leaves. As in [`super::Belady`], admitted units wait in a side list (`pending`) until
+/// an eviction, so protected units (the current group, often with low counts) are not popped
+/// and pushed back at every eviction: an eviction moves into the heap only the pending units
+/// it has not examined yet in this group (the protected set only grows within a group).
 #[derive(Clone, Debug)]
 pub struct Lfu {
     count: Vec<u64>,
     last: Vec<u64>,
     resident: Vec<bool>,
     live: usize,
+    /// The entries of the resident units not in `pending`, keys as of their push.
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    pending: Vec<(u64, u64, u32)>,
+    /// Admitted units with no entry yet.
+    pending: Vec<u32>,
     /// `pending[..checked]` were protected when the group `checked_group` last evicted.
     checked: usize,
     checked_group: u32,
-    skipped: Vec<Reverse<(u64, u64, u32)>>,
-    /// Heap pops plus pending entries examined so far: the work a test bounds per access.
+    /// Protected units popped by the current eviction, pushed back after it.
+    skipped: Vec<u32>,
+    /// Heap pops plus pending units examined so far: the work a test bounds per access.
     work: u64,
     exhausted: Exhausted,
 }
-
-/// Pending entries beyond twice the resident units that trigger a compaction of `pending`.
-const PENDING_SLACK: usize = 4096;
 
 impl Lfu {
     /// An empty LFU over unit ids `0..units`, every count 0.
@@ -73,26 +73,15 @@ impl Lfu {
 
     #[inline]
     fn touch(&mut self, u: u32, at: At) {
-        let i = u as usize;
-        self.count[i] += 1;
-        self.last[i] = at.pos;
-        self.pending.push((self.count[i], at.pos, u));
-        if self.pending.len() >= 2 * self.live + PENDING_SLACK {
-            // at most one entry per resident unit is valid: drop the rest
-            let (count, last, resident) = (&self.count, &self.last, &self.resident);
-            self.work += self.pending.len() as u64;
-            self.pending.retain(|&(c, l, v)| {
-                resident[v as usize] && count[v as usize] == c && last[v as usize] == l
-            });
-            self.checked = 0;
-        }
-        if self.heap.len() > 2 * self.live + 64 {
-            let (count, last, resident) = (&self.count, &self.last, &self.resident);
-            self.heap.retain(|&Reverse((c, l, v))| {
-                resident[v as usize] && count[v as usize] == c && last[v as usize] == l
-            });
-        }
+        self.count[u as usize] += 1;
+        self.last[u as usize] = at.pos;
     }
+}
+
+/// The heap entry of unit `u` with its current key.
+#[inline]
+fn entry(count: &[u64], last: &[u64], u: u32) -> Reverse<(u64, u64, u32)> {
+    Reverse((count[u as usize], last[u as usize], u))
 }
 
 impl EvictionPolicy for Lfu {
@@ -107,6 +96,7 @@ impl EvictionPolicy for Lfu {
         self.resident[u as usize] = true;
         self.live += 1;
         self.touch(u, at);
+        self.pending.push(u);
         Admission::Retain
     }
 
@@ -118,34 +108,30 @@ impl EvictionPolicy for Lfu {
         let Lfu {
             count,
             last,
-            resident,
             heap,
             skipped,
             work,
             ..
         } = self;
-        let valid = |&(c, l, v): &(u64, u64, u32)| {
-            resident[v as usize] && count[v as usize] == c && last[v as usize] == l
-        };
         let mut victim = None;
-        while let Some(Reverse(e)) = heap.pop() {
+        while let Some(Reverse((c, l, v))) = heap.pop() {
             *work += 1;
-            if !valid(&e) {
-                continue;
+            if (c, l) != (count[v as usize], last[v as usize]) {
+                // accessed since its push: back with its key
+                heap.push(entry(count, last, v));
+            } else if protect.is(v) {
+                skipped.push(v);
+            } else {
+                victim = Some(v);
+                break;
             }
-            if protect.is(e.2) {
-                skipped.push(Reverse(e));
-                continue;
-            }
-            victim = Some(e.2);
-            break;
         }
-        heap.extend(skipped.drain(..));
+        heap.extend(skipped.drain(..).map(|v| entry(count, last, v)));
         let Some(v) = victim else {
             self.exhausted.mark(&protect);
             return None;
         };
-        resident[v as usize] = false;
+        self.resident[v as usize] = false;
         self.live -= 1;
         Some(v)
     }
@@ -156,15 +142,13 @@ impl EvictionPolicy for Lfu {
 }
 
 impl Lfu {
-    /// Move the pending entries `protect` does not cover into the heap (dropping invalid
-    /// ones). Within one group the protected set only grows, so entries examined at an earlier
-    /// eviction of the same group (all protected then) stay protected and are not examined
-    /// again.
+    /// Move the pending units `protect` does not cover into the heap. Within one group the
+    /// protected set only grows, so units examined at an earlier eviction of the same group
+    /// (all protected then) stay protected and are not examined again.
     fn flush_unprotected(&mut self, protect: &Protect<'_>) {
         let Lfu {
             count,
             last,
-            resident,
             heap,
             pending,
             checked,
@@ -172,12 +156,9 @@ impl Lfu {
             work,
             ..
         } = self;
-        let valid = |&(c, l, v): &(u64, u64, u32)| {
-            resident[v as usize] && count[v as usize] == c && last[v as usize] == l
-        };
         if protect.is_none() {
             *work += pending.len() as u64;
-            heap.extend(pending.drain(..).filter(valid).map(Reverse));
+            heap.extend(pending.drain(..).map(|v| entry(count, last, v)));
             *checked = 0;
             return;
         }
@@ -188,13 +169,11 @@ impl Lfu {
         let mut i = *checked;
         while i < pending.len() {
             *work += 1;
-            let e = pending[i];
-            if protect.is(e.2) {
+            let v = pending[i];
+            if protect.is(v) {
                 i += 1;
             } else {
-                if valid(&e) {
-                    heap.push(Reverse(e));
-                }
+                heap.push(entry(count, last, v));
                 pending.swap_remove(i);
             }
         }
