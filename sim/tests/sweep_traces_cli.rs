@@ -35,9 +35,9 @@ fn sweep(traces: &[String], format: &str) -> String {
     out
 }
 
-#[test]
-fn several_traces_give_the_rows_of_separate_sweeps() {
-    let names = ["prose", "code", "math"].map(granite);
+/// Assert that one JSON sweep of `names` gives, in order, the rows of a sweep of each alone;
+/// the number of rows.
+fn json_rows_alone_and_together(names: &[String]) -> usize {
     let alone: Vec<serde_json::Value> = names
         .iter()
         .flat_map(|t| {
@@ -46,9 +46,15 @@ fn several_traces_give_the_rows_of_separate_sweeps() {
             v.as_array().unwrap().clone()
         })
         .collect();
-    let together: serde_json::Value = serde_json::from_str(&sweep(&names, "json")).unwrap();
+    let together: serde_json::Value = serde_json::from_str(&sweep(names, "json")).unwrap();
     assert_eq!(together.as_array().unwrap(), &alone);
-    assert_eq!(alone.len(), 3 * 3 * 2);
+    alone.len()
+}
+
+#[test]
+fn several_traces_give_the_rows_of_separate_sweeps() {
+    let names = ["prose", "code", "math"].map(granite);
+    assert_eq!(json_rows_alone_and_together(&names), 3 * 3 * 2);
 
     let tables: Vec<String> = names
         .iter()
@@ -102,16 +108,7 @@ fn a_trace_too_large_to_run_side_by_side_gives_the_same_rows() {
     ]);
     assert!(ok, "{err}");
     let names = [granite("prose"), large];
-    let alone: Vec<serde_json::Value> = names
-        .iter()
-        .flat_map(|t| {
-            let v: serde_json::Value =
-                serde_json::from_str(&sweep(std::slice::from_ref(t), "json")).unwrap();
-            v.as_array().unwrap().clone()
-        })
-        .collect();
-    let together: serde_json::Value = serde_json::from_str(&sweep(&names, "json")).unwrap();
-    assert_eq!(together.as_array().unwrap(), &alone);
+    json_rows_alone_and_together(&names);
 }
 
 #[test]
