@@ -153,11 +153,11 @@ fn is_small(path: Option<&Path>) -> bool {
 /// The router selections a trace's header declares: its tokens (both phases) times the
 /// selections of one token (the MoE layers' top-k summed).
 fn selections(h: &traces::Header) -> u64 {
-    let tokens: u64 = h
-        .sequences
-        .iter()
-        .map(|s| s.prefill_tokens + s.decode_tokens)
-        .sum();
+    // saturating: a header may declare any counts
+    let tokens = h.sequences.iter().fold(0u64, |n, s| {
+        n.saturating_add(s.prefill_tokens)
+            .saturating_add(s.decode_tokens)
+    });
     let per_token = traces::KeySpace::new(&h.model).ids_per_token() as u64;
     tokens.saturating_mul(per_token)
 }
@@ -180,32 +180,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         .progress
         .bar("sim sweep", (configs.len() * traces.len()) as u64, "runs");
     let tick = |n: u64| bar.inc(n);
-    // one trace's cells: a file streamed (the untimed cells of a mechanism sharing their
-    // passes), or the embedded trace loaded
-    let cells_of = |path: &Option<&Path>| -> Result<Vec<Result<Cell>>> {
-        let workload;
-        let input = match *path {
-            Some(trace) => cells::Input::File {
-                trace,
-                profile: args.input.profile_trace.as_deref(),
-            },
-            None => {
-                workload = args.input.workload_of(None)?;
-                cells::Input::Loaded(&workload)
-            }
-        };
-        cells::run_cells(&configs, &input, &tick)
-    };
-    let side_by_side = traces.len() > 1 && traces.iter().all(|&t| is_small(t));
-    let per_trace: Vec<Vec<Result<Cell>>> = args.threads.install(|| {
-        if side_by_side {
-            // every trace runs; the first error in trace order is the sweep's
-            let all: Vec<_> = traces.par_iter().map(cells_of).collect();
-            all.into_iter().collect::<Result<Vec<_>>>()
-        } else {
-            traces.iter().map(cells_of).collect()
-        }
-    })??;
+    let per_trace = trace_cells(&args, &configs, &traces, &tick)?;
     let mut rows: Vec<TraceRows> = Vec::with_capacity(traces.len());
     for cells in per_trace {
         rows.push(trace_rows(&args, &configs, cells)?);
@@ -226,6 +201,40 @@ pub fn run(args: SweepArgs) -> Result<()> {
             .join("\n"),
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// The cells of `configs` on each of `traces` (a file streamed, the untimed cells of a
+/// mechanism sharing their passes; `None`: the embedded trace, loaded), in trace order; small
+/// traces ([`is_small`]) side by side, the first error in trace order being the sweep's.
+fn trace_cells(
+    args: &SweepArgs,
+    configs: &[RunConfig],
+    traces: &[Option<&Path>],
+    tick: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Vec<Result<Cell>>>> {
+    let cells_of = |path: &Option<&Path>| -> Result<Vec<Result<Cell>>> {
+        let workload;
+        let input = match *path {
+            Some(trace) => cells::Input::File {
+                trace,
+                profile: args.input.profile_trace.as_deref(),
+            },
+            None => {
+                workload = args.input.workload_of(None)?;
+                cells::Input::Loaded(&workload)
+            }
+        };
+        cells::run_cells(configs, &input, tick)
+    };
+    let side_by_side = traces.len() > 1 && traces.iter().all(|&t| is_small(t));
+    args.threads.install(|| {
+        if side_by_side {
+            let all: Vec<_> = traces.par_iter().map(cells_of).collect();
+            all.into_iter().collect()
+        } else {
+            traces.iter().map(cells_of).collect()
+        }
+    })?
 }
 
 /// The rows of one trace: every report, and whether each is at the first prefetch and
