@@ -69,6 +69,12 @@ impl<T: Copy> EventQueue<T> {
         self.heap.pop()
     }
 
+    /// Keep only the events whose payload `keep` accepts. The survivors keep their times and
+    /// push order, so they pop as they would have.
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        self.heap.retain(|e| keep(&e.payload));
+    }
+
     pub fn len(&self) -> usize {
         self.heap.len()
     }
@@ -92,5 +98,19 @@ mod tests {
         q.push(0.5, 'e');
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|e| e.payload)).collect();
         assert_eq!(order, vec!['e', 'b', 'd', 'a', 'c']);
+    }
+
+    #[test]
+    fn retained_events_pop_in_their_old_order() {
+        let mut q = EventQueue::default();
+        for (i, at) in [3.0, 1.0, 3.0, 2.0, 1.0, 3.0].into_iter().enumerate() {
+            q.push(at, i);
+        }
+        q.retain(|&i| i % 2 == 0);
+        let order: Vec<usize> = std::iter::from_fn(|| q.pop().map(|e| e.payload)).collect();
+        // by time, then push order: (1.0, 4), (3.0, 0), (3.0, 2)
+        assert_eq!(order, vec![4, 0, 2]);
+        q.push(0.0, 9);
+        assert_eq!(q.pop().map(|e| e.payload), Some(9));
     }
 }

@@ -289,13 +289,21 @@ impl State<'_> {
         }
     }
 
-    /// Queue a background decommit of `u` at time `t`.
+    /// Queue a background decommit of `u` at time `t`. A unit has at most one live entry, so
+    /// once stale entries (their unit paged in again first) outnumber the units, they are
+    /// dropped: a driver that is never idle (prefetches wasted at every group) would otherwise
+    /// grow the queue with the run, 24 bytes a wasted prefetch.
     #[inline]
     fn defer(&mut self, u: u32, t: f64) {
         let ui = u as usize;
         self.generation[ui] = self.generation[ui].wrapping_add(1);
         self.pending[ui] = true;
         self.deferred.push(t, (u, self.generation[ui]));
+        if self.deferred.len() > 2 * self.pending.len() + STALE_SLACK {
+            let (pending, generation) = (&self.pending, &self.generation);
+            self.deferred
+                .retain(|&(v, gen)| pending[v as usize] && generation[v as usize] == gen);
+        }
     }
 
     /// Decommit `u` on the driver starting no earlier than `t`; returns the end time.
@@ -470,6 +478,11 @@ impl State<'_> {
         }
     }
 }
+
+/// Stale entries the deferred-decommit queue may hold beyond twice the unit count before they
+/// are dropped (a compaction then removes at least this many, so its cost per decommit stays
+/// constant; any value gives the same order of decommits).
+const STALE_SLACK: usize = 1024;
 
 /// Longest step time the latency histogram records: 2^53 ns (about 104 days), the largest
 /// count of nanoseconds an f64 holds exactly and far inside the histogram's u64 range.
@@ -1247,5 +1260,43 @@ mod step_ns_tests {
             let e = step_ns(bad).unwrap_err().to_string();
             assert!(e.contains("--expert-mib"), "{bad}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod deferred_tests {
+    use super::*;
+    use crate::engine::tests::{compute, test_profile, unit_map, vmm_cost};
+
+    /// A driver that is never idle drains nothing, and every wasted prefetch of a unit queues
+    /// a decommit that makes its earlier one stale: the queue stays within twice the units
+    /// plus the slack, and holds the latest decommit of each unit.
+    #[test]
+    fn stale_deferred_decommits_do_not_grow_the_queue() {
+        let (p, units, compute) = (
+            test_profile(None),
+            unit_map(1, 4, 1 << 20, 1 << 20),
+            compute(0.0, 0.0),
+        );
+        let cost = vmm_cost(&p);
+        let mut st = State::new(&cost, &units, &compute, EngineOptions::default());
+        st.driver_free = f64::INFINITY;
+        for i in 0..100_000u32 {
+            st.defer(i % 4, i as f64);
+            st.drain_deferred(i as f64);
+            assert!(st.deferred.len() <= 2 * 4 + STALE_SLACK + 1);
+        }
+        let mut live = Vec::new();
+        while let Some(e) = st.deferred.pop() {
+            let (u, gen) = e.payload;
+            if st.pending[u as usize] && st.generation[u as usize] == gen {
+                live.push((u, e.at));
+            }
+        }
+        live.sort_by_key(|&(u, _)| u);
+        assert_eq!(
+            live,
+            vec![(0, 99_996.0), (1, 99_997.0), (2, 99_998.0), (3, 99_999.0)]
+        );
     }
 }

@@ -13,7 +13,7 @@ const COPY_2MIB: f64 = 2097.152;
 
 /// A test profile with round numbers: commit 10 µs and decommit 5 µs per granule, H2D
 /// 1 GB/s, faults 0.5 GB/s, prefetch 2 GB/s, usable 10 MiB, first touch 100/200/300 µs.
-fn test_profile(spread: Option<f64>) -> Profile {
+pub(super) fn test_profile(spread: Option<f64>) -> Profile {
     let mut p = Profile::new("test", "hand-made", Device::default());
     let a = |v: f64, u: &str| Constant::assumed(v, u, "test value");
     p.set(C::VmmCommit, a(10.0, "us"))
@@ -34,7 +34,7 @@ fn test_profile(spread: Option<f64>) -> Profile {
 }
 
 /// `n` units of `bytes` useful bytes each, one per key, 2 MiB granules, over `layers` layers.
-fn unit_map(layers: usize, per_layer: usize, bytes: u64, granule: u64) -> UnitMap {
+pub(super) fn unit_map(layers: usize, per_layer: usize, bytes: u64, granule: u64) -> UnitMap {
     let n = layers * per_layer;
     UnitMap {
         spec: "e1".into(),
@@ -55,7 +55,7 @@ fn unit_map(layers: usize, per_layer: usize, bytes: u64, granule: u64) -> UnitMa
     }
 }
 
-fn compute(ne: f64, ex: f64) -> ComputeModel {
+pub(super) fn compute(ne: f64, ex: f64) -> ComputeModel {
     ComputeModel {
         nonexpert_us: ne,
         expert_us: ex,
@@ -63,7 +63,7 @@ fn compute(ne: f64, ex: f64) -> ComputeModel {
     }
 }
 
-fn vmm_cost(p: &Profile) -> CostModel {
+pub(super) fn vmm_cost(p: &Profile) -> CostModel {
     CostModel::new(p, Paging::Vmm, CostOptions::default()).unwrap()
 }
 
