@@ -25,8 +25,11 @@ pub struct InputArgs {
           value_parser = phase_parser())]
     pub phase: PhaseSel,
 
-    /// Trace whose selection counts order experts for the `hot` and `coact` chunk orders.
-    /// Default: the evaluated trace itself. Must come from the same model.
+    /// Trace to learn from instead of the evaluated one: its selection counts order experts
+    /// for the `hot` and `coact` chunk orders and choose the units `static-pin` and `pin-lru`
+    /// pin (default: the evaluated trace itself), and the learning predictors (`static`,
+    /// `next-layer`, `eam`) learn from it (default: online, from the run's earlier tokens).
+    /// Must come from the same model.
     #[arg(long, value_name = "FILE")]
     pub profile_trace: Option<PathBuf>,
 
