@@ -70,6 +70,74 @@ fn embedded_trace_matches_the_file() {
     );
 }
 
+/// With a profile trace the embedded trace streams from a temporary copy beside it: its runs
+/// and sweeps are the file's, named `embedded:prose`, and nothing is left behind.
+#[test]
+fn embedded_trace_with_a_profile_file_matches_the_file() {
+    let profile = "traces/data/granite/code.bin";
+    let tmp = tempfile::tempdir().unwrap();
+    let tmpdir = tmp.path().to_str().unwrap();
+    for args in [
+        &[
+            "run",
+            "--policy",
+            "e2:hot",
+            "--evict",
+            "static-pin",
+            "--budget",
+            "25%",
+        ][..],
+        &[
+            "run",
+            "--evict",
+            "lru",
+            "--budget",
+            "25%",
+            "--hw",
+            "h200-linux",
+            "--predictor",
+            "static",
+        ],
+        &[
+            "sweep",
+            "--policies",
+            "e2:hot,e3:coact",
+            "--evict",
+            "pin-lru",
+            "--budget",
+            "25%",
+        ],
+    ] {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--profile-trace", profile, "--json"]);
+        let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(&a)
+            .current_dir(root())
+            .env("TMPDIR", tmpdir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let embedded: Value = serde_json::from_slice(&o.stdout).unwrap();
+        a.extend(["--trace", PROSE]);
+        let mut file = ok_json(&a);
+        let relabel = |r: &mut Value| {
+            assert_eq!(r["inputs"]["trace"], PROSE);
+            r["inputs"]["trace"] = "embedded:prose".into();
+        };
+        if file.is_array() {
+            file.as_array_mut().unwrap().iter_mut().for_each(relabel);
+        } else {
+            relabel(&mut file);
+        }
+        assert_eq!(embedded, file, "{args:?}");
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            0,
+            "{args:?}"
+        );
+    }
+}
+
 #[test]
 fn sweep_csv_and_json_rows_in_order() {
     let o = sim(&[

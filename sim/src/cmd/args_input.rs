@@ -126,6 +126,47 @@ impl InputArgs {
     }
 }
 
+/// The embedded prose trace in a temporary file, for a run on it with a `--profile-trace`:
+/// the file paths stream the profile where the in-memory path would load it whole (any
+/// length: a 1 M-token profile is about 1 GB loaded). [`EmbeddedFile::relabel`] gives the
+/// reports back the label `embedded:prose`; the file is removed when this is dropped.
+pub struct EmbeddedFile {
+    file: tempfile::NamedTempFile,
+}
+
+impl EmbeddedFile {
+    /// Write the embedded trace to a new file in the temporary directory. Errors: the file
+    /// cannot be created or written (naming the directory and TMPDIR).
+    pub fn write() -> Result<EmbeddedFile> {
+        let dir = std::env::temp_dir();
+        let mut file = tempfile::NamedTempFile::new_in(&dir)
+            .and_then(|mut f| f.write_all(sim::runner::EMBEDDED_PROSE).map(|()| f))
+            .with_context(|| {
+                format!(
+                    "writing the embedded prose trace to a temporary file in {} (it streams \
+                     beside --profile-trace): set TMPDIR (TMP on Windows) to a writable \
+                     directory, or give --trace traces/data/granite/prose.bin",
+                    dir.display()
+                )
+            })?;
+        file.flush()?;
+        Ok(EmbeddedFile { file })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Name the embedded trace in `report` as the in-memory path does.
+    pub fn relabel(&self, report: &mut sim::runner::RunReport) {
+        let path = self.path().display().to_string();
+        if report.inputs.trace == path {
+            report.inputs.trace = sim::runner::EMBEDDED_PROSE_LABEL.to_string();
+        }
+    }
+}
+
 /// Write `text` to `out` atomically ([`write_atomic`]) and name the file on stderr, or print
 /// it to stdout when `out` is `None`.
 pub fn emit(out: Option<&Path>, text: &str) -> Result<()> {

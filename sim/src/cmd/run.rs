@@ -54,7 +54,14 @@ pub fn run(args: RunArgs) -> Result<()> {
     let report = match trace {
         // a trace file: streamed in bounded memory
         Some(path) => run_bounded(&args, &cfg, path)?,
-        _ => runner::run(&cfg, &args.input.workload()?)?,
+        // the embedded trace beside a profile file: both streamed
+        None if args.input.profile_trace.is_some() => {
+            let embedded = super::args_input::EmbeddedFile::write()?;
+            let mut report = run_bounded(&args, &cfg, embedded.path())?;
+            embedded.relabel(&mut report);
+            report
+        }
+        None => runner::run(&cfg, &args.input.workload()?)?,
     };
     print_notes(&report);
     super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);

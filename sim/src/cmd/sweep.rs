@@ -6,7 +6,7 @@
 //! the stepping axis (`--verify` x `--acceptance`), so rows stay deterministic.
 
 use super::args_cache::CacheArgs;
-use super::args_input::{emit, InputArgs};
+use super::args_input::{emit, EmbeddedFile, InputArgs};
 use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::{bail, Context, Result};
@@ -212,19 +212,28 @@ fn trace_cells(
     traces: &[Option<&Path>],
     tick: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Vec<Result<Cell>>>> {
+    let profile = args.input.profile_trace.as_deref();
     let cells_of = |path: &Option<&Path>| -> Result<Vec<Result<Cell>>> {
-        let workload;
-        let input = match *path {
-            Some(trace) => cells::Input::File {
-                trace,
-                profile: args.input.profile_trace.as_deref(),
-            },
-            None => {
-                workload = args.input.workload_of(None)?;
-                cells::Input::Loaded(&workload)
+        match (*path, profile) {
+            (Some(trace), _) => {
+                cells::run_cells(configs, &cells::Input::File { trace, profile }, tick)
             }
-        };
-        cells::run_cells(configs, &input, tick)
+            // the embedded trace beside a profile file: both streamed
+            (None, Some(_)) => {
+                let embedded = EmbeddedFile::write()?;
+                let trace = embedded.path();
+                let mut cells =
+                    cells::run_cells(configs, &cells::Input::File { trace, profile }, tick)?;
+                for c in cells.iter_mut().flatten() {
+                    embedded.relabel(&mut c.report);
+                }
+                Ok(cells)
+            }
+            (None, None) => {
+                let workload = args.input.workload_of(None)?;
+                cells::run_cells(configs, &cells::Input::Loaded(&workload), tick)
+            }
+        }
     };
     let side_by_side = traces.len() > 1 && traces.iter().all(|&t| is_small(t));
     args.threads.install(|| {
