@@ -132,12 +132,26 @@ impl InputArgs {
 /// reports back the label `embedded:prose`; the file is removed when this is dropped.
 pub struct EmbeddedFile {
     file: tempfile::NamedTempFile,
+    /// Removes the file if a signal ends the process (no destructor runs then).
+    _registered: traces::cleanup::Registered,
 }
 
 impl EmbeddedFile {
-    /// Write the embedded trace to a new file in the temporary directory. Errors: the file
-    /// cannot be created or written (naming the directory and TMPDIR).
-    pub fn write() -> Result<EmbeddedFile> {
+    /// Check the profile trace at `profile` against the embedded trace, as the in-memory path
+    /// does (so its errors name `embedded:prose`), then write the embedded trace to a new file
+    /// in the temporary directory. Errors: the profile's header or model, or the file cannot
+    /// be created or written (naming the directory and TMPDIR).
+    pub fn write(profile: &Path) -> Result<EmbeddedFile> {
+        let embedded = TraceInput::load(None)?;
+        sim::runner::require_trace_file(profile).context("--profile-trace")?;
+        let header = traces::read_header(profile).context("--profile-trace")?;
+        sim::runner::check_workload(
+            (&embedded.label, &embedded.trace.keyspace()),
+            Some((
+                &profile.display().to_string(),
+                &traces::KeySpace::new(&header.model),
+            )),
+        )?;
         let dir = std::env::temp_dir();
         let mut file = tempfile::NamedTempFile::new_in(&dir)
             .and_then(|mut f| f.write_all(sim::runner::EMBEDDED_PROSE).map(|()| f))
@@ -150,7 +164,8 @@ impl EmbeddedFile {
                 )
             })?;
         file.flush()?;
-        Ok(EmbeddedFile { file })
+        let _registered = traces::cleanup::register(file.path());
+        Ok(EmbeddedFile { file, _registered })
     }
 
     /// The file's path.

@@ -142,8 +142,9 @@ fn predictor_help() -> String {
         .collect();
     format!(
         "Prefetch predictor naming the units of the MoE layer `--window` layers ahead: {}. \
-         All but oracle learn only from --profile-trace, or without it online from the \
-         evaluated trace's earlier tokens. `sim sweep` and `sim compare` take a \
+         static, next-layer and eam learn only from --profile-trace, or without it online \
+         from the evaluated trace's earlier tokens; prev-token reads the step before, oracle \
+         the plan. `sim sweep` and `sim compare` take a \
          comma-separated list (an axis)",
         names.join(", ")
     )

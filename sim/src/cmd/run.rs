@@ -56,7 +56,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         Some(path) => run_bounded(&args, &cfg, path)?,
         // the embedded trace beside a profile file: both streamed
         None if args.input.profile_trace.is_some() => {
-            let embedded = super::args_input::EmbeddedFile::write()?;
+            let profile = args
+                .input
+                .profile_trace
+                .as_deref()
+                .expect("a profile is given");
+            let embedded = super::args_input::EmbeddedFile::write(profile)?;
             let mut report = run_bounded(&args, &cfg, embedded.path())?;
             embedded.relabel(&mut report);
             report

@@ -219,8 +219,8 @@ fn trace_cells(
                 cells::run_cells(configs, &cells::Input::File { trace, profile }, tick)
             }
             // the embedded trace beside a profile file: both streamed
-            (None, Some(_)) => {
-                let embedded = EmbeddedFile::write()?;
+            (None, Some(p)) => {
+                let embedded = EmbeddedFile::write(p)?;
                 let trace = embedded.path();
                 let mut cells =
                     cells::run_cells(configs, &cells::Input::File { trace, profile }, tick)?;
