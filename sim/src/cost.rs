@@ -67,6 +67,11 @@
 
 use profile::{ConstantName as C, Profile, ProfileError};
 
+/// The fill level (mapped / usable VRAM) where the oversubscription curve's first band
+/// begins: the lowest band of the profiles' first-touch measurements (`first_touch_below_90`
+/// and `first_touch_90_100`, `sim calibrate`'s fill sweep).
+pub const CURVE_START_FILL: f64 = 0.9;
+
 /// The mapped memory kernels have read since it was mapped: what the read slopes price.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReadLive {
@@ -444,12 +449,18 @@ impl CostModel {
         }
     }
 
-    /// The fill-level band at `mapped_bytes`: `None` below 90% of usable VRAM (factor 1),
-    /// else the band, or `Err(constant)` when the profile lacks it.
+    /// Mapped bytes from which page-ins are priced along the oversubscription curve:
+    /// [`CURVE_START_FILL`] of usable VRAM.
+    pub fn curve_start_bytes(&self) -> f64 {
+        CURVE_START_FILL * self.usable_bytes
+    }
+
+    /// The fill-level band at `mapped_bytes`: `None` below [`CURVE_START_FILL`] of usable
+    /// VRAM (factor 1), else the band, or `Err(constant)` when the profile lacks it.
     #[inline]
     pub fn band_at(&self, mapped_bytes: f64) -> Option<Result<Band, &'static str>> {
         let fill = mapped_bytes / self.usable_bytes;
-        if fill < 0.9 {
+        if fill < CURVE_START_FILL {
             None
         } else if fill <= 1.0 {
             Some(self.band_90_100)

@@ -457,3 +457,59 @@ fn compare_runs_the_prefetch_axis_and_cross_traces_only_the_learning_predictors(
     );
     assert!(md.contains("| e1 + static w1 |"));
 }
+
+/// A budget below one token's units misses every access, so `prev-token` prefetches the
+/// step before's units at every group and most are wasted, while the driver is never idle.
+/// Their queued decommits then run before a page-in that would map past 90% of usable VRAM,
+/// instead of piling up until the run needs the profile's missing 90-100% band.
+#[test]
+fn wasted_prefetches_are_unmapped_before_the_oversubscription_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ds.bin");
+    let (ok, _, err) = sim(&[
+        "trace",
+        "gen",
+        "--preset",
+        "deepseek-v3",
+        "--tokens",
+        "100",
+        "--seed",
+        "7",
+        "--skew",
+        "1.0",
+        "--locality",
+        "0.3",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = sim(&[
+        "run",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--policy",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "3%",
+        "--hw",
+        "h200-linux",
+        "--dtype",
+        "int4",
+        "--predictor",
+        "prev-token",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let detail = &report["timing_detail"];
+    assert_eq!(detail["oversubscribed_page_ins"], 0, "{out}");
+    assert!(detail["prefetch_wasted"].as_u64().unwrap() > 1000, "{out}");
+    // the mapped total stays near 90% of usable VRAM (KV growth between page-ins aside)
+    let (peak, usable) = (
+        report["timing"]["peak_mapped_mib"].as_f64().unwrap(),
+        detail["usable_mib"].as_f64().unwrap(),
+    );
+    assert!(peak < 0.91 * usable, "peak mapped {peak} MiB of {usable}");
+}

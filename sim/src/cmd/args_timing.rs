@@ -80,7 +80,8 @@ pub struct TimingArgs {
     pub handle_pool: bool,
 
     /// Unmap evicted units off the critical path: the driver runs the decommits when idle,
-    /// and the memory stays mapped until then.
+    /// and the memory stays mapped until then, or until a page-in would map past 90% of
+    /// usable VRAM (the oldest queued decommits then run first).
     #[arg(long, help_heading = "Timing")]
     pub deferred_unmap: bool,
 

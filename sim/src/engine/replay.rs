@@ -7,21 +7,22 @@
 //! - the copy engine: H2D copies, one at a time, `latency + bytes / bandwidth`;
 //! - the fault handler: OS demand paging, one batch of pages per group at the fault rate.
 //!
-//! Per group, at the router (end of non-expert compute): evictions of units resident before
-//! the group are decommitted first (critical path), or queued as background driver work with
+//! Per group, at the router (end of non-expert compute): evictions of units resident before the
+//! group are decommitted first (critical path), or queued as background driver work with
 //! `deferred_unmap` (the driver runs them when it is idle; demand work goes first, a started
-//! decommit finishes); then each demand page-in commits on the driver and copies on the copy
-//! engine (the next unit's commit overlaps this unit's copy, unless `serial_loader`: one CPU
-//! thread doing synchronous copies); prefetches for the group `window` groups ahead are issued
-//! the same way, once the predictor has seen the history up to this group. A prefetch a group
-//! then pages in is used (late when still in flight at that group's router); one no group paged
-//! in is unmapped once its target group has passed (wasted). Units paged in and evicted by
-//! the same group are decommitted once its expert compute ends (the kernels read them until
-//! then) and the host has learnt it (one round trip). OS-paged evictions hold the fault
-//! handler for the fault time they add (the cost model's eviction price). A unit counts as
-//! read once a group's expert compute has run over it; VMM calls are priced with the read
-//! live set (the read slopes). Deferred work lives in an [`EventQueue`] keyed by (time, push
-//! order).
+//! decommit finishes; a page-in that would map past the oversubscription curve's start runs the
+//! oldest first, on the critical path); then each demand page-in commits on the driver and
+//! copies on the copy engine (the next unit's commit overlaps this unit's copy, unless
+//! `serial_loader`: one CPU thread doing synchronous copies); prefetches for the group `window`
+//! groups ahead are issued the same way, once the predictor has seen the history up to this
+//! group. A prefetch a group then pages in is used (late when still in flight at that group's
+//! router); one no group paged in is queued for unmapping once its target group has passed
+//! (wasted), as a deferred decommit is. Units paged in and evicted by the same group are
+//! decommitted once its expert compute ends (the kernels read them until then) and the host has
+//! learnt it (one round trip). OS-paged evictions hold the fault handler for the fault time
+//! they add (the cost model's eviction price). A unit counts as read once a group's expert
+//! compute has run over it; VMM calls are priced with the read live set (the read slopes).
+//! Deferred work lives in an [`EventQueue`] keyed by (time, push order).
 
 use super::plan::{GroupRec, Plans};
 use super::predict::{Learning, Predictor, PredictorKind, Target};
@@ -279,6 +280,26 @@ impl State<'_> {
         }
     }
 
+    /// Run queued background decommits now, oldest first, while mapping `bytes` more at `t`
+    /// would reach the oversubscription curve ([`CostModel::curve_start_bytes`]): a runtime
+    /// unmaps what it no longer needs before it maps past its memory. Without this a driver
+    /// that is never idle (a budget below one token's units, prefetches wasted at every group)
+    /// would hold every wasted or evicted mapping to the end of the run.
+    #[inline]
+    fn relieve(&mut self, bytes: u64, t: f64) {
+        let limit = self.cost.curve_start_bytes();
+        while self.mapped_base + self.mapped_units + bytes as f64 >= limit {
+            let Some(ev) = self.deferred.pop() else {
+                return;
+            };
+            let (u, gen) = ev.payload;
+            if self.pending[u as usize] && self.generation[u as usize] == gen {
+                self.pending[u as usize] = false;
+                self.decommit_now(u, t.max(ev.at));
+            }
+        }
+    }
+
     /// If `u`'s old mapping still awaits a deferred decommit, run it now, so a unit never
     /// holds two mappings (the queued entry goes stale).
     #[inline]
@@ -363,6 +384,7 @@ impl State<'_> {
         self.release_pending(u, t);
         let info = &self.units.units[u as usize];
         let (useful, committed) = (info.useful_bytes, info.committed_bytes);
+        self.relieve(committed, t);
         let live = self.live_granules();
         self.mapped_units += committed as f64;
         self.note_mapped();
@@ -1032,6 +1054,7 @@ impl<'a> State<'a> {
     fn map_os_unit(&mut self, u: u32, t: f64) -> u64 {
         self.release_pending(u, t);
         let c = self.units.units[u as usize].committed_bytes;
+        self.relieve(c, t);
         self.mapped_units += c as f64;
         c
     }
@@ -1298,5 +1321,37 @@ mod deferred_tests {
             live,
             vec![(0, 99_996.0), (1, 99_997.0), (2, 99_998.0), (3, 99_999.0)]
         );
+    }
+
+    /// With the driver never idle, a page-in that would map past the curve's start first
+    /// runs the oldest queued decommits, only as many as it needs: with room for 2.5 units
+    /// of 1 MiB and units 0 and 1 queued, paging in unit 2 decommits unit 0 alone.
+    #[test]
+    fn queued_decommits_run_before_a_page_in_past_the_curve() {
+        let (p, units, compute) = (
+            test_profile(None),
+            unit_map(1, 4, 1 << 20, 1 << 20),
+            compute(0.0, 0.0),
+        );
+        let cost = vmm_cost(&p);
+        let mut st = State::new(&cost, &units, &compute, EngineOptions::default());
+        let mib = (1u64 << 20) as f64;
+        st.mapped_base = cost.curve_start_bytes() - 2.5 * mib;
+        st.vmm_page_in(0, 0.0, "h2d").unwrap();
+        st.vmm_page_in(1, 0.0, "h2d").unwrap();
+        st.driver_free = 1e12;
+        st.defer(0, 1.0);
+        st.defer(1, 2.0);
+        let unmaps = st.unmap_calls;
+        st.vmm_page_in(2, 3.0, "h2d").unwrap();
+        assert_eq!((st.pending[0], st.pending[1]), (false, true));
+        assert_eq!(
+            st.mapped_units,
+            2.0 * mib,
+            "units 1 (queued) and 2 stay mapped"
+        );
+        assert_eq!(st.unmap_calls - unmaps, st.granules(0));
+        assert!(st.peak_mapped < cost.curve_start_bytes());
+        assert_eq!(st.deferred.len(), 1);
     }
 }
