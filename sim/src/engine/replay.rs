@@ -1291,36 +1291,45 @@ mod deferred_tests {
     use super::*;
     use crate::engine::tests::{compute, test_profile, unit_map, vmm_cost};
 
-    /// A driver that is never idle drains nothing, and every wasted prefetch of a unit queues
-    /// a decommit that makes its earlier one stale: the queue stays within twice the units
-    /// plus the slack, and holds the latest decommit of each unit.
-    #[test]
-    fn stale_deferred_decommits_do_not_grow_the_queue() {
+    /// `check` on the replay state of four 1 MiB VMM units (one MoE layer) and its cost model.
+    fn with_state(check: impl FnOnce(&mut State, &CostModel)) {
         let (p, units, compute) = (
             test_profile(None),
             unit_map(1, 4, 1 << 20, 1 << 20),
             compute(0.0, 0.0),
         );
         let cost = vmm_cost(&p);
-        let mut st = State::new(&cost, &units, &compute, EngineOptions::default());
-        st.driver_free = f64::INFINITY;
-        for i in 0..100_000u32 {
-            st.defer(i % 4, i as f64);
-            st.drain_deferred(i as f64);
-            assert!(st.deferred.len() <= 2 * 4 + STALE_SLACK + 1);
-        }
-        let mut live = Vec::new();
-        while let Some(e) = st.deferred.pop() {
-            let (u, gen) = e.payload;
-            if st.pending[u as usize] && st.generation[u as usize] == gen {
-                live.push((u, e.at));
-            }
-        }
-        live.sort_by_key(|&(u, _)| u);
-        assert_eq!(
-            live,
-            vec![(0, 99_996.0), (1, 99_997.0), (2, 99_998.0), (3, 99_999.0)]
+        check(
+            &mut State::new(&cost, &units, &compute, EngineOptions::default()),
+            &cost,
         );
+    }
+
+    /// A driver that is never idle drains nothing, and every wasted prefetch of a unit queues
+    /// a decommit that makes its earlier one stale: the queue stays within twice the units
+    /// plus the slack, and holds the latest decommit of each unit.
+    #[test]
+    fn stale_deferred_decommits_do_not_grow_the_queue() {
+        with_state(|st, _| {
+            st.driver_free = f64::INFINITY;
+            for i in 0..100_000u32 {
+                st.defer(i % 4, i as f64);
+                st.drain_deferred(i as f64);
+                assert!(st.deferred.len() <= 2 * 4 + STALE_SLACK + 1);
+            }
+            let mut live = Vec::new();
+            while let Some(e) = st.deferred.pop() {
+                let (u, gen) = e.payload;
+                if st.pending[u as usize] && st.generation[u as usize] == gen {
+                    live.push((u, e.at));
+                }
+            }
+            live.sort_by_key(|&(u, _)| u);
+            assert_eq!(
+                live,
+                vec![(0, 99_996.0), (1, 99_997.0), (2, 99_998.0), (3, 99_999.0)]
+            );
+        });
     }
 
     /// With the driver never idle, a page-in that would map past the curve's start first
@@ -1328,30 +1337,25 @@ mod deferred_tests {
     /// of 1 MiB and units 0 and 1 queued, paging in unit 2 decommits unit 0 alone.
     #[test]
     fn queued_decommits_run_before_a_page_in_past_the_curve() {
-        let (p, units, compute) = (
-            test_profile(None),
-            unit_map(1, 4, 1 << 20, 1 << 20),
-            compute(0.0, 0.0),
-        );
-        let cost = vmm_cost(&p);
-        let mut st = State::new(&cost, &units, &compute, EngineOptions::default());
-        let mib = (1u64 << 20) as f64;
-        st.mapped_base = cost.curve_start_bytes() - 2.5 * mib;
-        st.vmm_page_in(0, 0.0, "h2d").unwrap();
-        st.vmm_page_in(1, 0.0, "h2d").unwrap();
-        st.driver_free = 1e12;
-        st.defer(0, 1.0);
-        st.defer(1, 2.0);
-        let unmaps = st.unmap_calls;
-        st.vmm_page_in(2, 3.0, "h2d").unwrap();
-        assert_eq!((st.pending[0], st.pending[1]), (false, true));
-        assert_eq!(
-            st.mapped_units,
-            2.0 * mib,
-            "units 1 (queued) and 2 stay mapped"
-        );
-        assert_eq!(st.unmap_calls - unmaps, st.granules(0));
-        assert!(st.peak_mapped < cost.curve_start_bytes());
-        assert_eq!(st.deferred.len(), 1);
+        with_state(|st, cost| {
+            let mib = (1u64 << 20) as f64;
+            st.mapped_base = cost.curve_start_bytes() - 2.5 * mib;
+            st.vmm_page_in(0, 0.0, "h2d").unwrap();
+            st.vmm_page_in(1, 0.0, "h2d").unwrap();
+            st.driver_free = 1e12;
+            st.defer(0, 1.0);
+            st.defer(1, 2.0);
+            let unmaps = st.unmap_calls;
+            st.vmm_page_in(2, 3.0, "h2d").unwrap();
+            assert_eq!((st.pending[0], st.pending[1]), (false, true));
+            assert_eq!(
+                st.mapped_units,
+                2.0 * mib,
+                "units 1 (queued) and 2 stay mapped"
+            );
+            assert_eq!(st.unmap_calls - unmaps, st.granules(0));
+            assert!(st.peak_mapped < cost.curve_start_bytes());
+            assert_eq!(st.deferred.len(), 1);
+        });
     }
 }
