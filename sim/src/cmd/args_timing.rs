@@ -146,7 +146,7 @@ fn predictor_help() -> String {
         .collect();
     format!(
         "Prefetch predictor naming the units of the MoE layer `--window` layers ahead: {}. \
-         static, next-layer and eam learn only from --profile-trace, or without it online \
+         static, next-layer and eam learn from --profile-trace when one is given, else online \
          from the evaluated trace's earlier tokens; prev-token reads the step before, oracle \
          the plan. `sim sweep` and `sim compare` take a \
          comma-separated list (an axis)",
