@@ -271,12 +271,19 @@ impl State<'_> {
             if start >= t {
                 break;
             }
-            let (u, gen) = ev.payload;
+            let payload = ev.payload;
             self.deferred.pop();
-            if self.pending[u as usize] && self.generation[u as usize] == gen {
-                self.pending[u as usize] = false;
-                self.decommit_now(u, start);
-            }
+            self.decommit_queued(payload, start);
+        }
+    }
+
+    /// Run the queued decommit `(u, generation)` from `start`, unless it went stale (`u` was
+    /// paged in again, or decommitted, since it was queued).
+    #[inline]
+    fn decommit_queued(&mut self, (u, gen): (u32, u32), start: f64) {
+        if self.pending[u as usize] && self.generation[u as usize] == gen {
+            self.pending[u as usize] = false;
+            self.decommit_now(u, start);
         }
     }
 
@@ -292,11 +299,7 @@ impl State<'_> {
             let Some(ev) = self.deferred.pop() else {
                 return;
             };
-            let (u, gen) = ev.payload;
-            if self.pending[u as usize] && self.generation[u as usize] == gen {
-                self.pending[u as usize] = false;
-                self.decommit_now(u, t.max(ev.at));
-            }
+            self.decommit_queued(ev.payload, t.max(ev.at));
         }
     }
 
