@@ -119,8 +119,9 @@ fn streaming_runs_and_errors_match_the_in_memory_path() {
 
 #[test]
 fn a_corrupt_record_gives_the_streaming_passs_error_while_the_replay_runs_beside_it() {
-    // The retention replay reads records the streaming pass has not yet validated; an id out
-    // of range in the last record must still give the reader's error, not the replay's.
+    // The replay (retention, timed, several tokens per step) reads records the streaming
+    // pass has not yet validated; an id out of range in the last record must still give the
+    // reader's error, not the replay's.
     let f = files();
     let mut bytes = std::fs::read(&f.trace).unwrap();
     let end = bytes.len() - 4; // the payload's CRC-32 follows it
@@ -136,6 +137,21 @@ fn a_corrupt_record_gives_the_streaming_passs_error_while_the_replay_runs_beside
     for policy in [PolicyKind::Lru, PolicyKind::Belady] {
         let r = retention(policy, "25%", Split::Global, Semantics::Group);
         assert_eq!(error(&cfg("e1", PhaseSel::All, Some(r))), streaming);
+    }
+    let hw = std::sync::Arc::new(profile::load("h200-linux").unwrap());
+    let timed = RunConfig {
+        timing: Some(sim::engine::TimingConfig::new("h200-linux", hw)),
+        ..cfg("e1", PhaseSel::All, None)
+    };
+    let r = retention(PolicyKind::Lru, "25%", Split::Global, Semantics::Group);
+    let timed_lru = RunConfig {
+        retention: Some(r),
+        ..timed.clone()
+    };
+    let mut stepped = cfg("e1", PhaseSel::Decode, None);
+    stepped.stepping.verify = 2;
+    for c in [timed, timed_lru, stepped] {
+        assert_eq!(error(&c), streaming, "{c:?}");
     }
     assert!(
         !streaming.contains("changed while it was read"),

@@ -384,27 +384,26 @@ pub fn run_file(
     runner::with_baseline(cfg, |c| run_once(c, &f, &stream, tick))
 }
 
-/// Whether `cfg`'s streaming pass and its retention replay run side by side
-/// ([`run_overlapped`]): an untimed retention run of one token per step whose policy reads
-/// no unit statistics (a pinning policy's come from the streaming pass).
+/// Whether `cfg`'s streaming pass and its replay run side by side ([`run_overlapped`]): a
+/// retention run, a timed run or one of several tokens per step, whose policy reads no unit
+/// statistics (a pinning policy's come from the streaming pass) and which is one replay (a
+/// timed run with verified drafts replays again for its baselines, [`runner::with_baseline`]).
 fn overlaps(cfg: &RunConfig, pinning: bool) -> bool {
-    cfg.retention.is_some() && !pinning && cfg.timing.is_none() && cfg.stepping.is_off()
+    let replayed = cfg.retention.is_some() || cfg.timing.is_some() || !cfg.stepping.is_off();
+    let one_replay = cfg.timing.is_none() || cfg.stepping.verify == 0;
+    replayed && one_replay && !pinning
 }
 
 /// [`run_once`] of a run that [`overlaps`]: the streaming pass on a thread of its own beside
-/// the retention replay, which needs only the unit map, so the run's wall time is about the
-/// longer of the two rather than their sum. The streaming pass's error comes first: it is
-/// the pass that validates the file, so a replay of a corrupt file is discarded.
+/// the replay, which needs only the unit map, so the run's wall time is about the longer of
+/// the two rather than their sum. The streaming pass's error comes first: it is the pass
+/// that validates the file, so a replay of a corrupt file is discarded.
 fn run_overlapped(cfg: &RunConfig, f: &Files, tick: Tick) -> Result<RunReport> {
-    let rc = cfg
-        .retention
-        .as_ref()
-        .expect("a run that overlaps has retention");
     let (map, sizes) = Stream::unit_map(cfg, f, tick)?;
-    let (pass, retained) = std::thread::scope(|s| {
+    let (pass, replayed) = std::thread::scope(|s| {
         let pass = s.spawn(|| Stream::streaming_pass(cfg, f, &map, false, tick));
-        let retained = retain_file(cfg, f, &map, &empty_profile(&map), rc, tick);
-        (pass.join(), retained)
+        let replayed = Replayed::of(cfg, f, &map, sizes.dtype, tick);
+        (pass.join(), replayed)
     });
     let (streaming, units) = pass.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
     let stream = Stream {
@@ -413,7 +412,48 @@ fn run_overlapped(cfg: &RunConfig, f: &Files, tick: Tick) -> Result<RunReport> {
         streaming,
         units,
     };
-    Ok(stream.report_retained(cfg, f, Some(retained?)))
+    Ok(replayed?.report(cfg, f, &stream))
+}
+
+/// A replay of a run that [`overlaps`], waiting for the streaming pass's blocks of its report.
+enum Replayed {
+    Retained(Retained),
+    Timed(Box<timed::TimedRun>),
+    Stepped(stepped::SteppedRun),
+}
+
+impl Replayed {
+    /// The replay of `cfg` (a run that [`overlaps`]) with the mechanism's unit map `map`,
+    /// its experts stored in `dtype`.
+    fn of(
+        cfg: &RunConfig,
+        f: &Files,
+        map: &UnitMap,
+        dtype: Option<traces::DType>,
+        tick: Tick,
+    ) -> Result<Replayed> {
+        let profile = empty_profile(map);
+        if cfg.timing.is_some() {
+            let run = timed::replay(cfg, f, map, dtype, None, tick)?;
+            return Ok(Replayed::Timed(Box::new(run)));
+        }
+        if !cfg.stepping.is_off() {
+            let run = stepped::replay(cfg, f, map, &profile, tick)?;
+            return Ok(Replayed::Stepped(run));
+        }
+        let rc = cfg.retention.as_ref().expect("a replayed run");
+        let retained = retain_file(cfg, f, map, &profile, rc, tick)?;
+        Ok(Replayed::Retained(retained))
+    }
+
+    /// The run's report with its mechanism's streaming pass `stream`.
+    fn report(self, cfg: &RunConfig, f: &Files, stream: &Stream) -> RunReport {
+        match self {
+            Replayed::Retained(r) => stream.report_retained(cfg, f, Some(r)),
+            Replayed::Timed(t) => t.report(cfg, f, stream).0,
+            Replayed::Stepped(s) => s.report(cfg, f, stream),
+        }
+    }
 }
 
 /// One run of `cfg` over the files `f` with its mechanism's passes `stream`: the report and,

@@ -9,22 +9,38 @@
 
 use super::batches::Batches;
 use super::timed::{driver, retained, Recorded, Recorder};
-use super::{check_retention, Files, Passes, Stream};
-use crate::cache::Batching;
+use super::{check_retention, Files, Passes, Retained, Stream};
+use crate::cache::{Batching, ProfileStats};
 use crate::engine::build::empty_plans;
 use crate::runner::{RunConfig, RunReport};
+use crate::verify_report::StepsTally;
 use anyhow::Result;
+use policies::UnitMap;
 
 /// The untimed run of `cfg` (with a stepping) over the files `f`, with its mechanism's
-/// passes `stream`: a tokens/s target's budget search and an offline policy's next uses
-/// take untimed passes of their own over the same chunks, then one recording pass gives the
-/// cache outcome and the `steps` block.
+/// passes `stream`.
 pub(crate) fn run_once(
     cfg: &RunConfig,
     f: &Files,
     stream: &Stream,
     tick: super::Tick,
 ) -> Result<RunReport> {
+    let profile = stream.unit_profile();
+    Ok(replay(cfg, f, &stream.map, &profile, tick)?.report(cfg, f, stream))
+}
+
+/// The replay of `cfg` (untimed, with a stepping) over the files `f` with the mechanism's
+/// unit map `map` and the pinning policies' statistics `profile`: a tokens/s target's budget
+/// search and an offline policy's next uses take untimed passes of their own over the same
+/// chunks, then one recording pass gives the cache outcome and the `steps` block. It needs
+/// nothing else of the streaming pass, so it may run beside it ([`super::run_file`]).
+pub(crate) fn replay(
+    cfg: &RunConfig,
+    f: &Files,
+    map: &UnitMap,
+    profile: &ProfileStats,
+    tick: super::Tick,
+) -> Result<SteppedRun> {
     let batching = Batching {
         stepping: cfg.stepping,
         ..cfg
@@ -35,25 +51,24 @@ pub(crate) fn run_once(
     let passes = Passes {
         trace: f.trace,
         ks: &f.ks,
-        map: &stream.map,
+        map,
         phases: cfg.phase,
         batching,
         tick,
     };
-    let profile = stream.unit_profile();
     let mut next = None;
     let resolved = match &cfg.retention {
         Some(rc) => {
             check_retention(f, rc)?;
-            Some(passes.resolve(rc, &profile, &mut next)?)
+            Some(passes.resolve(rc, profile, &mut next)?)
         }
         None => None,
     };
     let cache = resolved.as_ref().map(|(c, _)| c);
-    let (sim, next) = driver(&passes, cache, &profile, next)?;
-    let mut plans = empty_plans(f.ks.num_moe_layers(), &stream.map, sim.as_ref());
-    let mut src = Batches::open(f.trace, cfg.phase, &f.ks, &stream.map, batching)?;
-    let mut rec = Recorder::new(f, &stream.map, &cfg.stepping, sim, next, tick);
+    let (sim, next) = driver(&passes, cache, profile, next)?;
+    let mut plans = empty_plans(f.ks.num_moe_layers(), map, sim.as_ref());
+    let mut src = Batches::open(f.trace, cfg.phase, &f.ks, map, batching)?;
+    let mut rec = Recorder::new(f, map, &cfg.stepping, sim, next, tick);
     // nothing prices the plan: each full window is tallied already and retired whole
     let (tokens, accesses) = rec.record(&mut src, &mut plans, |p| {
         p.retire(p.base_step + p.steps.len());
@@ -65,8 +80,23 @@ pub(crate) fn run_once(
         schedule: src.delays().map(|d| d.report(accesses, tokens)),
         steps: None,
     };
-    let retention = retained(cfg.retention.clone(), recorded, resolved);
-    let mut report = stream.report_retained(cfg, f, retention);
-    report.steps = Some(tally.finish(&cfg.stepping));
-    Ok(report)
+    Ok(SteppedRun {
+        retention: retained(cfg.retention.clone(), recorded, resolved),
+        tally,
+    })
+}
+
+/// A stepped replay ([`replay`]) waiting for the streaming pass's blocks of its report.
+pub(crate) struct SteppedRun {
+    retention: Option<Retained>,
+    tally: StepsTally,
+}
+
+impl SteppedRun {
+    /// The report of `cfg`'s run with the streaming pass `stream` of its mechanism.
+    pub(crate) fn report(self, cfg: &RunConfig, f: &Files, stream: &Stream) -> RunReport {
+        let mut report = stream.report_retained(cfg, f, self.retention);
+        report.steps = Some(self.tally.finish(&cfg.stepping));
+        report
+    }
 }

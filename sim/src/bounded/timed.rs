@@ -36,30 +36,49 @@ const WINDOW_GROUPS: usize = 1 << 16;
 
 /// One run of the timed `cfg` on the trace files `f` whose mechanism's passes `stream` made,
 /// without the `steps` block's baseline ([`runner::with_baseline`] adds it): the report and
-/// the mean decode step time, µs. A learning predictor with a profile trace reads that file
-/// each time it learns ([`FileProfile`]), after a pass that validates it.
+/// the mean decode step time, µs.
 pub(crate) fn run_once(
     cfg: &RunConfig,
     f: &Files,
     stream: &Stream,
     tick: super::Tick,
 ) -> Result<(RunReport, Option<f64>)> {
-    let pinning = stream.units.is_some();
-    let (map, placed, placed_notes) =
-        crate::engine::cpu::placed(cfg, stream.map.clone(), &f.skeleton, stream.sizes.dtype)?;
-    let cfg = placed.as_ref().unwrap_or(cfg);
-    let units = match (&placed, pinning) {
+    let replayed = replay(
+        cfg,
+        f,
+        &stream.map,
+        stream.sizes.dtype,
+        stream.units.as_ref(),
+        tick,
+    )?;
+    Ok(replayed.report(cfg, f, stream))
+}
+
+/// The timed replay of `cfg` over the files `f` with the mechanism's unit map `map` (its
+/// experts stored in `dtype`) and, for a pinning policy, the unit statistics `units` of the
+/// streaming pass (`None`: the policy reads none). It needs nothing else of that pass, so it
+/// may run beside it ([`super::run_file`]). A learning predictor with a profile trace reads
+/// that file each time it learns ([`FileProfile`]), after a pass that validates it.
+pub(crate) fn replay(
+    cfg: &RunConfig,
+    f: &Files,
+    map: &UnitMap,
+    dtype: Option<traces::DType>,
+    units: Option<&cache::ProfileStats>,
+    tick: super::Tick,
+) -> Result<TimedRun> {
+    let (placed_map, placed, placed_notes) =
+        crate::engine::cpu::placed(cfg, map.clone(), &f.skeleton, dtype)?;
+    let run_cfg = placed.as_ref().unwrap_or(cfg);
+    let profile_stats = match (&placed, units) {
         // the GPU's units: their statistics come from a pass of their own
-        (Some(_), true) => Some(unit_counts(f, &map, cfg, tick)?),
-        _ => None,
+        (Some(_), Some(_)) => std::borrow::Cow::Owned(unit_counts(f, &placed_map, run_cfg, tick)?),
+        (_, Some(u)) => std::borrow::Cow::Borrowed(u),
+        (_, None) => std::borrow::Cow::Owned(super::empty_profile(map)),
     };
-    let profile_stats = match units {
-        Some(u) => std::borrow::Cow::Owned(u),
-        None => stream.unit_profile(),
-    };
-    let tc = cfg.timing.as_ref().expect("a timed run");
+    let tc = run_cfg.timing.as_ref().expect("a timed run");
     let learned = match &f.profile {
-        Some((p, _, ks)) if tc.predictor.learns() => Some(FileProfile::open(p, ks, cfg.phase)?),
+        Some((p, _, ks)) if tc.predictor.learns() => Some(FileProfile::open(p, ks, run_cfg.phase)?),
         _ => None,
     };
     let learning = match &learned {
@@ -68,8 +87,8 @@ pub(crate) fn run_once(
     };
     let run = Timed {
         f,
-        map: &map,
-        cfg,
+        map: &placed_map,
+        cfg: run_cfg,
         tc,
         learning,
         tick,
@@ -78,28 +97,63 @@ pub(crate) fn run_once(
     // a profile that failed to read again is the cause of anything the run did after it
     learned.as_ref().map_or(Ok(()), FileProfile::check)?;
     let (retention, timing) = outcome?;
-    let mut report = stream.report_retained(cfg, f, retention);
-    report.inputs = runner::run_inputs(
-        cfg,
-        &map,
-        stream.sizes,
-        &f.skeleton,
-        (&report.inputs.trace, &report.inputs.profile_trace),
-    );
-    report.notes.extend(placed_notes);
-    report.notes.extend(timing.notes.clone());
-    report.timing = Some(timing.timing);
-    report.timing_detail = Some(timing.detail);
-    report.prefetch = timing.prefetch;
-    report.cpu = timing.cpu;
-    report.admission = timing.admission;
-    report.steps = timing.steps.map(|t| {
-        let mut s = t.finish(&cfg.stepping);
-        let repeat = tc.profile.get(ConstantName::ExpertKernelRepeatBandwidth);
-        s.repeat_slots_priced = Some(repeat.is_some());
-        s
-    });
-    Ok((report, timing.decode_step_us))
+    Ok(TimedRun {
+        map: placed_map,
+        placed,
+        placed_notes,
+        retention,
+        timing,
+    })
+}
+
+/// A timed replay ([`replay`]) waiting for the streaming pass's blocks of its report.
+pub(crate) struct TimedRun {
+    /// The units the run placed on the GPU (the mechanism's, unless experts run on the CPU).
+    map: UnitMap,
+    /// The configuration the run priced, when placing experts on the CPU changed it.
+    placed: Option<RunConfig>,
+    placed_notes: Vec<String>,
+    retention: Option<Retained>,
+    timing: TimedOutcome,
+}
+
+impl TimedRun {
+    /// The report of `cfg`'s run with the streaming pass `stream` of its mechanism, and the
+    /// mean decode step time, µs.
+    pub(crate) fn report(
+        self,
+        cfg: &RunConfig,
+        f: &Files,
+        stream: &Stream,
+    ) -> (RunReport, Option<f64>) {
+        let cfg = self.placed.as_ref().unwrap_or(cfg);
+        let timing = self.timing;
+        let mut report = stream.report_retained(cfg, f, self.retention);
+        report.inputs = runner::run_inputs(
+            cfg,
+            &self.map,
+            stream.sizes,
+            &f.skeleton,
+            (&report.inputs.trace, &report.inputs.profile_trace),
+        );
+        report.notes.extend(self.placed_notes);
+        report.notes.extend(timing.notes);
+        report.timing = Some(timing.timing);
+        report.timing_detail = Some(timing.detail);
+        report.prefetch = timing.prefetch;
+        report.cpu = timing.cpu;
+        report.admission = timing.admission;
+        let repeat = &cfg.timing.as_ref().expect("a timed run").profile;
+        let repeat = repeat
+            .get(ConstantName::ExpertKernelRepeatBandwidth)
+            .is_some();
+        report.steps = timing.steps.map(|t| {
+            let mut s = t.finish(&cfg.stepping);
+            s.repeat_slots_priced = Some(repeat);
+            s
+        });
+        (report, timing.decode_step_us)
+    }
 }
 
 /// The unit statistics of the pinning policies over `map` (the GPU's units), from a pass over
