@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use traces::gen::fit::{fit, FitOptions};
-use traces::gen::{generate_trace, write_trace, GenError, GenParams};
+use traces::gen::{generate_trace, write_trace, write_trace_ticking, GenError, GenParams};
 use traces::presets::{preset, PRESETS};
 use traces::stats::trace_stats;
 use traces::{LayerSpec, ModelSpec, Phase, PhaseSel};
@@ -21,6 +21,23 @@ fn params(skew: f64, locality: f64, cross: f64, seqs: u64, tokens: u64, seed: u6
         always_on: Vec::new(),
         archetypes: None,
     }
+}
+
+#[test]
+fn a_ticking_write_counts_every_token_and_writes_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ModelSpec::uniform("m", 3, 16, 4);
+    let p = params(1.1, 0.4, 0.3, 3, 50, 42);
+    let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    write_trace(&a, &model, &p).unwrap();
+    let (mut calls, mut ticked) = (0u64, 0u64);
+    write_trace_ticking(&b, &model, &p, &mut |n| {
+        calls += 1;
+        ticked += n;
+    })
+    .unwrap();
+    assert_eq!((calls, ticked), (150, 150), "3 sequences x 50 tokens");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The `--progress` / `--no-progress` flags of `sim run`, `sim sweep` and `sim compare`, and
+//! The `--progress` / `--no-progress` flags of `sim run`, `sim sweep`, `sim compare`, `sim
+//! trace gen` and `sim trace stats`, and
 //! the progress bar they switch: indicatif, drawn on stderr, shown only once a run has taken
 //! more than [`SHOW_AFTER`] (short runs print nothing).
 
@@ -56,6 +57,23 @@ impl ProgressArgs {
     }
 }
 
+/// The tokens of `phases` that the header of the trace file `path` declares: a bar's length
+/// for one pass over the file (0 when the header cannot be read; the pass itself words that
+/// error).
+pub fn header_tokens(path: &std::path::Path, phases: traces::PhaseSel) -> u64 {
+    let Ok(h) = traces::read_header(path) else {
+        return 0;
+    };
+    h.sequences
+        .iter()
+        .map(|s| {
+            let p = u64::from(phases.includes(traces::Phase::Prefill)) * s.prefill_tokens;
+            let d = u64::from(phases.includes(traces::Phase::Decode)) * s.decode_tokens;
+            p.saturating_add(d)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// A progress bar that appears on stderr after [`SHOW_AFTER`]; cheap to advance from several
 /// threads.
 pub struct Progress {
@@ -111,6 +129,48 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use traces::{ModelSpec, PhaseSel, SequenceData, SequenceInfo, TokenBlock, Trace};
+
+    #[test]
+    fn a_headers_tokens_are_counted_per_phase() {
+        // one layer, top-1: a token is one id; sequences of (2, 3) and (0, 4) tokens
+        let lens = [(2u64, 3u64), (0, 4)];
+        let block = |n: u64| TokenBlock {
+            ids: vec![0; n as usize],
+            weights: None,
+        };
+        let header = traces::Header {
+            model: ModelSpec::uniform("t", 1, 4, 1),
+            provenance: Default::default(),
+            sequences: lens
+                .iter()
+                .enumerate()
+                .map(|(i, &(p, d))| SequenceInfo {
+                    name: format!("s{i}"),
+                    prefill_tokens: p,
+                    decode_tokens: d,
+                })
+                .collect(),
+            has_weights: false,
+        };
+        let sequences = lens
+            .iter()
+            .map(|&(p, d)| SequenceData {
+                prefill: block(p),
+                decode: block(d),
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        traces::write_file(&path, &Trace { header, sequences }).unwrap();
+        assert_eq!(header_tokens(&path, PhaseSel::Decode), 7);
+        assert_eq!(header_tokens(&path, PhaseSel::Prefill), 2);
+        assert_eq!(header_tokens(&path, PhaseSel::All), 9);
+        assert_eq!(
+            header_tokens(&dir.path().join("none.bin"), PhaseSel::All),
+            0
+        );
+    }
 
     #[test]
     fn a_growing_bar_adds_a_pass_each_time_its_position_passes_the_length() {

@@ -83,18 +83,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 
 /// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.
 fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport> {
-    let tokens = match traces::read_header(path) {
-        Ok(h) => h
-            .sequences
-            .iter()
-            .map(|s| {
-                let p = u64::from(cfg.phase.includes(traces::Phase::Prefill)) * s.prefill_tokens;
-                let d = u64::from(cfg.phase.includes(traces::Phase::Decode)) * s.decode_tokens;
-                p + d
-            })
-            .sum(),
-        Err(_) => 0, // the run itself words the error
-    };
+    let tokens = super::args_progress::header_tokens(path, cfg.phase);
     let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
     let bar = args
         .progress

@@ -6,7 +6,7 @@ use clap::Args;
 use std::path::PathBuf;
 use traces::gen::fit::{fit, FitOptions, LayerFit};
 use traces::gen::fit_cross::{fit_cross, CrossFit};
-use traces::gen::{write_trace, Archetypes, GenError, GenParams};
+use traces::gen::{write_trace_ticking, Archetypes, GenError, GenParams};
 use traces::presets::{preset, preset_names, Attention, PRESETS};
 use traces::{LayerSpec, ModelSpec, TraceError};
 
@@ -82,6 +82,8 @@ pub struct GenArgs {
     /// and source, and exit.
     #[arg(long)]
     pub list_presets: bool,
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -110,8 +112,15 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
     // Bad parameters are argument errors: report them before the output file is touched, so
     // they do not read as a failure to write it.
     params.validate(&model)?;
+    let bar = a.progress.bar(
+        "sim trace gen",
+        params.sequences.saturating_mul(params.tokens),
+        "tokens written",
+    );
     // its errors name the file
-    write_trace(&out, &model, &params).map_err(gen_error_words)?;
+    let written = write_trace_ticking(&out, &model, &params, &mut |n| bar.inc(n));
+    bar.finish();
+    written.map_err(gen_error_words)?;
     if a.json {
         let fit_json = fitted.as_ref().map(|(_, f, _)| f);
         let cross_json = fitted.as_ref().map(|(_, _, c)| c);
@@ -185,7 +194,7 @@ type Fitted = (ModelSpec, Vec<LayerFit>, CrossFit);
 fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<Fitted>> {
     Ok(match &a.fit_to {
         Some(path) => {
-            let st = super::trace_stats::stats_of_file(path, traces::PhaseSel::Decode)
+            let st = super::trace_stats::stats_of_file(path, traces::PhaseSel::Decode, &|_| {})
                 .with_context(|| format!("fitting to {}", path.display()))?;
             let model = traces::read_header(path)?.model;
             let opts = FitOptions::default();

@@ -40,10 +40,17 @@ pub struct StatsArgs {
     /// Tokens to count: decode (generated tokens), prefill (prompt tokens) or all.
     #[arg(long, value_enum, default_value = "decode")]
     pub phase: PhaseArg,
+    #[command(flatten)]
+    pub progress: super::args_progress::ProgressArgs,
 }
 
 /// Stream `path` through a [`StatsAccumulator`]: memory stays bounded whatever the trace size.
-pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result<TraceStats> {
+/// `tick(1)` follows each token of `phases` counted.
+pub fn stats_of_file(
+    path: &std::path::Path,
+    phases: PhaseSel,
+    tick: &dyn Fn(u64),
+) -> anyhow::Result<TraceStats> {
     sim::runner::require_trace_file(path)?;
     let mut reader = TraceReader::open(path)?;
     let mut acc = StatsAccumulator::checked(reader.header(), phases)
@@ -51,13 +58,21 @@ pub fn stats_of_file(path: &std::path::Path, phases: PhaseSel) -> anyhow::Result
     while let Some(tok) = reader.next_token()? {
         acc.push_token(tok.pos.sequence, tok.pos.phase, tok.ids)
             .with_context(|| format!("{}", path.display()))?;
+        if phases.includes(tok.pos.phase) {
+            tick(1);
+        }
     }
     acc.finish()
         .with_context(|| format!("statistics of {}", path.display()))
 }
 
 pub fn run_stats(a: StatsArgs) -> anyhow::Result<()> {
-    let st = stats_of_file(&a.file, a.phase.into())?;
+    let phases = a.phase.into();
+    let tokens = super::args_progress::header_tokens(&a.file, phases);
+    let bar = a.progress.bar("sim trace stats", tokens, "tokens read");
+    let st = stats_of_file(&a.file, phases, &|n| bar.inc(n));
+    bar.finish();
+    let st = st?;
     if a.json {
         emit_json(&st)?;
     } else {

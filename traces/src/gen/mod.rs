@@ -663,6 +663,17 @@ pub fn generate_trace(model: &ModelSpec, params: &GenParams) -> Result<Trace, Ge
 /// ([`memory_bytes`]), and a file larger than the space free in `path`'s directory (the
 /// writer's check).
 pub fn write_trace(path: &Path, model: &ModelSpec, params: &GenParams) -> Result<(), GenError> {
+    write_trace_ticking(path, model, params, &mut |_| {})
+}
+
+/// [`write_trace`], calling `tick(1)` after each token written (a progress bar's advance:
+/// `params.sequences * params.tokens` in all when it succeeds).
+pub fn write_trace_ticking(
+    path: &Path,
+    model: &ModelSpec,
+    params: &GenParams,
+    tick: &mut dyn FnMut(u64),
+) -> Result<(), GenError> {
     params.validate(model)?;
     check_memory(model, params, false)?;
     let mut g = Generator::new(model, params)?;
@@ -674,6 +685,7 @@ pub fn write_trace(path: &Path, model: &ModelSpec, params: &GenParams) -> Result
         for _ in 0..params.tokens {
             g.next_token(&mut rec);
             w.write_token(&rec, None)?;
+            tick(1);
         }
     }
     w.finish()?;
