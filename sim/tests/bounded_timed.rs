@@ -172,6 +172,37 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
 }
 
 #[test]
+fn a_plan_refused_in_its_first_window_stops_the_replay_there() {
+    // A KV cache of 150 MB a token passes 90% of the H200's usable VRAM, where h200-linux
+    // has no oversubscription constant, once a sequence holds about 900 tokens: within the
+    // first window of the long trace's 18,115 tokens. Both paths give that error, and the
+    // bounded replay reads no further than the window that met it.
+    let f = files(true);
+    let mut c = cfg(
+        "e1",
+        PhaseSel::All,
+        Some(retention(
+            PolicyKind::Lru,
+            "20%",
+            Split::Global,
+            Semantics::Group,
+        )),
+    );
+    c.timing.as_mut().unwrap().overrides.kv_bytes_per_token = Some(150_000_000);
+    let (a, b) = both(&c, &f.trace, None);
+    assert_eq!(a, b);
+    assert!(a.contains("first_touch_90_100"), "{a}");
+    let ticked = std::sync::atomic::AtomicU64::new(0);
+    let tick = |n: u64| {
+        ticked.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    };
+    sim::bounded::run_file(&c, &f.trace, None, &tick).expect_err("a refused plan");
+    // the streaming pass reads every token; the replay stops after its first window
+    let read = ticked.into_inner();
+    assert!((18_115..18_115 + 16_384 + 1).contains(&read), "{read}");
+}
+
+#[test]
 fn learning_from_a_profile_file_matches_the_loaded_profile() {
     // the profile is the long trace: several sequences of unequal lengths with prefill
     // tokens, read round-robin from the file each time a predictor learns

@@ -72,6 +72,7 @@ pub(crate) fn replay(
     // nothing prices the plan: each full window is tallied already and retired whole
     let (tokens, accesses) = rec.record(&mut src, &mut plans, |p| {
         p.retire(p.base_step + p.steps.len());
+        true
     })?;
     let tally = rec.tally.take().expect("a stepped run tallies its steps");
     let recorded = Recorded {

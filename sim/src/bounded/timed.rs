@@ -188,6 +188,9 @@ struct Pass<'s> {
     recorded: Recorded<'s>,
     /// The run's replay, then the baselines' in [`baselines`] order; a pricing error is
     /// kept here rather than raised, so an admission search may pass over a refused plan.
+    /// Without a search the pass stops at the window where the run's own pricing failed
+    /// (the rest would be recorded, never priced), so `recorded` then covers the trace up
+    /// to there.
     main: Result<crate::engine::Replay, EngineError>,
     rest: Vec<Result<crate::engine::Replay, EngineError>>,
     /// The plan's own peak mapped bytes (0 unless asked for).
@@ -314,8 +317,9 @@ impl<'a> Timed<'a> {
     }
 
     /// Record the plan window by window (the driver `sim` deciding residency, streaming
-    /// without it, batches of `batch` requests) and price each window; with `peak`, also
-    /// scan the plan's own peak mapped bytes.
+    /// without it, batches of `batch` requests) and price each window; with `peak` (an
+    /// admission search), also scan the plan's own peak mapped bytes, to the end of the
+    /// trace even when the run's pricing failed; without it, stop at that failure.
     fn pass<'s>(
         &self,
         sim: Option<Driver<'s>>,
@@ -350,6 +354,9 @@ impl<'a> Timed<'a> {
         let (tokens, accesses) = rec.record(&mut src, &mut plans, |plans| {
             let upto = plans.end_group() - lead;
             price_window(&mut pricers, plan_peak.as_mut(), plans, upto);
+            // a refused plan is the run's error; only an admission search (`peak`) reads
+            // the rest of it, for its own peak
+            peak || pricers[0].is_ok()
         })?;
         let end = plans.end_group();
         price_all(&mut pricers, &plans, end);
@@ -593,13 +600,14 @@ impl<'r, 's> Recorder<'r, 's> {
     }
 
     /// Record every batch of `src` into `plans`, calling `window(plans)` whenever it holds
-    /// [`WINDOW_GROUPS`] groups (the caller prices and retires them); returns the tokens
-    /// produced and the driver's accesses.
+    /// [`WINDOW_GROUPS`] groups (the caller prices and retires them, and answers whether to
+    /// go on: `false` stops the recording there); returns the tokens produced and the
+    /// driver's accesses so far.
     pub(crate) fn record(
         &mut self,
         src: &mut Batches,
         plans: &mut Plans,
-        mut window: impl FnMut(&mut Plans),
+        mut window: impl FnMut(&mut Plans) -> bool,
     ) -> Result<(u64, u64)> {
         let (ks, map) = (self.ks, self.map);
         let mut group = GroupBuf::new(ks.num_keys(), map.num_units());
@@ -625,8 +633,8 @@ impl<'r, 's> Recorder<'r, 's> {
             }
             tokens += u64::from(produced);
             (self.tick)(u64::from(produced));
-            if plans.groups.len() >= WINDOW_GROUPS {
-                window(plans);
+            if plans.groups.len() >= WINDOW_GROUPS && !window(plans) {
+                break;
             }
         }
         Ok((tokens, accesses))
