@@ -70,10 +70,23 @@ pub fn require_trace_file(p: &Path) -> Result<()> {
         bail!(
             "{}: is a directory, not a trace file; give the path of one trace file in it (e.g. {})",
             p.display(),
-            p.join("prose.bin").display()
+            p.join(first_bin(p).unwrap_or_else(|| "TRACE.bin".into()))
+                .display()
         );
     }
     Ok(())
+}
+
+/// The first `.bin` file of directory `dir` by name, for an error's example.
+fn first_bin(dir: &Path) -> Option<std::ffi::OsString> {
+    let mut bins: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "bin") && e.path().is_file())
+        .map(|e| e.file_name())
+        .collect();
+    bins.sort();
+    bins.into_iter().next()
 }
 
 /// The error an input file that does not exist gets: `LABEL: no such file; give WANTED`

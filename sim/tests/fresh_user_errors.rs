@@ -94,8 +94,16 @@ fn a_directory_given_as_trace_is_named_as_one_by_run_stats_and_export() {
     for e in &errors {
         assert!(e.contains(&want), "{e}");
         assert!(!e.contains("os error"), "{e}");
+        // an empty directory: a placeholder, not a file that is not there
+        assert!(e.contains(&format!("(e.g. {d}/TRACE.bin)")), "{e}");
     }
     assert!(!out.exists());
+    // the example is a trace file the directory holds
+    for name in ["notes.txt", "b.bin", "c.bin"] {
+        std::fs::write(dir.path().join(name), b"").unwrap();
+    }
+    let e = fails(&["trace", "stats", d]);
+    assert!(e.contains(&format!("(e.g. {d}/b.bin)")), "{e}");
 }
 
 #[test]

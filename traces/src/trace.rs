@@ -184,6 +184,30 @@ impl Trace {
         provenance: crate::Provenance,
         sequences: &[Vec<Vec<Vec<u16>>>],
     ) -> Result<Trace, String> {
+        let sequences = sequences
+            .iter()
+            .map(|s| SequenceData {
+                prefill: TokenBlock::default(),
+                decode: TokenBlock {
+                    ids: s.iter().flatten().flatten().copied().collect(),
+                    weights: None,
+                },
+            })
+            .collect();
+        Trace::from_blocks(model, provenance, sequences)
+    }
+
+    /// A trace of `model` with the token blocks `sequences` (unweighted), named `s0`, `s1`,
+    /// ...; the header's token counts follow from the blocks' lengths (ids per token: the
+    /// model's top-k summed over its MoE layers). Checked ([`Trace::check`]): a block whose
+    /// length is not a whole number of tokens, an id out of range or a repeat is an error.
+    pub fn from_blocks(
+        model: ModelSpec,
+        provenance: crate::Provenance,
+        sequences: Vec<SequenceData>,
+    ) -> Result<Trace, String> {
+        let ipt = KeySpace::new(&model).ids_per_token().max(1);
+        let tokens = |b: &TokenBlock| (b.ids.len() / ipt) as u64;
         let trace = Trace {
             header: Header {
                 model,
@@ -193,22 +217,13 @@ impl Trace {
                     .enumerate()
                     .map(|(i, s)| crate::SequenceInfo {
                         name: format!("s{i}"),
-                        prefill_tokens: 0,
-                        decode_tokens: s.len() as u64,
+                        prefill_tokens: tokens(&s.prefill),
+                        decode_tokens: tokens(&s.decode),
                     })
                     .collect(),
                 has_weights: false,
             },
-            sequences: sequences
-                .iter()
-                .map(|s| SequenceData {
-                    prefill: TokenBlock::default(),
-                    decode: TokenBlock {
-                        ids: s.iter().flatten().flatten().copied().collect(),
-                        weights: None,
-                    },
-                })
-                .collect(),
+            sequences,
         };
         trace.check()?;
         Ok(trace)
@@ -314,5 +329,57 @@ impl Trace {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(ids: &[u16]) -> TokenBlock {
+        TokenBlock {
+            ids: ids.to_vec(),
+            weights: None,
+        }
+    }
+
+    #[test]
+    fn a_trace_from_blocks_counts_its_tokens_and_is_checked() {
+        // 2 MoE layers, top-2: 4 ids a token
+        let model = ModelSpec::uniform("t", 2, 8, 2);
+        let seq = |p: &[u16], d: &[u16]| SequenceData {
+            prefill: block(p),
+            decode: block(d),
+        };
+        let t = Trace::from_blocks(
+            model.clone(),
+            crate::Provenance::default(),
+            vec![
+                seq(&[0, 1, 2, 3], &[4, 5, 6, 7, 1, 2, 3, 4]),
+                seq(&[], &[0, 7, 7, 0]),
+            ],
+        )
+        .unwrap();
+        let counts: Vec<(u64, u64)> = t
+            .header
+            .sequences
+            .iter()
+            .map(|s| (s.prefill_tokens, s.decode_tokens))
+            .collect();
+        assert_eq!(counts, [(1, 2), (0, 1)]);
+        assert_eq!(t.header.sequences[1].name, "s1");
+        // six ids are not a whole number of tokens; 9 is out of range
+        let part = Trace::from_blocks(
+            model.clone(),
+            crate::Provenance::default(),
+            vec![seq(&[], &[0, 1, 2, 3, 4, 5])],
+        );
+        assert!(part.is_err());
+        let range = Trace::from_blocks(
+            model,
+            crate::Provenance::default(),
+            vec![seq(&[], &[0, 1, 2, 9])],
+        );
+        assert!(range.is_err());
     }
 }

@@ -290,7 +290,7 @@ mod tests {
     use super::*;
     use crate::cache::stream::round_robin_chunks;
     use crate::verify::Acceptance;
-    use traces::{ModelSpec, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
+    use traces::{ModelSpec, Provenance, SequenceData, TokenBlock, Trace};
 
     /// A trace of 2 MoE layers, top-1 of 200 experts, whose token t of sequence s selects
     /// expert (7 s + t) mod 200 in both layers, so every record names its place.
@@ -301,30 +301,16 @@ mod tests {
                 .collect(),
             weights: None,
         };
-        Trace {
-            header: traces::Header {
-                model: ModelSpec::uniform("t", 2, 200, 1),
-                provenance: Provenance::default(),
-                sequences: lens
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &(p, d))| SequenceInfo {
-                        name: format!("s{i}"),
-                        prefill_tokens: p,
-                        decode_tokens: d,
-                    })
-                    .collect(),
-                has_weights: false,
-            },
-            sequences: lens
-                .iter()
-                .enumerate()
-                .map(|(s, &(p, d))| SequenceData {
-                    prefill: block(s, 0, p),
-                    decode: block(s, p, d),
-                })
-                .collect(),
-        }
+        let sequences = lens
+            .iter()
+            .enumerate()
+            .map(|(s, &(p, d))| SequenceData {
+                prefill: block(s, 0, p),
+                decode: block(s, p, d),
+            })
+            .collect();
+        let model = ModelSpec::uniform("t", 2, 200, 1);
+        Trace::from_blocks(model, Provenance::default(), sequences).unwrap()
     }
 
     /// Every step of `src`: its place and its records.

@@ -40,7 +40,7 @@ impl ProgressArgs {
             return Progress::hidden();
         }
         let template =
-            format!("{{prefix}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit}, {{elapsed}} elapsed, ETA {{eta}}");
+            format!("{{prefix}} [{{wide_bar}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, ETA {{eta}})");
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden())
             .with_style(
                 ProgressStyle::with_template(&template)
@@ -129,40 +129,27 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use traces::{ModelSpec, PhaseSel, SequenceData, SequenceInfo, TokenBlock, Trace};
+    use traces::{ModelSpec, PhaseSel, SequenceData, TokenBlock, Trace};
 
     #[test]
     fn a_headers_tokens_are_counted_per_phase() {
         // one layer, top-1: a token is one id; sequences of (2, 3) and (0, 4) tokens
-        let lens = [(2u64, 3u64), (0, 4)];
-        let block = |n: u64| TokenBlock {
-            ids: vec![0; n as usize],
+        let block = |n: usize| TokenBlock {
+            ids: vec![0; n],
             weights: None,
         };
-        let header = traces::Header {
-            model: ModelSpec::uniform("t", 1, 4, 1),
-            provenance: Default::default(),
-            sequences: lens
-                .iter()
-                .enumerate()
-                .map(|(i, &(p, d))| SequenceInfo {
-                    name: format!("s{i}"),
-                    prefill_tokens: p,
-                    decode_tokens: d,
-                })
-                .collect(),
-            has_weights: false,
-        };
-        let sequences = lens
-            .iter()
-            .map(|&(p, d)| SequenceData {
+        let sequences = [(2, 3), (0, 4)]
+            .into_iter()
+            .map(|(p, d)| SequenceData {
                 prefill: block(p),
                 decode: block(d),
             })
             .collect();
+        let model = ModelSpec::uniform("t", 1, 4, 1);
+        let trace = Trace::from_blocks(model, Default::default(), sequences).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.bin");
-        traces::write_file(&path, &Trace { header, sequences }).unwrap();
+        traces::write_file(&path, &trace).unwrap();
         assert_eq!(header_tokens(&path, PhaseSel::Decode), 7);
         assert_eq!(header_tokens(&path, PhaseSel::Prefill), 2);
         assert_eq!(header_tokens(&path, PhaseSel::All), 9);

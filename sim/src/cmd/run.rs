@@ -87,11 +87,7 @@ fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport
     let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
     let bar = args
         .progress
-        .bar(
-            "sim run",
-            passes * tokens,
-            "tokens read (each pass over the trace counts)",
-        )
+        .bar("sim run", passes * tokens, "tokens read, all passes")
         .growing_by(tokens);
     let profile = args.input.profile_trace.as_deref();
     let report = sim::bounded::run_file(cfg, path, profile, &|n| bar.inc(n));

@@ -217,6 +217,20 @@ impl State<'_> {
         self.band_factor(band, mapped, "compute touches of resident memory", false)
     }
 
+    /// What a missing constant of the oversubscription curve was needed for, at `mapped`
+    /// bytes: the fill and what fills it (experts, non-expert weights, the KV cache, which
+    /// grows with every token of a sequence), and how to stay below the curve.
+    fn past_the_curve(&self, what: &str, mapped: f64) -> String {
+        let mib = |b: f64| b.max(0.0) / crate::MIB;
+        format!(
+            "pricing {what} at {:.1}% of usable VRAM (the oversubscription curve), where {:.0} MiB of experts, {:.0} MiB of non-expert weights and {:.0} MiB of KV cache are mapped; lower the batch, the budget or the KV cache (--kv-bytes-per-token, or shorter sequences: it grows with every token), or pass --admission-cap",
+            100.0 * mapped / self.cost.usable_bytes,
+            mib(mapped - self.mapped_base),
+            mib(self.compute.nonexpert_bytes),
+            mib(self.mapped_base - self.compute.nonexpert_bytes),
+        )
+    }
+
     #[inline]
     fn band_factor(
         &mut self,
@@ -230,10 +244,7 @@ impl State<'_> {
             Some(Err(constant)) => Err(ProfileError::Missing {
                 profile: self.cost.profile.clone(),
                 constant,
-                needed_for: format!(
-                    "pricing {what} at {:.1}% of usable VRAM (the oversubscription curve); lower the batch, the budget or pass --admission-cap",
-                    100.0 * mapped / self.cost.usable_bytes
-                ),
+                needed_for: self.past_the_curve(what, mapped),
             }
             .into()),
             Some(Ok(b)) => {

@@ -6,7 +6,7 @@ use rand::Rng;
 use rand_pcg::Pcg64;
 use sim::cache::{Batching, Budget, CacheConfig, RetentionConfig, Semantics, Split};
 use sim::runner::{RunConfig, TraceInput, Workload};
-use traces::{ModelSpec, Provenance, SequenceData, SequenceInfo, TokenBlock, Trace};
+use traces::{ModelSpec, Provenance, SequenceData, TokenBlock, Trace};
 
 /// A one-sequence decode-only trace; `tokens[t][m]` is token t's selection in MoE layer m.
 pub fn trace(layers: usize, experts: u16, tokens: &[Vec<Vec<u16>>]) -> Trace {
@@ -78,23 +78,7 @@ pub fn random_trace(model: ModelSpec, lens: &[(u64, u64)], rng: &mut Pcg64) -> T
             decode: block(d),
         })
         .collect();
-    let header = traces::Header {
-        model,
-        provenance: Provenance::default(),
-        sequences: lens
-            .iter()
-            .enumerate()
-            .map(|(i, &(p, d))| SequenceInfo {
-                name: format!("s{i}"),
-                prefill_tokens: p,
-                decode_tokens: d,
-            })
-            .collect(),
-        has_weights: false,
-    };
-    let t = Trace { header, sequences };
-    t.check().expect("a valid trace");
-    t
+    Trace::from_blocks(model, Provenance::default(), sequences).expect("a valid trace")
 }
 
 /// A retention configuration of `policy` at `budget` (seed 3, no DRAM tier, one-token
