@@ -192,6 +192,41 @@ fn a_plan_refused_in_its_first_window_stops_the_replay_there() {
     let (a, b) = both(&c, &f.trace, None);
     assert_eq!(a, b);
     assert!(a.contains("first_touch_90_100"), "{a}");
+    // what fills VRAM: experts, non-expert weights and the KV cache, in MiB, add up to the
+    // fill the error names, and the KV cache is a whole number of 150 MB tokens
+    let figure = |before: &str| -> f64 {
+        let at = a
+            .find(before)
+            .unwrap_or_else(|| panic!("{before:?} in {a}"));
+        let num: String = a[..at]
+            .trim_end()
+            .chars()
+            .rev()
+            .take_while(|ch| ch.is_ascii_digit() || *ch == '.')
+            .collect();
+        num.chars().rev().collect::<String>().parse().unwrap()
+    };
+    let (fill, experts) = (figure("% of usable VRAM"), figure("MiB of experts"));
+    let (nonexpert, kv) = (figure("MiB of non-expert"), figure("MiB of KV cache"));
+    let usable_mib = {
+        // the same run with a 1-byte KV cache fits, and reports the usable VRAM
+        let mut fits = c.clone();
+        fits.timing.as_mut().unwrap().overrides.kv_bytes_per_token = Some(1);
+        let w = Workload::new(TraceInput::load(Some(&f.trace)).unwrap(), None).unwrap();
+        runner::run(&fits, &w)
+            .unwrap()
+            .timing_detail
+            .unwrap()
+            .usable_mib
+    };
+    let mapped = experts + nonexpert + kv;
+    assert!((mapped / usable_mib * 100.0 - fill).abs() < 0.1, "{a}");
+    assert!(fill >= 90.0, "{a}");
+    let tokens = kv * (1u64 << 20) as f64 / 150e6;
+    assert!(
+        tokens > 1.0 && (tokens - tokens.round()).abs() < 0.01,
+        "{tokens} in {a}"
+    );
     let ticked = std::sync::atomic::AtomicU64::new(0);
     let tick = |n: u64| {
         ticked.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
