@@ -200,3 +200,16 @@ pub struct Header {
     /// True when every selection is followed by its router weights (f32) in the payload.
     pub has_weights: bool,
 }
+
+impl Header {
+    /// Tokens of the selected phases over all sequences, as the header declares them
+    /// (saturating: a corrupt header cannot overflow it).
+    pub fn tokens(&self, phases: crate::PhaseSel) -> u64 {
+        let of = |s: &SequenceInfo| {
+            let p = u64::from(phases.includes(crate::Phase::Prefill)) * s.prefill_tokens;
+            let d = u64::from(phases.includes(crate::Phase::Decode)) * s.decode_tokens;
+            p.saturating_add(d)
+        };
+        self.sequences.iter().map(of).fold(0, u64::saturating_add)
+    }
+}

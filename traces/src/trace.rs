@@ -245,15 +245,7 @@ impl Trace {
 
     /// Total tokens over all sequences in the selected phases.
     pub fn total_tokens(&self, phases: PhaseSel) -> usize {
-        (0..self.sequences.len())
-            .map(|s| {
-                phases
-                    .phases()
-                    .iter()
-                    .map(|&p| self.tokens(s, p))
-                    .sum::<usize>()
-            })
-            .sum()
+        self.header.tokens(phases) as usize
     }
 
     /// The whole record (all MoE layers) of token `t` of sequence `s` in `phase`.

@@ -432,11 +432,11 @@ impl Replayed {
         dtype: Option<traces::DType>,
         tick: Tick,
     ) -> Result<Replayed> {
-        let profile = empty_profile(map);
         if cfg.timing.is_some() {
             let run = timed::replay(cfg, f, map, dtype, None, tick)?;
             return Ok(Replayed::Timed(Box::new(run)));
         }
+        let profile = empty_profile(map);
         if !cfg.stepping.is_off() {
             let run = stepped::replay(cfg, f, map, &profile, tick)?;
             return Ok(Replayed::Stepped(run));
@@ -669,7 +669,7 @@ impl Passes<'_> {
     /// The tokens of the selected phases, from the header.
     fn trace_tokens(&self) -> Result<u64> {
         let header = traces::read_header(self.trace).context("--trace")?;
-        Ok(header_only(header).total_tokens(self.phases) as u64)
+        Ok(header.tokens(self.phases))
     }
 
     /// An upper bound of the stream's accesses from the header: every selection's units (a

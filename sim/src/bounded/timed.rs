@@ -143,8 +143,8 @@ impl TimedRun {
         report.prefetch = timing.prefetch;
         report.cpu = timing.cpu;
         report.admission = timing.admission;
-        let repeat = &cfg.timing.as_ref().expect("a timed run").profile;
-        let repeat = repeat
+        let profile = &cfg.timing.as_ref().expect("a timed run").profile;
+        let repeat = profile
             .get(ConstantName::ExpertKernelRepeatBandwidth)
             .is_some();
         report.steps = timing.steps.map(|t| {

@@ -61,17 +61,7 @@ impl ProgressArgs {
 /// for one pass over the file (0 when the header cannot be read; the pass itself words that
 /// error).
 pub fn header_tokens(path: &std::path::Path, phases: traces::PhaseSel) -> u64 {
-    let Ok(h) = traces::read_header(path) else {
-        return 0;
-    };
-    h.sequences
-        .iter()
-        .map(|s| {
-            let p = u64::from(phases.includes(traces::Phase::Prefill)) * s.prefill_tokens;
-            let d = u64::from(phases.includes(traces::Phase::Decode)) * s.decode_tokens;
-            p.saturating_add(d)
-        })
-        .fold(0u64, u64::saturating_add)
+    traces::read_header(path).map_or(0, |h| h.tokens(phases))
 }
 
 /// A progress bar that appears on stderr after [`SHOW_AFTER`]; cheap to advance from several
