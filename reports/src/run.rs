@@ -354,6 +354,10 @@ pub struct RetentionInputs {
     /// `binary` or `scan`, for the target search (policy monotone in the budget or not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_search: Option<String>,
+    /// `recorded` when the trace's own forward passes were replayed (`--batching recorded`;
+    /// `batch` is then unused); absent for the round-robin batches of `batch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batching: Option<String>,
 }
 
 /// How the DRAM tier of `--dram` holds experts (`--dram-mode`).
@@ -506,6 +510,7 @@ mod tests {
             dram: Some(Budget::Units(3)),
             seed: 7,
             target_search: None,
+            batching: None,
         };
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(

@@ -51,6 +51,7 @@ fn granite_like(seqs: usize, tokens: usize) -> Trace {
                 })
                 .collect(),
             has_weights: false,
+            passes: None,
         },
         sequences,
     }

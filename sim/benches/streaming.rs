@@ -62,6 +62,7 @@ fn deepseek_trace(tokens: usize) -> Trace {
                 decode_tokens: tokens as u64,
             }],
             has_weights: false,
+            passes: None,
         },
         sequences: vec![SequenceData {
             prefill: TokenBlock::default(),

@@ -347,6 +347,7 @@ mod tests {
                     decode_tokens: 2,
                 }],
                 has_weights: false,
+                passes: None,
             },
             sequences: vec![SequenceData {
                 prefill: TokenBlock::default(),

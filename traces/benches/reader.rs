@@ -47,6 +47,7 @@ fn deepseek_header() -> Header {
             decode_tokens: TOKENS,
         }],
         has_weights: false,
+        passes: None,
     }
 }
 

@@ -79,6 +79,9 @@ pub enum TraceError {
     /// The model geometry in the header is invalid.
     #[error("{file}: invalid model geometry: {detail}")]
     Geometry { file: String, detail: String },
+    /// The forward passes in the header do not cover the sequences' tokens exactly.
+    #[error("{file}: invalid forward passes: {detail}")]
+    Passes { file: String, detail: String },
     /// The payload size the header implies does not match the file size.
     #[error("{file}: the header's sequences need a {expected}-byte payload at byte offset {offset}, but the file holds {found} payload bytes ({hint})")]
     PayloadSize {

@@ -5,8 +5,13 @@
 //!
 //! Version 2 added, in the model after `expert_ffn`, the `expert_matrices` byte, and allowed
 //! MoE layers whose selections were not recorded (`experts > 0`, `top_k == 0`).
+//!
+//! Version 3 added, after `has_weights`, the engine's forward passes ([`Pass`]); its model
+//! is version 2's.
 
-use crate::model::{Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES};
+use crate::model::{
+    Header, LayerSpec, ModelSpec, Pass, Provenance, SequenceInfo, GATED_EXPERT_MATRICES,
+};
 use serde::{Deserialize, Serialize};
 
 /// The model as versions 1 and 2 store it; `expert_matrices` only in version 2.
@@ -38,6 +43,21 @@ struct StoredHeader<M> {
     has_weights: bool,
 }
 
+/// The header of version 3: version 2's, then the forward passes.
+#[derive(Serialize, Deserialize)]
+struct StoredHeaderV3 {
+    model: ModelV2,
+    provenance: Provenance,
+    sequences: Vec<SequenceInfo>,
+    has_weights: bool,
+    passes: Vec<Pass>,
+}
+
+/// Whether `header` needs version 3: it records forward passes.
+pub(crate) fn needs_v3(header: &Header) -> bool {
+    header.passes.is_some()
+}
+
 /// Whether `header` needs version 2: an expert other than gate/up/down, or a MoE layer
 /// whose selections were not recorded.
 pub(crate) fn needs_v2(header: &Header) -> bool {
@@ -54,7 +74,8 @@ fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
     }
 }
 
-/// Encode `header` in the layout of `version` (1 or 2; 1 only when `!needs_v2(header)`).
+/// Encode `header` in the layout of `version` (1, 2 or 3; 1 only when `!needs_v2(header)`,
+/// 1 and 2 only when `!needs_v3(header)`: their layouts have no passes).
 pub(crate) fn encode<C: bincode::config::Config>(
     header: &Header,
     version: u32,
@@ -79,7 +100,18 @@ pub(crate) fn encode<C: bincode::config::Config>(
             expert_ffn: m.expert_ffn,
             expert_matrices: m.expert_matrices,
         };
-        bincode::serde::encode_to_vec(stored(header, model), config)
+        if version == 2 {
+            return bincode::serde::encode_to_vec(stored(header, model), config);
+        }
+        let s = stored(header, model);
+        let v3 = StoredHeaderV3 {
+            model: s.model,
+            provenance: s.provenance,
+            sequences: s.sequences,
+            has_weights: s.has_weights,
+            passes: header.passes.clone().unwrap_or_default(),
+        };
+        bincode::serde::encode_to_vec(v3, config)
     }
 }
 
@@ -89,10 +121,22 @@ fn into_header<M>(s: StoredHeader<M>, model: ModelSpec) -> Header {
         provenance: s.provenance,
         sequences: s.sequences,
         has_weights: s.has_weights,
+        passes: None,
     }
 }
 
-/// Decode a header of `version` (1 or 2); returns it and the bytes used. A version-1
+fn model_of_v2(m: &ModelV2) -> ModelSpec {
+    ModelSpec {
+        name: m.name.clone(),
+        revision: m.revision.clone(),
+        layers: m.layers.clone(),
+        hidden_size: m.hidden_size,
+        expert_ffn: m.expert_ffn,
+        expert_matrices: m.expert_matrices,
+    }
+}
+
+/// Decode a header of `version` (1, 2 or 3); returns it and the bytes used. A version-1
 /// header means gate/up/down experts; that its layers are dense or recorded is for the
 /// caller to check.
 pub(crate) fn decode<C: bincode::config::Config>(
@@ -113,19 +157,21 @@ pub(crate) fn decode<C: bincode::config::Config>(
             expert_matrices: GATED_EXPERT_MATRICES,
         };
         Ok((into_header(s, model), used))
-    } else {
+    } else if version == 2 {
         let (s, used): (StoredHeader<ModelV2>, usize) =
             bincode::serde::decode_from_slice(bytes, config)?;
-        let m = &s.model;
-        let model = ModelSpec {
-            name: m.name.clone(),
-            revision: m.revision.clone(),
-            layers: m.layers.clone(),
-            hidden_size: m.hidden_size,
-            expert_ffn: m.expert_ffn,
-            expert_matrices: m.expert_matrices,
-        };
+        let model = model_of_v2(&s.model);
         Ok((into_header(s, model), used))
+    } else {
+        let (s, used): (StoredHeaderV3, usize) = bincode::serde::decode_from_slice(bytes, config)?;
+        let header = Header {
+            model: model_of_v2(&s.model),
+            provenance: s.provenance,
+            sequences: s.sequences,
+            has_weights: s.has_weights,
+            passes: Some(s.passes),
+        };
+        Ok((header, used))
     }
 }
 
@@ -142,6 +188,7 @@ mod tests {
             provenance: Provenance::default(),
             sequences: vec![],
             has_weights: false,
+            passes: None,
         }
     }
 
@@ -183,5 +230,25 @@ mod tests {
         let v2 = encode(&h, 2, bincode::config::standard()).unwrap();
         let back = crate::format::decode_header(&v2, 2, "t.bin").unwrap();
         assert!(back.model.layers[1].is_unrecorded_moe());
+    }
+
+    #[test]
+    fn version_3_stores_the_passes_after_version_2s_header() {
+        let cfg = bincode::config::standard();
+        let mut h = header(vec![moe(2)], GATED_EXPERT_MATRICES);
+        let v2 = encode(&h, 2, cfg).unwrap();
+        h.passes = Some(vec![Pass {
+            runs: vec![crate::PassRun {
+                sequence: 0,
+                tokens: 300,
+            }],
+        }]);
+        assert!(needs_v3(&h) && !needs_v2(&h));
+        let v3 = encode(&h, 3, cfg).unwrap();
+        // version 2's bytes, then varints: 1 pass, 1 run, sequence 0, 300 tokens (3 bytes:
+        // bincode's varint marks 251..2^16 with the byte 251, then u16 LE)
+        assert_eq!(&v3[..v2.len()], &v2[..]);
+        assert_eq!(&v3[v2.len()..], &[1, 1, 0, 251, 44, 1]);
+        assert_eq!(decode(&v3, 3, cfg).unwrap(), (h, v3.len()));
     }
 }

@@ -97,6 +97,7 @@ pub(crate) fn build_from_requests(
             provenance: opts.common.provenance(file, format, labels),
             sequences: infos,
             has_weights: false,
+            passes: None,
         },
         sequences: datas,
     })

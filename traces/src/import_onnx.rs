@@ -196,6 +196,7 @@ pub fn parse_onnx_genai_json(
             provenance: opts.provenance(file, "onnx-genai-json", keys.clone()),
             sequences: infos.clone(),
             has_weights: false,
+            passes: None,
         },
         sequences: datas.clone(),
     };
@@ -210,6 +211,7 @@ pub fn parse_onnx_genai_json(
                     provenance: opts.provenance(file, "onnx-genai-json", vec![key.clone()]),
                     sequences: vec![info],
                     has_weights: false,
+                    passes: None,
                 },
                 sequences: vec![data],
             };

@@ -102,7 +102,18 @@ pub fn parse_jsonl(
     finish(sink, file, "jsonl", opts)
 }
 
-/// Drop the warmup batch when asked, then build the trace.
+/// What starts the `--drop-warmup` note in a trace's `provenance.tool`.
+const WARMUP_MARK: &str = "warm-up: ";
+
+/// The `--drop-warmup` note an import left in `provenance.tool` (what it dropped and why),
+/// if any.
+pub fn warmup_note(p: &crate::Provenance) -> Option<&str> {
+    p.tool.split_once(WARMUP_MARK).map(|(_, note)| note)
+}
+
+/// Cut the rows into forward passes when their position field restarts at each pass
+/// ([`crate::import_passes`]), drop the warmup batch or passes when asked, then build the
+/// trace.
 fn finish(
     sink: RowSink<'_>,
     file: &str,
@@ -126,6 +137,24 @@ fn finish(
         });
     }
     let (mut rows, mut names) = (sink.rows, sink.names);
+    if crate::import_passes::restarts(&rows) {
+        let p = crate::import_passes::split(rows, names, opts.drop_warmup, sink.phase_given)
+            .map_err(|(line, detail)| at_line(file, line, detail))?;
+        let mut trace = build(p.rows, p.names, file, format, opts)?;
+        if let Some(note) = p.warmup {
+            trace.header.provenance.tool = format!(
+                "{}; {WARMUP_MARK}{note}",
+                trace.header.provenance.tool
+            );
+        }
+        trace.header.passes = Some(p.passes);
+        trace.check().map_err(|d| TraceError::Import {
+            file: file.to_string(),
+            location: "rows".into(),
+            detail: d,
+        })?;
+        return Ok(trace);
+    }
     if opts.drop_warmup && !rows.is_empty() {
         crate::import_warmup::drop_warmup(&mut rows, &mut names).map_err(|detail| {
             TraceError::Import {
@@ -184,6 +213,7 @@ fn build(
             provenance: common.provenance(file, format, names),
             sequences: infos,
             has_weights: geometry.has_weights,
+            passes: None,
         },
         sequences: datas,
     };

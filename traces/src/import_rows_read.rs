@@ -23,6 +23,8 @@ pub(crate) struct RowSink<'a> {
     pub(crate) rows: Vec<Row>,
     /// Rows a `--where` filter skipped.
     pub(crate) filtered: u64,
+    /// Whether any kept row has a phase field (forward passes infer phases otherwise).
+    pub(crate) phase_given: bool,
     /// Whether rows carry a token field: decided by the first kept row, with its line.
     tokens_given: Option<(bool, u64)>,
     /// Next token per (sequence, phase, layer), when tokens are numbered in row order.
@@ -48,6 +50,7 @@ impl<'a> RowSink<'a> {
             names: Vec::new(),
             rows: Vec::new(),
             filtered: 0,
+            phase_given: false,
             tokens_given: None,
             next_token: HashMap::new(),
             id_range,
@@ -95,7 +98,9 @@ impl<'a> RowSink<'a> {
         };
         let e = |d: String| self.err(line, d);
         let name = required(RowField::Sequence)?.sequence_name().map_err(e)?;
-        let phase = field(RowField::Phase)
+        let phase_cell = field(RowField::Phase);
+        let has_phase = phase_cell.is_some();
+        let phase = phase_cell
             .map_or(Ok(Phase::Decode), Cell::phase)
             .map_err(e)?;
         let layer = required(RowField::Layer)?.uint("layer").map_err(e)?;
@@ -115,6 +120,7 @@ impl<'a> RowSink<'a> {
         let token_cell = field(RowField::Token);
         let sequence = self.sequence_index(name);
         let token = self.token(line, token_cell, (sequence, phase, layer))?;
+        self.phase_given |= has_phase;
         self.rows.push(Row {
             line,
             sequence,

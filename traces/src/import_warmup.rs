@@ -32,7 +32,9 @@ pub(crate) fn drop_warmup(rows: &mut Vec<Row>, names: &mut Vec<String>) -> Resul
         if r0.experts != r.experts {
             return Err(format!(
                 "--drop-warmup: the first sequence {first:?} is not a profiling batch: in layer \
-                 {}, line {} selects {:?} but line {} selects {:?}; leave out --drop-warmup",
+                 {}, line {} selects {:?} but line {} selects {:?}; if the log's position field \
+                 restarts at each forward pass, map it (--map token=FIELD) so that warm-up is \
+                 found by pass, else leave out --drop-warmup",
                 r.layer, r0.line, r0.experts, r.line, r.experts
             ));
         }

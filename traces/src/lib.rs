@@ -19,6 +19,7 @@ pub mod import_formats;
 pub mod import_llama;
 mod import_model;
 pub mod import_onnx;
+mod import_passes;
 pub mod import_rows;
 mod import_rows_read;
 pub mod import_sglang;
@@ -33,7 +34,8 @@ pub mod trace;
 pub mod writer;
 
 pub use model::{
-    DType, Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES,
+    DType, Header, LayerSpec, ModelSpec, Pass, PassRun, Provenance, SequenceInfo,
+    GATED_EXPERT_MATRICES,
 };
 pub use trace::{KeySpace, Phase, PhaseSel, SequenceData, TokenBlock, Trace};
 

@@ -199,6 +199,74 @@ pub struct Header {
     pub sequences: Vec<SequenceInfo>,
     /// True when every selection is followed by its router weights (f32) in the payload.
     pub has_weights: bool,
+    /// The engine's forward passes, when the source recorded them (format version 3): which
+    /// rows each pass held, in order. `None` for a trace of sequences only. In JSON it is
+    /// left out when `None`, so results written before it existed read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<Vec<Pass>>,
+}
+
+/// One run of a forward pass: the next `tokens` tokens of sequence `sequence` (header
+/// index), taken in payload order (prefill before decode). Across the passes, a sequence's
+/// tokens are taken in order, each by exactly one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassRun {
+    pub sequence: u32,
+    pub tokens: u32,
+}
+
+/// One engine forward pass: the rows it computed (prompt-chunk rows and decode rows of any
+/// number of requests), as runs of consecutive tokens of one sequence in the order the pass
+/// held them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pass {
+    pub runs: Vec<PassRun>,
+}
+
+impl Pass {
+    /// Rows (tokens) the pass held.
+    pub fn rows(&self) -> u64 {
+        self.runs.iter().map(|r| u64::from(r.tokens)).sum()
+    }
+}
+
+/// Check `passes` against `sequences`: every pass holds at least one row, every run names a
+/// sequence and at least one token, and the passes take every sequence's tokens exactly
+/// (their runs of a sequence sum to its prefill + decode tokens). The message names the
+/// first pass or sequence that breaks it.
+pub fn check_passes(passes: &[Pass], sequences: &[SequenceInfo]) -> Result<(), String> {
+    if passes.is_empty() {
+        return Err("the trace lists forward passes but none is given".into());
+    }
+    let mut taken = vec![0u64; sequences.len()];
+    for (p, pass) in passes.iter().enumerate() {
+        if pass.runs.is_empty() {
+            return Err(format!("pass {p} holds no rows"));
+        }
+        for run in &pass.runs {
+            let s = run.sequence as usize;
+            let Some(t) = taken.get_mut(s) else {
+                return Err(format!(
+                    "pass {p} names sequence {s}, but the trace has {} sequences",
+                    sequences.len()
+                ));
+            };
+            if run.tokens == 0 {
+                return Err(format!("pass {p} holds a run of 0 tokens of sequence {s}"));
+            }
+            *t = t.saturating_add(u64::from(run.tokens));
+        }
+    }
+    for (s, (info, &t)) in sequences.iter().zip(&taken).enumerate() {
+        let n = info.prefill_tokens.saturating_add(info.decode_tokens);
+        if t != n {
+            return Err(format!(
+                "the passes hold {t} tokens of sequence {s} ({:?}), which has {n}",
+                info.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Header {

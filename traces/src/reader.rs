@@ -8,7 +8,7 @@
 
 use crate::error::{TokenPos, TraceError};
 use crate::format::{
-    decode_header, validate_geometry, Layout, SelectionChecker, TokenCursor, CHECKSUM_LEN,
+    decode_header, validate_geometry, validate_passes, Layout, SelectionChecker, TokenCursor, CHECKSUM_LEN,
     ID_BYTES, MAGIC, MAX_HEADER_BYTES, OLDEST_VERSION, PREAMBLE_LEN, VERSION, WEIGHT_BYTES,
 };
 use crate::model::Header;
@@ -196,6 +196,7 @@ impl<R: Read> TraceReader<R> {
         }
         let header = decode_header(&hbytes, version, file)?;
         validate_geometry(&header.model, file)?;
+        validate_passes(&header, file)?;
         let layout = Layout::of(&header);
         let found = len - fixed;
         if layout.payload_bytes != found as u128 {

@@ -222,6 +222,7 @@ impl Trace {
                     })
                     .collect(),
                 has_weights: false,
+                passes: None,
             },
             sequences,
         };
@@ -268,6 +269,9 @@ impl Trace {
                 self.header.sequences.len(),
                 self.sequences.len()
             ));
+        }
+        if let Some(p) = &self.header.passes {
+            crate::model::check_passes(p, &self.header.sequences)?;
         }
         let stride = ks.ids_per_token();
         for (s, data) in self.sequences.iter().enumerate() {

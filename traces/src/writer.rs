@@ -61,6 +61,7 @@ impl TraceWriter {
         let path = path.as_ref().to_path_buf();
         let file = path.display().to_string();
         validate_geometry(&header.model, &file)?;
+        crate::format::validate_passes(header, &file)?;
         let header_bytes = encode_header(header).map_err(|d| TraceError::invalid(&file, d))?;
         if header_bytes.len() as u64 > MAX_HEADER_BYTES {
             return Err(TraceError::HeaderTooLarge {

@@ -60,6 +60,7 @@ fn header(has_weights: bool) -> Header {
             },
         ],
         has_weights,
+        passes: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn good_header() -> Header {
             decode_tokens: 3,
         }],
         has_weights: false,
+        passes: None,
     }
 }
 
@@ -104,6 +105,7 @@ fn variant(e: &TraceError) -> &'static str {
         TraceError::HeaderChecksum { .. } => "HeaderChecksum",
         TraceError::HeaderDecode { .. } => "HeaderDecode",
         TraceError::Geometry { .. } => "Geometry",
+        TraceError::Passes { .. } => "Passes",
         TraceError::PayloadSize { .. } => "PayloadSize",
         TraceError::IdOutOfRange { .. } => "IdOutOfRange",
         TraceError::RepeatedId { .. } => "RepeatedId",
@@ -214,6 +216,18 @@ fn cases() -> Vec<(&'static str, Result<(), TraceError>, &'static str)> {
             h.model.expert_ffn = Some(u32::MAX);
         })),
         "overflow 64 bits",
+    );
+    // the one sequence has 3 tokens; passes of 2 and 2 take 4
+    let pass = |tokens| traces::Pass {
+        runs: vec![traces::PassRun {
+            sequence: 0,
+            tokens,
+        }],
+    };
+    push(
+        "passes-cover",
+        read(&with_header(|h| h.passes = Some(vec![pass(2), pass(2)]))),
+        "the passes hold 4 tokens of sequence 0",
     );
     let mut f = good.clone();
     f.remove(f.len() - 5);

@@ -79,6 +79,7 @@ fn small(has_weights: bool) -> Trace {
             provenance: Provenance::default(),
             sequences: seqs,
             has_weights,
+            passes: None,
         },
         sequences,
     }
@@ -254,8 +255,15 @@ fn row_import_errors_name_the_line_and_problem() {
         "{h}a,decode,0,0,1 2\na,decode,0,1,1 2\na,decode,1,0,1 2\n"
     ));
     assert!(e.contains("token 1: layer 1 missing"), "{e}");
-    let e = csv_err(&format!("{h}a,decode,0,0,1 2\na,decode,0,0,3 4\n"));
-    assert!(e.contains("layer 0 given twice"), "{e}");
+    // a (sequence, phase, token, layer) given twice is a position that restarts at each
+    // forward pass: the second pass (from line 4) lacks layer 1
+    let e = csv_err(&format!(
+        "{h}a,decode,0,0,1 2\na,decode,0,1,1 2\na,decode,0,0,3 4\n"
+    ));
+    assert!(
+        e.contains("line 4") && e.contains("position 0 lacks layer 1"),
+        "{e}"
+    );
     let e = csv_err(&format!("{h}a,decode,0,0,1 2\na,decode,1,0,1 2 3\n"));
     assert!(
         e.contains("line 3") && e.contains("top-k must be constant"),

@@ -86,6 +86,7 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                     provenance: Provenance::default(),
                     sequences: infos,
                     has_weights,
+                    passes: None,
                 },
                 sequences,
             }

@@ -30,6 +30,7 @@ fn trace_of(model: ModelSpec, seqs: Vec<Records>) -> Trace {
             })
             .collect(),
         has_weights: false,
+        passes: None,
     };
     let sequences = seqs
         .into_iter()

@@ -132,7 +132,9 @@ pub fn retention_summary(r: &RunReport) -> String {
         budget_text(&i.budget, BudgetSize::of_run(r).as_ref()),
         i.split.name(),
         i.semantics.name(),
-        i.batch
+        i.batching
+            .as_deref()
+            .map_or_else(|| i.batch.to_string(), |b| format!("({b} forward passes)"))
     );
     let rows = [
         ("tokens", c.tokens.to_string(), "requests decoded"),

@@ -372,6 +372,11 @@ pub fn run_file(
     profile: Option<&Path>,
     tick: Tick,
 ) -> Result<RunReport> {
+    if cfg.retention.as_ref().is_some_and(|r| r.batching.recorded) {
+        anyhow::bail!(
+            "the bounded (streamed) replay does not replay recorded forward passes: load the trace and run it in memory (`sim run` does so for --batching recorded)"
+        );
+    }
     let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention

@@ -103,6 +103,11 @@ pub struct Batching {
     pub schedule: Schedule,
     #[serde(skip_serializing_if = "Stepping::is_off")]
     pub stepping: Stepping,
+    /// Replay the trace's recorded forward passes (`--batching recorded`): each pass one
+    /// step holding exactly its rows of the selected phases; `batch`, `queue`, `schedule`
+    /// and `stepping` are then unused. Needs a trace with passes ([`schedule::recorded_batches`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub recorded: bool,
 }
 
 impl Default for Batching {
@@ -112,6 +117,7 @@ impl Default for Batching {
             queue: None,
             schedule: Schedule::Fifo,
             stepping: Stepping::default(),
+            recorded: false,
         }
     }
 }
@@ -177,6 +183,7 @@ impl Workload {
         let s = AccessStream::build(trace, &ks, map, &batches)?;
         let profile = match profile {
             None if batching.batch == 1
+                && !batching.recorded
                 && batching.schedule == Schedule::Fifo
                 && batching.stepping.is_off() =>
             {
@@ -409,6 +416,7 @@ pub fn retention_outcome(
             dram: cfg.dram.as_ref().map(|d| d.budget.clone()),
             seed: cfg.seed,
             target_search: target.as_ref().map(|t| t.search.clone()),
+            batching: rc.batching.recorded.then(|| "recorded".to_string()),
         },
         cache: out.cache,
         tiers: out.tiers,

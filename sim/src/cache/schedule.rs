@@ -21,6 +21,11 @@ pub fn batches_of(
     phases: PhaseSel,
     batching: Batching,
 ) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
+    if batching.recorded {
+        let batches = recorded_batches(trace, phases)?;
+        let n = batches.iter().map(Vec::len).sum();
+        return Ok((batches, vec![0; n]));
+    }
     let requests = super::stream::round_robin_chunks(trace, phases, &batching.stepping);
     form_batches(
         trace,
@@ -31,6 +36,52 @@ pub fn batches_of(
         batching.queue,
         batching.schedule,
     )
+}
+
+/// The trace's recorded forward passes as batches (`--batching recorded`): each pass one
+/// batch holding exactly its rows of `phases`, in the pass's order, a run of consecutive
+/// tokens of one sequence and phase being one request (prompt rows produce one token each, as
+/// decode rows do). A pass with no row of `phases` is left out. Errors when the trace has no
+/// passes.
+pub fn recorded_batches(trace: &Trace, phases: PhaseSel) -> Result<Vec<Vec<Request>>, CacheError> {
+    let Some(passes) = &trace.header.passes else {
+        return Err(CacheError::Input(
+            "--batching recorded replays the trace's forward passes, but this trace has none (import a log whose position field restarts at each pass, or use --batching fixed)".into(),
+        ));
+    };
+    // Tokens of each sequence taken so far (prefill first, then decode).
+    let mut taken = vec![0u64; trace.header.sequences.len()];
+    let mut batches = Vec::with_capacity(passes.len());
+    for pass in passes {
+        let mut batch = Vec::new();
+        for run in &pass.runs {
+            let s = run.sequence as usize;
+            let info = &trace.header.sequences[s];
+            let (from, to) = (taken[s], taken[s] + u64::from(run.tokens));
+            taken[s] = to;
+            let prefill = (from.min(info.prefill_tokens), to.min(info.prefill_tokens));
+            let decode = (from.max(prefill.1), to);
+            for (phase, (a, b), base) in [
+                (traces::Phase::Prefill, prefill, 0),
+                (traces::Phase::Decode, decode, info.prefill_tokens),
+            ] {
+                if b > a && phases.includes(phase) {
+                    let len = (b - a) as u32;
+                    batch.push(Request {
+                        sequence: run.sequence,
+                        phase,
+                        token: (a - base) as u32,
+                        len,
+                        produced: len,
+                    });
+                }
+            }
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+    }
+    Ok(batches)
 }
 
 /// Form batches of `batch` requests from `requests` (arrival order). With `queue`, the

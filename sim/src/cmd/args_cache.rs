@@ -82,6 +82,13 @@ pub struct CacheArgs {
           value_parser = PossibleValuesParser::new(["fifo", "route-aware"]).map(|s| parse_schedule(&s)))]
     pub schedule: Schedule,
 
+    /// How steps are formed: recorded (the trace's own forward passes, each one step holding
+    /// exactly its rows; the default for a trace with passes, `sim run` only) or fixed
+    /// (round-robin batches of --batch; the default otherwise).
+    #[arg(long, value_name = "MODE",
+          value_parser = PossibleValuesParser::new(["recorded", "fixed"]).map(|s| s == "recorded"))]
+    pub batching: Option<bool>,
+
     /// Seed of the random policy (PCG64; each per-layer pool uses its own stream).
     #[arg(
         long,
@@ -228,9 +235,12 @@ impl CacheArgs {
 
     fn check_common(&self) -> Result<()> {
         if !self.wants_cache()
-            && (self.dram.is_some() || !self.batch.is_empty() || self.queue.is_some())
+            && (self.dram.is_some()
+                || !self.batch.is_empty()
+                || self.queue.is_some()
+                || self.batching.is_some())
         {
-            bail!("--dram, --batch and --queue apply to the cache regime; add --evict POLICY and --budget B");
+            bail!("--dram, --batch, --batching and --queue apply to the cache regime; add --evict POLICY and --budget B");
         }
         if let (Some(mode), None) = (self.dram_mode, &self.dram) {
             bail!(
@@ -317,6 +327,27 @@ impl CacheArgs {
         Ok(Some(self.retention(policy, budget, split, batch)))
     }
 
+    /// Whether `sim run` replays the trace's recorded forward passes: `--batching recorded`
+    /// (refused with --batch or --queue, on a trace without passes, and with timing or
+    /// multi-token steps), else by default when the trace has passes and none of those is
+    /// given.
+    pub fn recorded(&self, has_passes: bool, timed_or_stepped: bool) -> Result<bool> {
+        let fixed_flags = !self.batch.is_empty() || self.queue.is_some();
+        match self.batching {
+            Some(true) if fixed_flags => bail!(
+                "--batching recorded replays the trace's own forward passes: leave out --batch and --queue, or give --batching fixed"
+            ),
+            Some(true) if !has_passes => bail!(
+                "--batching recorded: the trace records no forward passes (import a log whose position field restarts at each pass); leave it out for round-robin batches"
+            ),
+            Some(true) if timed_or_stepped => bail!(
+                "--batching recorded replays retention only: leave out the timing (--hw) and step (--verify, --prefill-chunk) flags, or give --batching fixed"
+            ),
+            Some(recorded) => Ok(recorded),
+            None => Ok(has_passes && !fixed_flags && !timed_or_stepped),
+        }
+    }
+
     /// The retention grid of `sim sweep`, nested policy > budget > split > batch; `None` for
     /// the streaming regime. Belady (the offline bound) is always included, first; splits
     /// default to global and per-layer, budgets to 10,25,50,75,90%.
@@ -324,6 +355,9 @@ impl CacheArgs {
         self.check_common()?;
         if self.target_tokens_per_s.is_some() {
             bail!("--target-tokens-per-s is a `sim run` option");
+        }
+        if self.batching == Some(true) {
+            bail!("--batching recorded is a `sim run` option; `sim sweep` and `sim compare` replay round-robin batches (--batch)");
         }
         if !self.wants_cache() {
             return Ok(None);

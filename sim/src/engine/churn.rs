@@ -68,6 +68,7 @@ pub fn churn_trace(routing: Routing, seed: u64) -> Trace {
                 decode_tokens: STEPS as u64,
             }],
             has_weights: false,
+            passes: None,
         },
         sequences: vec![SequenceData {
             prefill: TokenBlock::default(),

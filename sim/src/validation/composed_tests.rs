@@ -30,6 +30,7 @@ fn tiny() -> Workload {
                 decode_tokens: 3,
             }],
             has_weights: false,
+            passes: None,
         },
         sequences: vec![SequenceData {
             prefill: TokenBlock::default(),

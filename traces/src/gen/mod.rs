@@ -341,6 +341,7 @@ impl GenParams {
                 })
                 .collect(),
             has_weights: false,
+            passes: None,
         }
     }
 }

@@ -341,6 +341,7 @@ mod tests {
                     decode_tokens: 3,
                 }],
                 has_weights: false,
+                passes: None,
             },
             sequences: vec![SequenceData {
                 prefill: TokenBlock::default(),

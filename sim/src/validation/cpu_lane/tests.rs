@@ -31,6 +31,7 @@ fn trace() -> Trace {
             provenance: Provenance::default(),
             sequences: vec![ia, ib],
             has_weights: false,
+            passes: None,
         },
         sequences: vec![da, db],
     }
