@@ -2,6 +2,9 @@
 //! directories, SGLang responses and llama.cpp rows made here, written as traces and
 //! compared in one report; flags a format does not read are refused by name.
 
+#[path = "import_engines_cli/passes.rs"]
+mod passes;
+
 use base64::Engine;
 use npyz::WriterBuilder;
 use std::path::Path;

@@ -326,3 +326,164 @@ fn renumber(
         warmup,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::import_fields::FieldMap;
+    use crate::import_rows::{parse_jsonl, RowImportOptions};
+    use crate::{Pass, PassRun, Trace};
+
+    /// A hook log shaped like vLLM's: request ids in `req_id`, the row's index in its forward
+    /// pass in `token_idx`, layer-major inside a pass (layers 0 and 1, top-2 of 16). Each pass
+    /// is a list of (request, distinct) rows: distinct rows get their own selection, the
+    /// others all select one set.
+    fn log(passes: &[Vec<(&str, bool)>]) -> String {
+        let mut out = String::new();
+        let mut c = 0usize;
+        for pass in passes {
+            let first = c;
+            for layer in 0..2usize {
+                c = first;
+                for (pos, &(req, distinct)) in pass.iter().enumerate() {
+                    let a = if distinct { (c * 5 + layer * 3) % 16 } else { layer };
+                    let b = if distinct { (a + 1 + c % 3) % 16 } else { 8 + layer };
+                    out += &format!(
+                        "{{\"req_id\":\"{req}\",\"token_idx\":{pos},\"layer\":{layer},\"topk_ids\":[{a},{b}]}}\n"
+                    );
+                    c += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn warmup_then_real() -> Vec<Vec<(&'static str, bool)>> {
+        let dummy = |n| vec![("r1", false); n];
+        vec![
+            dummy(6), // profiling pass
+            dummy(4), // graph capture passes
+            dummy(2),
+            dummy(1),
+            vec![("r1", true); 3], // r1's first prompt chunk
+            vec![("r1", true), ("r1", true), ("r2", true), ("r2", true), ("r2", true)],
+            vec![("r1", true), ("r2", true), ("r3", true), ("r3", true)],
+            vec![("r1", true), ("r2", true), ("r3", true)],
+            vec![("r2", true), ("r3", true)],
+            vec![("r3", true)],
+        ]
+    }
+
+    fn import(text: &str, drop_warmup: bool) -> Result<Trace, crate::TraceError> {
+        let opts = RowImportOptions {
+            map: FieldMap::parse("sequence=req_id,token=token_idx,experts=topk_ids").unwrap(),
+            drop_warmup,
+            ..Default::default()
+        };
+        parse_jsonl(text.as_bytes(), "hook.jsonl", &opts)
+    }
+
+    fn runs(v: &[(u32, u32)]) -> Pass {
+        Pass {
+            runs: v
+                .iter()
+                .map(|&(sequence, tokens)| PassRun { sequence, tokens })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn warm_up_passes_are_dropped_by_pass_and_the_rest_kept_as_served() {
+        let t = import(&log(&warmup_then_real()), true).unwrap();
+        // by hand: 6 + 4 + 2 + 1 = 13 warm-up rows in 4 passes; r1 prompt 3 + 2, decode 2;
+        // r2 prompt 3, decode 3; r3 prompt 2, decode 3
+        let counts: Vec<(&str, u64, u64)> = t
+            .header
+            .sequences
+            .iter()
+            .map(|s| (s.name.as_str(), s.prefill_tokens, s.decode_tokens))
+            .collect();
+        assert_eq!(counts, [("r1", 5, 2), ("r2", 3, 3), ("r3", 2, 3)]);
+        let expected = vec![
+            runs(&[(0, 3)]),
+            runs(&[(0, 2), (1, 3)]),
+            runs(&[(0, 1), (1, 1), (2, 2)]),
+            runs(&[(0, 1), (1, 1), (2, 1)]),
+            runs(&[(1, 1), (2, 1)]),
+            runs(&[(2, 1)]),
+        ];
+        assert_eq!(t.header.passes.as_ref(), Some(&expected));
+        let note = crate::import_rows::warmup_note(&t.header.provenance).unwrap();
+        assert!(
+            note.contains("dropped 13 rows of each of the 2 recorded layers in 4 forward passes: 4 before the first real pass")
+                && note.contains("0 later passes"),
+            "{note}"
+        );
+        // r2's first prompt row is the 3rd row of the pass that starts at row counter 16
+        // (13 warm-up + 3 of r1's first chunk): layer 0 selects [(18 x 5) % 16, +1 + 0]
+        let ks = t.keyspace();
+        assert_eq!(t.selection(&ks, 1, crate::Phase::Prefill, 0, 0), &[10, 11]);
+    }
+
+    #[test]
+    fn a_trace_with_passes_is_written_as_version_3_and_reads_back() {
+        let t = import(&log(&warmup_then_real()), true).unwrap();
+        assert_eq!(crate::format::version_for(&t.header), 3);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.bin");
+        crate::write_file(&path, &t).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 3);
+        assert_eq!(crate::read_file(&path).unwrap(), t);
+    }
+
+    #[test]
+    fn without_drop_warmup_every_pass_is_kept() {
+        let t = import(&log(&warmup_then_real()), false).unwrap();
+        let passes = t.header.passes.unwrap();
+        assert_eq!(passes.len(), 10);
+        assert_eq!(passes[0], runs(&[(0, 6)]));
+        assert!(crate::import_rows::warmup_note(&t.header.provenance).is_none());
+        // r1 holds all 13 warm-up rows too: its prompt runs to its last multi-row pass
+        assert_eq!(t.header.sequences[0].prefill_tokens, 13 + 5);
+    }
+
+    #[test]
+    fn a_later_uniform_pass_is_dropped_and_a_log_of_warm_up_only_is_refused() {
+        let mut p = warmup_then_real();
+        p.insert(7, vec![("r9", false); 3]);
+        let t = import(&log(&p), true).unwrap();
+        // r9 appears only in the dropped pass: it is no sequence of the trace
+        assert_eq!(t.header.sequences.len(), 3);
+        let note = crate::import_rows::warmup_note(&t.header.provenance).unwrap();
+        assert!(note.contains("16 rows") && note.contains("1 later passes"), "{note}");
+        let only = import(&log(&warmup_then_real()[..4]), true).unwrap_err();
+        assert!(only.to_string().contains("none of the 4 forward passes"), "{only}");
+    }
+
+    #[test]
+    fn a_pass_missing_a_position_or_a_layer_is_refused_with_its_line() {
+        let row = |req: &str, pos: u32, layer: u32| {
+            format!("{{\"req_id\":\"{req}\",\"token_idx\":{pos},\"layer\":{layer},\"topk_ids\":[1,2]}}\n")
+        };
+        // pass 2 (from line 5) holds positions 0 and 2
+        let gap = [
+            row("a", 0, 0),
+            row("a", 1, 0),
+            row("a", 0, 1),
+            row("a", 1, 1),
+            row("a", 0, 0),
+            row("a", 2, 0),
+            row("a", 0, 1),
+            row("a", 2, 1),
+        ]
+        .concat();
+        let e = import(&gap, false).unwrap_err().to_string();
+        assert!(e.contains("line 6") && e.contains("position 2 but no position 1"), "{e}");
+        // position 1 names b on layer 0 and a on layer 1
+        let mixed = [row("a", 0, 0), row("b", 1, 0), row("a", 0, 1), row("a", 1, 1)].concat()
+            + &row("a", 0, 0)
+            + &row("a", 0, 1);
+        let e = import(&mixed, false).unwrap_err().to_string();
+        assert!(e.contains("line 4") && e.contains("another sequence"), "{e}");
+    }
+}

@@ -256,6 +256,11 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         }
     }
     written?;
+    for (_, t) in &outputs {
+        if let Some(note) = traces::import_rows::warmup_note(&t.header.provenance) {
+            eprintln!("{note}");
+        }
+    }
     if a.json {
         let files: Vec<_> = outputs
             .iter()
@@ -269,7 +274,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
 /// What `--json` says of one written trace.
 fn import_summary(path: &Path, t: &traces::Trace) -> serde_json::Value {
     let layers = &t.header.model.layers;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "file": path.display().to_string(),
         "format_version": traces::format::version_for(&t.header),
         "sequences": t.sequences.len(),
@@ -281,7 +286,16 @@ fn import_summary(path: &Path, t: &traces::Trace) -> serde_json::Value {
         "experts_per_layer": layers.iter().map(|l| l.experts).max(),
         "top_k": layers.iter().map(|l| l.top_k).max(),
         "has_weights": t.header.has_weights,
-    })
+    });
+    // Only traces with forward passes or a dropped warm-up say so: other summaries are as
+    // they were.
+    if let Some(p) = &t.header.passes {
+        v["forward_passes"] = p.len().into();
+    }
+    if let Some(note) = traces::import_rows::warmup_note(&t.header.provenance) {
+        v["warmup_dropped"] = note.into();
+    }
+    v
 }
 
 /// Output formats of `sim trace export`.
