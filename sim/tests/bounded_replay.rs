@@ -4,7 +4,7 @@
 //! mechanisms with one unit per key, packed chunks ordered by a profile or by co-activation
 //! (dense and sparse pair counts), regions spanning
 //! layers and OS pages, a profile trace, and traces of several sequences of unequal lengths
-//! with prefill and decode tokens.
+//! with prefill and decode tokens, and a trace's recorded forward passes.
 
 mod common;
 
@@ -295,4 +295,78 @@ fn a_grid_sharing_its_passes_matches_separate_in_memory_runs() {
             .iter()
             .any(|m| m.contains("per-layer split needs units inside one layer")));
     }
+}
+
+/// The trace of [`files`] with forward passes: sequences join one after another (each pass
+/// admits the next waiting one while fewer than 3 run), a prompt taken in chunks of at most
+/// 4 rows and each running sequence's next token after, and a sequence leaves when done.
+fn with_passes(f: &Files) -> tempfile::TempDir {
+    let mut t = traces::read_file(&f.trace).unwrap();
+    let left: Vec<(u32, u64)> = t
+        .header
+        .sequences
+        .iter()
+        .map(|s| (s.prefill_tokens as u32, s.decode_tokens))
+        .collect();
+    let (mut prompt, mut decode): (Vec<u32>, Vec<u64>) = left.into_iter().unzip();
+    let (mut running, mut waiting): (Vec<usize>, Vec<usize>) =
+        (vec![], (0..prompt.len()).collect());
+    let mut passes = Vec::new();
+    while !running.is_empty() || !waiting.is_empty() {
+        if running.len() < 3 && !waiting.is_empty() {
+            running.push(waiting.remove(0));
+        }
+        let mut runs = Vec::new();
+        for &s in &running {
+            let tokens = if prompt[s] > 0 {
+                let c = prompt[s].min(4);
+                prompt[s] -= c;
+                c
+            } else {
+                decode[s] -= 1;
+                1
+            };
+            runs.push(traces::PassRun {
+                sequence: s as u32,
+                tokens,
+            });
+        }
+        passes.push(traces::Pass { runs });
+        running.retain(|&s| prompt[s] > 0 || decode[s] > 0);
+    }
+    t.header.passes = Some(passes);
+    let dir = tempfile::tempdir().unwrap();
+    traces::write_file(dir.path().join("passes.bin"), &t).unwrap();
+    dir
+}
+
+#[test]
+fn recorded_forward_passes_match_the_in_memory_path() {
+    let f = files();
+    let dir = with_passes(&f);
+    let trace = dir.path().join("passes.bin");
+    for policy in [
+        PolicyKind::Lru,
+        PolicyKind::Belady,
+        PolicyKind::StaticPin,
+        PolicyKind::S3Fifo,
+    ] {
+        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
+            for (mechanism, split) in [("e1", Split::Global), ("e2:hot", Split::PerLayer)] {
+                let mut r = retention(policy, "30%", split, Semantics::Group);
+                r.batching.recorded = true;
+                let c = cfg(mechanism, phase, Some(r));
+                let (a, b) = common::both_paths(&c, &trace, None, "\"batching\":\"recorded\"");
+                assert_eq!(a, b, "{c:?}");
+            }
+        }
+    }
+    // the trace without passes: refused alike
+    let mut r = retention(PolicyKind::Lru, "30%", Split::Global, Semantics::Group);
+    r.batching.recorded = true;
+    let (a, b) = both(&cfg("e1", PhaseSel::All, Some(r)), &f.trace, None);
+    assert!(
+        a.contains("this trace has none") && b.contains("this trace has none"),
+        "{a}\n{b}"
+    );
 }

@@ -248,11 +248,7 @@ fn infer_phases(passes: &mut [RawPass], sequences: usize) {
 
 /// With a phase field: no sequence has a prefill row after one of its decode rows (a
 /// trace stores a sequence's prompt before its generated tokens).
-fn check_phase_order(
-    rows: &[Row],
-    passes: &[RawPass],
-    names: &[String],
-) -> Result<(), LineError> {
+fn check_phase_order(rows: &[Row], passes: &[RawPass], names: &[String]) -> Result<(), LineError> {
     let mut decoded = vec![false; names.len()];
     for p in passes {
         for s in &p.slots {
@@ -345,8 +341,16 @@ mod tests {
             for layer in 0..2usize {
                 c = first;
                 for (pos, &(req, distinct)) in pass.iter().enumerate() {
-                    let a = if distinct { (c * 5 + layer * 3) % 16 } else { layer };
-                    let b = if distinct { (a + 1 + c % 3) % 16 } else { 8 + layer };
+                    let a = if distinct {
+                        (c * 5 + layer * 3) % 16
+                    } else {
+                        layer
+                    };
+                    let b = if distinct {
+                        (a + 1 + c % 3) % 16
+                    } else {
+                        8 + layer
+                    };
                     out += &format!(
                         "{{\"req_id\":\"{req}\",\"token_idx\":{pos},\"layer\":{layer},\"topk_ids\":[{a},{b}]}}\n"
                     );
@@ -365,7 +369,13 @@ mod tests {
             dummy(2),
             dummy(1),
             vec![("r1", true); 3], // r1's first prompt chunk
-            vec![("r1", true), ("r1", true), ("r2", true), ("r2", true), ("r2", true)],
+            vec![
+                ("r1", true),
+                ("r1", true),
+                ("r2", true),
+                ("r2", true),
+                ("r2", true),
+            ],
             vec![("r1", true), ("r2", true), ("r3", true), ("r3", true)],
             vec![("r1", true), ("r2", true), ("r3", true)],
             vec![("r2", true), ("r3", true)],
@@ -455,9 +465,15 @@ mod tests {
         // r9 appears only in the dropped pass: it is no sequence of the trace
         assert_eq!(t.header.sequences.len(), 3);
         let note = crate::import_rows::warmup_note(&t.header.provenance).unwrap();
-        assert!(note.contains("16 rows") && note.contains("1 later passes"), "{note}");
+        assert!(
+            note.contains("16 rows") && note.contains("1 later passes"),
+            "{note}"
+        );
         let only = import(&log(&warmup_then_real()[..4]), true).unwrap_err();
-        assert!(only.to_string().contains("none of the 4 forward passes"), "{only}");
+        assert!(
+            only.to_string().contains("none of the 4 forward passes"),
+            "{only}"
+        );
     }
 
     #[test]
@@ -478,12 +494,24 @@ mod tests {
         ]
         .concat();
         let e = import(&gap, false).unwrap_err().to_string();
-        assert!(e.contains("line 6") && e.contains("position 2 but no position 1"), "{e}");
+        assert!(
+            e.contains("line 6") && e.contains("position 2 but no position 1"),
+            "{e}"
+        );
         // position 1 names b on layer 0 and a on layer 1
-        let mixed = [row("a", 0, 0), row("b", 1, 0), row("a", 0, 1), row("a", 1, 1)].concat()
+        let mixed = [
+            row("a", 0, 0),
+            row("b", 1, 0),
+            row("a", 0, 1),
+            row("a", 1, 1),
+        ]
+        .concat()
             + &row("a", 0, 0)
             + &row("a", 0, 1);
         let e = import(&mixed, false).unwrap_err().to_string();
-        assert!(e.contains("line 4") && e.contains("another sequence"), "{e}");
+        assert!(
+            e.contains("line 4") && e.contains("another sequence"),
+            "{e}"
+        );
     }
 }

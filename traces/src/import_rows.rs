@@ -142,10 +142,8 @@ fn finish(
             .map_err(|(line, detail)| at_line(file, line, detail))?;
         let mut trace = build(p.rows, p.names, file, format, opts)?;
         if let Some(note) = p.warmup {
-            trace.header.provenance.tool = format!(
-                "{}; {WARMUP_MARK}{note}",
-                trace.header.provenance.tool
-            );
+            trace.header.provenance.tool =
+                format!("{}; {WARMUP_MARK}{note}", trace.header.provenance.tool);
         }
         trace.header.passes = Some(p.passes);
         trace.check().map_err(|d| TraceError::Import {

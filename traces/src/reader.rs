@@ -8,8 +8,9 @@
 
 use crate::error::{TokenPos, TraceError};
 use crate::format::{
-    decode_header, validate_geometry, validate_passes, Layout, SelectionChecker, TokenCursor, CHECKSUM_LEN,
-    ID_BYTES, MAGIC, MAX_HEADER_BYTES, OLDEST_VERSION, PREAMBLE_LEN, VERSION, WEIGHT_BYTES,
+    decode_header, validate_geometry, validate_passes, Layout, SelectionChecker, TokenCursor,
+    CHECKSUM_LEN, ID_BYTES, MAGIC, MAX_HEADER_BYTES, OLDEST_VERSION, PREAMBLE_LEN, VERSION,
+    WEIGHT_BYTES,
 };
 use crate::model::Header;
 use crate::trace::{KeySpace, Phase, SequenceData, TokenBlock, Trace};

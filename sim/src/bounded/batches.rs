@@ -4,7 +4,8 @@
 //! the `queue` oldest waiting requests ([`crate::cache::schedule::pick_batch`]), which are
 //! all this source holds. A request is one step of a sequence: one token, or the chunk of
 //! `batching.stepping`. With a queue, each request's dispatch delay is counted by value
-//! ([`DelayCounts`]) for the `schedule` block.
+//! ([`DelayCounts`]) for the `schedule` block. With `batching.recorded`, the batches are the
+//! trace's own forward passes ([`super::recorded::RecordedPasses`]).
 
 use super::source::{RecordPos, RoundRobin};
 use crate::cache::schedule::{check_batching, pick_batch, record_units, DelayCounts, Union};
@@ -25,6 +26,8 @@ struct Waiting {
 /// The batches of a trace file's requests (see the module documentation).
 pub struct Batches<'a> {
     src: RoundRobin,
+    /// The trace's own forward passes, with `--batching recorded` (then `src` is unused).
+    recorded: Option<super::recorded::RecordedPasses>,
     ks: &'a KeySpace,
     map: &'a UnitMap,
     batch: usize,
@@ -64,8 +67,13 @@ impl<'a> Batches<'a> {
         check_batching(batching.batch, batching.queue)?;
         let window = (batching.schedule == Schedule::RouteAware)
             .then(|| batching.queue.unwrap_or(batching.batch));
+        let recorded = batching
+            .recorded
+            .then(|| super::recorded::RecordedPasses::open(path, phases))
+            .transpose()?;
         Ok(Batches {
             src: RoundRobin::open_with(path, phases, batching.stepping, buffer_bytes)?,
+            recorded,
             ks,
             map,
             batch: batching.batch,
@@ -81,6 +89,9 @@ impl<'a> Batches<'a> {
     /// The next batch's records (each request's chunk, in batch order) into `records` and
     /// their places into `pos`; false after the last request.
     pub fn next(&mut self, records: &mut Vec<u16>, pos: &mut Vec<RecordPos>) -> Result<bool> {
+        if let Some(r) = &mut self.recorded {
+            return r.next(records, pos);
+        }
         records.clear();
         pos.clear();
         match self.window {

@@ -12,7 +12,7 @@
 //!    a backward pass over those rows each segment's exits, from which a thread reading the
 //!    stream again beside the replay computes its next uses ([`next_use`]);
 //! 4. the retention replay: requests round-robin across sequences ([`source::RoundRobin`]),
-//!    batched, each group's units fed to the same [`CacheSim`] as the in-memory path's, with
+//!    batched (or the trace's recorded forward passes, [`recorded`]), each group's units fed to the same [`CacheSim`] as the in-memory path's, with
 //!    the next uses read alongside.
 //!
 //! Passes that do not need each other's results run side by side: the groups of passes 3 and
@@ -38,6 +38,7 @@ mod learn;
 pub mod next_use;
 mod positioned;
 pub mod profile;
+mod recorded;
 pub mod source;
 mod stepped;
 pub mod timed;
@@ -372,11 +373,6 @@ pub fn run_file(
     profile: Option<&Path>,
     tick: Tick,
 ) -> Result<RunReport> {
-    if cfg.retention.as_ref().is_some_and(|r| r.batching.recorded) {
-        anyhow::bail!(
-            "the bounded (streamed) replay does not replay recorded forward passes: load the trace and run it in memory (`sim run` does so for --batching recorded)"
-        );
-    }
     let f = Files::open(trace, profile)?;
     let pinning = cfg
         .retention

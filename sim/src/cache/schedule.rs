@@ -45,9 +45,7 @@ pub fn batches_of(
 /// passes.
 pub fn recorded_batches(trace: &Trace, phases: PhaseSel) -> Result<Vec<Vec<Request>>, CacheError> {
     let Some(passes) = &trace.header.passes else {
-        return Err(CacheError::Input(
-            "--batching recorded replays the trace's forward passes, but this trace has none (import a log whose position field restarts at each pass, or use --batching fixed)".into(),
-        ));
+        return Err(CacheError::Input(recorded_batches_missing()));
     };
     // Tokens of each sequence taken so far (prefill first, then decode).
     let mut taken = vec![0u64; trace.header.sequences.len()];
@@ -82,6 +80,11 @@ pub fn recorded_batches(trace: &Trace, phases: PhaseSel) -> Result<Vec<Vec<Reque
         }
     }
     Ok(batches)
+}
+
+/// Why a trace without passes cannot be replayed as recorded.
+pub fn recorded_batches_missing() -> String {
+    "--batching recorded replays the trace's forward passes, but this trace has none (import a log whose position field restarts at each pass, or use --batching fixed)".into()
 }
 
 /// Form batches of `batch` requests from `requests` (arrival order). With `queue`, the

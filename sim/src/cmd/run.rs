@@ -51,10 +51,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         timing: args.timing.for_run(args.cache.seed)?,
         stepping: args.steps.for_run(args.input.phase, args.cache.seed)?,
     };
-    let recorded = resolve_batching(&args, &mut cfg, trace)?;
+    resolve_batching(&args, &mut cfg, trace)?;
     let report = match trace {
-        // recorded forward passes: replayed in memory (the bounded path does not take them)
-        Some(_) if recorded => runner::run(&cfg, &args.input.workload()?)?,
         // a trace file: streamed in bounded memory
         Some(path) => run_bounded(&args, &cfg, path)?,
         // the embedded trace beside a profile file: both streamed
@@ -85,18 +83,17 @@ pub fn run(args: RunArgs) -> Result<()> {
 }
 
 /// Set whether the run replays the trace's recorded forward passes
-/// ([`super::args_cache::CacheArgs::recorded`]); returns it. A trace whose header does not
-/// read is left to the run, which reports it.
-fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -> Result<bool> {
+/// ([`super::args_cache::CacheArgs::recorded`]). A trace whose header does not read is left
+/// to the run, which reports it.
+fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -> Result<()> {
     let has_passes = trace
         .and_then(|p| traces::read_header(p).ok())
         .is_some_and(|h| h.passes.is_some());
     let timed_or_stepped = cfg.timing.is_some() || !cfg.stepping.is_off();
-    let Some(rc) = cfg.retention.as_mut() else {
-        return Ok(false);
-    };
-    rc.batching.recorded = args.cache.recorded(has_passes, timed_or_stepped)?;
-    Ok(rc.batching.recorded)
+    if let Some(rc) = cfg.retention.as_mut() {
+        rc.batching.recorded = args.cache.recorded(has_passes, timed_or_stepped)?;
+    }
+    Ok(())
 }
 
 /// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.

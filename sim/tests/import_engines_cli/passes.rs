@@ -132,22 +132,46 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
     // prompts of 5 (r1), 3 (r2) and 2 (r3) rows and 2 + 3 + 3 decode rows
     assert_eq!(v[0]["forward_passes"], 6);
     assert_eq!(v[0]["format_version"], 3);
-    assert_eq!((v[0]["prefill_tokens"].as_u64(), v[0]["decode_tokens"].as_u64()), (Some(10), Some(8)));
+    assert_eq!(
+        (
+            v[0]["prefill_tokens"].as_u64(),
+            v[0]["decode_tokens"].as_u64()
+        ),
+        (Some(10), Some(8))
+    );
     let note = v[0]["warmup_dropped"].as_str().unwrap();
-    assert!(note.contains("dropped 13 rows") && note.contains("in 4 forward passes"), "{note}");
+    assert!(
+        note.contains("dropped 13 rows") && note.contains("in 4 forward passes"),
+        "{note}"
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("dropped 13 rows"));
     let trace = p("t/hook.bin");
     let run = |extra: &[&str]| {
-        let mut a = vec!["run", "--trace", &trace as &str, "--policy", "e1", "--evict", "lru"];
+        let mut a = vec![
+            "run",
+            "--trace",
+            &trace as &str,
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+        ];
         a.extend(["--budget", "10", "--json"]);
         a.extend(extra);
         ok(&a)
     };
-    for (phase, phases) in [("all", &["prefill", "decode"][..]), ("decode", &["decode"][..])] {
+    for (phase, phases) in [
+        ("all", &["prefill", "decode"][..]),
+        ("decode", &["decode"][..]),
+    ] {
         let text = run(&["--phase", phase]);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let (page_ins, rows) = lru_page_ins(&real, phases, 10);
-        assert_eq!(v["cache"]["page_ins"].as_u64(), Some(page_ins), "--phase {phase}");
+        assert_eq!(
+            v["cache"]["page_ins"].as_u64(),
+            Some(page_ins),
+            "--phase {phase}"
+        );
         assert_eq!(v["cache"]["tokens"].as_u64(), Some(rows), "--phase {phase}");
         assert_eq!(v["retention"]["batching"], "recorded");
         // recorded is the default for a trace with passes
@@ -155,13 +179,31 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
     }
     // fixed batching is today's round-robin: the same bytes as --batch 1, no batching key
     let fixed = run(&["--phase", "all", "--batching", "fixed"]);
-    assert_eq!(run(&["--phase", "all", "--batching", "fixed", "--batch", "1"]), fixed);
+    assert_eq!(
+        run(&["--phase", "all", "--batching", "fixed", "--batch", "1"]),
+        fixed
+    );
     assert!(!fixed.contains("\"batching\""));
     // round-robin steps of one token are not the passes as served
     let f: serde_json::Value = serde_json::from_str(&fixed).unwrap();
     assert_eq!(f["cache"]["tokens"], 18);
-    assert_ne!(f["cache"]["page_ins"].as_u64(), Some(lru_page_ins(&real, &["prefill", "decode"], 10).0));
-    let e = sim(&["run", "--trace", &trace, "--evict", "lru", "--budget", "10", "--batching", "recorded", "--batch", "2"]);
+    assert_ne!(
+        f["cache"]["page_ins"].as_u64(),
+        Some(lru_page_ins(&real, &["prefill", "decode"], 10).0)
+    );
+    let e = sim(&[
+        "run",
+        "--trace",
+        &trace,
+        "--evict",
+        "lru",
+        "--budget",
+        "10",
+        "--batching",
+        "recorded",
+        "--batch",
+        "2",
+    ]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("leave out --batch"));
 }
@@ -180,13 +222,32 @@ fn recorded_batching_needs_a_trace_with_passes_and_is_sim_runs_alone() {
     a.extend(MODEL);
     ok(&a);
     let trace = p("t/rows.bin");
-    let base = ["run", "--trace", &trace as &str, "--evict", "lru", "--budget", "10", "--json"];
+    let base = [
+        "run",
+        "--trace",
+        &trace as &str,
+        "--evict",
+        "lru",
+        "--budget",
+        "10",
+        "--json",
+    ];
     let plain = ok(&base);
     assert_eq!(ok(&[&base[..], &["--batching", "fixed"]].concat()), plain);
     let e = sim(&[&base[..], &["--batching", "recorded"]].concat());
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("records no forward passes"));
-    let e = sim(&["sweep", "--trace", &trace, "--evict", "lru", "--budget", "10", "--batching", "recorded"]);
+    let e = sim(&[
+        "sweep",
+        "--trace",
+        &trace,
+        "--evict",
+        "lru",
+        "--budget",
+        "10",
+        "--batching",
+        "recorded",
+    ]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("is a `sim run` option"));
     let e = sim(&["run", "--trace", &trace, "--batching", "fixed"]);
