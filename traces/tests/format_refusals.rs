@@ -131,8 +131,8 @@ fn cases() -> Vec<(&'static str, Result<(), TraceError>, &'static str)> {
     );
     push("preamble", read(&MAGIC), "preamble");
     let mut f = good.clone();
-    f[8] = 3;
-    push("version", read(&f), "version 3 is not supported");
+    f[8] = 4;
+    push("version", read(&f), "version 4 is not supported");
     let mut f = good.clone();
     f[12..16].copy_from_slice(&((64u32 << 20) + 1).to_le_bytes());
     push("header-cap", read(&f), "exceeds the 67108864-byte cap");
@@ -224,9 +224,12 @@ fn cases() -> Vec<(&'static str, Result<(), TraceError>, &'static str)> {
             tokens,
         }],
     };
+    // a version-3 header (the good file's preamble says 1)
+    let mut f = with_header(|h| h.passes = Some(vec![pass(2), pass(2)]));
+    f[8] = 3;
     push(
         "passes-cover",
-        read(&with_header(|h| h.passes = Some(vec![pass(2), pass(2)]))),
+        read(&f),
         "the passes hold 4 tokens of sequence 0",
     );
     let mut f = good.clone();

@@ -60,7 +60,7 @@ pub struct ImportArgs {
     pub map: Option<traces::FieldMap>,
     #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = traces::RowFilter::parse, help = format_flag_help("--where", "keep only rows whose input field FIELD holds VALUE, e.g. type=route (repeatable; every one must hold)"))]
     pub filters: Vec<traces::RowFilter>,
-    #[arg(long, help = format_flag_help("--drop-warmup", "remove vLLM's profiling dummy batch: the first sequence, many tokens all with one selection per layer"))]
+    #[arg(long, help = format_flag_help("--drop-warmup", "remove vLLM's warm-up: on a log whose token restarts at each forward pass, the passes before the first real one and any pass whose rows all select one expert set; otherwise the first sequence, many tokens all with one selection per layer"))]
     pub drop_warmup: bool,
     #[arg(long, value_name = "N", help = format_flag_help("--prompt-tokens", "prompt tokens of every request (the first N rows of each array are prefill)"))]
     pub prompt_tokens: Option<u64>,
