@@ -354,10 +354,16 @@ pub struct RetentionInputs {
     /// `binary` or `scan`, for the target search (policy monotone in the budget or not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_search: Option<String>,
-    /// `recorded` when the trace's own forward passes were replayed (`--batching recorded`;
-    /// `batch` is then unused); absent for the round-robin batches of `batch`.
+    /// `recorded` when the trace's own forward passes were replayed, `continuous` when a
+    /// continuous-batching scheduler formed them (`--batching`; `batch` is then unused);
+    /// absent for the round-robin batches of `batch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batching: Option<String>,
+    /// With `continuous` batching: requests running at once and tokens per pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_seqs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batched_tokens: Option<u32>,
 }
 
 /// How the DRAM tier of `--dram` holds experts (`--dram-mode`).
@@ -511,6 +517,8 @@ mod tests {
             seed: 7,
             target_search: None,
             batching: None,
+            max_seqs: None,
+            max_batched_tokens: None,
         };
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(

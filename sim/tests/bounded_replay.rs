@@ -12,7 +12,7 @@ use common::{retention, Files};
 use policies::PolicyKind;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
+use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split, StepSource};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use traces::{ModelSpec, PhaseSel};
@@ -341,29 +341,43 @@ fn with_passes(f: &Files) -> tempfile::TempDir {
 }
 
 #[test]
-fn recorded_forward_passes_match_the_in_memory_path() {
+fn recorded_and_scheduled_forward_passes_match_the_in_memory_path() {
     let f = files();
     let dir = with_passes(&f);
     let trace = dir.path().join("passes.bin");
-    for policy in [
-        PolicyKind::Lru,
-        PolicyKind::Belady,
-        PolicyKind::StaticPin,
-        PolicyKind::S3Fifo,
-    ] {
-        for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
-            for (mechanism, split) in [("e1", Split::Global), ("e2:hot", Split::PerLayer)] {
-                let mut r = retention(policy, "30%", split, Semantics::Group);
-                r.batching.recorded = true;
-                let c = cfg(mechanism, phase, Some(r));
-                let (a, b) = common::both_paths(&c, &trace, None, "\"batching\":\"recorded\"");
-                assert_eq!(a, b, "{c:?}");
+    let continuous = |max_seqs, max_batched_tokens| {
+        StepSource::Continuous(sim::cache::continuous::Continuous {
+            max_seqs,
+            max_batched_tokens,
+        })
+    };
+    for source in [StepSource::Recorded, continuous(2, 5), continuous(3, 64)] {
+        for policy in [
+            PolicyKind::Lru,
+            PolicyKind::Belady,
+            PolicyKind::StaticPin,
+            PolicyKind::S3Fifo,
+        ] {
+            for phase in [PhaseSel::Decode, PhaseSel::Prefill, PhaseSel::All] {
+                for (mechanism, split) in [("e1", Split::Global), ("e2:hot", Split::PerLayer)] {
+                    let mut r = retention(policy, "30%", split, Semantics::Group);
+                    r.batching.source = source;
+                    let c = cfg(mechanism, phase, Some(r));
+                    let expect = format!("\"batching\":\"{}\"", source.name());
+                    let (a, b) = common::both_paths(&c, &trace, None, &expect);
+                    assert_eq!(a, b, "{c:?}");
+                }
             }
         }
     }
-    // the trace without passes: refused alike
+    // the trace without passes: continuous passes alike, recorded ones refused alike
+    let mut r = retention(PolicyKind::Belady, "30%", Split::Global, Semantics::Group);
+    r.batching.source = continuous(2, 7);
+    let c = cfg("e1", PhaseSel::All, Some(r));
+    let (a, b) = common::both_paths(&c, &f.trace, None, "\"max_batched_tokens\":7");
+    assert_eq!(a, b);
     let mut r = retention(PolicyKind::Lru, "30%", Split::Global, Semantics::Group);
-    r.batching.recorded = true;
+    r.batching.source = StepSource::Recorded;
     let (a, b) = both(&cfg("e1", PhaseSel::All, Some(r)), &f.trace, None);
     assert!(
         a.contains("this trace has none") && b.contains("this trace has none"),

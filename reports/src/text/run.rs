@@ -132,9 +132,12 @@ pub fn retention_summary(r: &RunReport) -> String {
         budget_text(&i.budget, BudgetSize::of_run(r).as_ref()),
         i.split.name(),
         i.semantics.name(),
-        i.batching
-            .as_deref()
-            .map_or_else(|| i.batch.to_string(), |b| format!("({b} forward passes)"))
+        match (i.batching.as_deref(), i.max_seqs, i.max_batched_tokens) {
+            (None, ..) => i.batch.to_string(),
+            (Some(b), Some(n), Some(t)) =>
+                format!("({b} passes of at most {n} requests and {t} tokens)"),
+            (Some(b), ..) => format!("({b} forward passes)"),
+        }
     );
     let rows = [
         ("tokens", c.tokens.to_string(), "requests decoded"),

@@ -5,7 +5,7 @@
 //! all this source holds. A request is one step of a sequence: one token, or the chunk of
 //! `batching.stepping`. With a queue, each request's dispatch delay is counted by value
 //! ([`DelayCounts`]) for the `schedule` block. With `batching.recorded`, the batches are the
-//! trace's own forward passes ([`super::recorded::RecordedPasses`]).
+//! trace's own forward passes, with `continuous` a scheduler's ([`super::recorded::RecordedPasses`]).
 
 use super::source::{RecordPos, RoundRobin};
 use crate::cache::schedule::{check_batching, pick_batch, record_units, DelayCounts, Union};
@@ -26,7 +26,7 @@ struct Waiting {
 /// The batches of a trace file's requests (see the module documentation).
 pub struct Batches<'a> {
     src: RoundRobin,
-    /// The trace's own forward passes, with `--batching recorded` (then `src` is unused).
+    /// Forward passes, recorded or scheduled (`--batching`; then `src` is unused).
     recorded: Option<super::recorded::RecordedPasses>,
     ks: &'a KeySpace,
     map: &'a UnitMap,
@@ -67,9 +67,8 @@ impl<'a> Batches<'a> {
         check_batching(batching.batch, batching.queue)?;
         let window = (batching.schedule == Schedule::RouteAware)
             .then(|| batching.queue.unwrap_or(batching.batch));
-        let recorded = batching
-            .recorded
-            .then(|| super::recorded::RecordedPasses::open(path, phases))
+        let recorded = (!batching.source.is_fixed())
+            .then(|| super::recorded::RecordedPasses::open(path, phases, batching.source))
             .transpose()?;
         Ok(Batches {
             src: RoundRobin::open_with(path, phases, batching.stepping, buffer_bytes)?,

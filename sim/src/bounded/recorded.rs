@@ -1,18 +1,36 @@
-//! The recorded forward passes of a trace file as batches (`--batching recorded`), read at
-//! their records' file offsets: each pass one batch holding exactly its rows of the selected
+//! The forward passes of a trace file as batches, recorded ones (`--batching recorded`) or
+//! a continuous-batching scheduler's (`--batching continuous`,
+//! [`crate::cache::continuous::ContinuousPasses`]), read at their records' file offsets: each pass one batch holding exactly its rows of the selected
 //! phases, in the pass's order, as [`crate::cache::schedule::recorded_batches`] forms them in
 //! memory. A run of a pass takes the next tokens of its sequence (prefill before decode);
 //! each phase of it is one request, read with one positioned read.
 //!
-//! Memory: the header's pass list (read with the header, which is capped at 64 MiB), one
-//! offset and one count per sequence, and the records of one pass.
+//! Memory: the header's pass list (read with the header, which is capped at 64 MiB) or the
+//! scheduler's state, one offset and one count per sequence, and the records of one pass.
 
 use super::positioned::read_exact_at;
 use super::source::RecordPos;
+use crate::cache::continuous::ContinuousPasses;
+use crate::cache::StepSource;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::path::Path;
 use traces::{KeySpace, Pass, Phase, PhaseSel, TraceReader};
+
+/// Where the passes come from: the header's list, or the scheduler.
+enum PassList {
+    Stored(std::vec::IntoIter<Pass>),
+    Scheduled(ContinuousPasses),
+}
+
+impl PassList {
+    fn next(&mut self) -> Option<Pass> {
+        match self {
+            PassList::Stored(p) => p.next(),
+            PassList::Scheduled(p) => p.next(),
+        }
+    }
+}
 
 /// The passes of a trace file, one batch at a time.
 pub struct RecordedPasses {
@@ -21,8 +39,7 @@ pub struct RecordedPasses {
     ipt: usize,
     record_bytes: usize,
     phases: PhaseSel,
-    passes: Vec<Pass>,
-    next: usize,
+    passes: PassList,
     /// Per sequence: file offset of its first record, and its prompt tokens.
     start: Vec<(u64, u64)>,
     /// Tokens of each sequence the passes so far took.
@@ -33,12 +50,17 @@ pub struct RecordedPasses {
 }
 
 impl RecordedPasses {
-    /// Open the trace at `path` for the rows of `phases`; errors when it records no passes.
-    pub fn open(path: &Path, phases: PhaseSel) -> Result<RecordedPasses> {
+    /// Open the trace at `path` for the rows of `phases`, its passes those of `source`
+    /// (recorded or continuous); errors when recorded passes are asked of a trace without.
+    pub fn open(path: &Path, phases: PhaseSel, source: StepSource) -> Result<RecordedPasses> {
         let reader = TraceReader::open(path)?;
         let header = reader.header();
-        let Some(passes) = header.passes.clone() else {
-            bail!(crate::cache::schedule::recorded_batches_missing());
+        let passes = match (source, &header.passes) {
+            (StepSource::Continuous(c), _) => {
+                PassList::Scheduled(ContinuousPasses::new(&header.sequences, c))
+            }
+            (_, Some(p)) => PassList::Stored(p.clone().into_iter()),
+            (_, None) => bail!(crate::cache::schedule::recorded_batches_missing()),
         };
         let layout = *reader.layout();
         let mut offset = reader.payload_offset();
@@ -66,7 +88,6 @@ impl RecordedPasses {
             record_bytes: layout.record_bytes,
             phases,
             passes,
-            next: 0,
             start,
             taken: vec![0; sequences],
             raw: Vec::new(),
@@ -79,9 +100,10 @@ impl RecordedPasses {
     pub fn next(&mut self, records: &mut Vec<u16>, pos: &mut Vec<RecordPos>) -> Result<bool> {
         records.clear();
         pos.clear();
-        while pos.is_empty() && self.next < self.passes.len() {
-            let pass = std::mem::take(&mut self.passes[self.next]);
-            self.next += 1;
+        while pos.is_empty() {
+            let Some(pass) = self.passes.next() else {
+                break;
+            };
             for run in &pass.runs {
                 self.take_run(run.sequence, u64::from(run.tokens), records, pos)?;
             }

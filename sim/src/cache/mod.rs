@@ -9,6 +9,7 @@
 
 pub mod budget;
 pub mod concrete;
+pub mod continuous;
 pub mod driver;
 pub mod schedule;
 pub mod stream;
@@ -103,11 +104,40 @@ pub struct Batching {
     pub schedule: Schedule,
     #[serde(skip_serializing_if = "Stepping::is_off")]
     pub stepping: Stepping,
-    /// Replay the trace's recorded forward passes (`--batching recorded`): each pass one
-    /// step holding exactly its rows of the selected phases; `batch`, `queue`, `schedule`
-    /// and `stepping` are then unused. Needs a trace with passes ([`schedule::recorded_batches`]).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub recorded: bool,
+    /// Where the steps come from (`--batching`): round-robin batches of `batch` (the
+    /// default), or forward passes, each one step holding exactly its rows of the selected
+    /// phases; with passes, `batch`, `queue`, `schedule` and `stepping` are unused.
+    #[serde(skip_serializing_if = "StepSource::is_fixed")]
+    pub source: StepSource,
+}
+
+/// Where a retention run's steps come from (`--batching`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepSource {
+    /// Round-robin batches of `batch` requests (`--batching fixed`).
+    #[default]
+    Fixed,
+    /// The trace's recorded forward passes (`--batching recorded`).
+    Recorded,
+    /// The passes of a continuous-batching scheduler (`--batching continuous`).
+    Continuous(continuous::Continuous),
+}
+
+impl StepSource {
+    /// Round-robin batches (what every run was before passes).
+    pub fn is_fixed(&self) -> bool {
+        *self == StepSource::Fixed
+    }
+
+    /// The name `--batching` gives it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepSource::Fixed => "fixed",
+            StepSource::Recorded => "recorded",
+            StepSource::Continuous(_) => "continuous",
+        }
+    }
 }
 
 impl Default for Batching {
@@ -117,7 +147,7 @@ impl Default for Batching {
             queue: None,
             schedule: Schedule::Fifo,
             stepping: Stepping::default(),
-            recorded: false,
+            source: StepSource::Fixed,
         }
     }
 }
@@ -183,7 +213,7 @@ impl Workload {
         let s = AccessStream::build(trace, &ks, map, &batches)?;
         let profile = match profile {
             None if batching.batch == 1
-                && !batching.recorded
+                && batching.source.is_fixed()
                 && batching.schedule == Schedule::Fifo
                 && batching.stepping.is_off() =>
             {
@@ -416,7 +446,16 @@ pub fn retention_outcome(
             dram: cfg.dram.as_ref().map(|d| d.budget.clone()),
             seed: cfg.seed,
             target_search: target.as_ref().map(|t| t.search.clone()),
-            batching: rc.batching.recorded.then(|| "recorded".to_string()),
+            batching: (!rc.batching.source.is_fixed())
+                .then(|| rc.batching.source.name().to_string()),
+            max_seqs: match rc.batching.source {
+                StepSource::Continuous(c) => Some(c.max_seqs),
+                _ => None,
+            },
+            max_batched_tokens: match rc.batching.source {
+                StepSource::Continuous(c) => Some(c.max_batched_tokens),
+                _ => None,
+            },
         },
         cache: out.cache,
         tiers: out.tiers,

@@ -21,8 +21,15 @@ pub fn batches_of(
     phases: PhaseSel,
     batching: Batching,
 ) -> Result<(Vec<Vec<Request>>, Vec<i64>), CacheError> {
-    if batching.recorded {
-        let batches = recorded_batches(trace, phases)?;
+    let passes = match batching.source {
+        super::StepSource::Fixed => None,
+        super::StepSource::Recorded => Some(recorded_batches(trace, phases)?),
+        super::StepSource::Continuous(c) => {
+            let passes = super::continuous::ContinuousPasses::new(&trace.header.sequences, c);
+            Some(passes_as_batches(trace, passes, phases))
+        }
+    };
+    if let Some(batches) = passes {
         let n = batches.iter().map(Vec::len).sum();
         return Ok((batches, vec![0; n]));
     }
@@ -47,9 +54,20 @@ pub fn recorded_batches(trace: &Trace, phases: PhaseSel) -> Result<Vec<Vec<Reque
     let Some(passes) = &trace.header.passes else {
         return Err(CacheError::Input(recorded_batches_missing()));
     };
+    Ok(passes_as_batches(trace, passes.iter().cloned(), phases))
+}
+
+/// `passes` (each a run of the next tokens of its sequences, taking every token once) as
+/// batches: each pass one batch of its rows of `phases`, a run's phase one request; a pass
+/// with no row of `phases` is left out.
+pub fn passes_as_batches(
+    trace: &Trace,
+    passes: impl Iterator<Item = traces::Pass>,
+    phases: PhaseSel,
+) -> Vec<Vec<Request>> {
     // Tokens of each sequence taken so far (prefill first, then decode).
     let mut taken = vec![0u64; trace.header.sequences.len()];
-    let mut batches = Vec::with_capacity(passes.len());
+    let mut batches = Vec::new();
     for pass in passes {
         let mut batch = Vec::new();
         for run in &pass.runs {
@@ -79,7 +97,7 @@ pub fn recorded_batches(trace: &Trace, phases: PhaseSel) -> Result<Vec<Vec<Reque
             batches.push(batch);
         }
     }
-    Ok(batches)
+    batches
 }
 
 /// Why a trace without passes cannot be replayed as recorded.

@@ -7,7 +7,9 @@ use clap::Args;
 use policies::retention::POLICIES;
 use policies::PolicyKind;
 use sim::cache::RetentionConfig;
-use sim::cache::{Batching, Budget, CacheConfig, DramConfig, DramMode, Schedule, Semantics, Split};
+use sim::cache::{
+    Batching, Budget, CacheConfig, DramConfig, DramMode, Schedule, Semantics, Split, StepSource,
+};
 use sim::grid::RetentionAxes;
 
 /// Retention (cache regime) options. With no `--evict`/`--budget` the run is in the
@@ -83,11 +85,22 @@ pub struct CacheArgs {
     pub schedule: Schedule,
 
     /// How steps are formed: recorded (the trace's own forward passes, each one step holding
-    /// exactly its rows; the default for a trace with passes, `sim run` only) or fixed
-    /// (round-robin batches of --batch; the default otherwise).
+    /// exactly its rows; the default for a trace with passes), continuous (the passes of a
+    /// continuous-batching scheduler with chunked prefill, as vLLM's: give --max-seqs and
+    /// --max-batched-tokens) or fixed (round-robin batches of --batch; the default
+    /// otherwise). recorded and continuous are `sim run`'s.
     #[arg(long, value_name = "MODE",
-          value_parser = PossibleValuesParser::new(["recorded", "fixed"]).map(|s| s == "recorded"))]
-    pub batching: Option<bool>,
+          value_parser = PossibleValuesParser::new(["recorded", "continuous", "fixed"]))]
+    pub batching: Option<String>,
+
+    /// With --batching continuous: requests running at once (vLLM's max_num_seqs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_seqs: Option<u32>,
+
+    /// With --batching continuous: tokens per forward pass, prompt chunks and decode tokens
+    /// together (vLLM's max_num_batched_tokens).
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_batched_tokens: Option<u32>,
 
     /// Seed of the random policy (PCG64; each per-layer pool uses its own stream).
     #[arg(
@@ -238,9 +251,11 @@ impl CacheArgs {
             && (self.dram.is_some()
                 || !self.batch.is_empty()
                 || self.queue.is_some()
-                || self.batching.is_some())
+                || self.batching.is_some()
+                || self.max_seqs.is_some()
+                || self.max_batched_tokens.is_some())
         {
-            bail!("--dram, --batch, --batching and --queue apply to the cache regime; add --evict POLICY and --budget B");
+            bail!("--dram, --batch, --batching (and its --max-seqs, --max-batched-tokens) and --queue apply to the cache regime; add --evict POLICY and --budget B");
         }
         if let (Some(mode), None) = (self.dram_mode, &self.dram) {
             bail!(
@@ -327,25 +342,43 @@ impl CacheArgs {
         Ok(Some(self.retention(policy, budget, split, batch)))
     }
 
-    /// Whether `sim run` replays the trace's recorded forward passes: `--batching recorded`
-    /// (refused with --batch or --queue, on a trace without passes, and with timing or
-    /// multi-token steps), else by default when the trace has passes and none of those is
-    /// given.
-    pub fn recorded(&self, has_passes: bool, timed_or_stepped: bool) -> Result<bool> {
-        let fixed_flags = !self.batch.is_empty() || self.queue.is_some();
-        match self.batching {
-            Some(true) if fixed_flags => bail!(
-                "--batching recorded replays the trace's own forward passes: leave out --batch and --queue, or give --batching fixed"
-            ),
-            Some(true) if !has_passes => bail!(
-                "--batching recorded: the trace records no forward passes (import a log whose position field restarts at each pass); leave it out for round-robin batches"
-            ),
-            Some(true) if timed_or_stepped => bail!(
-                "--batching recorded replays retention only: leave out the timing (--hw) and step (--verify, --prefill-chunk) flags, or give --batching fixed"
-            ),
-            Some(recorded) => Ok(recorded),
-            None => Ok(has_passes && !fixed_flags && !timed_or_stepped),
+    /// Where `sim run`'s steps come from: `--batching` as given (recorded refused on a trace
+    /// without passes; recorded and continuous refused with --batch or --queue and with
+    /// timing or multi-token steps), else recorded passes when the trace has them and none of
+    /// those is given, else round-robin batches.
+    pub fn source(&self, has_passes: bool, timed_or_stepped: bool) -> Result<StepSource> {
+        let mode = self.batching.as_deref();
+        let limits = (self.max_seqs, self.max_batched_tokens);
+        if mode != Some("continuous") && limits != (None, None) {
+            bail!("--max-seqs and --max-batched-tokens are the limits of --batching continuous; add it, or leave them out");
         }
+        let fixed_flags = !self.batch.is_empty() || self.queue.is_some();
+        if let Some(m) = mode.filter(|&m| m != "fixed") {
+            if fixed_flags {
+                bail!("--batching {m} forms its own passes: leave out --batch and --queue, or give --batching fixed");
+            }
+            if timed_or_stepped {
+                bail!("--batching {m} replays retention only: leave out the timing (--hw) and step (--verify, --prefill-chunk) flags, or give --batching fixed");
+            }
+        }
+        Ok(match mode {
+            Some("recorded") if !has_passes => bail!(
+                "--batching recorded: the trace records no forward passes (import a log whose position field restarts at each pass, or schedule passes with --batching continuous)"
+            ),
+            Some("recorded") => StepSource::Recorded,
+            Some("continuous") => match limits {
+                (Some(max_seqs), Some(max_batched_tokens)) => {
+                    StepSource::Continuous(sim::cache::continuous::Continuous {
+                        max_seqs,
+                        max_batched_tokens,
+                    })
+                }
+                _ => bail!("--batching continuous needs --max-seqs N and --max-batched-tokens T (e.g. vLLM's max_num_seqs and max_num_batched_tokens)"),
+            },
+            Some(_) => StepSource::Fixed,
+            None if has_passes && !fixed_flags && !timed_or_stepped => StepSource::Recorded,
+            None => StepSource::Fixed,
+        })
     }
 
     /// The retention grid of `sim sweep`, nested policy > budget > split > batch; `None` for
@@ -356,8 +389,8 @@ impl CacheArgs {
         if self.target_tokens_per_s.is_some() {
             bail!("--target-tokens-per-s is a `sim run` option");
         }
-        if self.batching == Some(true) {
-            bail!("--batching recorded is a `sim run` option; `sim sweep` and `sim compare` replay round-robin batches (--batch)");
+        if let Some(b) = self.batching.as_deref().filter(|&b| b != "fixed") {
+            bail!("--batching {b} is a `sim run` option; `sim sweep` and `sim compare` replay round-robin batches (--batch)");
         }
         if !self.wants_cache() {
             return Ok(None);

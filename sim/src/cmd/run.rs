@@ -82,8 +82,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     emit(args.out.as_deref(), &text)
 }
 
-/// Set whether the run replays the trace's recorded forward passes
-/// ([`super::args_cache::CacheArgs::recorded`]). A trace whose header does not read is left
+/// Set where the run's steps come from ([`super::args_cache::CacheArgs::source`]). A trace whose header does not read is left
 /// to the run, which reports it.
 fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -> Result<()> {
     let has_passes = trace
@@ -91,7 +90,7 @@ fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -
         .is_some_and(|h| h.passes.is_some());
     let timed_or_stepped = cfg.timing.is_some() || !cfg.stepping.is_off();
     if let Some(rc) = cfg.retention.as_mut() {
-        rc.batching.recorded = args.cache.recorded(has_passes, timed_or_stepped)?;
+        rc.batching.source = args.cache.source(has_passes, timed_or_stepped)?;
     }
     Ok(())
 }

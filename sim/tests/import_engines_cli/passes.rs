@@ -191,6 +191,46 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
         f["cache"]["page_ins"].as_u64(),
         Some(lru_page_ins(&real, &["prefill", "decode"], 10).0)
     );
+    // a continuous-batching scheduler instead (2 running, 4 tokens a pass) on the same
+    // requests (r1: 5 prompt + 2 decode, r2: 3 + 3, r3: 2 + 3). By hand: r1 4; r1 1 and r2 3;
+    // r1, r2 decode; r1 (done), r2; r2 (done) and r3's prompt 2; r3 decode x 3
+    let of = |req: &str| -> Vec<Row> { real.concat().into_iter().filter(|r| r.0 == req).collect() };
+    let (r1, r2, r3) = (of("r1"), of("r2"), of("r3"));
+    let scheduled: Vec<Vec<Row>> = vec![
+        r1[0..4].to_vec(),
+        [&r1[4..5], &r2[0..3]].concat(),
+        vec![r1[5], r2[3]],
+        vec![r1[6], r2[4]],
+        [&r2[5..6], &r3[0..2]].concat(),
+        vec![r3[2]],
+        vec![r3[3]],
+        vec![r3[4]],
+    ];
+    for (phase, phases) in [
+        ("all", &["prefill", "decode"][..]),
+        ("decode", &["decode"][..]),
+    ] {
+        let c = [
+            "--batching",
+            "continuous",
+            "--max-seqs",
+            "2",
+            "--max-batched-tokens",
+            "4",
+        ];
+        let v: serde_json::Value =
+            serde_json::from_str(&run(&[&["--phase", phase][..], &c[..]].concat())).unwrap();
+        let (page_ins, rows) = lru_page_ins(&scheduled, phases, 10);
+        assert_eq!(
+            v["cache"]["page_ins"].as_u64(),
+            Some(page_ins),
+            "--phase {phase}"
+        );
+        assert_eq!(v["cache"]["tokens"].as_u64(), Some(rows), "--phase {phase}");
+        assert_eq!(v["retention"]["batching"], "continuous");
+        assert_eq!(v["retention"]["max_seqs"], 2);
+        assert_eq!(v["retention"]["max_batched_tokens"], 4);
+    }
     let e = sim(&[
         "run",
         "--trace",
@@ -250,6 +290,61 @@ fn recorded_batching_needs_a_trace_with_passes_and_is_sim_runs_alone() {
     ]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("is a `sim run` option"));
+    // continuous batching needs both limits, each at least 1, and only with continuous
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--batching", "continuous", "--max-seqs", "2"],
+            "needs --max-seqs N and --max-batched-tokens T",
+        ),
+        (
+            &["--max-seqs", "2", "--max-batched-tokens", "8"],
+            "the limits of --batching continuous",
+        ),
+        (
+            &[
+                "--batching",
+                "continuous",
+                "--max-seqs",
+                "0",
+                "--max-batched-tokens",
+                "8",
+            ],
+            "--max-seqs",
+        ),
+        (
+            &[
+                "--batching",
+                "continuous",
+                "--max-seqs",
+                "2",
+                "--max-batched-tokens",
+                "x",
+            ],
+            "--max-batched-tokens",
+        ),
+        (
+            &[
+                "--batching",
+                "continuous",
+                "--max-seqs",
+                "2",
+                "--max-batched-tokens",
+                "8",
+                "--queue",
+                "2",
+            ],
+            "leave out --batch and --queue",
+        ),
+    ];
+    for (extra, says) in cases {
+        let e = sim(&[&base[..], extra].concat());
+        assert!(!e.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&e.stderr);
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{extra:?}: {err}"
+        );
+    }
     let e = sim(&["run", "--trace", &trace, "--batching", "fixed"]);
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("apply to the cache regime"));
