@@ -80,31 +80,40 @@ fn spec(batch: usize) -> PlanSpec {
     }
 }
 
-/// The largest budget whose run admits the whole batch, by trying every budget.
+/// Tokens/s of every budget whose run admits the whole batch (`None`: it does not), by
+/// trying every budget of the bank.
 fn scan(
     spec: &PlanSpec,
     mechanism: &str,
     policy: PolicyKind,
     w: &Workload,
     bank: u64,
-) -> Option<u64> {
-    let mut best = None;
-    for units in 1..=bank {
-        let mut r = spec.retention.clone();
-        r.cache.policy = policy;
-        r.cache.budget = Budget::Units(units);
-        let cfg = RunConfig {
-            policy: mechanism.into(),
-            retention: Some(r),
-            ..spec.base.clone()
-        };
-        if let Ok(rep) = runner::run(&cfg, w) {
-            if rep.admission.as_ref().unwrap().admitted == spec.retention.batching.batch {
-                best = Some(units);
-            }
-        }
-    }
-    best
+) -> Vec<(u64, Option<f64>)> {
+    (1..=bank)
+        .map(|units| {
+            let mut r = spec.retention.clone();
+            r.cache.policy = policy;
+            r.cache.budget = Budget::Units(units);
+            let cfg = RunConfig {
+                policy: mechanism.into(),
+                retention: Some(r),
+                ..spec.base.clone()
+            };
+            let tps = runner::run(&cfg, w).ok().and_then(|rep| {
+                (rep.admission.as_ref().unwrap().admitted == spec.retention.batching.batch)
+                    .then(|| rep.timing.unwrap().tokens_per_s)
+            });
+            (units, tps)
+        })
+        .collect()
+}
+
+/// The largest fitting budget of a scan, and the fastest (the smallest of equally fast).
+fn largest_and_fastest(scan: &[(u64, Option<f64>)]) -> (Option<u64>, Option<(u64, f64)>) {
+    let fits = || scan.iter().filter_map(|&(u, t)| Some((u, t?)));
+    let largest = fits().map(|(u, _)| u).max();
+    let fastest = fits().reduce(|b, p| if p.1 > b.1 { p } else { b });
+    (largest, fastest)
 }
 
 #[test]
@@ -115,20 +124,31 @@ fn the_search_agrees_with_a_scan_of_every_budget() {
         let p = plan(&s, &w).unwrap();
         assert_eq!(p.rows.len(), 6);
         for row in &p.rows {
-            let want = scan(
+            let all = scan(
                 &s,
                 &row.mechanism,
                 PolicyKind::parse(&row.evict).unwrap(),
                 &w,
                 row.units_total,
             );
-            let got = row.fit.as_ref().map(|f| f.budget_units);
-            assert_eq!(got, want, "batch {batch} {} + {}", row.mechanism, row.evict);
+            let (largest, fastest) = largest_and_fastest(&all);
+            let cell = format!("batch {batch} {} + {}", row.mechanism, row.evict);
+            assert_eq!(row.largest_fitting_units, largest, "{cell}");
             assert!(
-                got.is_some_and(|u| u > 1 && u < row.units_total),
+                largest.is_some_and(|u| u > 1 && u < row.units_total),
                 "the cap falls inside the bank: {row:?}"
             );
             let f = row.fit.as_ref().unwrap();
+            assert_eq!(
+                (f.budget_units, f.tokens_per_s),
+                fastest.unwrap(),
+                "{cell}: {:?}",
+                all
+            );
+            // every point of the curve is the scan's figure at that budget
+            for c in &row.curve {
+                assert_eq!(Some(c.tokens_per_s), all[c.budget_units as usize - 1].1);
+            }
             assert!(f.peak_mapped_mib <= p.limit_mib.unwrap() + 1e-6);
             // e1: one 64 MiB expert per unit; e2: two per unit of 128 MiB
             let per = if row.mechanism == "e1" { 1 } else { 2 };
@@ -146,6 +166,80 @@ fn the_search_agrees_with_a_scan_of_every_budget() {
         assert!(!rec.bound && rec.evict != "belady");
         assert!(p.rows[..p.recommended.unwrap()].iter().all(|r| r.bound));
     }
+}
+
+/// Issue 42's first defect: the largest budget that fits maps past 90% of usable VRAM, where
+/// the oversubscription curve prices every page-in about twice as high (first_touch_90_100
+/// 407 µs against first_touch_below_90 210 µs on the RTX 4060 laptop), and is slower than a
+/// smaller budget. 4 MoE layers x 64 experts of 64 MiB, top-2, skewed (1.2) so that the
+/// last experts pinned or cached save few page-ins; 4,000 MiB of non-expert weights put the
+/// curve's start (0.9 x 7,959 MiB = 7,163 MiB) about 49 units above them and the cap (all
+/// usable VRAM) about 12 units further. The plan recommends the scan's fastest budget for
+/// static pinning and for LRU, never the largest.
+#[test]
+fn the_plan_recommends_the_fastest_budget_not_the_largest() {
+    let mut model = traces::ModelSpec::uniform("tiny", 4, 64, 2);
+    model.name = "skewed".into();
+    let params = GenParams {
+        preset: None,
+        skew: vec![1.2],
+        locality: vec![0.4],
+        cross_layer: 0.0,
+        sequences: 2,
+        tokens: 48,
+        seed: 7,
+        fitted_to: None,
+        always_on: Vec::new(),
+        archetypes: None,
+    };
+    let trace = generate_trace(&model, &params).unwrap();
+    let label = "skewed".to_string();
+    let w = Workload::new(TraceInput { label, trace }, None).unwrap();
+    for policy in [PolicyKind::StaticPin, PolicyKind::Lru] {
+        let mut s = spec(1);
+        s.mechanisms = vec!["e1".into()];
+        s.policies = vec![policy];
+        let t = s.base.timing.as_mut().unwrap();
+        t.overrides.nonexpert_mib = Some(4000.0);
+        t.admission_cap = Some(1.0);
+        let p = plan(&s, &w).unwrap();
+        check_fastest(&p, &s, policy, &w);
+    }
+}
+
+/// The plan of `policy` recommends the fastest budget of an independent scan of every
+/// budget, the largest fitting one is slower, and the text says why and draws the curve.
+fn check_fastest(p: &sim::plan::Plan, s: &PlanSpec, policy: PolicyKind, w: &Workload) {
+    let row = &p.rows[p.recommended.unwrap()];
+    let all = scan(s, "e1", policy, w, row.units_total);
+    let (largest, fastest) = largest_and_fastest(&all);
+    let (largest, (best, best_tps)) = (largest.unwrap(), fastest.unwrap());
+    let largest_tps = all[largest as usize - 1].1.unwrap();
+    assert!(
+        best < largest && best_tps > largest_tps,
+        "the case needs a largest budget slower than a smaller one: {all:?}"
+    );
+    let f = row.fit.as_ref().unwrap();
+    assert_eq!(
+        (f.budget_units, f.tokens_per_s),
+        (best, best_tps),
+        "{all:?}"
+    );
+    assert_eq!(row.largest_fitting_units, Some(largest));
+    let top = row.curve.last().unwrap();
+    assert!(top.oversubscribed_page_ins > f.oversubscribed_page_ins);
+    // the text says why, and draws the curve with both budgets marked
+    let why = p.why();
+    assert!(
+        why.contains("the largest budget that fits")
+            && why.contains("the oversubscription curve prices them higher"),
+        "{why}"
+    );
+    let curve = p.curve();
+    assert!(
+        curve.contains("<- best") && curve.contains("<- the largest that fits"),
+        "{curve}"
+    );
 }
 
 #[test]
@@ -298,6 +392,48 @@ fn a_context_reserves_its_kv_caches_beside_the_weights() {
             "batch {batch}: {a} with context, {c} without"
         );
     }
+}
+
+/// Issue 42's third defect: `--context` was documented as memory only, but its KV caches
+/// were read every step through the non-expert weights they were added to, and with
+/// `--nonexpert-us` given that read vanished. Every decode step's attention reads the
+/// context's KV: 64 tokens x 1 MiB = 67,108,864 B at the RTX 4060 laptop's 178 GB/s
+/// (178,000 B/µs) is 377.0 µs a step, one token a step at batch 1, so 1 / tokens/s grows by
+/// exactly that, with or without --nonexpert-us. The cap leaves room for the whole bank, so
+/// static pinning holds every expert at its best budget and nothing is paged.
+#[test]
+fn a_context_is_read_by_every_step_at_the_read_bandwidth() {
+    let w = workload();
+    for nonexpert_us in [None, Some(50.0)] {
+        let mut s = spec(1);
+        s.mechanisms = vec!["e1".into()];
+        s.policies = vec![PolicyKind::StaticPin];
+        let t = s.base.timing.as_mut().unwrap();
+        t.admission_cap = Some(1.0);
+        t.overrides.nonexpert_us = nonexpert_us;
+        let secs_per_token = |context: u64| {
+            let mut s = s.clone();
+            s.context_tokens = context;
+            let p = plan(&s, &w).unwrap();
+            let f = p.rows[0].fit.clone().unwrap();
+            assert_eq!(f.budget_units, 32, "the whole bank is pinned");
+            assert_eq!(f.page_ins_per_token, 0.0);
+            1.0 / f.tokens_per_s
+        };
+        let read_s = 64.0 * (1u64 << 20) as f64 / 178_000.0 * 1e-6;
+        let got = secs_per_token(64) - secs_per_token(0);
+        assert!(
+            (got - read_s).abs() < 1e-9,
+            "--nonexpert-us {nonexpert_us:?}: {got} s, want {read_s} s"
+        );
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["plan", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(o.stdout).unwrap();
+    assert!(help.contains("It costs memory and time"), "{help}");
+    assert!(!help.contains("Memory only"), "{help}");
 }
 
 /// `--preset` plans a model without a trace of it: the generated trace has the preset's

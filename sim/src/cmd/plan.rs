@@ -1,4 +1,4 @@
-//! `sim plan`: the largest expert budget that fits for each mechanism and retention policy,
+//! `sim plan`: the fastest expert budget that fits for each mechanism and retention policy,
 //! ranked by tokens/s (the search is `sim::plan`).
 
 use super::args_input::{emit, InputArgs};
@@ -58,10 +58,11 @@ pub struct PlanArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub preset_tokens: u64,
 
-    /// Tokens of context each sequence already holds in its KV cache (a prompt of N tokens):
-    /// batch x N x KV bytes per token (--kv-bytes-per-token, else the preset's attention
-    /// geometry) is reserved in VRAM beside the non-expert weights, before the trace's own
-    /// tokens. Memory only: the step time's KV read counts the trace's tokens.
+    /// Tokens of context each sequence already holds in its KV cache (a prompt of N tokens),
+    /// before the trace's own tokens. It costs memory and time: batch x N x KV bytes per
+    /// token (--kv-bytes-per-token, else the model's attention geometry) is reserved in VRAM
+    /// beside the non-expert weights, and every decode step's attention reads it at the
+    /// profile's device read bandwidth, as it reads the trace's own tokens of KV.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub context: u64,
 
@@ -152,7 +153,14 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     let text = if args.json {
         serde_json::to_string_pretty(&PlanJson::of(&p))? + "\n"
     } else {
-        format!("{}\n\n{}", p.recommendation(), p.table())
+        let mut out = p.recommendation() + "\n";
+        for part in [p.why(), p.curve()] {
+            if !part.is_empty() {
+                out.push_str(&part);
+                out.push('\n');
+            }
+        }
+        out + "\n" + &p.table()
     };
     emit(args.out.as_deref(), &text)?;
     // The table says why each configuration does not fit; a script needs the failure too.
