@@ -128,8 +128,69 @@ impl NonExpertParams {
     }
 }
 
+impl NonExpertParams {
+    /// The parts a config.json counts (`--model-config`), every one known.
+    pub fn of_config(c: &traces::hf_config::ModelConfig) -> NonExpertParams {
+        let n = &c.nonexpert;
+        NonExpertParams {
+            attention: n.attention as f64,
+            routers: n.routers as f64,
+            shared_experts: n.shared_experts as f64,
+            dense_mlps: n.dense_mlps as f64,
+            norms: n.norms as f64,
+            embeddings: Some(n.embeddings as f64),
+            lm_head: Some(n.lm_head as f64),
+        }
+    }
+}
+
+/// Check that the model of `config` is the trace's: the same layers, experts and top-k per
+/// layer, and (where the header records them) the same hidden size and expert FFN.
+pub fn check_config(
+    config: &traces::hf_config::ModelConfig,
+    model: &ModelSpec,
+) -> anyhow::Result<()> {
+    let c = &config.spec;
+    let routed = |m: &ModelSpec| -> Vec<(u16, u16)> {
+        m.layers.iter().map(|l| (l.experts, l.top_k)).collect()
+    };
+    let mismatch = |what: String| {
+        anyhow::anyhow!(
+            "--model-config ({}, model_type {}) is not the model of the trace '{}': {what}; give the config.json of the model the trace was recorded from",
+            c.name,
+            config.model_type,
+            model.name
+        )
+    };
+    if c.layers.len() != model.layers.len() {
+        return Err(mismatch(format!(
+            "{} layers in the config, {} in the trace",
+            c.layers.len(),
+            model.layers.len()
+        )));
+    }
+    if routed(c) != routed(model) {
+        return Err(mismatch(
+            "the experts or top-k per layer differ".to_string(),
+        ));
+    }
+    for (what, a, b) in [
+        ("hidden size", c.hidden_size, model.hidden_size),
+        ("expert FFN", c.expert_ffn, model.expert_ffn),
+    ] {
+        if let (Some(a), Some(b)) = (a, b) {
+            if a != b {
+                return Err(mismatch(format!(
+                    "{what} {a} in the config, {b} in the trace"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// User overrides of the geometry-derived figures.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ComputeOverrides {
     /// Non-expert compute per MoE layer per step, µs (KV read excluded).
     pub nonexpert_us: Option<f64>,
@@ -139,6 +200,11 @@ pub struct ComputeOverrides {
     pub nonexpert_mib: Option<f64>,
     /// KV cache bytes per token per sequence (all layers).
     pub kv_bytes_per_token: Option<u64>,
+    /// The model's config.json (`--model-config`): its non-expert weights by part and its
+    /// KV cache, in place of the geometry's estimates.
+    pub model_config: Option<std::sync::Arc<traces::hf_config::ModelConfig>>,
+    /// The dtype of the non-expert weights (`--nonexpert-dtype`); `None`: the experts'.
+    pub nonexpert_dtype: Option<traces::DType>,
 }
 
 /// The resolved compute and memory figures for one run.
@@ -166,6 +232,13 @@ pub struct ComputeModel {
     pub kv_bytes_per_token: f64,
 }
 
+/// Bytes per parameter of `dtype`, its scales included (exact: every dtype's group of
+/// parameters divides 2^20).
+pub fn bytes_per_param(dtype: traces::DType) -> f64 {
+    const N: u64 = 1 << 20;
+    dtype.bytes_for(N) as f64 / N as f64
+}
+
 impl ComputeModel {
     /// Resolve from the geometry, the profile and the overrides. `expert_bytes` is the bytes
     /// of one expert as the mechanism sized it. Errors name what is missing and the flag
@@ -189,16 +262,26 @@ impl ComputeModel {
                 model.name
             )
         };
+        if let Some(c) = &o.model_config {
+            check_config(c, model)?;
+        }
         let (nonexpert_bytes, nonexpert_read, nonexpert_parts) = match o.nonexpert_mib {
             Some(mib) => (mib * crate::MIB, mib * crate::MIB, None),
             None => {
                 let missing = || need_geometry("non-expert weight memory", "--nonexpert-mib");
-                let (_, bpp) = geometry.ok_or_else(missing)?;
-                let p = NonExpertParams::of_geometry(model).ok_or_else(missing)?;
+                let bpp = match o.nonexpert_dtype {
+                    Some(d) => bytes_per_param(d),
+                    None => geometry.ok_or_else(missing)?.1,
+                };
+                let p = match &o.model_config {
+                    Some(c) => NonExpertParams::of_config(c),
+                    None => NonExpertParams::of_geometry(model).ok_or_else(missing)?,
+                };
                 (p.total() * bpp, p.read_per_step() * bpp, Some((p, bpp)))
             }
         };
-        let kv_bytes_per_token = match o.kv_bytes_per_token {
+        let config_kv = o.model_config.as_ref().map(|c| c.kv_bytes_per_token());
+        let kv_bytes_per_token = match o.kv_bytes_per_token.or(config_kv) {
             Some(b) => b as f64,
             None => match traces::presets::preset_of_model(model) {
                 Some(p) => p.kv_bytes_per_token() as f64,

@@ -60,6 +60,36 @@ pub struct PlanFit {
     pub page_ins_per_token: f64,
     /// Page-ins priced on the oversubscription curve (mapped memory past 90% of usable VRAM).
     pub oversubscribed_page_ins: u64,
+    /// The profile's usable VRAM, MiB.
+    pub usable_mib: f64,
+}
+
+/// Where the VRAM goes at a configuration's best budget, MiB.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Memory {
+    /// The expert units of the budget.
+    pub experts_mib: f64,
+    /// Non-expert weights by part (`attention`, `routers`, `shared experts`, `dense MLPs`,
+    /// `norms`, `embeddings`, `LM head`), with their total in `nonexpert_mib`; empty when
+    /// `--nonexpert-mib` gave the total.
+    pub nonexpert_parts: Vec<(String, f64)>,
+    /// Parts the model's geometry cannot size (the embeddings and LM head of a model the
+    /// presets do not know, without `--model-config`): left out of `nonexpert_mib`.
+    pub unknown_parts: Vec<String>,
+    pub nonexpert_mib: f64,
+    /// Bytes per non-expert parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonexpert_bytes_per_param: Option<f64>,
+    /// The KV caches of the context (`--context`): batch x context x KV bytes per token.
+    pub kv_context_mib: f64,
+    /// The KV caches of the trace's own tokens at the peak: peak mapped memory less the
+    /// above (it also holds any unit mapped beyond the budget at that moment, e.g. in flight).
+    pub kv_trace_mib: f64,
+    /// Peak mapped memory of the replay.
+    pub peak_mapped_mib: f64,
+    /// The profile's usable VRAM, less the peak.
+    pub free_mib: f64,
+    pub usable_mib: f64,
 }
 
 /// One configuration of the plan.
@@ -86,6 +116,9 @@ pub struct PlanRow {
     /// Every fitting budget the search ran, smallest first: tokens/s against budget.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub curve: Vec<PlanFit>,
+    /// Where the VRAM goes at the best budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Why not even a budget of one unit fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub does_not_fit: Option<String>,
@@ -245,7 +278,8 @@ fn search(
         ..spec.base.clone()
     };
     let (map, _) = runner::build_units(&probe, w)?;
-    let spec = &with_context(spec, &map, w)?;
+    let compute = compute_model(spec, &map, w)?;
+    let spec = &with_context(spec, compute.as_ref())?;
     let placement = spec
         .base
         .timing
@@ -264,6 +298,7 @@ fn search(
         fit: None,
         largest_fitting_units: None,
         curve: Vec::new(),
+        memory: None,
         does_not_fit: None,
         error: None,
         runs: 0,
@@ -290,6 +325,11 @@ fn search(
             match best_budget(units, fit, &counted) {
                 Ok(curve) => {
                     row.fit = best_of(&curve).cloned();
+                    row.memory = row
+                        .fit
+                        .as_ref()
+                        .zip(compute.as_ref())
+                        .map(|(f, c)| memory(f, c, kv_context_bytes(spec, c)));
                     row.curve = curve;
                 }
                 Err(e) => row.error = Some(format!("{e:#}")),
@@ -369,37 +409,91 @@ fn best_of(curve: &[PlanFit]) -> Option<&PlanFit> {
     })
 }
 
-/// `spec` with its context's KV caches: batch x `context_tokens` x KV bytes per token, both
-/// resolved as the engine resolves them for this mechanism's expert size (the geometry, the
-/// preset, or the overrides), are reserved in VRAM beside the non-expert weights, and every
-/// step's attention reads them: each MoE layer's non-expert compute grows by batch x
-/// `context_tokens` x the KV read time per token and layer, as the trace's own tokens of KV
-/// are priced ([`crate::model_profile::ComputeModel::kv_us_per_token`]). Unchanged without a
-/// context.
-fn with_context(spec: &PlanSpec, map: &policies::UnitMap, w: &Workload) -> Result<PlanSpec> {
-    let Some(t) = spec
-        .base
-        .timing
-        .as_ref()
-        .filter(|_| spec.context_tokens > 0)
-    else {
-        return Ok(spec.clone());
+/// The compute model of `spec`'s runs for this mechanism's expert size (the geometry, the
+/// preset, the config or the overrides), as the engine resolves it; `None` without timing.
+fn compute_model(
+    spec: &PlanSpec,
+    map: &policies::UnitMap,
+    w: &Workload,
+) -> Result<Option<crate::model_profile::ComputeModel>> {
+    let Some(t) = spec.base.timing.as_ref() else {
+        return Ok(None);
     };
-    let c = crate::model_profile::ComputeModel::new(
+    Ok(Some(crate::model_profile::ComputeModel::new(
         t.compute,
         &w.trace.trace.header.model,
         map.expert_bytes,
         &t.profile,
         &t.overrides,
-    )?;
+    )?))
+}
+
+/// Bytes of the context's KV caches: batch x `context_tokens` x KV bytes per token.
+fn kv_context_bytes(spec: &PlanSpec, c: &crate::model_profile::ComputeModel) -> f64 {
+    spec.retention.batching.batch as f64 * spec.context_tokens as f64 * c.kv_bytes_per_token
+}
+
+/// `spec` with its context's KV caches (`c`: its compute model): batch x `context_tokens` x
+/// KV bytes per token are reserved in VRAM beside the non-expert weights, and every step's
+/// attention reads them: each MoE layer's non-expert compute grows by batch x
+/// `context_tokens` x the KV read time per token and layer, as the trace's own tokens of KV
+/// are priced ([`crate::model_profile::ComputeModel::kv_us_per_token`]). Unchanged without a
+/// context.
+fn with_context(
+    spec: &PlanSpec,
+    c: Option<&crate::model_profile::ComputeModel>,
+) -> Result<PlanSpec> {
+    let Some(c) = c.filter(|_| spec.context_tokens > 0) else {
+        return Ok(spec.clone());
+    };
     let tokens = spec.retention.batching.batch as f64 * spec.context_tokens as f64;
     let mut out = spec.clone();
     if let Some(t) = out.base.timing.as_mut() {
         t.overrides.nonexpert_mib =
-            Some((c.nonexpert_bytes + tokens * c.kv_bytes_per_token) / crate::MIB);
+            Some((c.nonexpert_bytes + kv_context_bytes(spec, c)) / crate::MIB);
         t.overrides.nonexpert_us = Some(c.nonexpert_us + tokens * c.kv_us_per_token);
     }
     Ok(out)
+}
+
+/// Where the VRAM goes at `f`: its experts, the non-expert weights of `c` by part, the
+/// context's `kv_context` bytes of KV, the trace's KV at the peak, and what is left free.
+fn memory(f: &PlanFit, c: &crate::model_profile::ComputeModel, kv_context: f64) -> Memory {
+    let mib = |b: f64| b / crate::MIB;
+    let (mut parts, mut unknown) = (Vec::new(), Vec::new());
+    if let Some((p, bpp)) = &c.nonexpert_parts {
+        let named = [
+            ("attention", Some(p.attention)),
+            ("routers", Some(p.routers)),
+            ("shared experts", Some(p.shared_experts)),
+            ("dense MLPs", Some(p.dense_mlps)),
+            ("norms", Some(p.norms)),
+            ("embeddings", p.embeddings),
+            ("LM head", p.lm_head),
+        ];
+        for (name, v) in named {
+            match v {
+                Some(x) if x > 0.0 => parts.push((name.to_string(), mib(x * bpp))),
+                Some(_) => {}
+                None => unknown.push(name.to_string()),
+            }
+        }
+    }
+    let experts = mib(f.budget_bytes as f64);
+    let nonexpert = mib(c.nonexpert_bytes);
+    let context = mib(kv_context);
+    Memory {
+        experts_mib: experts,
+        nonexpert_parts: parts,
+        unknown_parts: unknown,
+        nonexpert_mib: nonexpert,
+        nonexpert_bytes_per_param: c.nonexpert_parts.map(|(_, b)| b),
+        kv_context_mib: context,
+        kv_trace_mib: (f.peak_mapped_mib - experts - nonexpert - context).max(0.0),
+        peak_mapped_mib: f.peak_mapped_mib,
+        free_mib: f.usable_mib - f.peak_mapped_mib,
+        usable_mib: f.usable_mib,
+    }
 }
 
 /// The largest budget in `1..=bank` at which `run` fits, with its report, assuming fitting
@@ -462,6 +556,7 @@ impl Bank {
                 .timing_detail
                 .as_ref()
                 .map_or(0, |d| d.oversubscribed_page_ins),
+            usable_mib: r.timing_detail.as_ref().map_or(0.0, |d| d.usable_mib),
         }
     }
 }
@@ -520,7 +615,7 @@ impl Plan {
         let tried = reports::metrics::count(r.curve.len() as u64, "fitting budget");
         let at = |f: &PlanFit| {
             format!(
-                "{} gives {} tok/s",
+                "{} at {} tok/s",
                 size_text(f.budget_bytes),
                 reports::metrics::fmt(f.tokens_per_s)
             )
@@ -543,6 +638,53 @@ impl Plan {
         format!(
             "why: the fastest of {tried} run for {}; {because}",
             r.name()
+        )
+    }
+
+    /// Where the VRAM goes at the recommended budget, one line per use; empty when nothing
+    /// fits.
+    pub fn memory(&self) -> String {
+        let Some(m) = self.recommended.and_then(|i| self.rows[i].memory.as_ref()) else {
+            return String::new();
+        };
+        let n = |x: f64| {
+            if x.abs() >= 10.0 {
+                reports::sizes::thousands(x.round() as u64)
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        let parts: Vec<String> = m
+            .nonexpert_parts
+            .iter()
+            .map(|(name, x)| format!("{name} {}", n(*x)))
+            .collect();
+        let per = m
+            .nonexpert_bytes_per_param
+            .map(|b| format!(" at {} B a parameter", reports::metrics::fmt(b)))
+            .unwrap_or_default();
+        let detail = if parts.is_empty() {
+            " (--nonexpert-mib)".to_string()
+        } else {
+            format!("{per}: {}", parts.join(", "))
+        };
+        let unknown = if m.unknown_parts.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n  not counted        {}: the trace does not record the vocabulary; give --model-config (the model's config.json) or --nonexpert-mib",
+                m.unknown_parts.join(" and ")
+            )
+        };
+        format!(
+            "VRAM at the best budget, MiB of {} usable:\n  experts            {}\n  non-expert weights {}{detail}{unknown}\n  KV cache           {}: context {}, the trace's tokens {} at the peak\n  workspace          not modelled (activations and the CUDA context are not in the profile)\n  free               {}",
+            n(m.usable_mib),
+            n(m.experts_mib),
+            n(m.nonexpert_mib),
+            n(m.kv_context_mib + m.kv_trace_mib),
+            n(m.kv_context_mib),
+            n(m.kv_trace_mib),
+            n(m.free_mib),
         )
     }
 
@@ -733,6 +875,7 @@ mod tests {
             miss_rate: 0.0,
             page_ins_per_token: 0.0,
             oversubscribed_page_ins: 0,
+            usable_mib: 0.0,
         }
     }
 

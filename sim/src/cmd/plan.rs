@@ -53,8 +53,9 @@ pub struct PlanArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "trace")]
     pub preset: Option<String>,
 
-    /// Decode tokens per sequence of the --preset trace.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRESET_TOKENS, requires = "preset",
+    /// Decode tokens per sequence of the --preset trace (or of the trace generated for
+    /// --model-config without --trace).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRESET_TOKENS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub preset_tokens: u64,
 
@@ -145,16 +146,29 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         placements: args.timing.cpu_experts.clone(),
         context_tokens: args.context,
     };
-    let workload = match &args.preset {
-        Some(name) => preset_workload(name, args.preset_tokens, args.batch, args.seed)?,
-        None => args.input.workload()?,
+    let config = args.timing.model_config()?;
+    let generated = |model: &traces::ModelSpec, label: &str| {
+        generated_workload(model, label, args.preset_tokens, args.batch, args.seed)
+    };
+    let workload = match (&args.preset, &config) {
+        (Some(name), _) => {
+            let p = traces::presets::preset(name).with_context(|| {
+                format!(
+                    "--preset {name:?}: unknown; the presets are: {}",
+                    traces::presets::preset_names()
+                )
+            })?;
+            generated(&p.model_spec(), p.name)?
+        }
+        (None, Some(c)) if args.input.trace.is_empty() => generated(&c.spec, &c.spec.name)?,
+        (None, _) => args.input.workload()?,
     };
     let p = plan(&spec, &workload)?;
     let text = if args.json {
         serde_json::to_string_pretty(&PlanJson::of(&p))? + "\n"
     } else {
         let mut out = p.recommendation() + "\n";
-        for part in [p.why(), p.curve()] {
+        for part in [p.why(), p.curve(), p.memory()] {
             if !part.is_empty() {
                 out.push_str(&part);
                 out.push('\n');
@@ -189,16 +203,16 @@ impl<'a> PlanJson<'a> {
     }
 }
 
-/// A trace for preset `name`: `sequences` sequences of `tokens` decode tokens with the mean
-/// skew and locality fitted to the embedded granite prose trace (`traces::gen::fit`), seeded
-/// by `seed`.
-fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result<Workload> {
-    let p = traces::presets::preset(name).with_context(|| {
-        format!(
-            "--preset {name:?}: unknown; the presets are: {}",
-            traces::presets::preset_names()
-        )
-    })?;
+/// A trace of `model` (named `label`): `sequences` sequences of `tokens` decode tokens with
+/// the mean skew and locality fitted to the embedded granite prose trace
+/// (`traces::gen::fit`), seeded by `seed`.
+fn generated_workload(
+    model: &traces::ModelSpec,
+    label: &str,
+    tokens: u64,
+    sequences: u64,
+    seed: u64,
+) -> Result<Workload> {
     let prose = TraceInput::load(None)?;
     let stats = traces::stats::trace_stats(&prose.trace, traces::PhaseSel::Decode)
         .context("statistics of the embedded prose trace")?;
@@ -207,7 +221,7 @@ fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result
         fits.iter().map(f).sum::<f64>() / fits.len().max(1) as f64
     };
     let params = GenParams {
-        preset: Some(p.name.to_string()),
+        preset: traces::presets::preset_of_model(model).map(|p| p.name.to_string()),
         skew: vec![mean(|f| f.skew)],
         locality: vec![mean(|f| f.locality)],
         cross_layer: 0.0,
@@ -218,11 +232,11 @@ fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result
         always_on: Vec::new(),
         archetypes: None,
     };
-    let trace = traces::gen::generate_trace(&p.model_spec(), &params)
-        .map_err(|e| anyhow::anyhow!("--preset {name}: {e}"))?;
+    let trace = traces::gen::generate_trace(model, &params)
+        .map_err(|e| anyhow::anyhow!("generating a trace of {label}: {e}"))?;
     Workload::new(
         TraceInput {
-            label: format!("generated:{}", p.name),
+            label: format!("generated:{label}"),
             trace,
         },
         None,
