@@ -316,6 +316,16 @@ fn the_cli_prints_the_answer_first_and_json_on_request() {
         "{first}"
     );
     assert!(text.contains("rank mechanism + policy"), "{text}");
+    // where the VRAM goes: granite's attention 24 x 4 x 1,024^2 x 2 B = 192 MiB and routers
+    // 24 x 1,024 x 32 x 2 B = 1.5 MiB; the bundled trace's model is not a preset's, so its
+    // vocabulary is unknown
+    assert!(
+        text.contains("VRAM at the best budget, MiB of 7,959 usable:")
+            && text
+                .contains("non-expert weights 194 at 2 B a parameter: attention 192, routers 1.5")
+            && text.contains("not counted        embeddings and LM head"),
+        "{text}"
+    );
     // rows whose note column is empty end at their last figure, not in padding
     assert!(
         text.lines().all(|l| !l.ends_with(' ')),
@@ -518,4 +528,117 @@ fn placements_are_planned_over_the_units_left_on_the_gpu() {
     let f = cpu.fit.as_ref().unwrap_or_else(|| panic!("{cpu:?}"));
     assert!(f.budget_units <= 16 && f.experts_kept <= 16, "{f:?}");
     assert!(p.table().contains("e1 + lru, cpu layers:2"));
+}
+
+/// `sim` with `args`, from the workspace root (the shipped configs' relative paths).
+fn sim_at_root(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+const QWEN3_CONFIG: &str = "traces/data/configs/qwen3-30b-a3b.json";
+
+/// `--model-config` with int4 experts and `--nonexpert-dtype bf16`: the plan generates a trace
+/// of the config's model and its VRAM breakdown holds every non-expert weight of Qwen3-30B-A3B
+/// at 2 bytes: attention 48 x (2,048 x 4,096 + 2 x 2,048 x 512 + 4,096 x 2,048 + 2 x 128) =
+/// 905,981,952, routers 48 x 2,048 x 128 = 12,582,912, norms 97 x 2,048 = 198,656, embeddings
+/// and LM head 151,936 x 2,048 = 311,164,928 each: 1,541,093,376 parameters, 2,939.4 MiB.
+#[test]
+fn a_model_config_sizes_every_weight_in_the_plan() {
+    let args = [
+        "plan",
+        "--model-config",
+        QWEN3_CONFIG,
+        "--dtype",
+        "int4",
+        "--nonexpert-dtype",
+        "bf16",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--policies",
+        "e1",
+        "--evict",
+        "static-pin",
+        "--preset-tokens",
+        "4",
+        "--context",
+        "4096",
+    ];
+    let o = sim_at_root(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["recommended_row"]["memory"];
+    let mib = |params: f64| params * 2.0 / (1 << 20) as f64;
+    let close = |x: &serde_json::Value, want: f64| (x.as_f64().unwrap() - want).abs() < 1e-6;
+    assert!(close(&m["nonexpert_mib"], mib(1_541_093_376.0)), "{m}");
+    assert_eq!(m["nonexpert_bytes_per_param"], 2.0);
+    let part = |name: &str| {
+        m["nonexpert_parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p[0] == name)
+            .map(|p| p[1].as_f64().unwrap())
+    };
+    assert_eq!(part("embeddings"), Some(mib(311_164_928.0)));
+    assert_eq!(part("LM head"), Some(mib(311_164_928.0)));
+    assert_eq!(part("attention"), Some(mib(905_981_952.0)));
+    assert!(m["unknown_parts"].as_array().unwrap().is_empty());
+    // 4,096 tokens x 98,304 B (2 x 4 KV heads x 128 x 48 layers x 2 B) = 384 MiB
+    assert!(close(&m["kv_context_mib"], 384.0), "{m}");
+}
+
+/// A config of another model than the trace's is refused, naming the flag and what differs;
+/// so are the flags without a hardware profile and a config the tool cannot read.
+#[test]
+fn a_model_config_of_another_model_is_refused() {
+    let prose = "traces/data/granite/prose.bin";
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        prose,
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--model-config",
+        QWEN3_CONFIG,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--model-config") && err.contains("48 layers in the config, 24 in the trace"),
+        "{err}"
+    );
+    let o = sim_at_root(&["run", "--trace", prose, "--nonexpert-dtype", "bf16"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs a hardware profile"));
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        prose,
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--model-config",
+        prose,
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--model-config"));
+    // the recorded Qwen3-30B-A3B trace is the config's model: int4 experts, bf16 rest
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        "validate/data/validation/qwen3-30b-a3b.trace",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--dtype",
+        "int4",
+        "--model-config",
+        QWEN3_CONFIG,
+        "--nonexpert-dtype",
+        "bf16",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
