@@ -642,3 +642,74 @@ fn a_model_config_of_another_model_is_refused() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `--engine llama.cpp` prints the llama-server flags of the recommendation. Every flag is
+/// llama.cpp's own, from `common/arg.cpp` (ggml-org/llama.cpp):
+/// `{"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "number of layers to store in VRAM"`;
+/// `{"-ncmoe", "--n-cpu-moe"}, "N", "keep the Mixture of Experts (MoE) weights of the first N
+/// layers in the CPU"` (it pushes the `-ot` override `blk\.i\.ffn_(up|down|gate|gate_up)_(ch|)exps`
+/// = CPU for i < N); `{"-cmoe", "--cpu-moe"}, "keep all Mixture of Experts (MoE) weights in the
+/// CPU"`; `{"--mmap"}, {"--no-mmap"}, "whether to memory-map model"`; `{"-c", "--ctx-size"}`.
+/// Granite has 24 MoE layers of 32 experts: the whole bank fits under a cap of all usable VRAM
+/// and is as fast as the best budget (743 experts: pinning the last 25 saves nothing here), so
+/// it is `-ngl 99` alone; 628
+/// of 768 experts kept by static pinning is not expressible (no expert cache), and the closest
+/// static setting keeps 628 / 32 = 19 whole layers on the GPU: `--n-cpu-moe 5`.
+#[test]
+fn the_engine_flags_realise_the_recommendation_or_say_why_not() {
+    let run = |cap: &str, engine: &str| {
+        let o = sim_at_root(&[
+            "plan",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            "static-pin",
+            "--context",
+            "512",
+            "--admission-cap",
+            cap,
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (
+            v["recommended_row"]["fit"]["experts_kept"]
+                .as_u64()
+                .unwrap(),
+            v["engine"].clone(),
+        )
+    };
+    let (kept, e) = run("1.0", "llama.cpp");
+    assert_eq!(kept, 743);
+    assert_eq!(
+        e["command"],
+        "llama-server -m MODEL.gguf -ngl 99 -c 512 --no-mmap"
+    );
+    assert_eq!(e["exact"], true);
+    let (kept, e) = run("0.35", "llama.cpp");
+    assert_eq!(kept, 628, "{e}");
+    assert_eq!(
+        e["command"],
+        "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 5 -c 512 --no-mmap"
+    );
+    assert_eq!(e["exact"], false);
+    assert!(
+        e["notes"][0].as_str().unwrap().contains("no expert cache"),
+        "{e}"
+    );
+    let (_, e) = run("0.35", "vllm");
+    assert!(e["command"].is_null());
+    assert!(
+        e["notes"][0].as_str().unwrap().starts_with("not expressed"),
+        "{e}"
+    );
+    let o = sim_at_root(&["plan", "--hw", "rtx4060-laptop-wddm", "--engine", "tgi"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("llama.cpp"));
+}

@@ -75,6 +75,14 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Print the command line that realises the recommendation in this engine, where it can
+    /// express it (llama.cpp: -ngl, --cpu-moe, --n-cpu-moe, -c, --no-mmap), the closest
+    /// setting it can express otherwise, or that it cannot: llama.cpp, ktransformers, vllm,
+    /// sglang (only llama.cpp's flags are mapped so far).
+    #[arg(long, value_name = "ENGINE",
+          value_parser = clap::builder::PossibleValuesParser::new(sim::plan_engine::ENGINES))]
+    pub engine: Option<String>,
+
     /// Print the plan as one JSON object instead of the recommendation and the table: `rows`
     /// ranked, `recommended` the index into `rows` of the recommended configuration, and
     /// `recommended_row` that row itself (mechanism, evict, placement, fit, ...); both are
@@ -164,8 +172,16 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         (None, _) => args.input.workload()?,
     };
     let p = plan(&spec, &workload)?;
+    let engine = args
+        .engine
+        .as_deref()
+        .map(|e| sim::plan_engine::realise(e, &p, &workload.trace.trace.header.model));
     let text = if args.json {
-        serde_json::to_string_pretty(&PlanJson::of(&p))? + "\n"
+        let json = PlanJson {
+            engine: engine.as_ref(),
+            ..PlanJson::of(&p)
+        };
+        serde_json::to_string_pretty(&json)? + "\n"
     } else {
         let mut out = p.recommendation() + "\n";
         for part in [p.why(), p.curve(), p.memory()] {
@@ -174,7 +190,11 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
                 out.push('\n');
             }
         }
-        out + "\n" + &p.table()
+        let realised = engine
+            .as_ref()
+            .map(|r| format!("\n{}\n", r.text()))
+            .unwrap_or_default();
+        out + "\n" + &p.table() + &realised
     };
     emit(args.out.as_deref(), &text)?;
     // The table says why each configuration does not fit; a script needs the failure too.
@@ -192,6 +212,9 @@ struct PlanJson<'a> {
     plan: &'a Plan,
     /// `rows[recommended]`; null when nothing fits.
     recommended_row: Option<&'a PlanRow>,
+    /// The recommendation in `--engine`'s flags; absent without `--engine`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<&'a sim::plan_engine::Realisation>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -199,6 +222,7 @@ impl<'a> PlanJson<'a> {
         PlanJson {
             plan,
             recommended_row: plan.recommended.map(|i| &plan.rows[i]),
+            engine: None,
         }
     }
 }
