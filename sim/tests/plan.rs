@@ -713,3 +713,43 @@ fn the_engine_flags_realise_the_recommendation_or_say_why_not() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("llama.cpp"));
 }
+
+/// `sim trace gen --model-config` takes the geometry from the config: DeepSeek-R1's 61 layers,
+/// the first 3 dense (`first_k_dense_replace`), 256 routed experts, top-8.
+#[test]
+fn trace_gen_takes_its_geometry_from_a_model_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds.bin");
+    let out = out.to_str().unwrap();
+    let o = sim_at_root(&[
+        "trace",
+        "gen",
+        "--model-config",
+        "traces/data/configs/deepseek-r1.json",
+        "--skew",
+        "1",
+        "--locality",
+        "0.3",
+        "--tokens",
+        "2",
+        "--sequences",
+        "1",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sim_at_root(&["trace", "stats", out]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("58 MoE of 61 (256 experts, top-8)"), "{text}");
+    let o = sim_at_root(&[
+        "trace",
+        "gen",
+        "--model-config",
+        "traces/data/configs/deepseek-r1.json",
+        "--preset",
+        "olmoe-1b-7b",
+        "--out",
+        out,
+    ]);
+    assert!(!o.status.success());
+}
