@@ -459,40 +459,113 @@ fn with_context(
 /// Where the VRAM goes at `f`: its experts, the non-expert weights of `c` by part, the
 /// context's `kv_context` bytes of KV, the trace's KV at the peak, and what is left free.
 fn memory(f: &PlanFit, c: &crate::model_profile::ComputeModel, kv_context: f64) -> Memory {
-    let mib = |b: f64| b / crate::MIB;
-    let (mut parts, mut unknown) = (Vec::new(), Vec::new());
-    if let Some((p, bpp)) = &c.nonexpert_parts {
-        let named = [
-            ("attention", Some(p.attention)),
-            ("routers", Some(p.routers)),
-            ("shared experts", Some(p.shared_experts)),
-            ("dense MLPs", Some(p.dense_mlps)),
-            ("norms", Some(p.norms)),
-            ("embeddings", p.embeddings),
-            ("LM head", p.lm_head),
-        ];
-        for (name, v) in named {
-            match v {
-                Some(x) if x > 0.0 => parts.push((name.to_string(), mib(x * bpp))),
-                Some(_) => {}
-                None => unknown.push(name.to_string()),
+    Memory::of(
+        f.budget_bytes as f64,
+        f.peak_mapped_mib,
+        f.usable_mib,
+        c,
+        kv_context,
+    )
+}
+
+impl Memory {
+    /// `experts` bytes of expert units, the non-expert weights of `c` by part, `kv_context`
+    /// bytes of context KV; the trace's KV is what `peak_mapped_mib` holds beyond them.
+    pub fn of(
+        experts: f64,
+        peak_mapped_mib: f64,
+        usable_mib: f64,
+        c: &crate::model_profile::ComputeModel,
+        kv_context: f64,
+    ) -> Memory {
+        let mib = |b: f64| b / crate::MIB;
+        let (mut parts, mut unknown) = (Vec::new(), Vec::new());
+        if let Some((p, bpp)) = &c.nonexpert_parts {
+            let named = [
+                ("attention", Some(p.attention)),
+                ("routers", Some(p.routers)),
+                ("shared experts", Some(p.shared_experts)),
+                ("dense MLPs", Some(p.dense_mlps)),
+                ("norms", Some(p.norms)),
+                ("embeddings", p.embeddings),
+                ("LM head", p.lm_head),
+            ];
+            for (name, v) in named {
+                match v {
+                    Some(x) if x > 0.0 => parts.push((name.to_string(), mib(x * bpp))),
+                    Some(_) => {}
+                    None => unknown.push(name.to_string()),
+                }
             }
         }
+        let experts = mib(experts);
+        let nonexpert = mib(c.nonexpert_bytes);
+        let context = mib(kv_context);
+        Memory {
+            experts_mib: experts,
+            nonexpert_parts: parts,
+            unknown_parts: unknown,
+            nonexpert_mib: nonexpert,
+            nonexpert_bytes_per_param: c.nonexpert_parts.map(|(_, b)| b),
+            kv_context_mib: context,
+            kv_trace_mib: (peak_mapped_mib - experts - nonexpert - context).max(0.0),
+            peak_mapped_mib,
+            free_mib: usable_mib - peak_mapped_mib,
+            usable_mib,
+        }
     }
-    let experts = mib(f.budget_bytes as f64);
-    let nonexpert = mib(c.nonexpert_bytes);
-    let context = mib(kv_context);
-    Memory {
-        experts_mib: experts,
-        nonexpert_parts: parts,
-        unknown_parts: unknown,
-        nonexpert_mib: nonexpert,
-        nonexpert_bytes_per_param: c.nonexpert_parts.map(|(_, b)| b),
-        kv_context_mib: context,
-        kv_trace_mib: (f.peak_mapped_mib - experts - nonexpert - context).max(0.0),
-        peak_mapped_mib: f.peak_mapped_mib,
-        free_mib: f.usable_mib - f.peak_mapped_mib,
-        usable_mib: f.usable_mib,
+
+    /// One line per use of the VRAM, under `title`.
+    pub fn text(&self, title: &str) -> String {
+        let m = self;
+        let n = |x: f64| {
+            let sign = if x < 0.0 { "-" } else { "" };
+            if x.abs() >= 10.0 {
+                format!(
+                    "{sign}{}",
+                    reports::sizes::thousands(x.abs().round() as u64)
+                )
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        let parts: Vec<String> = m
+            .nonexpert_parts
+            .iter()
+            .map(|(name, x)| format!("{name} {}", n(*x)))
+            .collect();
+        let per = m
+            .nonexpert_bytes_per_param
+            .map(|b| format!(" at {} B a parameter", reports::metrics::fmt(b)))
+            .unwrap_or_default();
+        let detail = if parts.is_empty() {
+            " (--nonexpert-mib)".to_string()
+        } else {
+            format!("{per}: {}", parts.join(", "))
+        };
+        let unknown = if m.unknown_parts.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n  not counted        {}: the trace does not record the vocabulary; give --model-config (the model's config.json) or --nonexpert-mib",
+                m.unknown_parts.join(" and ")
+            )
+        };
+        format!(
+            "{title}, MiB of {} usable:\n  experts            {}\n  non-expert weights {}{detail}{unknown}\n  KV cache           {}: context {}, the trace's tokens {} at the peak\n  workspace          not modelled (activations and the CUDA context are not in the profile)\n  free               {}{}",
+            n(m.usable_mib),
+            n(m.experts_mib),
+            n(m.nonexpert_mib),
+            n(m.kv_context_mib + m.kv_trace_mib),
+            n(m.kv_context_mib),
+            n(m.kv_trace_mib),
+            n(m.free_mib),
+            if m.free_mib < 0.0 {
+                " (past usable VRAM: priced on the oversubscription curve)"
+            } else {
+                ""
+            },
+        )
     }
 }
 
@@ -644,48 +717,9 @@ impl Plan {
     /// Where the VRAM goes at the recommended budget, one line per use; empty when nothing
     /// fits.
     pub fn memory(&self) -> String {
-        let Some(m) = self.recommended.and_then(|i| self.rows[i].memory.as_ref()) else {
-            return String::new();
-        };
-        let n = |x: f64| {
-            if x.abs() >= 10.0 {
-                reports::sizes::thousands(x.round() as u64)
-            } else {
-                format!("{x:.1}")
-            }
-        };
-        let parts: Vec<String> = m
-            .nonexpert_parts
-            .iter()
-            .map(|(name, x)| format!("{name} {}", n(*x)))
-            .collect();
-        let per = m
-            .nonexpert_bytes_per_param
-            .map(|b| format!(" at {} B a parameter", reports::metrics::fmt(b)))
-            .unwrap_or_default();
-        let detail = if parts.is_empty() {
-            " (--nonexpert-mib)".to_string()
-        } else {
-            format!("{per}: {}", parts.join(", "))
-        };
-        let unknown = if m.unknown_parts.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "\n  not counted        {}: the trace does not record the vocabulary; give --model-config (the model's config.json) or --nonexpert-mib",
-                m.unknown_parts.join(" and ")
-            )
-        };
-        format!(
-            "VRAM at the best budget, MiB of {} usable:\n  experts            {}\n  non-expert weights {}{detail}{unknown}\n  KV cache           {}: context {}, the trace's tokens {} at the peak\n  workspace          not modelled (activations and the CUDA context are not in the profile)\n  free               {}",
-            n(m.usable_mib),
-            n(m.experts_mib),
-            n(m.nonexpert_mib),
-            n(m.kv_context_mib + m.kv_trace_mib),
-            n(m.kv_context_mib),
-            n(m.kv_trace_mib),
-            n(m.free_mib),
-        )
+        self.recommended
+            .and_then(|i| self.rows[i].memory.as_ref())
+            .map_or_else(String::new, |m| m.text("VRAM at the best budget"))
     }
 
     /// Tokens/s against budget of the recommended configuration, one line per budget run

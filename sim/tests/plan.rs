@@ -638,9 +638,41 @@ fn a_model_config_of_another_model_is_refused() {
         QWEN3_CONFIG,
         "--nonexpert-dtype",
         "bf16",
+        "--policy",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "10%",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // its VRAM breakdown: the config's 1,541,093,376 non-expert parameters at 2 bytes, and
+    // peak mapped memory = experts + non-expert weights + KV + what the usable VRAM leaves free
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["memory"];
+    let nonexpert = 1_541_093_376.0 * 2.0 / (1 << 20) as f64;
+    assert!(
+        (m["nonexpert_mib"].as_f64().unwrap() - nonexpert).abs() < 1e-6,
+        "{m}"
+    );
+    let f = |k: &str| m[k].as_f64().unwrap();
+    let peak = v["timing"]["peak_mapped_mib"].as_f64().unwrap();
+    assert_eq!(f("peak_mapped_mib"), peak);
+    assert!((f("usable_mib") - f("free_mib") - peak).abs() < 1e-6);
+    let parts = f("experts_mib") + f("nonexpert_mib") + f("kv_context_mib") + f("kv_trace_mib");
+    assert!((parts - peak).abs() < 1e-6, "{m}");
+    // without those flags the run's JSON is unchanged: no memory block
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        "traces/data/granite/prose.bin",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("memory").is_none());
 }
 
 /// `--engine llama.cpp` prints the llama-server flags of the recommendation. Every flag is
