@@ -318,7 +318,7 @@ fn search(
         run(units)
     };
     let mut limit = None;
-    match largest_fitting(bank.units.max(1), &counted) {
+    match largest_fitting(bank.units.max(1), counted) {
         Ok(Ok((units, (fit, l)))) => {
             limit = l;
             row.largest_fitting_units = Some(units);

@@ -437,11 +437,7 @@ fn build(
         vocab_size: c.vocab_size,
         tied_embeddings: c.tie_word_embeddings,
         nonexpert,
-        shared_expert_params: if r.shared_count > 0 {
-            r.shared_params / r.shared_count
-        } else {
-            0
-        },
+        shared_expert_params: r.shared_params.checked_div(r.shared_count).unwrap_or(0),
     }
 }
 
