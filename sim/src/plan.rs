@@ -278,7 +278,12 @@ fn search(
         ..spec.base.clone()
     };
     let (map, _) = runner::build_units(&probe, w)?;
-    let compute = compute_model(spec, &map, w)?;
+    // without a context the runs say themselves what the compute model lacks, row by row
+    let compute = match compute_model(spec, &map, w) {
+        Ok(c) => c,
+        Err(e) if spec.context_tokens > 0 => return Err(e),
+        Err(_) => None,
+    };
     let spec = &with_context(spec, compute.as_ref())?;
     let placement = spec
         .base

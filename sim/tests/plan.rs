@@ -559,7 +559,7 @@ fn a_model_config_sizes_every_weight_in_the_plan() {
         "--hw",
         "rtx4060-laptop-wddm",
         "--policies",
-        "e1",
+        "e4",
         "--evict",
         "static-pin",
         "--preset-tokens",
