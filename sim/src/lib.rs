@@ -12,6 +12,7 @@ pub mod kernel_surface;
 pub mod model_profile;
 pub mod output;
 pub mod plan;
+pub mod plan_engine;
 pub mod runner;
 pub mod streaming;
 pub mod validation;

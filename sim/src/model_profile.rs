@@ -4,11 +4,16 @@
 //! Decode is memory-bound: a decode-time FFN reads its weights once per step whatever the
 //! batch, so time = bytes read / the profile's `device_read_bandwidth`. From the geometry
 //! (assumptions, each overridable by a flag):
-//! - non-expert weights per layer = 4 x hidden^2 parameters (q, k, v, o projections of
-//!   full multi-head attention; grouped-query models hold fewer k/v parameters, so this is
-//!   an upper bound) + hidden x experts (router) + shared experts x expert parameters, at the
-//!   experts' bytes per parameter; embeddings and the LM head are not counted (the trace
-//!   header does not record the vocabulary);
+//! - non-expert weights ([`NonExpertParams`]) per layer = 4 x hidden^2 parameters (q, k, v, o
+//!   projections of full multi-head attention; grouped-query models hold fewer k/v
+//!   parameters, so this is an upper bound) + hidden x experts (router) + shared experts x
+//!   expert parameters; for a trace whose model is a preset's, also the token embeddings and
+//!   the LM head (vocabulary x hidden each; one matrix when tied), the dense layers' MLPs and
+//!   the norms, from its config.json; at the experts' bytes per parameter. A trace of another
+//!   model does not record its vocabulary: its embeddings and LM head are unknown and left
+//!   out (`sim plan` says so; `--nonexpert-mib` gives the whole figure);
+//! - every decode step reads all non-expert weights but the input embeddings (a lookup of one
+//!   row per token); a tied LM head is the embedding matrix, read in full;
 //! - KV cache per token per sequence: for a trace whose model is a preset's
 //!   (`traces::presets::preset_of_model`), the preset's attention geometry from its
 //!   config.json (grouped-query: 2 x KV heads x head size; latent attention: KV rank + RoPE
@@ -58,8 +63,134 @@ impl ComputeMode {
     ];
 }
 
+/// Non-expert weights of a model by part, in parameters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct NonExpertParams {
+    /// Attention projections of every layer (with their biases and norms where known).
+    pub attention: f64,
+    /// Routers (gates) of the MoE layers.
+    pub routers: f64,
+    /// Shared experts of the MoE layers, at their own FFN size.
+    pub shared_experts: f64,
+    /// MLPs of the dense layers.
+    pub dense_mlps: f64,
+    /// Layer norms and the final norm.
+    pub norms: f64,
+    /// Token embeddings; `None`: the vocabulary is unknown.
+    pub embeddings: Option<f64>,
+    /// The LM head (0 when tied to the embeddings); `None`: unknown.
+    pub lm_head: Option<f64>,
+}
+
+impl NonExpertParams {
+    /// Every part that is known.
+    pub fn total(&self) -> f64 {
+        self.attention
+            + self.routers
+            + self.shared_experts
+            + self.dense_mlps
+            + self.norms
+            + self.embeddings.unwrap_or(0.0)
+            + self.lm_head.unwrap_or(0.0)
+    }
+
+    /// What a decode step reads: everything but untied input embeddings, which are looked up
+    /// one row per token (a tied LM head is the embedding matrix, read in full).
+    pub fn read_per_step(&self) -> f64 {
+        match self.lm_head {
+            Some(head) if head > 0.0 => self.total() - self.embeddings.unwrap_or(0.0),
+            _ => self.total(),
+        }
+    }
+
+    /// From the trace header's geometry (hidden size and expert FFN), completed from the
+    /// preset's config.json when the model is a preset's; `None` without the geometry.
+    pub fn of_geometry(model: &ModelSpec) -> Option<NonExpertParams> {
+        let h = model.hidden_size? as f64;
+        let expert = model.expert_params()? as f64;
+        let layers = model.layers.len() as f64;
+        let shared: f64 = model.layers.iter().map(|l| l.shared_experts as f64).sum();
+        let mut p = NonExpertParams {
+            attention: layers * 4.0 * h * h,
+            routers: model.layers.iter().map(|l| h * l.experts as f64).sum(),
+            shared_experts: shared * expert,
+            ..NonExpertParams::default()
+        };
+        if let Some(preset) = traces::presets::preset_of_model(model) {
+            let (embeddings, lm_head) = preset.embedding_params();
+            p.embeddings = Some(embeddings as f64);
+            p.lm_head = Some(lm_head as f64);
+            p.dense_mlps = preset.dense_mlp_params() as f64;
+            // two RMSNorm weight vectors per layer and the final one
+            p.norms = (2.0 * layers + 1.0) * h;
+        }
+        Some(p)
+    }
+}
+
+impl NonExpertParams {
+    /// The parts a config.json counts (`--model-config`), every one known.
+    pub fn of_config(c: &traces::hf_config::ModelConfig) -> NonExpertParams {
+        let n = &c.nonexpert;
+        NonExpertParams {
+            attention: n.attention as f64,
+            routers: n.routers as f64,
+            shared_experts: n.shared_experts as f64,
+            dense_mlps: n.dense_mlps as f64,
+            norms: n.norms as f64,
+            embeddings: Some(n.embeddings as f64),
+            lm_head: Some(n.lm_head as f64),
+        }
+    }
+}
+
+/// Check that the model of `config` is the trace's: the same layers, experts and top-k per
+/// layer, and (where the header records them) the same hidden size and expert FFN.
+pub fn check_config(
+    config: &traces::hf_config::ModelConfig,
+    model: &ModelSpec,
+) -> anyhow::Result<()> {
+    let c = &config.spec;
+    let routed = |m: &ModelSpec| -> Vec<(u16, u16)> {
+        m.layers.iter().map(|l| (l.experts, l.top_k)).collect()
+    };
+    let mismatch = |what: String| {
+        anyhow::anyhow!(
+            "--model-config ({}, model_type {}) is not the model of the trace '{}': {what}; give the config.json of the model the trace was recorded from",
+            c.name,
+            config.model_type,
+            model.name
+        )
+    };
+    if c.layers.len() != model.layers.len() {
+        return Err(mismatch(format!(
+            "{} layers in the config, {} in the trace",
+            c.layers.len(),
+            model.layers.len()
+        )));
+    }
+    if routed(c) != routed(model) {
+        return Err(mismatch(
+            "the experts or top-k per layer differ".to_string(),
+        ));
+    }
+    for (what, a, b) in [
+        ("hidden size", c.hidden_size, model.hidden_size),
+        ("expert FFN", c.expert_ffn, model.expert_ffn),
+    ] {
+        if let (Some(a), Some(b)) = (a, b) {
+            if a != b {
+                return Err(mismatch(format!(
+                    "{what} {a} in the config, {b} in the trace"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// User overrides of the geometry-derived figures.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ComputeOverrides {
     /// Non-expert compute per MoE layer per step, µs (KV read excluded).
     pub nonexpert_us: Option<f64>,
@@ -69,6 +200,11 @@ pub struct ComputeOverrides {
     pub nonexpert_mib: Option<f64>,
     /// KV cache bytes per token per sequence (all layers).
     pub kv_bytes_per_token: Option<u64>,
+    /// The model's config.json (`--model-config`): its non-expert weights by part and its
+    /// KV cache, in place of the geometry's estimates.
+    pub model_config: Option<std::sync::Arc<traces::hf_config::ModelConfig>>,
+    /// The dtype of the non-expert weights (`--nonexpert-dtype`); `None`: the experts'.
+    pub nonexpert_dtype: Option<traces::DType>,
 }
 
 /// The resolved compute and memory figures for one run.
@@ -89,8 +225,18 @@ pub struct ComputeModel {
     pub kv_us_per_token: f64,
     /// Non-expert weights held in VRAM for the whole model, bytes.
     pub nonexpert_bytes: f64,
+    /// Those weights by part (parameters), and their bytes per parameter; `None` when
+    /// `--nonexpert-mib` gave the total.
+    pub nonexpert_parts: Option<(NonExpertParams, f64)>,
     /// KV cache per token per sequence, bytes.
     pub kv_bytes_per_token: f64,
+}
+
+/// Bytes per parameter of `dtype`, its scales included (exact: every dtype's group of
+/// parameters divides 2^20).
+pub fn bytes_per_param(dtype: traces::DType) -> f64 {
+    const N: u64 = 1 << 20;
+    dtype.bytes_for(N) as f64 / N as f64
 }
 
 impl ComputeModel {
@@ -116,20 +262,26 @@ impl ComputeModel {
                 model.name
             )
         };
-        let nonexpert_bytes = match o.nonexpert_mib {
-            Some(mib) => mib * crate::MIB,
+        if let Some(c) = &o.model_config {
+            check_config(c, model)?;
+        }
+        let (nonexpert_bytes, nonexpert_read, nonexpert_parts) = match o.nonexpert_mib {
+            Some(mib) => (mib * crate::MIB, mib * crate::MIB, None),
             None => {
-                let (h, bpp) = geometry
-                    .ok_or_else(|| need_geometry("non-expert weight memory", "--nonexpert-mib"))?;
-                let shared: f64 = model.layers.iter().map(|l| l.shared_experts as f64).sum();
-                let router: f64 = model.layers.iter().map(|l| h * l.experts as f64).sum();
-                let params = layers * 4.0 * h * h
-                    + router
-                    + shared * model.expert_params().unwrap_or(0) as f64;
-                params * bpp
+                let missing = || need_geometry("non-expert weight memory", "--nonexpert-mib");
+                let bpp = match o.nonexpert_dtype {
+                    Some(d) => bytes_per_param(d),
+                    None => geometry.ok_or_else(missing)?.1,
+                };
+                let p = match &o.model_config {
+                    Some(c) => NonExpertParams::of_config(c),
+                    None => NonExpertParams::of_geometry(model).ok_or_else(missing)?,
+                };
+                (p.total() * bpp, p.read_per_step() * bpp, Some((p, bpp)))
             }
         };
-        let kv_bytes_per_token = match o.kv_bytes_per_token {
+        let config_kv = o.model_config.as_ref().map(|c| c.kv_bytes_per_token());
+        let kv_bytes_per_token = match o.kv_bytes_per_token.or(config_kv) {
             Some(b) => b as f64,
             None => match traces::presets::preset_of_model(model) {
                 Some(p) => p.kv_bytes_per_token() as f64,
@@ -149,6 +301,7 @@ impl ComputeModel {
                 expert_repeat_us: 0.0,
                 kv_us_per_token: 0.0,
                 nonexpert_bytes,
+                nonexpert_parts,
                 kv_bytes_per_token,
             });
         }
@@ -156,9 +309,7 @@ impl ComputeModel {
             C::DeviceReadBandwidth,
             "the compute model (--compute geometry); or give --compute none",
         )?;
-        let nonexpert_us = o
-            .nonexpert_us
-            .unwrap_or(nonexpert_bytes / moe_layers / read);
+        let nonexpert_us = o.nonexpert_us.unwrap_or(nonexpert_read / moe_layers / read);
         let surface = KernelSurface::per_slot(profile);
         let (expert_us, expert_group_fixed_us, expert_repeat_us) = match (o.expert_us, surface) {
             (Some(us), _) => (us, 0.0, 0.0),
@@ -176,6 +327,7 @@ impl ComputeModel {
             expert_repeat_us,
             kv_us_per_token: kv_bytes_per_token / moe_layers / read,
             nonexpert_bytes,
+            nonexpert_parts,
             kv_bytes_per_token,
         })
     }
@@ -189,6 +341,7 @@ impl ComputeModel {
             expert_repeat_us: 0.0,
             kv_us_per_token: 0.0,
             nonexpert_bytes: 0.0,
+            nonexpert_parts: None,
             kv_bytes_per_token: 0.0,
         }
     }
@@ -248,6 +401,59 @@ mod tests {
         let mut other = ds.clone();
         other.name = "DeepSeek-V3".into();
         assert_eq!(kv(&other), 2.0 * 7168.0 * 2.0 * 61.0);
+    }
+
+    /// Issue 42's second defect: the non-expert weights left out the token embeddings and the
+    /// LM head. Qwen3-30B-A3B (config.json: hidden 2,048, 48 layers, 128 experts, vocabulary
+    /// 151,936, untied) at bf16: attention 48 x 4 x 2,048^2 = 805,306,368 (the full multi-head
+    /// upper bound), routers 48 x 2,048 x 128 = 12,582,912, embeddings and LM head 151,936 x
+    /// 2,048 = 311,164,928 each, norms (2 x 48 + 1) x 2,048 = 198,656: 1,440,417,792
+    /// parameters, 2,880,835,584 bytes. A step reads all of it but the input embeddings.
+    #[test]
+    fn a_preset_model_counts_its_embeddings_and_lm_head() {
+        let p = profile::load("rtx4060-laptop-wddm").unwrap();
+        let m = traces::presets::preset("qwen3-30b-a3b")
+            .unwrap()
+            .model_spec();
+        let expert_bytes = 3 * 2048 * 768 * 2;
+        let c = ComputeModel::new(
+            ComputeMode::Geometry,
+            &m,
+            expert_bytes,
+            &p,
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(c.nonexpert_bytes, 2_880_835_584.0);
+        let read = 2_880_835_584.0 - 2.0 * 311_164_928.0;
+        assert!((c.nonexpert_us - read / 48.0 / 178_000.0).abs() < 1e-9);
+        let (parts, bpp) = c.nonexpert_parts.unwrap();
+        assert_eq!(
+            (parts.embeddings, parts.lm_head),
+            (Some(311_164_928.0), Some(311_164_928.0))
+        );
+        assert_eq!(bpp, 2.0);
+        // granite ties its LM head to the embeddings: one matrix of 49,155 x 1,024, read in full
+        let g = traces::presets::preset("granite-3.0-1b-a400m")
+            .unwrap()
+            .model_spec();
+        let c =
+            ComputeModel::new(ComputeMode::Geometry, &g, 3 << 20, &p, &Default::default()).unwrap();
+        let (parts, _) = c.nonexpert_parts.unwrap();
+        assert_eq!(
+            (parts.embeddings, parts.lm_head),
+            (Some(50_334_720.0), Some(0.0))
+        );
+        assert_eq!(parts.read_per_step(), parts.total());
+        // DeepSeek-V3's three dense layers hold 3 x 3 x 7,168 x 18,432 MLP parameters
+        let d = traces::presets::preset("deepseek-v3").unwrap().model_spec();
+        let parts = NonExpertParams::of_geometry(&d).unwrap();
+        assert_eq!(parts.dense_mlps, 1_189_085_184.0);
+        // a model the presets do not know: its vocabulary is unknown, not 0
+        let mut other = m.clone();
+        other.name = "my-qwen".into();
+        let parts = NonExpertParams::of_geometry(&other).unwrap();
+        assert_eq!((parts.embeddings, parts.lm_head), (None, None));
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! `sim plan`: what fits on the GPU, and what is fastest.
 //!
-//! For every mechanism and retention policy asked for, the largest expert budget (in units)
-//! whose timed replay passes the engine's admission check ([`crate::engine::admit`]: the whole
-//! requested batch admitted, mapped memory = non-expert weights + KV caches + committed expert
-//! units never above `cap x usable VRAM`), found by binary search on the budget; then the
-//! configurations ranked by tokens per second. The search assumes that mapped memory does not
-//! shrink as the budget grows (a larger budget keeps at least as many units resident), which
-//! holds for every registered policy: all of them fill the budget before they evict.
+//! For every mechanism and retention policy asked for, first the largest expert budget (in
+//! units) whose timed replay passes the engine's admission check ([`crate::engine::admit`]:
+//! the whole requested batch admitted, mapped memory = non-expert weights + KV caches +
+//! committed expert units never above `cap x usable VRAM`), found by binary search on the
+//! budget; then the budget with the highest tokens/s at or below it ([`best_budget`]): the
+//! largest budget that fits is not the fastest when it maps past the start of the
+//! oversubscription curve (90% of usable VRAM), where every page-in is priced higher. The
+//! configurations are ranked by the tokens/s of their best budgets. The binary search assumes
+//! that mapped memory does not shrink as the budget grows (a larger budget keeps at least as
+//! many units resident), which holds for every registered policy: all of them fill the
+//! budget before they evict.
 //!
 //! An offline policy (Belady/MIN) is ranked as the bound it is and never recommended.
 
@@ -54,6 +58,38 @@ pub struct PlanFit {
     pub peak_mapped_mib: f64,
     pub miss_rate: f64,
     pub page_ins_per_token: f64,
+    /// Page-ins priced on the oversubscription curve (mapped memory past 90% of usable VRAM).
+    pub oversubscribed_page_ins: u64,
+    /// The profile's usable VRAM, MiB.
+    pub usable_mib: f64,
+}
+
+/// Where the VRAM goes at a configuration's best budget, MiB.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Memory {
+    /// The expert units of the budget.
+    pub experts_mib: f64,
+    /// Non-expert weights by part (`attention`, `routers`, `shared experts`, `dense MLPs`,
+    /// `norms`, `embeddings`, `LM head`), with their total in `nonexpert_mib`; empty when
+    /// `--nonexpert-mib` gave the total.
+    pub nonexpert_parts: Vec<(String, f64)>,
+    /// Parts the model's geometry cannot size (the embeddings and LM head of a model the
+    /// presets do not know, without `--model-config`): left out of `nonexpert_mib`.
+    pub unknown_parts: Vec<String>,
+    pub nonexpert_mib: f64,
+    /// Bytes per non-expert parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonexpert_bytes_per_param: Option<f64>,
+    /// The KV caches of the context (`--context`): batch x context x KV bytes per token.
+    pub kv_context_mib: f64,
+    /// The KV caches of the trace's own tokens at the peak: peak mapped memory less the
+    /// above (it also holds any unit mapped beyond the budget at that moment, e.g. in flight).
+    pub kv_trace_mib: f64,
+    /// Peak mapped memory of the replay.
+    pub peak_mapped_mib: f64,
+    /// The profile's usable VRAM, less the peak.
+    pub free_mib: f64,
+    pub usable_mib: f64,
 }
 
 /// One configuration of the plan.
@@ -70,9 +106,19 @@ pub struct PlanRow {
     pub units_total: u64,
     /// Routed experts over all MoE layers.
     pub experts_total: u64,
-    /// The largest budget that fits; `None` when not even one unit does, or on an error.
+    /// The fastest budget that fits (the smallest of equally fast ones); `None` when not
+    /// even one unit fits, or on an error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<PlanFit>,
+    /// The largest budget that fits, in units (the top of the searched range).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_fitting_units: Option<u64>,
+    /// Every fitting budget the search ran, smallest first: tokens/s against budget.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<PlanFit>,
+    /// Where the VRAM goes at the best budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Why not even a budget of one unit fits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub does_not_fit: Option<String>,
@@ -85,7 +131,7 @@ pub struct PlanRow {
 
 impl PlanRow {
     /// `e1 + static-pin`, or `e1 + static-pin, cpu cheaper` with a placement.
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match &self.placement {
             Some(c) => format!("{} + {}, cpu {c}", self.mechanism, self.evict),
             None => format!("{} + {}", self.mechanism, self.evict),
@@ -106,7 +152,8 @@ pub struct Plan {
     /// cap x usable VRAM, MiB (from the first timed run; `None` when none ran).
     pub limit_mib: Option<f64>,
     pub rows: Vec<PlanRow>,
-    /// Index into `rows` of the recommended configuration: the fastest online one that fits.
+    /// Index into `rows` of the recommended configuration: the fastest online one that fits,
+    /// at its fastest budget.
     pub recommended: Option<usize>,
 }
 
@@ -231,7 +278,13 @@ fn search(
         ..spec.base.clone()
     };
     let (map, _) = runner::build_units(&probe, w)?;
-    let spec = &with_context(spec, &map, w)?;
+    // without a context the runs say themselves what the compute model lacks, row by row
+    let compute = match compute_model(spec, &map, w) {
+        Ok(c) => c,
+        Err(e) if spec.context_tokens > 0 => return Err(e),
+        Err(_) => None,
+    };
+    let spec = &with_context(spec, compute.as_ref())?;
     let placement = spec
         .base
         .timing
@@ -248,59 +301,284 @@ fn search(
         units_total: bank.units,
         experts_total: bank.experts,
         fit: None,
+        largest_fitting_units: None,
+        curve: Vec::new(),
+        memory: None,
         does_not_fit: None,
         error: None,
         runs: 0,
     };
+    let run = |units: u64| -> Result<Trial<(PlanFit, Option<f64>)>> {
+        Ok(match trial(spec, mechanism, policy, units, w)? {
+            Trial::Fits(r) => Trial::Fits((
+                bank.fit(units, &r),
+                r.admission.as_ref().and_then(|a| a.limit_mib),
+            )),
+            Trial::Over(why) => Trial::Over(why),
+        })
+    };
+    let runs = std::sync::atomic::AtomicU32::new(0);
+    let counted = |units: u64| {
+        runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        run(units)
+    };
     let mut limit = None;
-    match largest_fitting(bank.units.max(1), |units| {
-        row.runs += 1;
-        trial(spec, mechanism, policy, units, w)
-    }) {
-        Ok(Ok((units, r))) => {
-            limit = r.admission.as_ref().and_then(|a| a.limit_mib);
-            row.fit = Some(bank.fit(units, &r));
+    match largest_fitting(bank.units.max(1), counted) {
+        Ok(Ok((units, (fit, l)))) => {
+            limit = l;
+            row.largest_fitting_units = Some(units);
+            match best_budget(units, fit, &counted) {
+                Ok(curve) => {
+                    row.fit = best_of(&curve).cloned();
+                    row.memory = row
+                        .fit
+                        .as_ref()
+                        .zip(compute.as_ref())
+                        .map(|(f, c)| memory(f, c, kv_context_bytes(spec, c)));
+                    row.curve = curve;
+                }
+                Err(e) => row.error = Some(format!("{e:#}")),
+            }
         }
         Ok(Err(why)) => row.does_not_fit = Some(why),
         Err(e) => row.error = Some(format!("{e:#}")),
     }
+    row.runs = runs.into_inner();
     Ok((row, limit))
 }
 
-/// `spec` with its context's KV caches reserved: the non-expert memory override raised by
-/// batch x `context_tokens` x KV bytes per token, both resolved as the engine resolves them
-/// for this mechanism's expert size (the geometry, the preset, or the overrides). Unchanged
-/// without a context.
-fn with_context(spec: &PlanSpec, map: &policies::UnitMap, w: &Workload) -> Result<PlanSpec> {
-    let Some(t) = spec
-        .base
-        .timing
-        .as_ref()
-        .filter(|_| spec.context_tokens > 0)
-    else {
-        return Ok(spec.clone());
+/// Budgets run per round of [`best_budget`].
+const SEARCH_POINTS: u64 = 8;
+
+/// The fitting budgets at or below `largest` (which fits, running as `top`) that a search for
+/// the highest tokens/s runs, with their fits, smallest first. Round one spreads
+/// [`SEARCH_POINTS`] budgets evenly over `1..=largest`; each later round spreads as many over
+/// the interval between the neighbours of the best budget so far, until that interval holds
+/// no budget not yet run. Each round's budgets run in parallel. Tokens/s against budget rises
+/// while more budget saves page-ins and falls where the oversubscription curve prices them
+/// higher, so the search narrows on the peak; a budget that does not fit (possible only where
+/// admission is not monotone in the budget) is left out.
+fn best_budget<T: Send>(
+    largest: u64,
+    top: PlanFit,
+    run: &(impl Fn(u64) -> Result<Trial<(PlanFit, T)>> + Sync),
+) -> Result<Vec<PlanFit>> {
+    let mut curve = std::collections::BTreeMap::from([(largest, top)]);
+    let (mut lo, mut hi) = (1, largest);
+    loop {
+        let new: Vec<u64> = spread(lo, hi)
+            .into_iter()
+            .filter(|u| !curve.contains_key(u))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        let ran: Vec<(u64, Trial<(PlanFit, T)>)> = new
+            .par_iter()
+            .map(|&u| Ok((u, run(u)?)))
+            .collect::<Result<_>>()?;
+        for (u, t) in ran {
+            if let Trial::Fits((fit, _)) = t {
+                curve.insert(u, fit);
+            }
+        }
+        let points: Vec<PlanFit> = curve.values().cloned().collect();
+        let best = best_of(&points).map_or(largest, |f| f.budget_units);
+        lo = curve.range(..best).next_back().map_or(best, |(&u, _)| u);
+        hi = curve.range(best + 1..).next().map_or(best, |(&u, _)| u);
+    }
+    Ok(curve.into_values().collect())
+}
+
+/// [`SEARCH_POINTS`] budgets spread evenly over `lo..=hi`, both ends included (all of them
+/// when fewer).
+fn spread(lo: u64, hi: u64) -> Vec<u64> {
+    let n = SEARCH_POINTS - 1;
+    let mut out: Vec<u64> = (0..=n).map(|k| lo + (hi - lo) * k / n).collect();
+    out.dedup();
+    out
+}
+
+/// The fastest point of `curve`; of equally fast ones the smallest budget, so that no other
+/// point is at least as fast with less memory (the answer is never a dominated budget).
+fn best_of(curve: &[PlanFit]) -> Option<&PlanFit> {
+    curve.iter().reduce(|best, f| {
+        let faster = f.tokens_per_s > best.tokens_per_s;
+        let as_fast_smaller =
+            f.tokens_per_s == best.tokens_per_s && f.budget_units < best.budget_units;
+        if faster || as_fast_smaller {
+            f
+        } else {
+            best
+        }
+    })
+}
+
+/// The compute model of `spec`'s runs for this mechanism's expert size (the geometry, the
+/// preset, the config or the overrides), as the engine resolves it; `None` without timing.
+fn compute_model(
+    spec: &PlanSpec,
+    map: &policies::UnitMap,
+    w: &Workload,
+) -> Result<Option<crate::model_profile::ComputeModel>> {
+    let Some(t) = spec.base.timing.as_ref() else {
+        return Ok(None);
     };
-    let c = crate::model_profile::ComputeModel::new(
+    Ok(Some(crate::model_profile::ComputeModel::new(
         t.compute,
         &w.trace.trace.header.model,
         map.expert_bytes,
         &t.profile,
         &t.overrides,
-    )?;
-    let batch = spec.retention.batching.batch as f64;
-    let kv = batch * spec.context_tokens as f64 * c.kv_bytes_per_token;
+    )?))
+}
+
+/// Bytes of the context's KV caches: batch x `context_tokens` x KV bytes per token.
+fn kv_context_bytes(spec: &PlanSpec, c: &crate::model_profile::ComputeModel) -> f64 {
+    spec.retention.batching.batch as f64 * spec.context_tokens as f64 * c.kv_bytes_per_token
+}
+
+/// `spec` with its context's KV caches (`c`: its compute model): batch x `context_tokens` x
+/// KV bytes per token are reserved in VRAM beside the non-expert weights, and every step's
+/// attention reads them: each MoE layer's non-expert compute grows by batch x
+/// `context_tokens` x the KV read time per token and layer, as the trace's own tokens of KV
+/// are priced ([`crate::model_profile::ComputeModel::kv_us_per_token`]). Unchanged without a
+/// context.
+fn with_context(
+    spec: &PlanSpec,
+    c: Option<&crate::model_profile::ComputeModel>,
+) -> Result<PlanSpec> {
+    let Some(c) = c.filter(|_| spec.context_tokens > 0) else {
+        return Ok(spec.clone());
+    };
+    let tokens = spec.retention.batching.batch as f64 * spec.context_tokens as f64;
     let mut out = spec.clone();
     if let Some(t) = out.base.timing.as_mut() {
-        t.overrides.nonexpert_mib = Some((c.nonexpert_bytes + kv) / crate::MIB);
+        t.overrides.nonexpert_mib =
+            Some((c.nonexpert_bytes + kv_context_bytes(spec, c)) / crate::MIB);
+        t.overrides.nonexpert_us = Some(c.nonexpert_us + tokens * c.kv_us_per_token);
     }
     Ok(out)
+}
+
+/// Where the VRAM goes at `f`: its experts, the non-expert weights of `c` by part, the
+/// context's `kv_context` bytes of KV, the trace's KV at the peak, and what is left free.
+fn memory(f: &PlanFit, c: &crate::model_profile::ComputeModel, kv_context: f64) -> Memory {
+    Memory::of(
+        f.budget_bytes as f64,
+        f.peak_mapped_mib,
+        f.usable_mib,
+        c,
+        kv_context,
+    )
+}
+
+impl Memory {
+    /// `experts` bytes of expert units, the non-expert weights of `c` by part, `kv_context`
+    /// bytes of context KV; the trace's KV is what `peak_mapped_mib` holds beyond them.
+    pub fn of(
+        experts: f64,
+        peak_mapped_mib: f64,
+        usable_mib: f64,
+        c: &crate::model_profile::ComputeModel,
+        kv_context: f64,
+    ) -> Memory {
+        let mib = |b: f64| b / crate::MIB;
+        let (mut parts, mut unknown) = (Vec::new(), Vec::new());
+        if let Some((p, bpp)) = &c.nonexpert_parts {
+            let named = [
+                ("attention", Some(p.attention)),
+                ("routers", Some(p.routers)),
+                ("shared experts", Some(p.shared_experts)),
+                ("dense MLPs", Some(p.dense_mlps)),
+                ("norms", Some(p.norms)),
+                ("embeddings", p.embeddings),
+                ("LM head", p.lm_head),
+            ];
+            for (name, v) in named {
+                match v {
+                    Some(x) if x > 0.0 => parts.push((name.to_string(), mib(x * bpp))),
+                    Some(_) => {}
+                    None => unknown.push(name.to_string()),
+                }
+            }
+        }
+        let experts = mib(experts);
+        let nonexpert = mib(c.nonexpert_bytes);
+        let context = mib(kv_context);
+        Memory {
+            experts_mib: experts,
+            nonexpert_parts: parts,
+            unknown_parts: unknown,
+            nonexpert_mib: nonexpert,
+            nonexpert_bytes_per_param: c.nonexpert_parts.map(|(_, b)| b),
+            kv_context_mib: context,
+            kv_trace_mib: (peak_mapped_mib - experts - nonexpert - context).max(0.0),
+            peak_mapped_mib,
+            free_mib: usable_mib - peak_mapped_mib,
+            usable_mib,
+        }
+    }
+
+    /// One line per use of the VRAM, under `title`.
+    pub fn text(&self, title: &str) -> String {
+        let m = self;
+        let n = |x: f64| {
+            let sign = if x < 0.0 { "-" } else { "" };
+            if x.abs() >= 10.0 {
+                format!(
+                    "{sign}{}",
+                    reports::sizes::thousands(x.abs().round() as u64)
+                )
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        let parts: Vec<String> = m
+            .nonexpert_parts
+            .iter()
+            .map(|(name, x)| format!("{name} {}", n(*x)))
+            .collect();
+        let per = m
+            .nonexpert_bytes_per_param
+            .map(|b| format!(" at {} B a parameter", reports::metrics::fmt(b)))
+            .unwrap_or_default();
+        let detail = if parts.is_empty() {
+            " (--nonexpert-mib)".to_string()
+        } else {
+            format!("{per}: {}", parts.join(", "))
+        };
+        let unknown = if m.unknown_parts.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n  not counted        {}: the trace does not record the vocabulary; give --model-config (the model's config.json) or --nonexpert-mib",
+                m.unknown_parts.join(" and ")
+            )
+        };
+        format!(
+            "{title}, MiB of {} usable:\n  experts            {}\n  non-expert weights {}{detail}{unknown}\n  KV cache           {}: context {}, the trace's tokens {} at the peak\n  workspace          not modelled (activations and the CUDA context are not in the profile)\n  free               {}{}",
+            n(m.usable_mib),
+            n(m.experts_mib),
+            n(m.nonexpert_mib),
+            n(m.kv_context_mib + m.kv_trace_mib),
+            n(m.kv_context_mib),
+            n(m.kv_trace_mib),
+            n(m.free_mib),
+            if m.free_mib < 0.0 {
+                " (past usable VRAM: priced on the oversubscription curve)"
+            } else {
+                ""
+            },
+        )
+    }
 }
 
 /// The largest budget in `1..=bank` at which `run` fits, with its report, assuming fitting
 /// is monotone in the budget; `Ok(Err(why))` when not even 1 fits.
 fn largest_fitting<T>(
     bank: u64,
-    mut run: impl FnMut(u64) -> Result<Trial<T>>,
+    run: impl Fn(u64) -> Result<Trial<T>>,
 ) -> Result<std::result::Result<(u64, T), String>> {
     let mut best = match run(1)? {
         Trial::Fits(r) => (1, r),
@@ -352,6 +630,11 @@ impl Bank {
             peak_mapped_mib: timing.map_or(0.0, |t| t.peak_mapped_mib),
             miss_rate: cache.map_or(0.0, |c| c.miss_rate),
             page_ins_per_token: cache.map_or(0.0, |c| c.page_ins_per_token),
+            oversubscribed_page_ins: r
+                .timing_detail
+                .as_ref()
+                .map_or(0, |d| d.oversubscribed_page_ins),
+            usable_mib: r.timing_detail.as_ref().map_or(0.0, |d| d.usable_mib),
         }
     }
 }
@@ -396,6 +679,89 @@ impl Plan {
             reports::sizes::thousands(r.experts_total),
             reports::metrics::fmt(f.tokens_per_s)
         )
+    }
+
+    /// Why the recommended budget is the best of its configuration: the largest budget that
+    /// fits, and what a larger one would cost or why none fits; empty when nothing fits.
+    pub fn why(&self) -> String {
+        let Some(r) = self.recommended.map(|i| &self.rows[i]) else {
+            return String::new();
+        };
+        let (Some(f), Some(top)) = (&r.fit, r.curve.last()) else {
+            return String::new();
+        };
+        let tried = reports::metrics::count(r.curve.len() as u64, "fitting budget");
+        let at = |f: &PlanFit| {
+            format!(
+                "{} at {} tok/s",
+                size_text(f.budget_bytes),
+                reports::metrics::fmt(f.tokens_per_s)
+            )
+        };
+        let because = if f.budget_units < top.budget_units {
+            let over = if top.oversubscribed_page_ins > f.oversubscribed_page_ins {
+                format!(
+                    ": {} of its page-ins map past 90% of usable VRAM, where the oversubscription curve prices them higher",
+                    reports::sizes::thousands(top.oversubscribed_page_ins)
+                )
+            } else {
+                String::new()
+            };
+            format!("the largest budget that fits, {}{over}", at(top))
+        } else if top.budget_units == r.units_total {
+            "the whole bank fits at this budget".to_string()
+        } else {
+            "it is also the largest budget that fits: one unit more does not admit the whole batch under the cap".to_string()
+        };
+        format!(
+            "why: the fastest of {tried} run for {}; {because}",
+            r.name()
+        )
+    }
+
+    /// Where the VRAM goes at the recommended budget, one line per use; empty when nothing
+    /// fits.
+    pub fn memory(&self) -> String {
+        self.recommended
+            .and_then(|i| self.rows[i].memory.as_ref())
+            .map_or_else(String::new, |m| m.text("VRAM at the best budget"))
+    }
+
+    /// Tokens/s against budget of the recommended configuration, one line per budget run
+    /// (at most [`CURVE_LINES`], evenly picked, the best and the largest always among them),
+    /// with a bar scaled to the fastest; empty when nothing fits.
+    pub fn curve(&self) -> String {
+        let Some(r) = self.recommended.map(|i| &self.rows[i]) else {
+            return String::new();
+        };
+        let (Some(best), Some(top)) = (&r.fit, r.curve.last()) else {
+            return String::new();
+        };
+        let max = best.tokens_per_s.max(f64::MIN_POSITIVE);
+        let mut out = format!("tokens/s against budget, {}:\n", r.name());
+        for f in shown(&r.curve, best.budget_units) {
+            let bar = "#".repeat((CURVE_BAR as f64 * f.tokens_per_s / max).round() as usize);
+            let mark =
+                if f.budget_units == best.budget_units && best.budget_units == top.budget_units {
+                    "  <- best, the largest that fits"
+                } else if f.budget_units == best.budget_units {
+                    "  <- best"
+                } else if f.budget_units == top.budget_units {
+                    "  <- the largest that fits"
+                } else {
+                    ""
+                };
+            push_row(
+                &mut out,
+                format!(
+                    "{:>11} {:>10} tok/s  {bar:<CURVE_BAR$}{mark}",
+                    size_text(f.budget_bytes),
+                    reports::metrics::fmt(f.tokens_per_s)
+                ),
+            );
+        }
+        out.pop();
+        out
     }
 
     /// The ranked table, one row per configuration, then a line on the cap.
@@ -457,7 +823,7 @@ impl Plan {
             .map(|l| format!(" = {} MiB", reports::metrics::fmt(l.round())))
             .unwrap_or_default();
         out.push_str(&format!(
-            "budgets: the largest that fits under {} x usable VRAM of `{}`{limit} with non-expert weights and the KV caches of {}\n",
+            "budgets: the fastest of those that fit under {} x usable VRAM of `{}`{limit} with non-expert weights and the KV caches of {}\n",
             self.admission_cap,
             self.hw,
             reports::metrics::count(self.batch as u64, "sequence"),
@@ -471,6 +837,31 @@ impl Plan {
         }
         out
     }
+}
+
+/// Most lines of [`Plan::curve`].
+const CURVE_LINES: usize = 12;
+
+/// Width of the fastest budget's bar in [`Plan::curve`].
+const CURVE_BAR: usize = 30;
+
+/// At most [`CURVE_LINES`] points of `curve` (smallest budget first), evenly picked, with the
+/// point at `best` units and the last (largest) point always kept.
+fn shown(curve: &[PlanFit], best: u64) -> Vec<&PlanFit> {
+    let n = curve.len();
+    if n <= CURVE_LINES {
+        return curve.iter().collect();
+    }
+    let mut keep: Vec<usize> = (0..CURVE_LINES - 1)
+        .map(|k| k * (n - 1) / (CURVE_LINES - 1))
+        .collect();
+    keep.push(n - 1);
+    if let Some(b) = curve.iter().position(|f| f.budget_units == best) {
+        keep.push(b);
+    }
+    keep.sort_unstable();
+    keep.dedup();
+    keep.into_iter().map(|i| &curve[i]).collect()
 }
 
 /// Append one table row without the padding its empty last column leaves.
@@ -487,9 +878,9 @@ mod tests {
     fn the_search_finds_the_largest_fitting_budget() {
         for bank in [1u64, 2, 3, 10, 777, 6144] {
             for limit in [0u64, 1, 2, 5, 500, 6144, 10_000] {
-                let mut runs = 0;
+                let runs = std::cell::Cell::new(0);
                 let got = largest_fitting(bank, |u| {
-                    runs += 1;
+                    runs.set(runs.get() + 1);
                     assert!((1..=bank).contains(&u), "probe {u} outside 1..={bank}");
                     Ok(if u <= limit {
                         Trial::Fits(())
@@ -505,8 +896,82 @@ mod tests {
                 }
                 // 1, then the bank, then a bisection of 1..bank
                 let bound = 2 + (64 - bank.leading_zeros()) as usize;
+                let runs = runs.get();
                 assert!(runs <= bound, "{runs} runs for a bank of {bank}");
             }
         }
+    }
+
+    /// A fit at `units` running at `tps` tokens/s (the other figures do not matter here).
+    fn point(units: u64, tps: f64) -> PlanFit {
+        PlanFit {
+            budget_units: units,
+            budget_bytes: units,
+            experts_kept: units,
+            tokens_per_s: tps,
+            step_ms_p50: 0.0,
+            peak_mapped_mib: 0.0,
+            miss_rate: 0.0,
+            page_ins_per_token: 0.0,
+            oversubscribed_page_ins: 0,
+            usable_mib: 0.0,
+        }
+    }
+
+    /// Tokens/s that rise with the budget up to `peak` and fall past it (a page-in saved
+    /// per unit below the peak, the oversubscription curve's price above it).
+    fn peaked(peak: u64) -> impl Fn(u64) -> f64 {
+        move |u| {
+            if u <= peak {
+                10.0 + u as f64
+            } else {
+                10.0 + peak as f64 - 3.0 * (u - peak) as f64
+            }
+        }
+    }
+
+    #[test]
+    fn the_budget_search_finds_the_peak_not_the_largest_budget() {
+        for largest in [1u64, 2, 7, 8, 9, 33, 263, 6144] {
+            for peak in [
+                1,
+                2,
+                largest / 3,
+                largest * 5 / 6,
+                largest.saturating_sub(1),
+                largest,
+            ] {
+                let peak = peak.clamp(1, largest);
+                let tps = peaked(peak);
+                let curve = best_budget(largest, point(largest, tps(largest)), &|u| {
+                    assert!((1..=largest).contains(&u));
+                    Ok(Trial::Fits((point(u, tps(u)), ())))
+                })
+                .unwrap();
+                let best = best_of(&curve).unwrap();
+                // the independent answer: a scan of every budget
+                let want = (1..=largest)
+                    .max_by(|&a, &b| tps(a).total_cmp(&tps(b)).then(b.cmp(&a)))
+                    .unwrap();
+                assert_eq!(best.budget_units, want, "largest {largest} peak {peak}");
+                assert!(curve
+                    .windows(2)
+                    .all(|w| w[0].budget_units < w[1].budget_units));
+                assert_eq!(curve.last().unwrap().budget_units, largest);
+                // a few rounds of 8, not a scan of a large bank
+                assert!(curve.len() <= 48, "{} runs for {largest}", curve.len());
+            }
+        }
+    }
+
+    #[test]
+    fn equally_fast_budgets_recommend_the_smallest() {
+        // a plateau from 5 units up: every budget above 5 is dominated by 5
+        let tps = |u: u64| u.min(5) as f64;
+        let curve = best_budget(40, point(40, tps(40)), &|u| {
+            Ok(Trial::Fits((point(u, tps(u)), ())))
+        })
+        .unwrap();
+        assert_eq!(best_of(&curve).unwrap().budget_units, 5);
     }
 }

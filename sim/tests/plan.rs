@@ -80,31 +80,40 @@ fn spec(batch: usize) -> PlanSpec {
     }
 }
 
-/// The largest budget whose run admits the whole batch, by trying every budget.
+/// Tokens/s of every budget whose run admits the whole batch (`None`: it does not), by
+/// trying every budget of the bank.
 fn scan(
     spec: &PlanSpec,
     mechanism: &str,
     policy: PolicyKind,
     w: &Workload,
     bank: u64,
-) -> Option<u64> {
-    let mut best = None;
-    for units in 1..=bank {
-        let mut r = spec.retention.clone();
-        r.cache.policy = policy;
-        r.cache.budget = Budget::Units(units);
-        let cfg = RunConfig {
-            policy: mechanism.into(),
-            retention: Some(r),
-            ..spec.base.clone()
-        };
-        if let Ok(rep) = runner::run(&cfg, w) {
-            if rep.admission.as_ref().unwrap().admitted == spec.retention.batching.batch {
-                best = Some(units);
-            }
-        }
-    }
-    best
+) -> Vec<(u64, Option<f64>)> {
+    (1..=bank)
+        .map(|units| {
+            let mut r = spec.retention.clone();
+            r.cache.policy = policy;
+            r.cache.budget = Budget::Units(units);
+            let cfg = RunConfig {
+                policy: mechanism.into(),
+                retention: Some(r),
+                ..spec.base.clone()
+            };
+            let tps = runner::run(&cfg, w).ok().and_then(|rep| {
+                (rep.admission.as_ref().unwrap().admitted == spec.retention.batching.batch)
+                    .then(|| rep.timing.unwrap().tokens_per_s)
+            });
+            (units, tps)
+        })
+        .collect()
+}
+
+/// The largest fitting budget of a scan, and the fastest (the smallest of equally fast).
+fn largest_and_fastest(scan: &[(u64, Option<f64>)]) -> (Option<u64>, Option<(u64, f64)>) {
+    let fits = || scan.iter().filter_map(|&(u, t)| Some((u, t?)));
+    let largest = fits().map(|(u, _)| u).max();
+    let fastest = fits().reduce(|b, p| if p.1 > b.1 { p } else { b });
+    (largest, fastest)
 }
 
 #[test]
@@ -115,20 +124,31 @@ fn the_search_agrees_with_a_scan_of_every_budget() {
         let p = plan(&s, &w).unwrap();
         assert_eq!(p.rows.len(), 6);
         for row in &p.rows {
-            let want = scan(
+            let all = scan(
                 &s,
                 &row.mechanism,
                 PolicyKind::parse(&row.evict).unwrap(),
                 &w,
                 row.units_total,
             );
-            let got = row.fit.as_ref().map(|f| f.budget_units);
-            assert_eq!(got, want, "batch {batch} {} + {}", row.mechanism, row.evict);
+            let (largest, fastest) = largest_and_fastest(&all);
+            let cell = format!("batch {batch} {} + {}", row.mechanism, row.evict);
+            assert_eq!(row.largest_fitting_units, largest, "{cell}");
             assert!(
-                got.is_some_and(|u| u > 1 && u < row.units_total),
+                largest.is_some_and(|u| u > 1 && u < row.units_total),
                 "the cap falls inside the bank: {row:?}"
             );
             let f = row.fit.as_ref().unwrap();
+            assert_eq!(
+                (f.budget_units, f.tokens_per_s),
+                fastest.unwrap(),
+                "{cell}: {:?}",
+                all
+            );
+            // every point of the curve is the scan's figure at that budget
+            for c in &row.curve {
+                assert_eq!(Some(c.tokens_per_s), all[c.budget_units as usize - 1].1);
+            }
             assert!(f.peak_mapped_mib <= p.limit_mib.unwrap() + 1e-6);
             // e1: one 64 MiB expert per unit; e2: two per unit of 128 MiB
             let per = if row.mechanism == "e1" { 1 } else { 2 };
@@ -146,6 +166,80 @@ fn the_search_agrees_with_a_scan_of_every_budget() {
         assert!(!rec.bound && rec.evict != "belady");
         assert!(p.rows[..p.recommended.unwrap()].iter().all(|r| r.bound));
     }
+}
+
+/// Issue 42's first defect: the largest budget that fits maps past 90% of usable VRAM, where
+/// the oversubscription curve prices every page-in about twice as high (first_touch_90_100
+/// 407 µs against first_touch_below_90 210 µs on the RTX 4060 laptop), and is slower than a
+/// smaller budget. 4 MoE layers x 64 experts of 64 MiB, top-2, skewed (1.2) so that the
+/// last experts pinned or cached save few page-ins; 4,000 MiB of non-expert weights put the
+/// curve's start (0.9 x 7,959 MiB = 7,163 MiB) about 49 units above them and the cap (all
+/// usable VRAM) about 12 units further. The plan recommends the scan's fastest budget for
+/// static pinning and for LRU, never the largest.
+#[test]
+fn the_plan_recommends_the_fastest_budget_not_the_largest() {
+    let mut model = traces::ModelSpec::uniform("tiny", 4, 64, 2);
+    model.name = "skewed".into();
+    let params = GenParams {
+        preset: None,
+        skew: vec![1.2],
+        locality: vec![0.4],
+        cross_layer: 0.0,
+        sequences: 2,
+        tokens: 48,
+        seed: 7,
+        fitted_to: None,
+        always_on: Vec::new(),
+        archetypes: None,
+    };
+    let trace = generate_trace(&model, &params).unwrap();
+    let label = "skewed".to_string();
+    let w = Workload::new(TraceInput { label, trace }, None).unwrap();
+    for policy in [PolicyKind::StaticPin, PolicyKind::Lru] {
+        let mut s = spec(1);
+        s.mechanisms = vec!["e1".into()];
+        s.policies = vec![policy];
+        let t = s.base.timing.as_mut().unwrap();
+        t.overrides.nonexpert_mib = Some(4000.0);
+        t.admission_cap = Some(1.0);
+        let p = plan(&s, &w).unwrap();
+        check_fastest(&p, &s, policy, &w);
+    }
+}
+
+/// The plan of `policy` recommends the fastest budget of an independent scan of every
+/// budget, the largest fitting one is slower, and the text says why and draws the curve.
+fn check_fastest(p: &sim::plan::Plan, s: &PlanSpec, policy: PolicyKind, w: &Workload) {
+    let row = &p.rows[p.recommended.unwrap()];
+    let all = scan(s, "e1", policy, w, row.units_total);
+    let (largest, fastest) = largest_and_fastest(&all);
+    let (largest, (best, best_tps)) = (largest.unwrap(), fastest.unwrap());
+    let largest_tps = all[largest as usize - 1].1.unwrap();
+    assert!(
+        best < largest && best_tps > largest_tps,
+        "the case needs a largest budget slower than a smaller one: {all:?}"
+    );
+    let f = row.fit.as_ref().unwrap();
+    assert_eq!(
+        (f.budget_units, f.tokens_per_s),
+        (best, best_tps),
+        "{all:?}"
+    );
+    assert_eq!(row.largest_fitting_units, Some(largest));
+    let top = row.curve.last().unwrap();
+    assert!(top.oversubscribed_page_ins > f.oversubscribed_page_ins);
+    // the text says why, and draws the curve with both budgets marked
+    let why = p.why();
+    assert!(
+        why.contains("the largest budget that fits")
+            && why.contains("the oversubscription curve prices them higher"),
+        "{why}"
+    );
+    let curve = p.curve();
+    assert!(
+        curve.contains("<- best") && curve.contains("<- the largest that fits"),
+        "{curve}"
+    );
 }
 
 #[test]
@@ -222,6 +316,16 @@ fn the_cli_prints_the_answer_first_and_json_on_request() {
         "{first}"
     );
     assert!(text.contains("rank mechanism + policy"), "{text}");
+    // where the VRAM goes: granite's attention 24 x 4 x 1,024^2 x 2 B = 192 MiB and routers
+    // 24 x 1,024 x 32 x 2 B = 1.5 MiB; the bundled trace's model is not a preset's, so its
+    // vocabulary is unknown
+    assert!(
+        text.contains("VRAM at the best budget, MiB of 7,959 usable:")
+            && text
+                .contains("non-expert weights 194 at 2 B a parameter: attention 192, routers 1.5")
+            && text.contains("not counted        embeddings and LM head"),
+        "{text}"
+    );
     // rows whose note column is empty end at their last figure, not in padding
     assert!(
         text.lines().all(|l| !l.ends_with(' ')),
@@ -298,6 +402,48 @@ fn a_context_reserves_its_kv_caches_beside_the_weights() {
             "batch {batch}: {a} with context, {c} without"
         );
     }
+}
+
+/// Issue 42's third defect: `--context` was documented as memory only, but its KV caches
+/// were read every step through the non-expert weights they were added to, and with
+/// `--nonexpert-us` given that read vanished. Every decode step's attention reads the
+/// context's KV: 64 tokens x 1 MiB = 67,108,864 B at the RTX 4060 laptop's 178 GB/s
+/// (178,000 B/µs) is 377.0 µs a step, one token a step at batch 1, so 1 / tokens/s grows by
+/// exactly that, with or without --nonexpert-us. The cap leaves room for the whole bank, so
+/// static pinning holds every expert at its best budget and nothing is paged.
+#[test]
+fn a_context_is_read_by_every_step_at_the_read_bandwidth() {
+    let w = workload();
+    for nonexpert_us in [None, Some(50.0)] {
+        let mut s = spec(1);
+        s.mechanisms = vec!["e1".into()];
+        s.policies = vec![PolicyKind::StaticPin];
+        let t = s.base.timing.as_mut().unwrap();
+        t.admission_cap = Some(1.0);
+        t.overrides.nonexpert_us = nonexpert_us;
+        let secs_per_token = |context: u64| {
+            let mut s = s.clone();
+            s.context_tokens = context;
+            let p = plan(&s, &w).unwrap();
+            let f = p.rows[0].fit.clone().unwrap();
+            assert_eq!(f.budget_units, 32, "the whole bank is pinned");
+            assert_eq!(f.page_ins_per_token, 0.0);
+            1.0 / f.tokens_per_s
+        };
+        let read_s = 64.0 * (1u64 << 20) as f64 / 178_000.0 * 1e-6;
+        let got = secs_per_token(64) - secs_per_token(0);
+        assert!(
+            (got - read_s).abs() < 1e-9,
+            "--nonexpert-us {nonexpert_us:?}: {got} s, want {read_s} s"
+        );
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["plan", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(o.stdout).unwrap();
+    assert!(help.contains("It costs memory and time"), "{help}");
+    assert!(!help.contains("Memory only"), "{help}");
 }
 
 /// `--preset` plans a model without a trace of it: the generated trace has the preset's
@@ -382,4 +528,260 @@ fn placements_are_planned_over_the_units_left_on_the_gpu() {
     let f = cpu.fit.as_ref().unwrap_or_else(|| panic!("{cpu:?}"));
     assert!(f.budget_units <= 16 && f.experts_kept <= 16, "{f:?}");
     assert!(p.table().contains("e1 + lru, cpu layers:2"));
+}
+
+/// `sim` with `args`, from the workspace root (the shipped configs' relative paths).
+fn sim_at_root(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+const QWEN3_CONFIG: &str = "traces/data/configs/qwen3-30b-a3b.json";
+
+/// `--model-config` with int4 experts and `--nonexpert-dtype bf16`: the plan generates a trace
+/// of the config's model and its VRAM breakdown holds every non-expert weight of Qwen3-30B-A3B
+/// at 2 bytes: attention 48 x (2,048 x 4,096 + 2 x 2,048 x 512 + 4,096 x 2,048 + 2 x 128) =
+/// 905,981,952, routers 48 x 2,048 x 128 = 12,582,912, norms 97 x 2,048 = 198,656, embeddings
+/// and LM head 151,936 x 2,048 = 311,164,928 each: 1,541,093,376 parameters, 2,939.4 MiB.
+#[test]
+fn a_model_config_sizes_every_weight_in_the_plan() {
+    let args = [
+        "plan",
+        "--model-config",
+        QWEN3_CONFIG,
+        "--dtype",
+        "int4",
+        "--nonexpert-dtype",
+        "bf16",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--policies",
+        "e4",
+        "--evict",
+        "static-pin",
+        "--preset-tokens",
+        "4",
+        "--context",
+        "4096",
+    ];
+    let o = sim_at_root(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["recommended_row"]["memory"];
+    let mib = |params: f64| params * 2.0 / (1 << 20) as f64;
+    let close = |x: &serde_json::Value, want: f64| (x.as_f64().unwrap() - want).abs() < 1e-6;
+    assert!(close(&m["nonexpert_mib"], mib(1_541_093_376.0)), "{m}");
+    assert_eq!(m["nonexpert_bytes_per_param"], 2.0);
+    let part = |name: &str| {
+        m["nonexpert_parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p[0] == name)
+            .map(|p| p[1].as_f64().unwrap())
+    };
+    assert_eq!(part("embeddings"), Some(mib(311_164_928.0)));
+    assert_eq!(part("LM head"), Some(mib(311_164_928.0)));
+    assert_eq!(part("attention"), Some(mib(905_981_952.0)));
+    assert!(m["unknown_parts"].as_array().unwrap().is_empty());
+    // 4,096 tokens x 98,304 B (2 x 4 KV heads x 128 x 48 layers x 2 B) = 384 MiB
+    assert!(close(&m["kv_context_mib"], 384.0), "{m}");
+}
+
+/// A config of another model than the trace's is refused, naming the flag and what differs;
+/// so are the flags without a hardware profile and a config the tool cannot read.
+#[test]
+fn a_model_config_of_another_model_is_refused() {
+    let prose = "traces/data/granite/prose.bin";
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        prose,
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--model-config",
+        QWEN3_CONFIG,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--model-config") && err.contains("48 layers in the config, 24 in the trace"),
+        "{err}"
+    );
+    let o = sim_at_root(&["run", "--trace", prose, "--nonexpert-dtype", "bf16"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs a hardware profile"));
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        prose,
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--model-config",
+        prose,
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--model-config"));
+    // the recorded Qwen3-30B-A3B trace is the config's model: int4 experts, bf16 rest
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        "validate/data/validation/qwen3-30b-a3b.trace",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--dtype",
+        "int4",
+        "--model-config",
+        QWEN3_CONFIG,
+        "--nonexpert-dtype",
+        "bf16",
+        "--policy",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "10%",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // its VRAM breakdown: the config's 1,541,093,376 non-expert parameters at 2 bytes, and
+    // peak mapped memory = experts + non-expert weights + KV + what the usable VRAM leaves free
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["memory"];
+    let nonexpert = 1_541_093_376.0 * 2.0 / (1 << 20) as f64;
+    assert!(
+        (m["nonexpert_mib"].as_f64().unwrap() - nonexpert).abs() < 1e-6,
+        "{m}"
+    );
+    let f = |k: &str| m[k].as_f64().unwrap();
+    let peak = v["timing"]["peak_mapped_mib"].as_f64().unwrap();
+    assert_eq!(f("peak_mapped_mib"), peak);
+    assert!((f("usable_mib") - f("free_mib") - peak).abs() < 1e-6);
+    let parts = f("experts_mib") + f("nonexpert_mib") + f("kv_context_mib") + f("kv_trace_mib");
+    assert!((parts - peak).abs() < 1e-6, "{m}");
+    // without those flags the run's JSON is unchanged: no memory block
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        "traces/data/granite/prose.bin",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("memory").is_none());
+}
+
+/// `--engine llama.cpp` prints the llama-server flags of the recommendation. Every flag is
+/// llama.cpp's own, from `common/arg.cpp` (ggml-org/llama.cpp):
+/// `{"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "number of layers to store in VRAM"`;
+/// `{"-ncmoe", "--n-cpu-moe"}, "N", "keep the Mixture of Experts (MoE) weights of the first N
+/// layers in the CPU"` (it pushes the `-ot` override `blk\.i\.ffn_(up|down|gate|gate_up)_(ch|)exps`
+/// = CPU for i < N); `{"-cmoe", "--cpu-moe"}, "keep all Mixture of Experts (MoE) weights in the
+/// CPU"`; `{"--mmap"}, {"--no-mmap"}, "whether to memory-map model"`; `{"-c", "--ctx-size"}`.
+/// Granite has 24 MoE layers of 32 experts: the whole bank fits under a cap of all usable VRAM
+/// and is as fast as the best budget (743 experts: pinning the last 25 saves nothing here), so
+/// it is `-ngl 99` alone; 628
+/// of 768 experts kept by static pinning is not expressible (no expert cache), and the closest
+/// static setting keeps 628 / 32 = 19 whole layers on the GPU: `--n-cpu-moe 5`.
+#[test]
+fn the_engine_flags_realise_the_recommendation_or_say_why_not() {
+    let run = |cap: &str, engine: &str| {
+        let o = sim_at_root(&[
+            "plan",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            "static-pin",
+            "--context",
+            "512",
+            "--admission-cap",
+            cap,
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (
+            v["recommended_row"]["fit"]["experts_kept"]
+                .as_u64()
+                .unwrap(),
+            v["engine"].clone(),
+        )
+    };
+    let (kept, e) = run("1.0", "llama.cpp");
+    assert_eq!(kept, 743);
+    assert_eq!(
+        e["command"],
+        "llama-server -m MODEL.gguf -ngl 99 -c 512 --no-mmap"
+    );
+    assert_eq!(e["exact"], true);
+    let (kept, e) = run("0.35", "llama.cpp");
+    assert_eq!(kept, 628, "{e}");
+    assert_eq!(
+        e["command"],
+        "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 5 -c 512 --no-mmap"
+    );
+    assert_eq!(e["exact"], false);
+    assert!(
+        e["notes"][0].as_str().unwrap().contains("no expert cache"),
+        "{e}"
+    );
+    let (_, e) = run("0.35", "vllm");
+    assert!(e["command"].is_null());
+    assert!(
+        e["notes"][0].as_str().unwrap().starts_with("not expressed"),
+        "{e}"
+    );
+    let o = sim_at_root(&["plan", "--hw", "rtx4060-laptop-wddm", "--engine", "tgi"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("llama.cpp"));
+}
+
+/// `sim trace gen --model-config` takes the geometry from the config: DeepSeek-R1's 61 layers,
+/// the first 3 dense (`first_k_dense_replace`), 256 routed experts, top-8.
+#[test]
+fn trace_gen_takes_its_geometry_from_a_model_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds.bin");
+    let out = out.to_str().unwrap();
+    let o = sim_at_root(&[
+        "trace",
+        "gen",
+        "--model-config",
+        "traces/data/configs/deepseek-r1.json",
+        "--skew",
+        "1",
+        "--locality",
+        "0.3",
+        "--tokens",
+        "2",
+        "--sequences",
+        "1",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sim_at_root(&["trace", "stats", out]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("58 MoE of 61 (256 experts, top-8)"), "{text}");
+    let o = sim_at_root(&[
+        "trace",
+        "gen",
+        "--model-config",
+        "traces/data/configs/deepseek-r1.json",
+        "--preset",
+        "olmoe-1b-7b",
+        "--out",
+        out,
+    ]);
+    assert!(!o.status.success());
 }

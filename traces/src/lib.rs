@@ -13,6 +13,7 @@ pub mod file_mode;
 pub mod format;
 mod format_layouts;
 pub mod gen;
+pub mod hf_config;
 mod import_arrays;
 pub mod import_fields;
 pub mod import_formats;

@@ -78,6 +78,14 @@ pub struct Preset {
     pub expert_ffn: u32,
     /// The attention layers' KV cache geometry (the config keys are named on each variant).
     pub attention: Attention,
+    /// Vocabulary (`vocab_size`): the token embeddings and the LM head are vocabulary x
+    /// hidden size each.
+    pub vocab_size: u32,
+    /// Whether the LM head is the embedding matrix (`tie_word_embeddings`).
+    pub tied_embeddings: bool,
+    /// Intermediate size of the dense layers' MLP (`intermediate_size`; 0 without dense
+    /// layers).
+    pub dense_ffn: u32,
 }
 
 impl Preset {
@@ -85,6 +93,17 @@ impl Preset {
     /// [`KV_BYTES_PER_ELEMENT`]: elements per layer x layers x 2 bytes.
     pub fn kv_bytes_per_token(&self) -> u64 {
         self.attention.kv_elements_per_layer() * self.layers as u64 * KV_BYTES_PER_ELEMENT
+    }
+
+    /// Parameters of the token embeddings and of the LM head (0 when tied).
+    pub fn embedding_params(&self) -> (u64, u64) {
+        let matrix = self.vocab_size as u64 * self.hidden_size as u64;
+        (matrix, if self.tied_embeddings { 0 } else { matrix })
+    }
+
+    /// Parameters of the dense layers' gated MLPs (gate, up, down: 3 x hidden x FFN each).
+    pub fn dense_mlp_params(&self) -> u64 {
+        self.dense_layers as u64 * 3 * self.hidden_size as u64 * self.dense_ffn as u64
     }
 
     /// The geometry as a [`ModelSpec`]: `dense_layers` dense layers, then MoE layers.
@@ -136,6 +155,10 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 64,
         },
+        // vocab_size 49155, tie_word_embeddings true
+        vocab_size: 49155,
+        tied_embeddings: true,
+        dense_ffn: 0,
     },
     Preset {
         name: "olmoe-1b-7b",
@@ -153,6 +176,10 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 16,
             head_dim: 128,
         },
+        // vocab_size 50304, tie_word_embeddings false
+        vocab_size: 50304,
+        tied_embeddings: false,
+        dense_ffn: 0,
     },
     Preset {
         name: "gpt-oss-20b",
@@ -171,6 +198,10 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 64,
         },
+        // vocab_size 201088, tie_word_embeddings false
+        vocab_size: 201088,
+        tied_embeddings: false,
+        dense_ffn: 0,
     },
     Preset {
         name: "qwen3-30b-a3b",
@@ -188,6 +219,10 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 4,
             head_dim: 128,
         },
+        // vocab_size 151936, tie_word_embeddings false
+        vocab_size: 151936,
+        tied_embeddings: false,
+        dense_ffn: 0,
     },
     Preset {
         name: "mixtral-8x7b",
@@ -205,6 +240,10 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
         },
+        // vocab_size 32000, tie_word_embeddings false
+        vocab_size: 32000,
+        tied_embeddings: false,
+        dense_ffn: 0,
     },
     Preset {
         name: "deepseek-v3",
@@ -222,6 +261,10 @@ pub const PRESETS: &[Preset] = &[
             kv_lora_rank: 512,
             rope_dim: 64,
         },
+        // vocab_size 129280, tie_word_embeddings false, intermediate_size 18432
+        vocab_size: 129280,
+        tied_embeddings: false,
+        dense_ffn: 18432,
     },
     Preset {
         name: "kimi-k2",
@@ -239,6 +282,10 @@ pub const PRESETS: &[Preset] = &[
             kv_lora_rank: 512,
             rope_dim: 64,
         },
+        // vocab_size 163840, tie_word_embeddings false, intermediate_size 18432
+        vocab_size: 163840,
+        tied_embeddings: false,
+        dense_ffn: 18432,
     },
 ];
 

@@ -74,6 +74,21 @@ pub struct TimingArgs {
     #[arg(long, value_name = "BYTES", help_heading = "Timing")]
     pub kv_bytes_per_token: Option<u64>,
 
+    /// The model's Hugging Face config.json (families: qwen3_moe, qwen2_moe, mixtral, olmoe,
+    /// deepseek_v2, deepseek_v3, kimi_k2; e.g. traces/data/configs/qwen3-30b-a3b.json): every
+    /// non-expert weight by part (embeddings, LM head tied or not, attention, norms, routers,
+    /// dense MLPs, shared experts) and the KV cache per token come from it instead of the
+    /// geometry's estimates. Its layers, experts and top-k must be the trace's.
+    #[arg(long, value_name = "FILE", help_heading = "Timing")]
+    pub model_config: Option<PathBuf>,
+
+    /// Dtype of the non-expert weights, when it differs from the experts' (--dtype): e.g.
+    /// int4 experts with bf16 attention, embeddings and LM head, as GGUF Q4_K_M and AWQ
+    /// checkpoints keep them: bf16, fp16, fp8, int4, int4-noscale, nvfp4, mxfp4.
+    #[arg(long, value_name = "DTYPE", help_heading = "Timing",
+          value_parser = super::args_input::dtype_parser())]
+    pub nonexpert_dtype: Option<traces::DType>,
+
     /// Reuse pooled physical handles: a page-in costs cuMemMap + cuMemSetAccess per granule
     /// (no cuMemCreate), an eviction cuMemUnmap (no cuMemRelease). Needs the per-call constants.
     #[arg(long, help_heading = "Timing")]
@@ -213,6 +228,9 @@ impl TimingArgs {
             if used {
                 bail!("timing flags (--handle-pool, --deferred-unmap, --serial-loader, --predictor, --admission-cap, --timeline, --hw-host, --cpu-experts) need a hardware profile: add --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
             }
+            if self.model_config.is_some() || self.nonexpert_dtype.is_some() {
+                bail!("--model-config and --nonexpert-dtype size the non-expert weights and the KV cache of the timing model, which needs a hardware profile: add --hw rtx4060-laptop-wddm (or another, see `sim profile list`)");
+            }
             return Ok(None);
         };
         for (name, v) in [
@@ -246,6 +264,8 @@ impl TimingArgs {
                 expert_us: self.expert_us,
                 nonexpert_mib: self.nonexpert_mib,
                 kv_bytes_per_token: self.kv_bytes_per_token,
+                model_config: self.model_config()?,
+                nonexpert_dtype: self.nonexpert_dtype,
             },
             handle_pool: self.handle_pool,
             deferred_unmap: self.deferred_unmap,
@@ -259,6 +279,20 @@ impl TimingArgs {
             cpu_experts: self.cpu_experts.first().copied().unwrap_or_default(),
             ..TimingConfig::new(hw.clone(), Arc::new(profile))
         }))
+    }
+
+    /// The parsed `--model-config`, if given; errors name the flag and the file.
+    pub fn model_config(&self) -> Result<Option<Arc<traces::hf_config::ModelConfig>>> {
+        let Some(path) = &self.model_config else {
+            return Ok(None);
+        };
+        let what = || format!("--model-config {}", path.display());
+        let text = std::fs::read_to_string(path).with_context(what)?;
+        let name = path
+            .file_stem()
+            .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
+        let config = traces::hf_config::parse(&text, &name).with_context(what)?;
+        Ok(Some(Arc::new(config)))
     }
 
     /// Whether any `--cpu-experts` places experts on the CPU.

@@ -1,4 +1,4 @@
-//! `sim plan`: the largest expert budget that fits for each mechanism and retention policy,
+//! `sim plan`: the fastest expert budget that fits for each mechanism and retention policy,
 //! ranked by tokens/s (the search is `sim::plan`).
 
 use super::args_input::{emit, InputArgs};
@@ -53,15 +53,17 @@ pub struct PlanArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "trace")]
     pub preset: Option<String>,
 
-    /// Decode tokens per sequence of the --preset trace.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRESET_TOKENS, requires = "preset",
+    /// Decode tokens per sequence of the --preset trace (or of the trace generated for
+    /// --model-config without --trace).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRESET_TOKENS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub preset_tokens: u64,
 
-    /// Tokens of context each sequence already holds in its KV cache (a prompt of N tokens):
-    /// batch x N x KV bytes per token (--kv-bytes-per-token, else the preset's attention
-    /// geometry) is reserved in VRAM beside the non-expert weights, before the trace's own
-    /// tokens. Memory only: the step time's KV read counts the trace's tokens.
+    /// Tokens of context each sequence already holds in its KV cache (a prompt of N tokens),
+    /// before the trace's own tokens. It costs memory and time: batch x N x KV bytes per
+    /// token (--kv-bytes-per-token, else the model's attention geometry) is reserved in VRAM
+    /// beside the non-expert weights, and every decode step's attention reads it at the
+    /// profile's device read bandwidth, as it reads the trace's own tokens of KV.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub context: u64,
 
@@ -72,6 +74,14 @@ pub struct PlanArgs {
     /// Seed of randomised policies and of the oversubscription jitter.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+
+    /// Print the command line that realises the recommendation in this engine, where it can
+    /// express it (llama.cpp: -ngl, --cpu-moe, --n-cpu-moe, -c, --no-mmap), the closest
+    /// setting it can express otherwise, or that it cannot: llama.cpp, ktransformers, vllm,
+    /// sglang (only llama.cpp's flags are mapped so far).
+    #[arg(long, value_name = "ENGINE",
+          value_parser = clap::builder::PossibleValuesParser::new(sim::plan_engine::ENGINES))]
+    pub engine: Option<String>,
 
     /// Print the plan as one JSON object instead of the recommendation and the table: `rows`
     /// ranked, `recommended` the index into `rows` of the recommended configuration, and
@@ -144,15 +154,47 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         placements: args.timing.cpu_experts.clone(),
         context_tokens: args.context,
     };
-    let workload = match &args.preset {
-        Some(name) => preset_workload(name, args.preset_tokens, args.batch, args.seed)?,
-        None => args.input.workload()?,
+    let config = args.timing.model_config()?;
+    let generated = |model: &traces::ModelSpec, label: &str| {
+        generated_workload(model, label, args.preset_tokens, args.batch, args.seed)
+    };
+    let workload = match (&args.preset, &config) {
+        (Some(name), _) => {
+            let p = traces::presets::preset(name).with_context(|| {
+                format!(
+                    "--preset {name:?}: unknown; the presets are: {}",
+                    traces::presets::preset_names()
+                )
+            })?;
+            generated(&p.model_spec(), p.name)?
+        }
+        (None, Some(c)) if args.input.trace.is_empty() => generated(&c.spec, &c.spec.name)?,
+        (None, _) => args.input.workload()?,
     };
     let p = plan(&spec, &workload)?;
+    let engine = args
+        .engine
+        .as_deref()
+        .map(|e| sim::plan_engine::realise(e, &p, &workload.trace.trace.header.model));
     let text = if args.json {
-        serde_json::to_string_pretty(&PlanJson::of(&p))? + "\n"
+        let json = PlanJson {
+            engine: engine.as_ref(),
+            ..PlanJson::of(&p)
+        };
+        serde_json::to_string_pretty(&json)? + "\n"
     } else {
-        format!("{}\n\n{}", p.recommendation(), p.table())
+        let mut out = p.recommendation() + "\n";
+        for part in [p.why(), p.curve(), p.memory()] {
+            if !part.is_empty() {
+                out.push_str(&part);
+                out.push('\n');
+            }
+        }
+        let realised = engine
+            .as_ref()
+            .map(|r| format!("\n{}\n", r.text()))
+            .unwrap_or_default();
+        out + "\n" + &p.table() + &realised
     };
     emit(args.out.as_deref(), &text)?;
     // The table says why each configuration does not fit; a script needs the failure too.
@@ -170,6 +212,9 @@ struct PlanJson<'a> {
     plan: &'a Plan,
     /// `rows[recommended]`; null when nothing fits.
     recommended_row: Option<&'a PlanRow>,
+    /// The recommendation in `--engine`'s flags; absent without `--engine`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<&'a sim::plan_engine::Realisation>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -177,20 +222,21 @@ impl<'a> PlanJson<'a> {
         PlanJson {
             plan,
             recommended_row: plan.recommended.map(|i| &plan.rows[i]),
+            engine: None,
         }
     }
 }
 
-/// A trace for preset `name`: `sequences` sequences of `tokens` decode tokens with the mean
-/// skew and locality fitted to the embedded granite prose trace (`traces::gen::fit`), seeded
-/// by `seed`.
-fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result<Workload> {
-    let p = traces::presets::preset(name).with_context(|| {
-        format!(
-            "--preset {name:?}: unknown; the presets are: {}",
-            traces::presets::preset_names()
-        )
-    })?;
+/// A trace of `model` (named `label`): `sequences` sequences of `tokens` decode tokens with
+/// the mean skew and locality fitted to the embedded granite prose trace
+/// (`traces::gen::fit`), seeded by `seed`.
+fn generated_workload(
+    model: &traces::ModelSpec,
+    label: &str,
+    tokens: u64,
+    sequences: u64,
+    seed: u64,
+) -> Result<Workload> {
     let prose = TraceInput::load(None)?;
     let stats = traces::stats::trace_stats(&prose.trace, traces::PhaseSel::Decode)
         .context("statistics of the embedded prose trace")?;
@@ -199,7 +245,7 @@ fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result
         fits.iter().map(f).sum::<f64>() / fits.len().max(1) as f64
     };
     let params = GenParams {
-        preset: Some(p.name.to_string()),
+        preset: traces::presets::preset_of_model(model).map(|p| p.name.to_string()),
         skew: vec![mean(|f| f.skew)],
         locality: vec![mean(|f| f.locality)],
         cross_layer: 0.0,
@@ -210,11 +256,11 @@ fn preset_workload(name: &str, tokens: u64, sequences: u64, seed: u64) -> Result
         always_on: Vec::new(),
         archetypes: None,
     };
-    let trace = traces::gen::generate_trace(&p.model_spec(), &params)
-        .map_err(|e| anyhow::anyhow!("--preset {name}: {e}"))?;
+    let trace = traces::gen::generate_trace(model, &params)
+        .map_err(|e| anyhow::anyhow!("generating a trace of {label}: {e}"))?;
     Workload::new(
         TraceInput {
-            label: format!("generated:{}", p.name),
+            label: format!("generated:{label}"),
             trace,
         },
         None,

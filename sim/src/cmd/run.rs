@@ -71,13 +71,22 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     print_notes(&report);
     super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);
+    let memory = memory(&args, &cfg, &report)?;
     let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
+        let mut v = serde_json::to_value(&report)?;
+        if let (Some(m), Some(o)) = (&memory, v.as_object_mut()) {
+            o.insert("memory".into(), serde_json::to_value(m)?);
+        }
+        serde_json::to_string_pretty(&v)? + "\n"
     } else {
+        let memory = memory
+            .map(|m| m.text("VRAM at the peak") + "\n")
+            .unwrap_or_default();
         text::run_summary(&report)
             + &text::retention_summary(&report)
             + &text::timing_summary(&report)
             + &reports::text::steps::steps_summary(&report)
+            + &memory
     };
     emit(args.out.as_deref(), &text)
 }
@@ -93,6 +102,42 @@ fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -
         rc.batching.source = args.cache.source(has_passes, timed_or_stepped)?;
     }
     Ok(())
+}
+
+/// Where the VRAM goes at the run's peak, when the run sizes the model's weights itself
+/// (`--model-config` or `--nonexpert-dtype`, on a hardware profile): the experts resident at
+/// the peak, the non-expert weights by part, the KV cache and what is free. `None`
+/// otherwise, so that the output of other runs is unchanged.
+fn memory(args: &RunArgs, cfg: &RunConfig, r: &RunReport) -> Result<Option<sim::plan::Memory>> {
+    let given = args.timing.model_config.is_some() || args.timing.nonexpert_dtype.is_some();
+    let (Some(t), Some(timing), Some(detail)) = (&cfg.timing, &r.timing, &r.timing_detail) else {
+        return Ok(None);
+    };
+    if !given {
+        return Ok(None);
+    }
+    let model = match args.input.one_trace()? {
+        Some(p) => traces::read_header(p)?.model,
+        None => runner::TraceInput::load(None)?.trace.header.model,
+    };
+    let c = sim::model_profile::ComputeModel::new(
+        t.compute,
+        &model,
+        r.inputs.expert_bytes,
+        &t.profile,
+        &t.overrides,
+    )?;
+    let experts = r
+        .cache
+        .as_ref()
+        .map_or(0.0, |c| c.peak_resident_mib * sim::MIB);
+    Ok(Some(sim::plan::Memory::of(
+        experts,
+        timing.peak_mapped_mib,
+        detail.usable_mib,
+        &c,
+        0.0,
+    )))
 }
 
 /// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.

@@ -20,6 +20,12 @@ pub struct GenArgs {
     /// gpt-oss-20b, qwen3-30b-a3b, mixtral-8x7b, deepseek-v3, kimi-k2.
     #[arg(long, conflicts_with_all = ["layers", "experts", "top_k"])]
     pub preset: Option<String>,
+    /// Model geometry from the model's Hugging Face config.json (the families of `sim plan
+    /// --model-config`), e.g. traces/data/configs/qwen3-30b-a3b.json: layers, dense layers,
+    /// experts, top-k, shared experts, hidden size and expert FFN.
+    #[arg(long, value_name = "FILE",
+          conflicts_with_all = ["preset", "layers", "experts", "top_k"])]
+    pub model_config: Option<PathBuf>,
     /// Custom geometry: number of MoE layers (with --experts and --top-k).
     #[arg(long, requires_all = ["experts", "top_k"])]
     pub layers: Option<usize>,
@@ -208,6 +214,16 @@ fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<Fitted>> {
 
 /// The geometry: a preset, a custom `--layers/--experts/--top-k`, or the fitted trace's.
 fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
+    if let Some(path) = &a.model_config {
+        let what = || format!("--model-config {}", path.display());
+        let text = std::fs::read_to_string(path).with_context(what)?;
+        let name = path
+            .file_stem()
+            .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
+        return Ok(traces::hf_config::parse(&text, &name)
+            .with_context(what)?
+            .spec);
+    }
     Ok(if let Some(name) = &a.preset {
         let Some(p) = preset(name) else {
             bail!(
@@ -244,7 +260,7 @@ fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
     } else if let Some((m, _, _)) = fitted {
         m.clone()
     } else {
-        bail!("give the geometry: --preset NAME, --layers/--experts/--top-k, or --fit-to FILE");
+        bail!("give the geometry: --preset NAME, --model-config FILE, --layers/--experts/--top-k, or --fit-to FILE");
     })
 }
 
