@@ -432,12 +432,23 @@ impl Domain {
         self.ranges.iter().find(|s| s.of == of)
     }
 
-    /// One line: `live granules 0..6,144; granules per unit 2..128`, or `unknown (why)`.
+    /// One line: `live granules 0..6,144; granules per unit 2..128; VRAM fill 89.8%` (one
+    /// level where the range is one point), then `unknown (why)` when set.
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = self
             .ranges
             .iter()
-            .map(|s| format!("{} {}..{}", s.of.words(), level(s.min), level(s.max)))
+            .map(|s| {
+                let at = |x: f64| match s.of {
+                    Regressor::VramFill => format!("{:.1}%", 100.0 * x),
+                    _ => level(x),
+                };
+                if s.min == s.max {
+                    format!("{} {}", s.of.words(), at(s.min))
+                } else {
+                    format!("{} {}..{}", s.of.words(), at(s.min), at(s.max))
+                }
+            })
             .collect();
         if let Some(why) = &self.unknown {
             parts.push(format!("unknown ({why})"));

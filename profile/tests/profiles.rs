@@ -199,6 +199,11 @@ fn domains_round_trip_and_old_json_still_parses() {
     let back = Profile::from_json(&q.to_json(), "q").unwrap();
     assert_eq!(back.constant(ConstantName::VmmCommit).unwrap().domain, Some(d.clone()));
     assert_eq!(d.describe(), "live granules 0..6,144");
+    let fill = Domain::of([
+        Span::of_levels(Regressor::UnitGranules, [1.0]),
+        Span::of_levels(Regressor::VramFill, [0.8978]),
+    ]);
+    assert_eq!(fill.describe(), "granules per unit 1; VRAM fill 89.8%");
     assert_eq!(
         Domain::unknown("the publication states no range").describe(),
         "unknown (the publication states no range)"

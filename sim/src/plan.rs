@@ -54,6 +54,26 @@ pub struct PlanFit {
     pub peak_mapped_mib: f64,
     pub miss_rate: f64,
     pub page_ins_per_token: f64,
+    /// The constants the replay priced outside their measured range (the run report's
+    /// `timing_detail.outside_range`); the answer depends on how they were priced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outside_range: Vec<reports::run::OutsideRange>,
+}
+
+impl PlanFit {
+    /// The mark of an answer priced outside a measured range (`outside the measured range:
+    /// vmm_commit_busy_live_slope 6.6x`), empty when every price lay inside.
+    pub fn outside_mark(&self) -> String {
+        if self.outside_range.is_empty() {
+            return String::new();
+        }
+        let each: Vec<String> = self
+            .outside_range
+            .iter()
+            .map(|o| format!("{} {:.1}x {}", o.constant, o.distance, o.priced))
+            .collect();
+        format!("outside the measured range: {}", each.join(", "))
+    }
 }
 
 /// One configuration of the plan.
@@ -352,6 +372,11 @@ impl Bank {
             peak_mapped_mib: timing.map_or(0.0, |t| t.peak_mapped_mib),
             miss_rate: cache.map_or(0.0, |c| c.miss_rate),
             page_ins_per_token: cache.map_or(0.0, |c| c.page_ins_per_token),
+            outside_range: r
+                .timing_detail
+                .as_ref()
+                .map(|d| d.outside_range.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -387,8 +412,12 @@ impl Plan {
             .as_ref()
             .map(|c| format!(", experts placed by --cpu-experts {c},"))
             .unwrap_or_default();
+        let outside = match f.outside_mark() {
+            m if m.is_empty() => m,
+            m => format!(" ({m}: see docs/DESIGN.md, --outside-range)"),
+        };
         format!(
-            "use {} + {}{cpu} with {}{units} = {} of {} experts on the GPU: {} tok/s",
+            "use {} + {}{cpu} with {}{units} = {} of {} experts on the GPU: {} tok/s{outside}",
             r.mechanism,
             r.evict,
             size_text(f.budget_bytes),
@@ -416,7 +445,7 @@ impl Plan {
             "note"
         );
         for (i, (r, name)) in self.rows.iter().zip(&names).enumerate() {
-            let note = match (&r.fit, &r.does_not_fit, &r.error) {
+            let mut note = match (&r.fit, &r.does_not_fit, &r.error) {
                 (Some(_), _, _) if r.bound => "the offline bound, not a choice".to_string(),
                 (Some(f), _, _) if f.budget_units == r.units_total => "the whole bank fits".into(),
                 (Some(_), _, _) => String::new(),
@@ -424,6 +453,11 @@ impl Plan {
                 (None, None, Some(e)) => format!("not run: {e}"),
                 (None, None, None) => String::new(),
             };
+            if let Some(mark) = r.fit.as_ref().map(PlanFit::outside_mark) {
+                if !mark.is_empty() {
+                    note = if note.is_empty() { mark } else { format!("{note}; {mark}") };
+                }
+            }
             let Some(f) = &r.fit else {
                 push_row(
                     &mut out,
