@@ -226,3 +226,22 @@ fn domains_round_trip_and_old_json_still_parses() {
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("vmm_commit") && e.contains("slots"), "{e}");
 }
+
+#[test]
+fn every_shipped_constant_has_a_domain() {
+    use profile::{shipped, shipped_host_names, Regressor};
+    for name in shipped_names().into_iter().chain(shipped_host_names()) {
+        let p = shipped(name).unwrap().unwrap();
+        for (k, c) in &p.constants {
+            assert!(c.domain.is_some(), "{name}: {k} has no domain");
+        }
+    }
+    // the published RTX 4060 figures: the churn rows' 1- and 2-granule units; a rate the
+    // publication gives without sizes says so
+    let rtx = load("rtx4060-laptop-wddm").unwrap();
+    let d = rtx.constant(ConstantName::VmmCommit).unwrap().domain.clone().unwrap();
+    let s = d.span(Regressor::UnitGranules).unwrap();
+    assert_eq!((s.min, s.max), (1.0, 2.0));
+    let h2d = rtx.constant(ConstantName::H2dBandwidth).unwrap().domain.clone().unwrap();
+    assert!(h2d.ranges.is_empty() && h2d.unknown.is_some());
+}

@@ -681,6 +681,30 @@ mod tests {
     }
 
     #[test]
+    fn live_slopes_clamp_at_their_measured_live_set_unless_told_to_extrapolate() {
+        // h200-linux: commit slope 2.0, decommit 1.28 µs per granule per 1024 live granules,
+        // both measured over 0..6,144 live granules
+        let p = profile::load("h200-linux").unwrap();
+        let mut m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        assert_eq!(m.outside_range, OutsideRange::Clamp);
+        let d = m.commit_live_domain.unwrap();
+        assert_eq!((d.constant, d.min_live, d.max_live), (C::VmmCommitBusyLiveSlope, 0.0, 6144.0));
+        let none = ReadLive::default();
+        let commit = |m: &CostModel, live| m.commit_us_at(8, live, none) - m.commit_us(8);
+        let decommit = |m: &CostModel, live| m.decommit_us_at(8, live, none) - m.decommit_us(8);
+        // inside: 8 x 2.0 x 3 = 48 µs in every mode
+        assert!((commit(&m, 3072.0) - 48.0).abs() < 1e-9);
+        // past it, clamped at 6,144: 8 x 2.0 x 6 = 96 µs, 8 x 1.28 x 6 = 61.44 µs
+        assert!((commit(&m, 12288.0) - 96.0).abs() < 1e-9);
+        assert!((decommit(&m, 12288.0) - 61.44).abs() < 1e-9);
+        m.outside_range = OutsideRange::Extrapolate;
+        // extrapolated: 8 x 2.0 x 12 = 192 µs, 8 x 1.28 x 12 = 122.88 µs
+        assert!((commit(&m, 12288.0) - 192.0).abs() < 1e-9);
+        assert!((decommit(&m, 12288.0) - 122.88).abs() < 1e-9);
+        assert!((commit(&m, 3072.0) - 48.0).abs() < 1e-9);
+    }
+
+    #[test]
     fn busy_live_slopes_replace_the_idle_ones_when_measured() {
         let mut p = profile::load("h200-linux").unwrap();
         let set = |p: &mut Profile, n: C, v: f64| {
