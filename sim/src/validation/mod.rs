@@ -14,6 +14,7 @@
 
 pub mod analysis;
 pub mod composition;
+pub mod interval;
 pub mod cpu_lane;
 mod predict;
 mod report;
