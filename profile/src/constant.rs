@@ -388,7 +388,11 @@ impl Span {
     /// 1), `None` inside it.
     pub fn distance(&self, x: f64) -> Option<f64> {
         if x > self.max {
-            Some(if self.max > 0.0 { x / self.max } else { f64::INFINITY })
+            Some(if self.max > 0.0 {
+                x / self.max
+            } else {
+                f64::INFINITY
+            })
         } else if x < self.min {
             Some(if x > 0.0 { self.min / x } else { f64::INFINITY })
         } else {

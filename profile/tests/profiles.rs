@@ -197,7 +197,10 @@ fn domains_round_trip_and_old_json_still_parses() {
         Constant::assumed(40.0, "us", "t").with_domain(d.clone()),
     );
     let back = Profile::from_json(&q.to_json(), "q").unwrap();
-    assert_eq!(back.constant(ConstantName::VmmCommit).unwrap().domain, Some(d.clone()));
+    assert_eq!(
+        back.constant(ConstantName::VmmCommit).unwrap().domain,
+        Some(d.clone())
+    );
     assert_eq!(d.describe(), "live granules 0..6,144");
     let fill = Domain::of([
         Span::of_levels(Regressor::UnitGranules, [1.0]),
@@ -212,14 +215,22 @@ fn domains_round_trip_and_old_json_still_parses() {
     let s = d.span(Regressor::LiveGranules).unwrap();
     assert!((s.distance(40960.0).unwrap() - 40960.0 / 6144.0).abs() < 1e-12);
     assert_eq!(s.distance(6144.0), None);
-    let low = Span { of: Regressor::Bytes, min: 65536.0, max: 1e6 };
+    let low = Span {
+        of: Regressor::Bytes,
+        min: 65536.0,
+        max: 1e6,
+    };
     assert_eq!(low.distance(16384.0), Some(4.0));
     // a range with min above max is refused, naming the constant
     let mut bad = tiny();
     bad.set(
         ConstantName::VmmCommit,
         Constant::assumed(40.0, "us", "t").with_domain(Domain {
-            ranges: vec![Span { of: Regressor::Slots, min: 9.0, max: 1.0 }],
+            ranges: vec![Span {
+                of: Regressor::Slots,
+                min: 9.0,
+                max: 1.0,
+            }],
             unknown: None,
         }),
     );
@@ -239,9 +250,19 @@ fn every_shipped_constant_has_a_domain() {
     // the published RTX 4060 figures: the churn rows' 1- and 2-granule units; a rate the
     // publication gives without sizes says so
     let rtx = load("rtx4060-laptop-wddm").unwrap();
-    let d = rtx.constant(ConstantName::VmmCommit).unwrap().domain.clone().unwrap();
+    let d = rtx
+        .constant(ConstantName::VmmCommit)
+        .unwrap()
+        .domain
+        .clone()
+        .unwrap();
     let s = d.span(Regressor::UnitGranules).unwrap();
     assert_eq!((s.min, s.max), (1.0, 2.0));
-    let h2d = rtx.constant(ConstantName::H2dBandwidth).unwrap().domain.clone().unwrap();
+    let h2d = rtx
+        .constant(ConstantName::H2dBandwidth)
+        .unwrap()
+        .domain
+        .clone()
+        .unwrap();
     assert!(h2d.ranges.is_empty() && h2d.unknown.is_some());
 }

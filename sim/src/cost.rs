@@ -688,7 +688,10 @@ mod tests {
         let mut m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
         assert_eq!(m.outside_range, OutsideRange::Clamp);
         let d = m.commit_live_domain.unwrap();
-        assert_eq!((d.constant, d.min_live, d.max_live), (C::VmmCommitBusyLiveSlope, 0.0, 6144.0));
+        assert_eq!(
+            (d.constant, d.min_live, d.max_live),
+            (C::VmmCommitBusyLiveSlope, 0.0, 6144.0)
+        );
         let none = ReadLive::default();
         let commit = |m: &CostModel, live| m.commit_us_at(8, live, none) - m.commit_us(8);
         let decommit = |m: &CostModel, live| m.decommit_us_at(8, live, none) - m.decommit_us(8);

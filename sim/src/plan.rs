@@ -455,7 +455,11 @@ impl Plan {
             };
             if let Some(mark) = r.fit.as_ref().map(PlanFit::outside_mark) {
                 if !mark.is_empty() {
-                    note = if note.is_empty() { mark } else { format!("{note}; {mark}") };
+                    note = if note.is_empty() {
+                        mark
+                    } else {
+                        format!("{note}; {mark}")
+                    };
                 }
             }
             let Some(f) = &r.fit else {

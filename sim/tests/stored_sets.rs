@@ -112,7 +112,9 @@ fn range(p: &serde_json::Value, name: &str, of: &str) -> Option<(f64, f64)> {
 
 /// The smallest and largest of `xs`.
 fn span(xs: impl Iterator<Item = f64>) -> (f64, f64) {
-    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)))
+    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
 }
 
 #[test]
@@ -132,14 +134,29 @@ fn every_stored_constant_has_the_domain_of_its_sets_arm_levels() {
         let set: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(m).unwrap()).unwrap();
         for (k, c) in p["constants"].as_object().unwrap() {
-            assert!(c.get("domain").is_some(), "{}: {k} has no domain", profile.display());
+            assert!(
+                c.get("domain").is_some(),
+                "{}: {k} has no domain",
+                profile.display()
+            );
         }
         if set.get("vmm").is_none() {
             continue; // a host set: threads and bytes, checked by the rebuild
         }
         let f = |v: &serde_json::Value| v.as_f64().unwrap();
-        let page_in = span(set["page_in"].as_array().unwrap().iter().map(|q| f(&q["granules"])));
-        assert_eq!(range(&p, "vmm_commit", "unit_granules"), Some(page_in), "{}", m.display());
+        let page_in = span(
+            set["page_in"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| f(&q["granules"])),
+        );
+        assert_eq!(
+            range(&p, "vmm_commit", "unit_granules"),
+            Some(page_in),
+            "{}",
+            m.display()
+        );
         let h2d = set["h2d_pinned"]["points"].as_array().unwrap();
         let bytes = span(h2d.iter().map(|q| f(&q["bytes"])));
         assert_eq!(range(&p, "h2d_bandwidth", "bytes"), Some(bytes));

@@ -146,7 +146,10 @@ fn add_vmm_latencies(c: &Calibration, p: &mut Profile, m: &Measure) {
                 Span::of_levels(R::UnitGranules, [1.0]),
                 Span::of_levels(R::VramFill, [v.fill_fraction]),
             ]);
-            p.set(name, ranged(s.median, s, 1.0, "us", m(how(call), Some(s))).with_domain(d));
+            p.set(
+                name,
+                ranged(s.median, s, 1.0, "us", m(how(call), Some(s))).with_domain(d),
+            );
         }
     }
     // First touch per fill band: the highest-fill measurement inside each band.
@@ -575,7 +578,10 @@ fn add_expert_kernel_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                     .map(|k| k.time_us.clone());
                 let d = Domain::of([
                     Span::of_levels(R::Slots, distinct_arms().map(|k| k.slots as f64)),
-                    Span::of_levels(R::DistinctExperts, distinct_arms().map(|k| k.distinct as f64)),
+                    Span::of_levels(
+                        R::DistinctExperts,
+                        distinct_arms().map(|k| k.distinct as f64),
+                    ),
                     Span::of_levels(R::Bytes, pts.iter().map(|p| p.0)),
                 ]);
                 let method = |term: &str| {

@@ -63,7 +63,12 @@ fn outside_range(doc: &mut Doc, timed: &[&RunEntry]) {
                 return None;
             }
             let lines: Vec<String> = d.outside_range.iter().map(|o| o.line()).collect();
-            Some(format!("`{}` on `{}`: {}", run_label(r), r.grid.trace, lines.join("; ")))
+            Some(format!(
+                "`{}` on `{}`: {}",
+                run_label(r),
+                r.grid.trace,
+                lines.join("; ")
+            ))
         })
         .collect();
     if !items.is_empty() {

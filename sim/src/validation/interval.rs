@@ -104,7 +104,10 @@ mod tests {
             match c.relative_spread().filter(|&s| s > 0.0) {
                 Some(s) => {
                     let lo = c.value * (1.0 - 0.5 * s).max(0.1);
-                    assert!(v >= lo - 1e-9 && v <= c.value * (1.0 + 0.5 * s) + 1e-9, "{k}");
+                    assert!(
+                        v >= lo - 1e-9 && v <= c.value * (1.0 + 0.5 * s) + 1e-9,
+                        "{k}"
+                    );
                     moved += usize::from(v != c.value);
                 }
                 // no spread recorded (the derived slopes, single readings): kept

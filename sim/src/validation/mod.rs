@@ -14,8 +14,8 @@
 
 pub mod analysis;
 pub mod composition;
-pub mod interval;
 pub mod cpu_lane;
+pub mod interval;
 mod predict;
 mod report;
 pub mod reprice;

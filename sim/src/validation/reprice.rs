@@ -245,7 +245,11 @@ impl Repricing {
         for k in &self.skipped {
             let _ = writeln!(s, "not re-priced: {}: {}", k.file, k.reason);
         }
-        let with: Vec<&RowInterval> = self.rows.iter().filter_map(|r| r.interval.as_ref()).collect();
+        let with: Vec<&RowInterval> = self
+            .rows
+            .iter()
+            .filter_map(|r| r.interval.as_ref())
+            .collect();
         if let Some(first) = with.first() {
             let inside = with.iter().filter(|i| i.inside).count();
             let _ = writeln!(

@@ -64,7 +64,10 @@ fn set_fit(
         Constant::measured(f.fit.bytes_per_us, "MB/s", m.clone()).with_domain(d.clone()),
     );
     if let Some(name) = overhead.filter(|_| f.fit.latency_us >= 0.0) {
-        p.set(name, Constant::measured(f.fit.latency_us, "us", m).with_domain(d));
+        p.set(
+            name,
+            Constant::measured(f.fit.latency_us, "us", m).with_domain(d),
+        );
     }
 }
 
