@@ -389,6 +389,7 @@ mod tests {
             error_pct_mean: e,
             verdict: super::super::analysis::row_verdict(policy, &[], None),
             composition: None,
+            interval: None,
         }
         .with_adjusted(adj)
     }

@@ -172,7 +172,7 @@ pub fn to_profile(cal: &HostCalibration, name: &str) -> Profile {
                  depth {}, {}, per pass",
                 pt.reads, pt.block_bytes, s.file_bytes >> 20, s.dir, pt.queue_depth, s.io_mode
             );
-            let at = (pt.queue_depth as usize, pt.block_bytes as u64);
+            let at = (pt.queue_depth, pt.block_bytes as u64);
             set_rate(&mut p, cal, name, &pt.bytes_per_us, method, at);
         }
         p.notes.push(format!("SSD reads: {}", s.io_mode));
