@@ -322,7 +322,168 @@ pub enum Provenance {
     },
 }
 
-/// One constant: `value` in `unit`, optional measured `min`/`max` (same unit) and provenance.
+/// A quantity a fitted constant was measured against (the x of its fit or the level its arm
+/// held fixed): what the engine compares with the run's own value before pricing with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Regressor {
+    /// VMM granules mapped when the call ran (the live set).
+    LiveGranules,
+    /// Mapped units kernels had read (the read-live-set arm).
+    LiveUnits,
+    /// Granules per committed or decommitted unit (one page-in's run of granules).
+    UnitGranules,
+    /// Routed (token, expert) slots of one expert-kernel launch.
+    Slots,
+    /// Distinct experts of one expert-kernel launch.
+    DistinctExperts,
+    /// Experts (contiguous runs) of one fault or migration launch.
+    Experts,
+    /// Bytes of one call: a copy, a launch's weights, a faulted run.
+    Bytes,
+    /// Host threads of a CPU call.
+    Threads,
+    /// Mapped memory / usable VRAM when the call ran.
+    VramFill,
+}
+
+impl Regressor {
+    /// Words for a report line (`live granules`).
+    pub fn words(self) -> &'static str {
+        match self {
+            Regressor::LiveGranules => "live granules",
+            Regressor::LiveUnits => "live units",
+            Regressor::UnitGranules => "granules per unit",
+            Regressor::Slots => "slots",
+            Regressor::DistinctExperts => "distinct experts",
+            Regressor::Experts => "experts per launch",
+            Regressor::Bytes => "bytes",
+            Regressor::Threads => "threads",
+            Regressor::VramFill => "VRAM fill",
+        }
+    }
+}
+
+/// The measured range of one regressor: the smallest and largest level the fit saw.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// The regressor.
+    pub of: Regressor,
+    /// Smallest level measured.
+    pub min: f64,
+    /// Largest level measured.
+    pub max: f64,
+}
+
+impl Span {
+    /// The range of `levels` (`None` when there is none or one is not finite).
+    pub fn of_levels(of: Regressor, levels: impl IntoIterator<Item = f64>) -> Option<Span> {
+        let mut it = levels.into_iter();
+        let first = it.next()?;
+        let (min, max) = it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        (min.is_finite() && max.is_finite()).then_some(Span { of, min, max })
+    }
+
+    /// How far `x` lies outside: `x / max` above the range, `min / x` below it (a factor >
+    /// 1), `None` inside it.
+    pub fn distance(&self, x: f64) -> Option<f64> {
+        if x > self.max {
+            Some(if self.max > 0.0 {
+                x / self.max
+            } else {
+                f64::INFINITY
+            })
+        } else if x < self.min {
+            Some(if x > 0.0 { self.min / x } else { f64::INFINITY })
+        } else {
+            None
+        }
+    }
+}
+
+/// Where a constant's fit holds: the measured range of each regressor it was fitted against
+/// (`ranges`), or, when the source states none, why (`unknown`). A constant without a domain
+/// predates this field; the engine prices it everywhere without a flag.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Domain {
+    /// Each regressor's measured range.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<Span>,
+    /// Why no range is known (a published figure that states none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+}
+
+impl Domain {
+    /// The domain of the given spans (those that are `None` are left out).
+    pub fn of(spans: impl IntoIterator<Item = Option<Span>>) -> Domain {
+        Domain {
+            ranges: spans.into_iter().flatten().collect(),
+            unknown: None,
+        }
+    }
+
+    /// A domain known to be unknown, with the reason.
+    pub fn unknown(reason: &str) -> Domain {
+        Domain {
+            ranges: Vec::new(),
+            unknown: Some(reason.to_string()),
+        }
+    }
+
+    /// The range of `of`, when recorded.
+    pub fn span(&self, of: Regressor) -> Option<&Span> {
+        self.ranges.iter().find(|s| s.of == of)
+    }
+
+    /// One line: `live granules 0..6,144; granules per unit 2..128; VRAM fill 89.8%` (one
+    /// level where the range is one point), then `unknown (why)` when set.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .ranges
+            .iter()
+            .map(|s| {
+                let at = |x: f64| match s.of {
+                    Regressor::VramFill => format!("{:.1}%", 100.0 * x),
+                    _ => level(x),
+                };
+                if s.min == s.max {
+                    format!("{} {}", s.of.words(), at(s.min))
+                } else {
+                    format!("{} {}..{}", s.of.words(), at(s.min), at(s.max))
+                }
+            })
+            .collect();
+        if let Some(why) = &self.unknown {
+            parts.push(format!("unknown ({why})"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// A regressor level for people: whole numbers with thousands separators, fractions with 3
+/// decimals.
+pub fn level(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        let digits = format!("{}", x.abs() as u64);
+        let mut out = String::new();
+        for (i, ch) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        if x < 0.0 {
+            out.insert(0, '-');
+        }
+        out
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// One constant: `value` in `unit`, optional measured `min`/`max` (same unit), provenance and
+/// the domain of its fit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Constant {
     /// The value, in `unit`.
@@ -337,6 +498,10 @@ pub struct Constant {
     pub max: Option<f64>,
     /// Where the value came from.
     pub provenance: Provenance,
+    /// The measured range of each regressor of its fit; absent in profiles written before
+    /// domains were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<Domain>,
 }
 
 impl Constant {
@@ -348,6 +513,7 @@ impl Constant {
             min: None,
             max: None,
             provenance: Provenance::Measured(m),
+            domain: None,
         }
     }
 
@@ -361,6 +527,7 @@ impl Constant {
             provenance: Provenance::Assumed {
                 reason: reason.to_string(),
             },
+            domain: None,
         }
     }
 
@@ -368,6 +535,12 @@ impl Constant {
     pub fn with_range(mut self, min: f64, max: f64) -> Self {
         self.min = Some(min);
         self.max = Some(max);
+        self
+    }
+
+    /// The same constant with the domain of its fit.
+    pub fn with_domain(mut self, d: Domain) -> Self {
+        self.domain = Some(d);
         self
     }
 

@@ -17,7 +17,9 @@ pub mod kernel_curve;
 pub mod schema;
 pub mod shipped;
 
-pub use constant::{Constant, ConstantName, Dimension, Measurement, Provenance};
+pub use constant::{
+    Constant, ConstantName, Dimension, Domain, Measurement, Provenance, Regressor, Span,
+};
 pub use error::ProfileError;
 pub use kernel_curve::{KernelCurve, KernelCurvePoint};
 pub use schema::{Device, OsPaging, Profile, SCHEMA_VERSION};

@@ -176,6 +176,20 @@ impl Profile {
                     "is 0; a rate, size or curve base of 0 cannot be used (leave the constant out when it was not measured)".into(),
                 ));
             }
+            if let Some(d) = &c.domain {
+                if let Some(s) = d
+                    .ranges
+                    .iter()
+                    .find(|s| !(s.min.is_finite() && s.max.is_finite() && s.min <= s.max))
+                {
+                    return Err(bad(format!(
+                        "has a domain range of {} from {} to {}, expected finite bounds with min <= max",
+                        s.of.words(),
+                        s.min,
+                        s.max
+                    )));
+                }
+            }
             if let (Some(lo), Some(hi)) = (c.min, c.max) {
                 if !(lo <= c.value && c.value <= hi) {
                     return Err(bad(format!(

@@ -175,3 +175,94 @@ fn a_bad_profile_file_is_named_by_its_path_not_only_its_internal_name() {
         other => panic!("expected InFile, got {other:?}"),
     }
 }
+
+#[test]
+fn domains_round_trip_and_old_json_still_parses() {
+    use profile::{Domain, Regressor, Span};
+    // a constant written before domains existed: no `domain` key
+    let old = r#"{"schema_version":1,"name":"old","description":"d","device":{"gpu":"g","os":"o","driver":"1","cuda":"1"},
+        "constants":{"h2d_bandwidth":{"value":5.6,"unit":"GB/s","provenance":{"kind":"assumed","reason":"r"}}}}"#;
+    let p = Profile::from_json(old, "old").unwrap();
+    assert_eq!(p.constant(ConstantName::H2dBandwidth).unwrap().domain, None);
+    assert!(!p.to_json().contains("domain"));
+    // with a domain: written, read back, described
+    let mut q = tiny();
+    let d = Domain::of([
+        Span::of_levels(Regressor::LiveGranules, [3072.0, 0.0, 6144.0, 1024.0]),
+        Span::of_levels(Regressor::UnitGranules, []),
+    ]);
+    assert_eq!(d.ranges.len(), 1);
+    q.set(
+        ConstantName::VmmCommit,
+        Constant::assumed(40.0, "us", "t").with_domain(d.clone()),
+    );
+    let back = Profile::from_json(&q.to_json(), "q").unwrap();
+    assert_eq!(
+        back.constant(ConstantName::VmmCommit).unwrap().domain,
+        Some(d.clone())
+    );
+    assert_eq!(d.describe(), "live granules 0..6,144");
+    let fill = Domain::of([
+        Span::of_levels(Regressor::UnitGranules, [1.0]),
+        Span::of_levels(Regressor::VramFill, [0.8978]),
+    ]);
+    assert_eq!(fill.describe(), "granules per unit 1; VRAM fill 89.8%");
+    assert_eq!(
+        Domain::unknown("the publication states no range").describe(),
+        "unknown (the publication states no range)"
+    );
+    // distance: 40,960 live granules against 0..6,144 is 6.67x; inside is None
+    let s = d.span(Regressor::LiveGranules).unwrap();
+    assert!((s.distance(40960.0).unwrap() - 40960.0 / 6144.0).abs() < 1e-12);
+    assert_eq!(s.distance(6144.0), None);
+    let low = Span {
+        of: Regressor::Bytes,
+        min: 65536.0,
+        max: 1e6,
+    };
+    assert_eq!(low.distance(16384.0), Some(4.0));
+    // a range with min above max is refused, naming the constant
+    let mut bad = tiny();
+    bad.set(
+        ConstantName::VmmCommit,
+        Constant::assumed(40.0, "us", "t").with_domain(Domain {
+            ranges: vec![Span {
+                of: Regressor::Slots,
+                min: 9.0,
+                max: 1.0,
+            }],
+            unknown: None,
+        }),
+    );
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("vmm_commit") && e.contains("slots"), "{e}");
+}
+
+#[test]
+fn every_shipped_constant_has_a_domain() {
+    use profile::{shipped, shipped_host_names, Regressor};
+    for name in shipped_names().into_iter().chain(shipped_host_names()) {
+        let p = shipped(name).unwrap().unwrap();
+        for (k, c) in &p.constants {
+            assert!(c.domain.is_some(), "{name}: {k} has no domain");
+        }
+    }
+    // the published RTX 4060 figures: the churn rows' 1- and 2-granule units; a rate the
+    // publication gives without sizes says so
+    let rtx = load("rtx4060-laptop-wddm").unwrap();
+    let d = rtx
+        .constant(ConstantName::VmmCommit)
+        .unwrap()
+        .domain
+        .clone()
+        .unwrap();
+    let s = d.span(Regressor::UnitGranules).unwrap();
+    assert_eq!((s.min, s.max), (1.0, 2.0));
+    let h2d = rtx
+        .constant(ConstantName::H2dBandwidth)
+        .unwrap()
+        .domain
+        .clone()
+        .unwrap();
+    assert!(h2d.ranges.is_empty() && h2d.unknown.is_some());
+}

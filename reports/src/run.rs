@@ -164,6 +164,54 @@ pub struct TimingDetail {
     /// kept by `sim compare` only (`results.json`, not `results.csv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_latency: Option<crate::step_latency::StepLatencies>,
+    /// The constants the run priced outside their measured domain; empty (and left out of
+    /// the JSON) when every price lay inside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_range: Vec<OutsideRange>,
+}
+
+/// One constant a timed run used outside the range its fit was measured over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutsideRange {
+    /// The profile constant (`vmm_commit_busy_live_slope`).
+    pub constant: String,
+    /// The regressor in words (`live granules`).
+    pub regressor: String,
+    /// The largest level the run priced at.
+    pub value: f64,
+    /// The measured range of the regressor.
+    pub measured_min: f64,
+    pub measured_max: f64,
+    /// value / measured_max: how far past the range.
+    pub distance: f64,
+    /// Share of the run's simulated time spent in the calls priced past the range (their
+    /// priced time / the run's time).
+    pub share: f64,
+    /// How they were priced: `clamped` (at the range's edge), `extrapolated`.
+    pub priced: String,
+}
+
+impl OutsideRange {
+    /// One line: `vmm_commit_busy_live_slope: live granules 40,832, measured 0..6,144: 6.6x,
+    /// 87% of the time priced so (clamped at the edge)`.
+    pub fn line(&self) -> String {
+        use profile::constant::level;
+        format!(
+            "{}: {} {}, measured {}..{}: {:.1}x, {:.0}% of the time priced so ({})",
+            self.constant,
+            self.regressor,
+            level(self.value.round()),
+            level(self.measured_min),
+            level(self.measured_max),
+            self.distance,
+            100.0 * self.share,
+            if self.priced == "clamped" {
+                "clamped at the edge"
+            } else {
+                "extrapolated"
+            }
+        )
+    }
 }
 
 /// The engine's time split of one decode step, µs: what each resource was busy with while

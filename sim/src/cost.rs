@@ -65,7 +65,54 @@
 //! device speed; past it the driver must demote and re-fault pages, priced like a first touch
 //! in the oversubscribed band (rtx4060: 618 / 210 µs, docs/reference/measurements.md).
 
-use profile::{ConstantName as C, Profile, ProfileError};
+use profile::{ConstantName as C, Profile, ProfileError, Regressor};
+use serde::Serialize;
+
+/// What pricing does with a live-set slope used past its measured live set (`--outside-range`;
+/// docs/DESIGN.md, "Outside the measured range"). Every such use is reported either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OutsideRange {
+    /// Price the slope term at the domain's edge (the default): a term fitted to a small
+    /// residual inside its range adds no more than it did at the largest live set measured.
+    #[default]
+    Clamp,
+    /// Extend the fitted line past the range.
+    Extrapolate,
+    /// Refuse the run (an error naming the constant and the distance).
+    Refuse,
+}
+
+impl OutsideRange {
+    /// Whether this is the default (left out of the echoed settings).
+    pub fn is_default(&self) -> bool {
+        *self == OutsideRange::Clamp
+    }
+}
+
+/// A live-set slope with a measured live-set range: the constant that priced it and the
+/// smallest and largest live count its fit saw.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LiveDomain {
+    pub constant: C,
+    pub min_live: f64,
+    pub max_live: f64,
+}
+
+/// The live-set domain of the slope `name` in `p`, when its value is not 0 (a zero slope
+/// prices nothing anywhere) and its domain records live granules.
+fn live_domain(p: &Profile, name: C) -> Option<LiveDomain> {
+    let c = p.constant(name)?;
+    if c.value == 0.0 {
+        return None;
+    }
+    let span = c.domain.as_ref()?.span(Regressor::LiveGranules)?;
+    Some(LiveDomain {
+        constant: name,
+        min_live: span.min,
+        max_live: span.max,
+    })
+}
 
 /// The fill level (mapped / usable VRAM) where the oversubscription curve's first band
 /// begins: the lowest band of the profiles' first-touch measurements (`first_touch_below_90`
@@ -127,6 +174,12 @@ pub struct CostModel {
     /// constants are then used as measured).
     pub commit_live_slope_us: f64,
     pub decommit_live_slope_us: f64,
+    /// The live-set ranges those slopes were fitted over; `None` when the profile records
+    /// none (or the slope is absent or 0).
+    pub commit_live_domain: Option<LiveDomain>,
+    pub decommit_live_domain: Option<LiveDomain>,
+    /// What pricing does with a live set past those ranges.
+    pub outside_range: OutsideRange,
     /// Fixed fault time per contiguous run of OS pages (0 without the dense-fault fit).
     pub fault_run_latency_us: f64,
     /// Extra commit time per fresh granule (one that reuses no released granule), µs
@@ -206,6 +259,9 @@ impl CostModel {
             band_above_100: band(p, C::FirstTouchAbove100),
             commit_live_slope_us: 0.0,
             decommit_live_slope_us: 0.0,
+            commit_live_domain: None,
+            decommit_live_domain: None,
+            outside_range: OutsideRange::default(),
             fault_run_latency_us: 0.0,
             host_sync_us: opt_or_zero(C::RouterSync),
             commit_fresh_us: 0.0,
@@ -267,10 +323,13 @@ impl CostModel {
             // used: replays on a busy GPU run at or above the per-call sums
             // a decode step always has kernels running between its VMM calls: the busy
             // slopes, when measured, replace the idle GPU's
-            let slope = |busy: C, idle: C| p.get(busy).or(p.get(idle)).unwrap_or(0.0);
-            self.commit_live_slope_us = slope(C::VmmCommitBusyLiveSlope, C::VmmCommitLiveSlope);
-            self.decommit_live_slope_us =
-                slope(C::VmmDecommitBusyLiveSlope, C::VmmDecommitLiveSlope);
+            let pick = |busy: C, idle: C| if p.get(busy).is_some() { busy } else { idle };
+            let commit = pick(C::VmmCommitBusyLiveSlope, C::VmmCommitLiveSlope);
+            let decommit = pick(C::VmmDecommitBusyLiveSlope, C::VmmDecommitLiveSlope);
+            self.commit_live_slope_us = opt_or_zero(commit);
+            self.decommit_live_slope_us = opt_or_zero(decommit);
+            self.commit_live_domain = live_domain(p, commit);
+            self.decommit_live_domain = live_domain(p, decommit);
             self.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
             self.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
             self.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
@@ -341,6 +400,7 @@ impl CostModel {
     /// of them read by kernels since they were mapped.
     #[inline]
     pub fn commit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
+        let live = self.priced_live(self.commit_live_domain, live);
         self.commit_us(granules)
             + granules as f64
                 * (self.commit_live_slope_us * live
@@ -353,12 +413,23 @@ impl CostModel {
     /// `read` of them read by kernels since they were mapped.
     #[inline]
     pub fn decommit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
+        let live = self.priced_live(self.decommit_live_domain, live);
         self.decommit_us(granules)
             + granules as f64
                 * (self.decommit_live_slope_us * live
                     + self.decommit_read_slope_us * read.granules
                     + self.decommit_read_unit_slope_us * read.units)
                 / 1024.0
+    }
+
+    /// The live count a slope of domain `d` is priced at: `live`, or the domain's edge when
+    /// clamping past it.
+    #[inline]
+    fn priced_live(&self, d: Option<LiveDomain>, live: f64) -> f64 {
+        match d {
+            Some(d) if self.outside_range == OutsideRange::Clamp => live.min(d.max_live),
+            _ => live,
+        }
     }
 
     /// Copy engine time (µs) for `bytes` host to device.
@@ -607,6 +678,33 @@ mod tests {
             (run, bw) => 8.0 * run.unwrap_or(0.0) + bw.map_or(0.0, |bw| 8.0 * 2433024.0 / bw),
         };
         assert!((o.os_evict_us(8, 8 * 2433024) - ev).abs() < 1e-9);
+    }
+
+    #[test]
+    fn live_slopes_clamp_at_their_measured_live_set_unless_told_to_extrapolate() {
+        // h200-linux: commit slope 2.0, decommit 1.28 µs per granule per 1024 live granules,
+        // both measured over 0..6,144 live granules
+        let p = profile::load("h200-linux").unwrap();
+        let mut m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        assert_eq!(m.outside_range, OutsideRange::Clamp);
+        let d = m.commit_live_domain.unwrap();
+        assert_eq!(
+            (d.constant, d.min_live, d.max_live),
+            (C::VmmCommitBusyLiveSlope, 0.0, 6144.0)
+        );
+        let none = ReadLive::default();
+        let commit = |m: &CostModel, live| m.commit_us_at(8, live, none) - m.commit_us(8);
+        let decommit = |m: &CostModel, live| m.decommit_us_at(8, live, none) - m.decommit_us(8);
+        // inside: 8 x 2.0 x 3 = 48 µs in every mode
+        assert!((commit(&m, 3072.0) - 48.0).abs() < 1e-9);
+        // past it, clamped at 6,144: 8 x 2.0 x 6 = 96 µs, 8 x 1.28 x 6 = 61.44 µs
+        assert!((commit(&m, 12288.0) - 96.0).abs() < 1e-9);
+        assert!((decommit(&m, 12288.0) - 61.44).abs() < 1e-9);
+        m.outside_range = OutsideRange::Extrapolate;
+        // extrapolated: 8 x 2.0 x 12 = 192 µs, 8 x 1.28 x 12 = 122.88 µs
+        assert!((commit(&m, 12288.0) - 192.0).abs() < 1e-9);
+        assert!((decommit(&m, 12288.0) - 122.88).abs() < 1e-9);
+        assert!((commit(&m, 3072.0) - 48.0).abs() < 1e-9);
     }
 
     #[test]

@@ -62,7 +62,28 @@ pub struct PlanFit {
     pub oversubscribed_page_ins: u64,
     /// The profile's usable VRAM, MiB.
     pub usable_mib: f64,
+    /// The constants the replay priced outside their measured range (the run report's
+    /// `timing_detail.outside_range`); the answer depends on how they were priced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outside_range: Vec<reports::run::OutsideRange>,
 }
+
+impl PlanFit {
+    /// The mark of an answer priced outside a measured range (`outside the measured range:
+    /// vmm_commit_busy_live_slope 6.6x`), empty when every price lay inside.
+    pub fn outside_mark(&self) -> String {
+        if self.outside_range.is_empty() {
+            return String::new();
+        }
+        let each: Vec<String> = self
+            .outside_range
+            .iter()
+            .map(|o| format!("{} {:.1}x {}", o.constant, o.distance, o.priced))
+            .collect();
+        format!("outside the measured range: {}", each.join(", "))
+    }
+}
+
 
 /// Where the VRAM goes at a configuration's best budget, MiB.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -635,6 +656,11 @@ impl Bank {
                 .as_ref()
                 .map_or(0, |d| d.oversubscribed_page_ins),
             usable_mib: r.timing_detail.as_ref().map_or(0.0, |d| d.usable_mib),
+            outside_range: r
+                .timing_detail
+                .as_ref()
+                .map(|d| d.outside_range.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -670,8 +696,12 @@ impl Plan {
             .as_ref()
             .map(|c| format!(", experts placed by --cpu-experts {c},"))
             .unwrap_or_default();
+        let outside = match f.outside_mark() {
+            m if m.is_empty() => m,
+            m => format!(" ({m}: see docs/DESIGN.md, --outside-range)"),
+        };
         format!(
-            "use {} + {}{cpu} with {}{units} = {} of {} experts on the GPU: {} tok/s",
+            "use {} + {}{cpu} with {}{units} = {} of {} experts on the GPU: {} tok/s{outside}",
             r.mechanism,
             r.evict,
             size_text(f.budget_bytes),
@@ -782,7 +812,7 @@ impl Plan {
             "note"
         );
         for (i, (r, name)) in self.rows.iter().zip(&names).enumerate() {
-            let note = match (&r.fit, &r.does_not_fit, &r.error) {
+            let mut note = match (&r.fit, &r.does_not_fit, &r.error) {
                 (Some(_), _, _) if r.bound => "the offline bound, not a choice".to_string(),
                 (Some(f), _, _) if f.budget_units == r.units_total => "the whole bank fits".into(),
                 (Some(_), _, _) => String::new(),
@@ -790,6 +820,15 @@ impl Plan {
                 (None, None, Some(e)) => format!("not run: {e}"),
                 (None, None, None) => String::new(),
             };
+            if let Some(mark) = r.fit.as_ref().map(PlanFit::outside_mark) {
+                if !mark.is_empty() {
+                    note = if note.is_empty() {
+                        mark
+                    } else {
+                        format!("{note}; {mark}")
+                    };
+                }
+            }
             let Some(f) = &r.fit else {
                 push_row(
                     &mut out,

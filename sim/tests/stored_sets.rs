@@ -99,3 +99,90 @@ fn the_shipped_h200_host_profile_is_the_pool_of_its_three_host_calibrations() {
         "the stored pooled set is the pool of the three"
     );
 }
+
+/// The `[min, max]` of `domain.ranges[of]` of constant `name` in profile `p`.
+fn range(p: &serde_json::Value, name: &str, of: &str) -> Option<(f64, f64)> {
+    let r = p["constants"][name]["domain"]["ranges"]
+        .as_array()?
+        .iter()
+        .find(|r| r["of"] == of)?
+        .clone();
+    Some((r["min"].as_f64()?, r["max"].as_f64()?))
+}
+
+/// The smallest and largest of `xs`.
+fn span(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
+}
+
+#[test]
+fn every_stored_constant_has_the_domain_of_its_sets_arm_levels() {
+    // read against the raw measurement sets, not through the calibration's code: the live-set
+    // arm's live levels and unit sizes, the page-in arm's unit sizes, the H2D arm's copy sizes
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../validate/data");
+    let mut sets = Vec::new();
+    measurement_sets(&data, &mut sets);
+    let mut live_set_checked = 0;
+    for m in &sets {
+        let profile = PathBuf::from(m.to_string_lossy().replace(".measurements.json", ".json"));
+        let Ok(text) = std::fs::read_to_string(&profile) else {
+            continue;
+        };
+        let p: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let set: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(m).unwrap()).unwrap();
+        for (k, c) in p["constants"].as_object().unwrap() {
+            assert!(
+                c.get("domain").is_some(),
+                "{}: {k} has no domain",
+                profile.display()
+            );
+        }
+        if set.get("vmm").is_none() {
+            continue; // a host set: threads and bytes, checked by the rebuild
+        }
+        let f = |v: &serde_json::Value| v.as_f64().unwrap();
+        let page_in = span(
+            set["page_in"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| f(&q["granules"])),
+        );
+        assert_eq!(
+            range(&p, "vmm_commit", "unit_granules"),
+            Some(page_in),
+            "{}",
+            m.display()
+        );
+        let h2d = set["h2d_pinned"]["points"].as_array().unwrap();
+        let bytes = span(h2d.iter().map(|q| f(&q["bytes"])));
+        assert_eq!(range(&p, "h2d_bandwidth", "bytes"), Some(bytes));
+        let busy: Vec<&serde_json::Value> = set["live_set"]["points"]
+            .as_array()
+            .map(|a| a.iter().filter(|q| q["work"] == "kernels").collect())
+            .unwrap_or_default();
+        if !busy.is_empty() && p["constants"].get("vmm_commit_busy_live_slope").is_some() {
+            let live = span(busy.iter().map(|q| f(&q["live_granules"])));
+            let sizes = span(busy.iter().map(|q| f(&q["granules"])));
+            for name in ["vmm_commit_busy_live_slope", "vmm_decommit_busy_live_slope"] {
+                assert_eq!(range(&p, name, "live_granules"), Some(live), "{name}");
+                assert_eq!(range(&p, name, "unit_granules"), Some(sizes), "{name}");
+            }
+            live_set_checked += 1;
+        }
+    }
+    // the fifteenth pass's three and the sixteenth's two calibrations ran the live-set arm
+    assert!(live_set_checked >= 5, "{live_set_checked}");
+    // the shipped profile's two slopes fitted to the stored replays: the live-set arm's range
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data.join("../../profile/profiles/h200-linux.json")).unwrap(),
+    )
+    .unwrap();
+    for name in ["vmm_commit_busy_live_slope", "vmm_decommit_busy_live_slope"] {
+        assert_eq!(shipped["constants"][name]["provenance"]["kind"], "derived");
+        assert_eq!(range(&shipped, name, "live_granules"), Some((0.0, 6144.0)));
+    }
+}

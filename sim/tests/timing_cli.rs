@@ -513,3 +513,200 @@ fn wasted_prefetches_are_unmapped_before_the_oversubscription_curve() {
     );
     assert!(peak < 0.91 * usable, "peak mapped {peak} MiB of {usable}");
 }
+
+/// `sim run --json` of `trace` (DeepSeek-V3, int4, e1, LRU) at `budget` on `hw`, with `extra`:
+/// (success, parsed stdout or Null, stderr).
+fn ds3_run(
+    trace: &str,
+    hw: &str,
+    budget: &str,
+    extra: &[&str],
+) -> (bool, serde_json::Value, String) {
+    let mut args = vec![
+        "run", "--trace", trace, "--policy", "e1", "--dtype", "int4", "--evict", "lru", "--hw", hw,
+        "--budget", budget, "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = sim(&args);
+    (
+        ok,
+        serde_json::from_str(&out).unwrap_or(serde_json::Value::Null),
+        err,
+    )
+}
+
+#[test]
+fn live_sets_past_the_measured_range_are_reported_and_priced_per_outside_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ds3.bin");
+    let t = trace.to_str().unwrap();
+    let (ok, _, err) = sim(&[
+        "trace",
+        "gen",
+        "--preset",
+        "deepseek-v3",
+        "--tokens",
+        "40",
+        "--seed",
+        "7",
+        "--skew",
+        "1.0",
+        "--locality",
+        "0.3",
+        "--out",
+        t,
+    ]);
+    assert!(ok, "{err}");
+    // the shipped profile without its domains: priced as before domains were recorded
+    let (ok, json, err) = sim(&["profile", "show", "h200-linux", "--json"]);
+    assert!(ok, "{err}");
+    let mut p: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for c in p["constants"].as_object_mut().unwrap().values_mut() {
+        c.as_object_mut().unwrap().remove("domain");
+    }
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, p.to_string()).unwrap();
+    let bare = bare.to_str().unwrap();
+
+    // 10% of DeepSeek-V3's 14,848 experts = 1,484 units of 11 granules: about 16,000 live
+    // granules, past the 0..6,144 the live-set slopes were fitted over
+    let (ok, clamp, err) = ds3_run(t, "h200-linux", "10%", &[]);
+    assert!(ok, "{err}");
+    let (ok, extra, err) = ds3_run(t, "h200-linux", "10%", &["--outside-range", "extrapolate"]);
+    assert!(ok, "{err}");
+    let (ok, old, err) = ds3_run(t, bare, "10%", &[]);
+    assert!(ok, "{err}");
+    // extrapolating is the old price; a profile without domains flags nothing
+    assert_eq!(extra["timing"], old["timing"]);
+    assert!(old["timing_detail"].get("outside_range").is_none());
+    let out = clamp["timing_detail"]["outside_range"].as_array().unwrap();
+    let names: Vec<&str> = out
+        .iter()
+        .map(|o| o["constant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["vmm_commit_busy_live_slope", "vmm_decommit_busy_live_slope"]
+    );
+    for o in out {
+        let v = o["value"].as_f64().unwrap();
+        assert_eq!(o["measured_max"].as_f64(), Some(6144.0));
+        assert_eq!(o["measured_min"].as_f64(), Some(0.0));
+        assert!(v > 6144.0 && v <= 1484.0 * 11.0 + 11.0, "{v}");
+        assert!((o["distance"].as_f64().unwrap() - v / 6144.0).abs() < 1e-12);
+        let share = o["share"].as_f64().unwrap();
+        assert!(share > 0.0 && share <= 1.0, "{share}");
+        assert_eq!(o["priced"], "clamped");
+    }
+    assert_eq!(
+        extra["timing_detail"]["outside_range"][0]["priced"],
+        "extrapolated"
+    );
+    // clamping the slope term at the edge prices every commit past it lower
+    let tps = |r: &serde_json::Value| r["timing"]["tokens_per_s"].as_f64().unwrap();
+    let vmm = |r: &serde_json::Value| r["timing"]["vmm_ms_per_step"].as_f64().unwrap();
+    assert!(vmm(&clamp) < vmm(&extra) && tps(&clamp) > tps(&extra));
+    // refuse: an error naming the constant and the flag, nothing on stdout
+    let (ok, v, err) = ds3_run(t, "h200-linux", "10%", &["--outside-range", "refuse"]);
+    assert!(!ok && v.is_null());
+    assert!(
+        err.contains("vmm_commit_busy_live_slope") && err.contains("--outside-range"),
+        "{err}"
+    );
+    // the text prints one line
+    let (ok, text, err) = sim(&[
+        "run",
+        "--trace",
+        t,
+        "--policy",
+        "e1",
+        "--dtype",
+        "int4",
+        "--evict",
+        "lru",
+        "--hw",
+        "h200-linux",
+        "--budget",
+        "10%",
+    ]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("outside the measured range"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("measured 0..6,144") && lines[0].contains("clamped"),
+        "{}",
+        lines[0]
+    );
+    // inside the range (2% = 296 units, at most 3,267 live granules): nothing flagged, every
+    // mode prices the same bytes
+    let (_, a, _) = ds3_run(t, "h200-linux", "2%", &[]);
+    let (_, b, _) = ds3_run(t, "h200-linux", "2%", &["--outside-range", "refuse"]);
+    let (_, c, _) = ds3_run(t, bare, "2%", &[]);
+    assert!(a["timing_detail"].get("outside_range").is_none());
+    assert_eq!(a["timing"], b["timing"]);
+    assert_eq!(a["timing"], c["timing"]);
+    // an unknown mode is refused by the parser with the choices
+    let (ok, _, err) = sim(&["run", "--hw", "h200-linux", "--outside-range", "wild"]);
+    assert!(!ok && err.contains("clamp"), "{err}");
+}
+
+#[test]
+fn reprice_intervals_hold_each_measured_p50_against_its_band() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let stored = root.join("validate/data/h200-linux-p9-validation/gs.json");
+    std::fs::copy(&stored, dir.path().join("gs.json")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["validate", "--reprice", d, "--intervals", "3"])
+            .args(extra)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let json = run(&["--json"]);
+    assert_eq!(
+        json,
+        run(&["--json"]),
+        "seeded: the same intervals every time"
+    );
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    let rows = r["reprice"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let mut inside = 0;
+    for (row, s) in rows
+        .iter()
+        .zip(file["validation"]["rows"].as_array().unwrap())
+    {
+        let i = &row["interval"];
+        let (lo, hi) = (
+            i["p50_ms"][0].as_f64().unwrap(),
+            i["p50_ms"][1].as_f64().unwrap(),
+        );
+        let m = i["measured_p50_ms"].as_f64().unwrap();
+        assert_eq!(m, s["measured"]["p50_ms"].as_f64().unwrap());
+        assert!(lo <= hi && lo > 0.0, "{lo} {hi}");
+        assert!(i["p99_ms"][0].as_f64().unwrap() <= i["p99_ms"][1].as_f64().unwrap());
+        assert_eq!(i["draws"], 3);
+        assert_eq!(i["inside"].as_bool(), Some(lo <= m && m <= hi));
+        inside += usize::from(lo <= m && m <= hi);
+    }
+    let text = run(&[]);
+    let line = format!("20 draws): {inside} of 4 rows").replace("20", "3");
+    assert!(text.contains(&line), "{text}");
+    // --intervals needs --reprice
+    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["validate", "--policy", "e1", "--intervals", "3"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--reprice"));
+}

@@ -14,8 +14,9 @@
 
 use crate::calibrate::{Calibration, KernelPoint};
 use crate::stats::{slope_through_origin, LinearFit};
-use crate::to_profile::{fit_stat, layer_launches, Measure};
+use crate::to_profile::{fit_stat, layer_launches, levels, Measure};
 use profile::{Constant, ConstantName as N, KernelCurve, KernelCurvePoint, Profile};
+use profile::{Domain, Regressor as R, Span};
 
 /// Add the streaming-read ceiling, the repeat-slot and union-kernel fits and the measured
 /// curve; each is left out when its arms did not run or its fit is not physical.
@@ -43,7 +44,9 @@ fn add_stream_read(c: &Calibration, p: &mut Profile, m: &Measure) {
         let method = format!("plain streaming read by a reference kernel over {} B of device memory (many times the L2), CUDA events; bytes / time", c.stream_read_bytes);
         p.set(
             N::StreamReadBandwidth,
-            Constant::measured(s.median, "MB/s", m(method, Some(s))).with_range(s.min, s.max),
+            Constant::measured(s.median, "MB/s", m(method, Some(s)))
+                .with_range(s.min, s.max)
+                .with_domain(levels(R::Bytes, [c.stream_read_bytes as f64])),
         );
     }
 }
@@ -88,7 +91,12 @@ fn add_repeat_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
     let first = arms.first().map(|k| k.time_us.clone());
     p.set(
         N::ExpertKernelRepeatBandwidth,
-        Constant::measured(repeat_bw, "MB/s", fit_stat(m(method, first.as_ref()))),
+        Constant::measured(repeat_bw, "MB/s", fit_stat(m(method, first.as_ref()))).with_domain(
+            Domain::of([
+                Span::of_levels(R::Slots, arms.iter().map(|k| k.slots as f64)),
+                Span::of_levels(R::DistinctExperts, arms.iter().map(|k| k.distinct as f64)),
+            ]),
+        ),
     );
 }
 
@@ -115,13 +123,19 @@ fn add_union_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
         format!("int4 expert FFN kernels (kernels crate), union variant, {} arms of {} slots ({}..{} B of distinct weights per launch), time of {} against distinct expert bytes; {term} of the fit (r2 {:.5})", pts.len(), arms[0].slots, pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.0).fold(0.0, f64::max), layer_launches(kernel), f.r2)
     };
     let first = Some(arms[0].time_us.clone());
+    let d = Domain::of([
+        Span::of_levels(R::Slots, arms.iter().map(|k| k.slots as f64)),
+        Span::of_levels(R::DistinctExperts, arms.iter().map(|k| k.distinct as f64)),
+        Span::of_levels(R::Bytes, pts.iter().map(|p| p.0)),
+    ]);
     p.set(
         N::UnionKernelFixed,
         Constant::measured(
             f.latency_us,
             "us",
             fit_stat(m(method("intercept"), first.as_ref())),
-        ),
+        )
+        .with_domain(d.clone()),
     );
     p.set(
         N::UnionKernelBandwidth,
@@ -129,7 +143,8 @@ fn add_union_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
             f.bytes_per_us,
             "MB/s",
             fit_stat(m(method("1 / slope"), first.as_ref())),
-        ),
+        )
+        .with_domain(d),
     );
 }
 

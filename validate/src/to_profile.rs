@@ -7,6 +7,7 @@ use crate::calibrate::{FAULT_GEOMETRIES, FRESH_UNITS, PAGE_IN_UNITS};
 use crate::stats::{slope_through_origin, LinearFit, Summary, TwoTerms};
 use crate::DeviceInfo;
 use profile::{Constant, ConstantName as N, Device, Measurement, OsPaging, Profile};
+use profile::{Domain, Regressor as R, Span};
 
 /// How a constant's [`Measurement`] is made from its method and the summary of its
 /// repetitions (`None`: a single reading).
@@ -49,7 +50,7 @@ pub fn to_profile(c: &Calibration, name: &str) -> Profile {
     add_replay_granularity_fits(c, &mut p, &m);
     add_interference_fits(c, &mut p, &m);
     let s = &c.launch_us;
-    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))));
+    p.set(N::KernelLaunch, ranged(s.median, s, 1.0, "us", m(format!("{LAUNCHES_PER_REP} back-to-back launches of an empty kernel (1 block of 32 threads), CUDA events, per launch"), Some(s))).with_domain(Domain::default()));
     add_notes(c, &mut p);
     p
 }
@@ -80,6 +81,11 @@ fn measure<'a>(
     }
 }
 
+/// The domain of one regressor's measured levels (empty when there are none).
+pub(crate) fn levels(of: R, xs: impl IntoIterator<Item = f64>) -> Domain {
+    Domain::of([Span::of_levels(of, xs)])
+}
+
 /// A measured constant with the range `s.min * f ..= s.max * f`.
 fn ranged(v: f64, s: &Summary, f: f64, unit: &str, meas: Measurement) -> Constant {
     Constant::measured(v, unit, meas).with_range(s.min * f, s.max * f)
@@ -94,7 +100,8 @@ fn add_device_sizes(c: &Calibration, p: &mut Profile, m: &Measure) {
             d.vram_total as f64,
             "B",
             m("cuMemGetInfo total".into(), None),
-        ),
+        )
+        .with_domain(Domain::default()),
     );
     p.set(
         N::VramUsable,
@@ -102,7 +109,8 @@ fn add_device_sizes(c: &Calibration, p: &mut Profile, m: &Measure) {
             d.vram_free as f64,
             "B",
             m("cuMemGetInfo free at the start of calibration".into(), None),
-        ),
+        )
+        .with_domain(Domain::default()),
     );
     p.set(
         N::VmmGranule,
@@ -116,7 +124,8 @@ fn add_device_sizes(c: &Calibration, p: &mut Profile, m: &Measure) {
                 ),
                 None,
             ),
-        ),
+        )
+        .with_domain(Domain::default()),
     );
 }
 
@@ -133,7 +142,14 @@ fn add_vmm_latencies(c: &Calibration, p: &mut Profile, m: &Measure) {
             (N::CuMemUnmap, &v.unmap_us, "cuMemUnmap"),
             (N::CuMemRelease, &v.release_us, "cuMemRelease"),
         ] {
-            p.set(name, ranged(s.median, s, 1.0, "us", m(how(call), Some(s))));
+            let d = Domain::of([
+                Span::of_levels(R::UnitGranules, [1.0]),
+                Span::of_levels(R::VramFill, [v.fill_fraction]),
+            ]);
+            p.set(
+                name,
+                ranged(s.median, s, 1.0, "us", m(how(call), Some(s))).with_domain(d),
+            );
         }
     }
     // First touch per fill band: the highest-fill measurement inside each band.
@@ -147,7 +163,7 @@ fn add_vmm_latencies(c: &Calibration, p: &mut Profile, m: &Measure) {
             .rfind(|v| v.fill_fraction >= lo && v.fill_fraction < hi)
         {
             let s = &v.first_touch_us;
-            p.set(name, ranged(s.median, s, 1.0, "us", m(format!("cuMemsetD8 over {} freshly mapped granules + synchronize, per granule, at {:.0}% of VRAM allocated", v.granules, v.fill_fraction * 100.0), Some(s))));
+            p.set(name, ranged(s.median, s, 1.0, "us", m(format!("cuMemsetD8 over {} freshly mapped granules + synchronize, per granule, at {:.0}% of VRAM allocated", v.granules, v.fill_fraction * 100.0), Some(s))).with_domain(levels(R::VramFill, [v.fill_fraction])));
         }
     }
 }
@@ -165,14 +181,15 @@ fn add_h2d_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
         let meas = |what: &str| {
             Measurement { statistic: Some("least-squares fit over per-size medians".into()), ..m(format!("cuMemcpyHtoDAsync from cuMemHostAlloc memory, CUDA events, sizes {sizes}; {what} (r2 {:.5})", f.r2), reps.as_ref()) }
         };
+        let d = levels(R::Bytes, c.h2d_pinned.points.iter().map(|p| p.bytes as f64));
         p.set(
             N::H2dBandwidth,
-            Constant::measured(f.bytes_per_us, "MB/s", meas("1 / slope")),
+            Constant::measured(f.bytes_per_us, "MB/s", meas("1 / slope")).with_domain(d.clone()),
         );
         if f.latency_us > 0.0 {
             p.set(
                 N::H2dLatency,
-                Constant::measured(f.latency_us, "us", meas("intercept")),
+                Constant::measured(f.latency_us, "us", meas("intercept")).with_domain(d),
             );
         }
     }
@@ -204,7 +221,8 @@ fn add_h2d_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
                         Some(s),
                     ),
                 )
-                .with_range(bw(s.max), bw(s.min)),
+                .with_range(bw(s.max), bw(s.min))
+                .with_domain(levels(R::Bytes, [pt.bytes as f64])),
             );
         }
     }
@@ -220,7 +238,7 @@ fn add_device_read(c: &Calibration, p: &mut Profile, m: &Measure) {
     {
         let s = &k.time_us;
         let bw = |t: f64| (k.distinct as u64 * k.expert_bytes) as f64 / t;
-        p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of {}", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes, layer_launches(&k.kernel)), Some(s))).with_range(bw(s.max), bw(s.min)));
+        p.set(N::DeviceReadBandwidth, Constant::measured(bw(s.median), "MB/s", m(format!("int4 expert FFN kernels (kernels crate), {} slots of {} distinct experts of {}x{} (group {}, {} B each), expert bytes / time of {}", k.slots, k.distinct, k.hidden, k.ffn, k.group, k.expert_bytes, layer_launches(&k.kernel)), Some(s))).with_range(bw(s.max), bw(s.min)).with_domain(Domain::of([Span::of_levels(R::Slots, [k.slots as f64]), Span::of_levels(R::DistinctExperts, [k.distinct as f64]), Span::of_levels(R::Bytes, [(k.distinct as u64 * k.expert_bytes) as f64])])));
     }
 }
 
@@ -228,11 +246,11 @@ fn add_device_read(c: &Calibration, p: &mut Profile, m: &Measure) {
 fn add_read_rates(c: &Calibration, p: &mut Profile, m: &Measure) {
     if let Some(f) = c.managed.faults.iter().find(|f| f.stride == 4096) {
         let s = &f.bytes_per_us;
-        p.set(N::FaultBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemAllocManaged of {} B written by the host, then a kernel reading one byte per 4 KiB page; buffer bytes / kernel time", f.bytes), Some(s))));
+        p.set(N::FaultBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemAllocManaged of {} B written by the host, then a kernel reading one byte per 4 KiB page; buffer bytes / kernel time", f.bytes), Some(s))).with_domain(levels(R::Bytes, [f.bytes as f64])));
     }
     if let Some(s) = &c.managed.prefetch_bytes_per_us {
         let bytes = c.managed.faults.first().map_or(0, |f| f.bytes);
-        p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))));
+        p.set(N::PrefetchBandwidth, ranged(s.median, s, 1.0, "MB/s", m(format!("cuMemPrefetchAsync to the device of {bytes} B of host-resident managed memory, CUDA events"), Some(s))).with_domain(levels(R::Bytes, [bytes as f64])));
     }
 }
 
@@ -351,6 +369,10 @@ fn add_vmm_live_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
             if l.intercept <= 0.0 {
                 continue;
             }
+            let d = Domain::of([
+                Span::of_levels(R::LiveGranules, levels.iter().map(|&l| l as f64)),
+                Span::of_levels(R::UnitGranules, [1.0]),
+            ]);
             let method = |term: &str| {
                 format!("{what} per granule, one granule at a time ({} per repetition), timed on the host, with {levels:?} other single-granule mappings live, live and cycled granules scattered over one range in a seeded random order; {term} of the fit against live granules / 1024 (r2 {:.4})", c.vmm_live[0].granules, l.r2)
             };
@@ -360,7 +382,8 @@ fn add_vmm_live_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                     l.intercept,
                     "us",
                     fit_stat(m(method("intercept"), first.as_ref())),
-                ),
+                )
+                .with_domain(d.clone()),
             );
             // a slope below 0 is noise around a flat cost: record it as measured (it is), the
             // model adds it linearly and it stays small
@@ -373,7 +396,8 @@ fn add_vmm_live_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                         method("slope, clamped at 0 (µs per granule per 1024 live granules)"),
                         first.as_ref(),
                     )),
-                ),
+                )
+                .with_domain(d),
             );
         }
     }
@@ -434,6 +458,10 @@ fn add_live_set_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
             "live-set arm: per-unit {what}, host clock, units of {sizes:?} granules with {levels:?} single-granule mappings live, {gpu}; {blocks} randomised blocks of {samples} samples per cell (a host probe of empty-kernel launches before each block: median {:.2} µs), cell = median over blocks of block medians; least-squares fit on relative residuals of t = fixed + g x (per granule + slope x live / 1024): fixed {:.2} µs, per granule {:.2} µs, slope {:.3} (r2 {:.4}); µs per granule per 1024 live granules, clamped at 0",
             probe.as_ref().map_or(f64::NAN, |s| s.median), f.fixed_us, f.per_granule_us, f.slope_us, f.r2
         );
+        let d = Domain::of([
+            Span::of_levels(R::LiveGranules, levels.iter().map(|&l| l as f64)),
+            Span::of_levels(R::UnitGranules, sizes.iter().map(|&g| g as f64)),
+        ]);
         let meas = |method| Measurement {
             repetitions: Some(blocks as u32),
             spread: None,
@@ -441,7 +469,7 @@ fn add_live_set_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
         };
         p.set(
             name,
-            Constant::measured(f.slope_us.max(0.0), "us", meas(method)),
+            Constant::measured(f.slope_us.max(0.0), "us", meas(method)).with_domain(d.clone()),
         );
         if work == GpuWork::Idle {
             let base = if call == Call::Commit {
@@ -453,7 +481,7 @@ fn add_live_set_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                 let method = format!("live-set arm, {what}, GPU idle: the per-granule part of the same fit with nothing live (fixed {:.2} µs per unit apart; r2 {:.4})", f.fixed_us, f.r2);
                 p.set(
                     base,
-                    Constant::measured(f.per_granule_us, "us", meas(method)),
+                    Constant::measured(f.per_granule_us, "us", meas(method)).with_domain(d),
                 );
             }
         }
@@ -476,6 +504,7 @@ fn add_dense_fault_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                     pts.last().map_or(0.0, |p| p.0)
                 );
                 let first = c.dense_faults.first().map(|d| d.per_run_us.clone());
+                let d = levels(R::Bytes, pts.iter().map(|p| p.0));
                 let method = |term: &str| {
                     format!("cuMemAllocManaged written by the host, then {} runs per size read densely (one load per 16 B, one launch per run, runs one run apart), CUDA events, run sizes {sizes}; {term} of the fit per run (r2 {:.5})", c.dense_faults[0].runs, f.r2)
                 };
@@ -485,7 +514,8 @@ fn add_dense_fault_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                         f.latency_us,
                         "us",
                         fit_stat(m(method("intercept"), first.as_ref())),
-                    ),
+                    )
+                    .with_domain(d.clone()),
                 );
                 p.set(
                     N::FaultDenseBandwidth,
@@ -493,7 +523,8 @@ fn add_dense_fault_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                         f.bytes_per_us,
                         "MB/s",
                         fit_stat(m(method("1 / slope"), first.as_ref())),
-                    ),
+                    )
+                    .with_domain(d),
                 );
             }
         }
@@ -510,7 +541,8 @@ fn add_router_sync(c: &Calibration, p: &mut Profile, m: &Measure) {
                 "us",
                 m(format!("launch an empty kernel, record an event, cuEventSynchronize on the host; {ROUTER_SYNCS_PER_REP} iterations per repetition, host clock, per iteration"), Some(s)),
             )
-            .with_range(s.min, s.max),
+            .with_range(s.min, s.max)
+            .with_domain(Domain::default()),
         );
     }
 }
@@ -544,6 +576,14 @@ fn add_expert_kernel_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                     .iter()
                     .find(|k| k.variant == "PerSlot")
                     .map(|k| k.time_us.clone());
+                let d = Domain::of([
+                    Span::of_levels(R::Slots, distinct_arms().map(|k| k.slots as f64)),
+                    Span::of_levels(
+                        R::DistinctExperts,
+                        distinct_arms().map(|k| k.distinct as f64),
+                    ),
+                    Span::of_levels(R::Bytes, pts.iter().map(|p| p.0)),
+                ]);
                 let method = |term: &str| {
                     format!("int4 expert FFN kernels (kernels crate), per-slot variant, every arm whose slots name distinct experts ({} points, {}..{} B of weights per launch), time of {} against distinct expert bytes; {term} of the fit (r2 {:.5})", pts.len(), pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.0).fold(0.0, f64::max), layer_launches(&kernel), f.r2)
                 };
@@ -553,7 +593,8 @@ fn add_expert_kernel_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                         f.latency_us,
                         "us",
                         fit_stat(m(method("intercept"), first.as_ref())),
-                    ),
+                    )
+                    .with_domain(d.clone()),
                 );
                 p.set(
                     N::ExpertKernelBandwidth,
@@ -561,7 +602,8 @@ fn add_expert_kernel_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                         f.bytes_per_us,
                         "MB/s",
                         fit_stat(m(method("1 / slope"), first.as_ref())),
-                    ),
+                    )
+                    .with_domain(d),
                 );
             }
         }
@@ -598,6 +640,7 @@ fn add_page_in_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
             })
             .collect();
         let steady_first = c.page_in.first().and_then(|q| q.steady_commit_us.clone());
+        let d = levels(R::UnitGranules, sizes.iter().map(|&g| g as f64));
         for (fixed, per, what, commit) in [
             (
                 N::VmmCommitFixed,
@@ -661,7 +704,8 @@ fn add_page_in_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                         l.intercept,
                         "us",
                         stat(m(method("intercept (per unit)"), spread_of)),
-                    ),
+                    )
+                    .with_domain(d.clone()),
                 );
             }
             p.set(
@@ -670,7 +714,8 @@ fn add_page_in_fits(c: &Calibration, p: &mut Profile, m: &Measure) {
                     l.slope,
                     "us",
                     stat(m(method("slope (per granule)"), spread_of)),
-                ),
+                )
+                .with_domain(d.clone()),
             );
         }
     }
@@ -711,7 +756,8 @@ fn add_fresh_granule_premium(c: &Calibration, p: &mut Profile, m: &Measure) {
                     statistic: Some("granule-weighted mean over unit sizes of the difference of medians, clamped at 0".into()),
                     ..m(format!("commit calls per unit (cuMemCreate + cuMemMap + cuMemSetAccess per granule, one granule at a time, the previous unit's H2D copy in flight) with the footprint growing ({FRESH_UNITS} more units per repetition, all kept mapped) minus {against}, per granule; {}", per_size.join(", ")), first.as_ref())
                 },
-            ),
+            )
+            .with_domain(levels(R::UnitGranules, fresh.iter().map(|f| f.0 as f64))),
         );
     }
 }
@@ -733,6 +779,7 @@ fn add_fault_launch_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
         .collect();
     let geoms = format!("{FAULT_GEOMETRIES:?}");
     if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
+        let d = fault_domain(&pts);
         let first = c.fault_launches.first().map(|f| f.fault_us.clone());
         let method = |term: &str| {
             format!("k host-resident experts (managed memory written by the host, (hidden, bytes) in {geoms}) (runs of their pages, 4 KiB-aligned) read by one launch of the int4 expert kernels (gate+up, down), minus the same launch on resident pages, CUDA events, k in {:?}; {term} of the fit time = k x latency + k x bytes / bandwidth (no per-launch term; r2 {:.5})", { let mut ks: Vec<u32> = c.fault_launches.iter().map(|f| f.experts).collect(); ks.sort_unstable(); ks.dedup(); ks }, f.r2)
@@ -743,7 +790,8 @@ fn add_fault_launch_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                 f.a,
                 "us",
                 fit_stat(m(method("latency (per expert run)"), first.as_ref())),
-            ),
+            )
+            .with_domain(d.clone()),
         );
         p.set(
             N::FaultDenseBandwidth,
@@ -751,7 +799,8 @@ fn add_fault_launch_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                 1.0 / f.b,
                 "MB/s",
                 fit_stat(m(method("1 / bytes coefficient"), first.as_ref())),
-            ),
+            )
+            .with_domain(d),
         );
     }
 }
@@ -771,6 +820,7 @@ fn add_evict_to_host_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
         })
         .collect();
     if let Some(f) = TwoTerms::fit(&pts).filter(|f| f.a >= 0.0 && f.b > 0.0) {
+        let d = fault_domain(&pts);
         let first = c.fault_launches.iter().find_map(|f| f.evict_us.clone());
         let method = |term: &str| {
             format!("after the fault arm's launches, cuMemPrefetchAsync to the host of each of the k experts' ranges (one call per expert; the pages the kernels touched are device-resident), CUDA events, (hidden, bytes) in {geoms}; {term} of the fit time = k x latency + k x bytes / bandwidth (r2 {:.5})", f.r2)
@@ -781,7 +831,8 @@ fn add_evict_to_host_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                 f.a,
                 "us",
                 fit_stat(m(method("latency (per expert run)"), first.as_ref())),
-            ),
+            )
+            .with_domain(d.clone()),
         );
         p.set(
             N::OsEvictBandwidth,
@@ -789,9 +840,19 @@ fn add_evict_to_host_fit(c: &Calibration, p: &mut Profile, m: &Measure) {
                 1.0 / f.b,
                 "MB/s",
                 fit_stat(m(method("1 / bytes coefficient"), first.as_ref())),
-            ),
+            )
+            .with_domain(d),
         );
     }
+}
+
+/// The domain of a fit over (k experts, k x run bytes, time) points: experts per launch and
+/// bytes per run.
+fn fault_domain(pts: &[(f64, f64, f64)]) -> Domain {
+    Domain::of([
+        Span::of_levels(R::Experts, pts.iter().map(|p| p.0)),
+        Span::of_levels(R::Bytes, pts.iter().map(|p| p.1 / p.0)),
+    ])
 }
 
 /// Read mode whose premium over no reads the read slopes price: the live set read once after
@@ -871,6 +932,10 @@ fn add_read_slopes(c: &Calibration, p: &mut Profile, m: &Measure) {
         } else {
             (by_unit, u.0, "live units", g)
         };
+        let d = Domain::of([
+            Span::of_levels(R::LiveGranules, pts.iter().map(|p| p.0 * 1024.0)),
+            Span::of_levels(R::LiveUnits, pts.iter().map(|p| p.1 * 1024.0)),
+        ]);
         let per_point: Vec<String> = pts
             .iter()
             .map(|p| {
@@ -891,7 +956,8 @@ fn add_read_slopes(c: &Calibration, p: &mut Profile, m: &Measure) {
                     statistic: Some("least-squares slope through the origin over differences of per-point medians, clamped at 0".into()),
                     ..m(format!("{what}, per unit, host clock, {READ_CYCLE_UNITS} units per cycle at random free slots of one random 128-slot layer of a range holding live units ({}) at seeded random slots, {READ_CYCLES} cycles per mode and repetition, a fresh live set per mode; with the live set read once after it was mapped (one streaming-read launch per unit) and the previous cycle's page-ins read before each cycle (synchronized), minus with nothing read, per granule, against {against} / 1024 ({}); µs per granule per 1024 {against} read; the fit against the other count (slope {:.3}) left more residual ({:.3} vs {:.3} µs^2)", shapes.join(", "), per_point.join(", "), other.0, other.1, g.1.min(u.1)), first.as_ref())
                 },
-            ),
+            )
+            .with_domain(d),
         );
     }
 }
@@ -926,13 +992,15 @@ fn add_fault_evict_overlap(c: &Calibration, p: &mut Profile, m: &Measure) {
             statistic: Some("least-squares fit over per-point medians, terms clamped at 0".into()),
             ..meas
         };
+        let d = fault_domain(&pts);
         p.set(
             N::OsEvictOverlapRunLatency,
             Constant::measured(
                 f.a,
                 "us",
                 stat(m(method("latency (per evicted run)"), first.as_ref())),
-            ),
+            )
+            .with_domain(d.clone()),
         );
         if f.b > 0.0 {
             p.set(
@@ -941,7 +1009,8 @@ fn add_fault_evict_overlap(c: &Calibration, p: &mut Profile, m: &Measure) {
                     1.0 / f.b,
                     "MB/s",
                     stat(m(method("1 / bytes coefficient"), first.as_ref())),
-                ),
+                )
+                .with_domain(d),
             );
         }
     }

@@ -32,6 +32,7 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
     }
     let hw = profile_name(res).unwrap_or_default();
     doc.p(format!("Simulated on `{hw}`. Lower is better except tokens/s; the best online cell of each column is highlighted (Belady/MIN, the offline bound, never is). `vs Belady` is the step p50 divided by that of the Belady/MIN run of the same mechanism and budget."));
+    outside_range(doc, &timed);
     for t in &res.traces {
         let tr: Vec<&RunEntry> = timed
             .iter()
@@ -49,6 +50,31 @@ pub(super) fn timing(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The runs whose price used a constant outside its measured range, each with the constant,
+/// distance and share (nothing when every price lay inside).
+fn outside_range(doc: &mut Doc, timed: &[&RunEntry]) {
+    let items: Vec<String> = timed
+        .iter()
+        .filter_map(|r| {
+            let d = r.result.timing_detail.as_ref()?;
+            if d.outside_range.is_empty() {
+                return None;
+            }
+            let lines: Vec<String> = d.outside_range.iter().map(|o| o.line()).collect();
+            Some(format!(
+                "`{}` on `{}`: {}",
+                run_label(r),
+                r.grid.trace,
+                lines.join("; ")
+            ))
+        })
+        .collect();
+    if !items.is_empty() {
+        doc.p("Priced outside the measured range: these runs used a constant past the range its fit was measured over, so their figures depend on `--outside-range` (docs/DESIGN.md, \"Outside the measured range\"):");
+        doc.list(items);
+    }
 }
 
 /// The cells that do not fit under the admission cap, each with its reason (they have no

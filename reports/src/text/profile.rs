@@ -1,5 +1,5 @@
 //! `sim profile show`'s text: a profile's device, OS-paging capabilities and every constant
-//! with its unit, range and provenance.
+//! with its unit, range, provenance and domain.
 
 use crate::metrics::{count, fmt};
 use profile::{ConstantName, Profile, Provenance};
@@ -69,6 +69,9 @@ pub fn profile_text(p: &Profile) -> String {
                     line.trim_end(),
                     provenance_text(&c.provenance)
                 );
+                if let Some(d) = &c.domain {
+                    let _ = writeln!(s, "      domain: {}", domain_text(d));
+                }
             }
             None => {
                 let _ = writeln!(s, "  {:<width$} {:>10}", n.as_str(), "absent");
@@ -82,6 +85,15 @@ pub fn profile_text(p: &Profile) -> String {
         }
     }
     s
+}
+
+/// A constant's domain in one line: each regressor's measured range, `unknown (why)`, or
+/// `no regressor` for a constant measured as one figure (a size, a per-call time).
+pub fn domain_text(d: &profile::Domain) -> String {
+    match d.describe() {
+        t if t.is_empty() => "no regressor (one figure, holds as measured)".to_string(),
+        t => t,
+    }
 }
 
 /// Where a constant came from, in one line.

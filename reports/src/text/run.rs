@@ -298,6 +298,14 @@ pub fn timing_summary(r: &RunReport) -> String {
         "  memory      peak mapped {:.1} MiB   map calls {}   unmap calls {}   page-ins {} ({} above 90% of usable VRAM)",
         t.peak_mapped_mib, t.map_calls, t.unmap_calls, d.page_ins, d.oversubscribed_page_ins
     );
+    if !d.outside_range.is_empty() {
+        let lines: Vec<String> = d.outside_range.iter().map(|o| o.line()).collect();
+        let _ = writeln!(
+            s,
+            "  outside the measured range: {} (--outside-range; docs/DESIGN.md)",
+            lines.join("; ")
+        );
+    }
     match &r.prefetch {
         Some(p) => s += &prefetch_summary(p, &r.inputs.profile_trace),
         None if t.prefetch_issued > 0 => {

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use sim::cost::OutsideRange;
 use sim::engine::cpu::CpuExperts;
 use sim::engine::predict::PREDICTORS;
 use sim::engine::{PredictorKind, TimingConfig};
@@ -137,6 +138,14 @@ pub struct TimingArgs {
     /// Write a Chrome trace-event JSON of the run's resources (open in ui.perfetto.dev).
     #[arg(long, value_name = "FILE", help_heading = "Timing")]
     pub timeline: Option<PathBuf>,
+
+    /// What to do with a live-set slope (vmm_*_live_slope) at a live set past the one its
+    /// fit measured: `clamp` prices the slope term at the measured edge, `extrapolate`
+    /// extends the line, `refuse` fails the run. Either way the run reports the constant,
+    /// how far past, and the share of time priced so (docs/DESIGN.md, "Outside the
+    /// measured range").
+    #[arg(long, value_enum, default_value = "clamp", help_heading = "Timing")]
+    pub outside_range: OutsideRange,
 }
 
 /// `--compute` values from [`ComputeMode::ALL`], each with its summary in `--help`.
@@ -277,6 +286,7 @@ impl TimingArgs {
             seed,
             hw_host: self.hw_host.clone(),
             cpu_experts: self.cpu_experts.first().copied().unwrap_or_default(),
+            outside_range: self.outside_range,
             ..TimingConfig::new(hw.clone(), Arc::new(profile))
         }))
     }

@@ -11,7 +11,7 @@ use super::prefetch;
 use super::replay::{replay_learning, EngineOptions, Replay};
 use super::report::{TimingDetail, TimingReport};
 use crate::cache::{Batching, RetentionConfig};
-use crate::cost::{CostModel, CostOptions};
+use crate::cost::{CostModel, CostOptions, OutsideRange};
 use crate::model_profile::{ComputeMode, ComputeModel, ComputeOverrides};
 use crate::verify::Stepping;
 use anyhow::{Context, Result};
@@ -61,6 +61,10 @@ pub struct TimingConfig {
     /// the expert size was given in MiB.
     #[serde(skip)]
     pub expert_dtype: Option<DType>,
+    /// What pricing does with a live-set slope past its measured live set
+    /// (`--outside-range`); left out of the echo at the default.
+    #[serde(skip_serializing_if = "OutsideRange::is_default")]
+    pub outside_range: OutsideRange,
 }
 
 fn is_gpu_only(c: &CpuExperts) -> bool {
@@ -89,6 +93,7 @@ impl TimingConfig {
             hw_host: None,
             cpu_experts: CpuExperts::None,
             expert_dtype: None,
+            outside_range: OutsideRange::Clamp,
         }
     }
 }
@@ -232,6 +237,7 @@ pub(crate) fn models(
             prefetch: cfg.predictor != PredictorKind::None,
         },
     )?;
+    cost.outside_range = cfg.outside_range;
     if cfg.cpu_experts != CpuExperts::None {
         super::cpu::check(cfg.cpu_experts, map, cfg.predictor)?;
         let lane = CpuLane::new(

@@ -30,7 +30,7 @@ use super::prefetch::PrefetchCounts;
 use super::queue::EventQueue;
 use super::report::{StepParts, TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
-use crate::cost::{Band, CostModel, Paging, ReadLive};
+use crate::cost::{Band, CostModel, LiveDomain, OutsideRange, Paging, ReadLive};
 use crate::model_profile::ComputeModel;
 use policies::UnitMap;
 use profile::ProfileError;
@@ -150,6 +150,8 @@ struct State<'a> {
     unmap_calls: u64,
     bytes_in: u64,
     oversubscribed: u64,
+    /// Uses of the live-set slopes past their measured live set, commit then decommit.
+    outside: [OutsideLive; 2],
     /// Prefetches issued, consumed by a page-in (of which late: still in flight at that
     /// group's router), and unmapped unused (with their useful bytes).
     prefetch_issued: u64,
@@ -359,6 +361,7 @@ impl State<'_> {
             self.read_units -= 1;
         }
         let d = self.cost.decommit_us_at(g, live, read);
+        self.outside[1].note(self.cost.decommit_live_domain, live, d);
         self.unmap_calls += g;
         self.released_granules += g;
         self.driver_free = start + d;
@@ -405,6 +408,7 @@ impl State<'_> {
         let f = self.oversub_factor()?;
         let g = self.granules(u);
         let (c, x) = self.page_in_prices(u, live, f);
+        self.outside[0].note(self.cost.commit_live_domain, live, c);
         self.released_granules -= g.min(self.released_granules);
         let d_start = self.driver_free.max(t);
         self.driver_free = d_start + c;
@@ -985,6 +989,7 @@ impl<'a> State<'a> {
             unmap_calls: 0,
             bytes_in: 0,
             oversubscribed: 0,
+            outside: [OutsideLive::default(); 2],
             prefetch_issued: 0,
             prefetch_used: 0,
             prefetch_late: 0,
@@ -1251,7 +1256,15 @@ impl<'a> State<'a> {
                 ssd_copy_ms_per_step: self.tiers.ssd_copy_us / steps / 1e3,
             }),
             step_latency: None,
+            outside_range: outside_range(&self.outside, self.cost, total_us),
         };
+        if self.cost.outside_range == OutsideRange::Refuse && !detail.outside_range.is_empty() {
+            let lines: Vec<String> = detail.outside_range.iter().map(|o| o.line()).collect();
+            return Err(EngineError::Invalid(format!(
+                "--outside-range refuse: the run prices constants outside their measured range ({}); pass --outside-range clamp or extrapolate to price it anyway",
+                lines.join("; ")
+            )));
+        }
         let decode_step_us_mean =
             (log.decode_steps > 0).then(|| log.decode_sum_us / log.decode_steps as f64);
         Ok(Replay {
@@ -1275,6 +1288,57 @@ impl<'a> State<'a> {
             cpu_keys: self.cpu_keys,
         })
     }
+}
+
+/// The uses of one live-set slope past its measured live set.
+#[derive(Clone, Copy, Debug, Default)]
+struct OutsideLive {
+    /// Largest live count priced past the range (0: none).
+    max_live: f64,
+    /// Priced time of the calls past the range, µs.
+    us: f64,
+}
+
+impl OutsideLive {
+    /// Note a call of priced time `us` at `live` granules under a slope of domain `d`.
+    #[inline]
+    fn note(&mut self, d: Option<LiveDomain>, live: f64, us: f64) {
+        if let Some(d) = d {
+            if live > d.max_live {
+                self.max_live = self.max_live.max(live);
+                self.us += us;
+            }
+        }
+    }
+}
+
+/// The report entries of the live-set slopes used past their range, commit then decommit.
+fn outside_range(
+    seen: &[OutsideLive; 2],
+    cost: &CostModel,
+    total_us: f64,
+) -> Vec<reports::run::OutsideRange> {
+    [cost.commit_live_domain, cost.decommit_live_domain]
+        .iter()
+        .zip(seen)
+        .filter_map(|(d, o)| {
+            let d = (*d)?;
+            (o.max_live > 0.0).then(|| reports::run::OutsideRange {
+                constant: d.constant.as_str().to_string(),
+                regressor: profile::Regressor::LiveGranules.words().to_string(),
+                value: o.max_live,
+                measured_min: d.min_live,
+                measured_max: d.max_live,
+                distance: o.max_live / d.max_live,
+                share: if total_us > 0.0 { o.us / total_us } else { 0.0 },
+                priced: match cost.outside_range {
+                    OutsideRange::Clamp => "clamped",
+                    _ => "extrapolated",
+                }
+                .to_string(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

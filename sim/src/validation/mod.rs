@@ -15,6 +15,7 @@
 pub mod analysis;
 pub mod composition;
 pub mod cpu_lane;
+pub mod interval;
 mod predict;
 mod report;
 pub mod reprice;

@@ -31,6 +31,21 @@ pub struct RepricedRow {
     /// The composition check (VMM rows with a host breakdown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub composition: Option<CompositionRow>,
+    /// The 90% interval of the predicted step p50 and p99 from the constants' measured spread
+    /// (`--intervals N`), and whether the measured p50 lies inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<RowInterval>,
+}
+
+/// A row's 90% interval and the measured p50 held against it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowInterval {
+    #[serde(flatten)]
+    pub interval: super::interval::Interval90,
+    /// The measured step p50 (median over the repetitions), ms.
+    pub measured_p50_ms: f64,
+    /// Whether it lies inside the p50 interval.
+    pub inside: bool,
 }
 
 /// A stored file that was not re-priced, and why.
@@ -171,6 +186,7 @@ impl RepricedRow {
                 error_pct_mean: r.error_pct_mean,
                 verdict: verdict.clone(),
                 composition: c.clone(),
+                interval: None,
             })
             .collect()
     }
@@ -228,6 +244,22 @@ impl Repricing {
         s += &self.composition_text();
         for k in &self.skipped {
             let _ = writeln!(s, "not re-priced: {}: {}", k.file, k.reason);
+        }
+        let with: Vec<&RowInterval> = self
+            .rows
+            .iter()
+            .filter_map(|r| r.interval.as_ref())
+            .collect();
+        if let Some(first) = with.first() {
+            let inside = with.iter().filter(|i| i.inside).count();
+            let _ = writeln!(
+                s,
+                "measured p50 inside the predicted 90% interval (constants drawn from their measured spread, {} draws): {} of {} ({:.0}%)",
+                first.interval.draws,
+                inside,
+                reports::metrics::count(with.len() as u64, "row"),
+                100.0 * inside as f64 / with.len() as f64
+            );
         }
         let w = &self.within;
         let count = |v: Verdict| self.rows.iter().filter(|r| r.verdict.verdict == v).count();
@@ -357,6 +389,7 @@ mod tests {
             error_pct_mean: e,
             verdict: super::super::analysis::row_verdict(policy, &[], None),
             composition: None,
+            interval: None,
         }
         .with_adjusted(adj)
     }

@@ -5,7 +5,7 @@ use super::expert_arms::ExpertFit;
 use super::expert_kernel::Format;
 use super::HostCalibration;
 use crate::stats::Summary;
-use profile::{Constant, ConstantName, Device, Measurement, Profile};
+use profile::{Constant, ConstantName, Device, Domain, Measurement, Profile, Regressor as R, Span};
 
 /// The provenance of one figure of `cal`.
 fn measurement(cal: &HostCalibration, method: String, reps: u32, spread: f64) -> Measurement {
@@ -55,27 +55,42 @@ fn set_fit(
         f.fit.r2
     );
     let m = measurement(cal, method, reps, f.spread);
+    let d = Domain::of([
+        Span::of_levels(R::Threads, [threads as f64]),
+        Span::of_levels(R::Bytes, points.iter().map(|e| e.expert_bytes as f64)),
+    ]);
     p.set(
         bandwidth,
-        Constant::measured(f.fit.bytes_per_us, "MB/s", m.clone()),
+        Constant::measured(f.fit.bytes_per_us, "MB/s", m.clone()).with_domain(d.clone()),
     );
     if let Some(name) = overhead.filter(|_| f.fit.latency_us >= 0.0) {
-        p.set(name, Constant::measured(f.fit.latency_us, "us", m));
+        p.set(
+            name,
+            Constant::measured(f.fit.latency_us, "us", m).with_domain(d),
+        );
     }
 }
 
-/// Set a constant from a summary of bytes per µs.
+/// Set a constant from a summary of bytes per µs, measured with `threads` threads on
+/// `bytes`-byte reads (its domain).
 fn set_rate(
     p: &mut Profile,
     cal: &HostCalibration,
     name: ConstantName,
     s: &Summary,
     method: String,
+    (threads, bytes): (usize, u64),
 ) {
     let m = measurement(cal, method, s.n, s.spread);
+    let d = Domain::of([
+        Span::of_levels(R::Threads, [threads as f64]),
+        Span::of_levels(R::Bytes, [bytes as f64]),
+    ]);
     p.set(
         name,
-        Constant::measured(s.median, "MB/s", m).with_range(s.min, s.max),
+        Constant::measured(s.median, "MB/s", m)
+            .with_range(s.min, s.max)
+            .with_domain(d),
     );
 }
 
@@ -135,7 +150,8 @@ pub fn to_profile(cal: &HostCalibration, name: &str) -> Profile {
             m.buffer_bytes >> 20,
             m.threads
         );
-        set_rate(&mut p, cal, name, &m.bytes_per_us, method);
+        let at = (m.threads, m.buffer_bytes as u64);
+        set_rate(&mut p, cal, name, &m.bytes_per_us, method, at);
     }
     if all == 1 {
         // one thread is all threads: the all-thread figure is the single-thread one
@@ -156,7 +172,8 @@ pub fn to_profile(cal: &HostCalibration, name: &str) -> Profile {
                  depth {}, {}, per pass",
                 pt.reads, pt.block_bytes, s.file_bytes >> 20, s.dir, pt.queue_depth, s.io_mode
             );
-            set_rate(&mut p, cal, name, &pt.bytes_per_us, method);
+            let at = (pt.queue_depth, pt.block_bytes as u64);
+            set_rate(&mut p, cal, name, &pt.bytes_per_us, method, at);
         }
         p.notes.push(format!("SSD reads: {}", s.io_mode));
     }

@@ -142,6 +142,13 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["measured", "policy", "trace", "steps", "blocks", "warm_up"])]
     pub reprice: Vec<PathBuf>,
 
+    /// With --reprice: also re-price each row's plan under N profiles whose constants are drawn
+    /// uniformly within half their measured spread (seeded: the same N gives the same
+    /// interval), print each row's 90% interval of the step p50 and p99 in the JSON, and the
+    /// share of rows whose measured p50 lies inside. 0: no intervals.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub intervals: u32,
+
     /// Also print, per policy, where the time of a step went: the real replay's host phases
     /// (router wait, VMM commit and decommit calls, H2D enqueues, launches) next to the
     /// engine's predicted split (compute, router round trip, commits, decommits, copies,
@@ -280,6 +287,11 @@ impl ValidateCacheArgs {
 }
 
 pub fn run(args: ValidateArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.intervals == 0 || !args.reprice.is_empty(),
+        "--intervals {} re-prices stored replays: give it with --reprice DIR",
+        args.intervals
+    );
     if !args.timing.cpu_experts.is_empty() && !composed::is_composed(&args) {
         return cpu::run(&args);
     }

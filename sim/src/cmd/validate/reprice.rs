@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use sim::validation::analysis::analyse;
 use sim::validation::composition::composition;
-use sim::validation::reprice::{families, RepricedRow, Repricing, Skipped, Within};
+use sim::validation::reprice::{families, RepricedRow, Repricing, RowInterval, Skipped, Within};
 use sim::validation::Validation;
 use std::path::{Path, PathBuf};
 
@@ -116,13 +116,25 @@ fn reprice_one(
         .zip(&p.predictions)
         .map(|(r, pp)| composition(r, pp))
         .collect::<Result<Vec<_>>>()?;
-    let rows = RepricedRow::of(
+    let mut rows = RepricedRow::of(
         &path.display().to_string(),
         &v.trace,
         &p.validation,
         &verdicts,
         &compositions,
     );
+    if args.intervals > 0 {
+        let hw = profile::load(one.a.timing.hw.as_deref().unwrap_or_default())?;
+        for ((row, pred), r) in rows.iter_mut().zip(&p.predictions).zip(&p.validation.rows) {
+            let interval = sim::validation::interval::interval(pred, &hw, args.intervals, 0)?;
+            let measured = r.measured.p50_ms;
+            row.interval = Some(RowInterval {
+                interval,
+                measured_p50_ms: measured,
+                inside: interval.holds_p50(measured),
+            });
+        }
+    }
     Ok((rows, p.gpu_note))
 }
 
