@@ -2,8 +2,13 @@
 //! the discrete-event engine, the cost model and metrics. The binary (`main.rs` and `cmd/`)
 //! is thin glue that parses arguments and prints what these return.
 
+// `cmd/` names this crate `sim::`, as it did when it was part of the binary.
+extern crate self as sim;
+
 pub mod bounded;
 pub mod cache;
+pub mod cli;
+pub mod cmd;
 pub mod cost;
 pub mod engine;
 pub mod grid;

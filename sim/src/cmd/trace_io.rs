@@ -52,7 +52,7 @@ pub struct ImportArgs {
     /// Model layers that are MoE but whose selections the input does not record, e.g.
     /// `24-47` or `3,5,7` (distinct from dense layers, which have no experts).
     #[arg(long, value_name = "LAYERS", value_parser = parse_layer_list)]
-    pub unrecorded_layers: Option<Vec<usize>>,
+    pub unrecorded_layers: Option<LayerList>,
     // Help: the formats that read it (see `format_flag_help`).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--num-experts", "experts per layer, when the largest id seen + 1 would understate it (at least 1)"))]
     pub num_experts: Option<u16>,
@@ -75,8 +75,13 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
+/// The layers of `--unrecorded-layers`, sorted and distinct. A type of its own: clap reads an
+/// `Option<Vec<T>>` field as a repeatable flag of `T` values, not as one parsed list.
+#[derive(Clone, Debug)]
+pub struct LayerList(pub Vec<usize>);
+
 /// Parse a layer list: comma-separated layer numbers and inclusive ranges `a-b`.
-fn parse_layer_list(s: &str) -> Result<Vec<usize>, String> {
+fn parse_layer_list(s: &str) -> Result<LayerList, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |x: &str| {
@@ -98,7 +103,7 @@ fn parse_layer_list(s: &str) -> Result<Vec<usize>, String> {
     }
     out.sort_unstable();
     out.dedup();
-    Ok(out)
+    Ok(LayerList(out))
 }
 
 /// `--format` values: the import-format registry's names, each with its summary.
@@ -198,7 +203,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         date: a.date.clone(),
         shared_experts: a.shared_experts,
         expert_matrices: a.expert_matrices,
-        unrecorded_layers: a.unrecorded_layers.clone().unwrap_or_default(),
+        unrecorded_layers: a.unrecorded_layers.clone().map(|l| l.0).unwrap_or_default(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.
     let ropts = traces::RowImportOptions {
