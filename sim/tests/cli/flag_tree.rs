@@ -49,6 +49,12 @@ const BASE: &[(&str, &[&str])] = &[
             "8",
             "--top-k",
             "2",
+            "--skew",
+            "1",
+            "--locality",
+            "0.3",
+            "--tokens",
+            "4",
         ],
     ),
     ("profile list", &[]),
@@ -179,6 +185,15 @@ const VALID: &[(&str, &[&str])] = &[
     ("--warm-up", &["auto", "2"]),
     ("--where", &["phase=decode"]),
     ("--window", &["1"]),
+];
+
+/// Flags a flag under test needs beside it (clap's `requires`), with their values; left out
+/// when they are the flag under test.
+const COMPANIONS: &[(&str, &[&str])] = &[
+    ("--target-tokens-per-s", &["--link-gbps", "25"]),
+    ("--link-gbps", &["--target-tokens-per-s", "10"]),
+    ("--archetypes", &["--archetype-share", "0.5"]),
+    ("--archetype-share", &["--archetypes", "2"]),
 ];
 
 /// Values no flag of `sim` accepts as what it means (strings accept them and go on).
@@ -340,6 +355,9 @@ fn argv(case: &Case, inputs: &Inputs, tmp: &Path) -> Vec<String> {
         args.push(inputs.fill(base[i], tmp));
         i += 1;
     }
+    if let Some((_, more)) = COMPANIONS.iter().find(|(f, _)| *f == case.flag) {
+        args.extend(more.iter().map(|a| a.to_string()));
+    }
     args.push(match &case.value {
         None => case.flag.clone(),
         Some(v) => format!("{}={}", case.flag, inputs.fill(v, tmp)),
@@ -381,9 +399,12 @@ fn check(case: &Case, inputs: &Inputs) -> Result<i32, String> {
         return Err(format!("{line} was killed by a signal:\n{err}"));
     };
     // A valid value may be refused with the base (a conflict, a flag another format reads),
-    // but never as a value clap cannot parse.
-    if case.valid && code == 2 && err.contains("invalid value") {
-        return Err(format!("{line}: VALID's value is not valid:\n{err}"));
+    // but clap may refuse it only as a conflict with the base, never as a value it cannot
+    // parse or a line missing a required flag.
+    if case.valid && code == 2 && !err.contains("cannot be used with") {
+        return Err(format!(
+            "{line}: VALID's value or BASE's line is not valid:\n{err}"
+        ));
     }
     Ok(code)
 }
