@@ -162,3 +162,32 @@ fn bad_input_fails_with_a_message_and_writes_nothing() {
         "{err}"
     );
 }
+
+/// Without --num-experts and --num-layers the import says both were inferred, with the
+/// figures: ids up to 4 make 5 experts, layers 0 and 2 make 3 layers (2 with selections);
+/// with both given it says neither.
+#[test]
+fn import_names_the_geometry_it_inferred() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    std::fs::write(&log, "sequence,layer,experts\na,0,0 4\na,2,1 2\n").unwrap();
+    let out = dir.path().join("out");
+    let (log, out) = (log.to_str().unwrap(), out.to_str().unwrap());
+    let base = ["trace", "import", "--format", "csv", log, "--out", out];
+    let o = sim(&base);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("experts per layer: 5, inferred as the largest expert id seen (4) + 1")
+            && err.contains(
+                "layers: 3, inferred as the largest layer index seen + 1 (2 with selections)"
+            ),
+        "{err}"
+    );
+    let given = [&base[..], &["--num-experts", "8", "--num-layers", "4"]].concat();
+    let o = sim(&given);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && !err.contains("inferred"), "{err}");
+    let h = traces::read_header(std::path::Path::new(out).join("log.bin")).unwrap();
+    assert_eq!((h.model.layers.len(), h.model.layers[0].experts), (4, 8));
+}

@@ -20,6 +20,7 @@ pub mod import_llama;
 mod import_model;
 pub mod import_onnx;
 pub mod import_rows;
+mod import_rows_check;
 mod import_rows_read;
 pub mod import_sglang;
 pub mod import_vllm;

@@ -56,6 +56,8 @@ pub struct ImportArgs {
     // Help: the formats that read it (see `format_flag_help`).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--num-experts", "experts per layer, when the largest id seen + 1 would understate it (at least 1)"))]
     pub num_experts: Option<u16>,
+    #[arg(long, value_name = "L", value_parser = clap::value_parser!(u64).range(1..=traces::format::MAX_LAYERS as u64), help = format_flag_help("--num-layers", "the model's layers, when the largest layer index + 1 would understate it; needed when that index leaves most layers without rows (e.g. a log of layers 20-23 of 24)"))]
+    pub num_layers: Option<u64>,
     #[arg(long, value_name = "FIELD=NAME,...", value_parser = traces::FieldMap::parse, help = format_flag_help("--map", "the input's names for the row fields sequence, phase, token, layer, experts, weights, e.g. sequence=req_id,token=token_idx,experts=topk_ids,weights=topk_weights"))]
     pub map: Option<traces::FieldMap>,
     #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = traces::RowFilter::parse, help = format_flag_help("--where", "keep only rows whose input field FIELD holds VALUE, e.g. type=route (repeatable; every one must hold)"))]
@@ -163,6 +165,7 @@ fn format_flag_help(flag: &str, what: &str) -> String {
 fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
     let given = [
         ("--num-experts", a.num_experts.is_some()),
+        ("--num-layers", a.num_layers.is_some()),
         ("--map", a.map.is_some()),
         ("--where", !a.filters.is_empty()),
         ("--drop-warmup", a.drop_warmup),
@@ -216,6 +219,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         prompt_lengths: a.prompt_lengths.clone(),
         moe_layers: a.moe_layers.map(|l| l as usize),
         top_k: a.top_k,
+        num_layers: a.num_layers.map(|l| l as usize),
     };
     let outputs: Vec<(String, traces::Trace)> = match (a.format.import)(&a.file, &ropts)? {
         Imported::PerPrompt(imported) => {
@@ -261,6 +265,9 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         }
     }
     written?;
+    if let Some((_, all)) = outputs.last() {
+        print_inferred(&a, all);
+    }
     if a.json {
         let files: Vec<_> = outputs
             .iter()
@@ -269,6 +276,29 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         emit_json(&files)?;
     }
     Ok(())
+}
+
+/// Say on stderr which geometry was inferred from the rows rather than given: experts per
+/// layer (the largest id + 1) without `--num-experts`, layers (the largest index + 1) without
+/// `--num-layers`, so that a corrupt id or layer index that grew the model is seen.
+fn print_inferred(a: &ImportArgs, t: &traces::Trace) {
+    let layers = &t.header.model.layers;
+    let reads = |flag: &str| a.format.flags.contains(&flag);
+    if reads("--num-experts") && a.num_experts.is_none() {
+        if let Some(e) = layers.iter().map(|l| l.experts).max().filter(|&e| e > 0) {
+            eprintln!(
+                "experts per layer: {e}, inferred as the largest expert id seen ({}) + 1; give --num-experts if the model has more (an id at or above it is then refused)",
+                e - 1
+            );
+        }
+    }
+    if reads("--num-layers") && a.num_layers.is_none() {
+        let recorded = layers.iter().filter(|l| l.is_moe()).count();
+        eprintln!(
+            "layers: {}, inferred as the largest layer index seen + 1 ({recorded} with selections); give --num-layers if the model has more",
+            layers.len()
+        );
+    }
 }
 
 /// What `--json` says of one written trace.

@@ -150,6 +150,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--nonexpert-mib", &["100"]),
     ("--nonexpert-us", &["5"]),
     ("--num-experts", &["32"]),
+    ("--num-layers", &["30"]),
     ("--object-size", &["4096"]),
     ("--orders", &["index,hot"]),
     ("--out", &["{tmp}/out"]),
