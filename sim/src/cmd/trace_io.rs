@@ -41,8 +41,9 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    /// Shared (always-active) experts of every MoE layer, from the model's config (e.g. 1
-    /// for Qwen1.5-MoE-A2.7B); recorded in the header.
+    /// Shared (always-active) experts of every MoE layer, counted in routed-expert sizes:
+    /// shared FFN / routed FFN from the model's config (e.g. 4 for Qwen1.5-MoE-A2.7B, whose
+    /// one shared expert has FFN 5632 = 4 x its routed 1408); recorded in the header.
     #[arg(long)]
     pub shared_experts: Option<u16>,
     /// Weight matrices of one routed expert, each hidden x expert FFN, when not the 3 of
