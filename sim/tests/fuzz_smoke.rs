@@ -542,6 +542,11 @@ impl Mutator {
                     m.layers.remove(r.gen_range(0..nl));
                 }
                 4 => m.hidden_size = [None, Some(0), Some(1), Some(u32::MAX)][r.gen_range(0..4)],
+                // version 3's field rides on edit 5 half of the time, keeping the edit count
+                5 if r.gen_bool(0.5) => {
+                    m.shared_expert_ffn =
+                        [None, Some(0), Some(5632), Some(u32::MAX)][r.gen_range(0..4)]
+                }
                 5 => m.expert_ffn = [None, Some(0), Some(7), Some(u32::MAX)][r.gen_range(0..4)],
                 6 => h.has_weights = !h.has_weights,
                 7 if !h.sequences.is_empty() => {

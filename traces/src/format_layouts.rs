@@ -4,7 +4,8 @@
 //! using nothing newer is still written as version 1, byte for byte as before.
 //!
 //! Version 2 added, in the model after `expert_ffn`, the `expert_matrices` byte, and allowed
-//! MoE layers whose selections were not recorded (`experts > 0`, `top_k == 0`).
+//! MoE layers whose selections were not recorded (`experts > 0`, `top_k == 0`). Version 3
+//! added, after `expert_matrices`, `shared_expert_ffn` (an optional u32).
 
 use crate::model::{Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES};
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,18 @@ struct ModelV2 {
     expert_matrices: u8,
 }
 
-/// The header of version 1 (`M = ModelV1`) or 2 (`M = ModelV2`).
+#[derive(Serialize, Deserialize)]
+struct ModelV3 {
+    name: String,
+    revision: Option<String>,
+    layers: Vec<LayerSpec>,
+    hidden_size: Option<u32>,
+    expert_ffn: Option<u32>,
+    expert_matrices: u8,
+    shared_expert_ffn: Option<u32>,
+}
+
+/// The header of version 1 (`M = ModelV1`), 2 (`M = ModelV2`) or 3 (`M = ModelV3`).
 #[derive(Serialize, Deserialize)]
 struct StoredHeader<M> {
     model: M,
@@ -45,6 +57,11 @@ pub(crate) fn needs_v2(header: &Header) -> bool {
         || header.model.layers.iter().any(LayerSpec::is_unrecorded_moe)
 }
 
+/// Whether `header` needs version 3: shared experts sized by their own FFN.
+pub(crate) fn needs_v3(header: &Header) -> bool {
+    header.model.shared_expert_ffn.is_some()
+}
+
 fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
     StoredHeader {
         model,
@@ -54,7 +71,8 @@ fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
     }
 }
 
-/// Encode `header` in the layout of `version` (1 or 2; 1 only when `!needs_v2(header)`).
+/// Encode `header` in the layout of `version` (1, 2 or 3; 1 only when `!needs_v2(header)`,
+/// 1 or 2 only when `!needs_v3(header)`).
 pub(crate) fn encode<C: bincode::config::Config>(
     header: &Header,
     version: u32,
@@ -70,7 +88,7 @@ pub(crate) fn encode<C: bincode::config::Config>(
             expert_ffn: m.expert_ffn,
         };
         bincode::serde::encode_to_vec(stored(header, model), config)
-    } else {
+    } else if version == 2 {
         let model = ModelV2 {
             name: m.name.clone(),
             revision: m.revision.clone(),
@@ -78,6 +96,17 @@ pub(crate) fn encode<C: bincode::config::Config>(
             hidden_size: m.hidden_size,
             expert_ffn: m.expert_ffn,
             expert_matrices: m.expert_matrices,
+        };
+        bincode::serde::encode_to_vec(stored(header, model), config)
+    } else {
+        let model = ModelV3 {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: m.shared_expert_ffn,
         };
         bincode::serde::encode_to_vec(stored(header, model), config)
     }
@@ -92,7 +121,7 @@ fn into_header<M>(s: StoredHeader<M>, model: ModelSpec) -> Header {
     }
 }
 
-/// Decode a header of `version` (1 or 2); returns it and the bytes used. A version-1
+/// Decode a header of `version` (1, 2 or 3); returns it and the bytes used. A version-1
 /// header means gate/up/down experts; that its layers are dense or recorded is for the
 /// caller to check.
 pub(crate) fn decode<C: bincode::config::Config>(
@@ -111,9 +140,10 @@ pub(crate) fn decode<C: bincode::config::Config>(
             hidden_size: m.hidden_size,
             expert_ffn: m.expert_ffn,
             expert_matrices: GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         };
         Ok((into_header(s, model), used))
-    } else {
+    } else if version == 2 {
         let (s, used): (StoredHeader<ModelV2>, usize) =
             bincode::serde::decode_from_slice(bytes, config)?;
         let m = &s.model;
@@ -124,6 +154,21 @@ pub(crate) fn decode<C: bincode::config::Config>(
             hidden_size: m.hidden_size,
             expert_ffn: m.expert_ffn,
             expert_matrices: m.expert_matrices,
+            shared_expert_ffn: None,
+        };
+        Ok((into_header(s, model), used))
+    } else {
+        let (s, used): (StoredHeader<ModelV3>, usize) =
+            bincode::serde::decode_from_slice(bytes, config)?;
+        let m = &s.model;
+        let model = ModelSpec {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: m.shared_expert_ffn,
         };
         Ok((into_header(s, model), used))
     }
@@ -168,6 +213,22 @@ mod tests {
         assert!(needs_v2(&switch));
         let b = encode(&switch, 2, cfg).unwrap();
         assert_eq!(decode(&b, 2, cfg).unwrap().0.model.expert_matrices, 2);
+    }
+
+    #[test]
+    fn version_3_stores_the_shared_expert_ffn_after_the_matrices() {
+        let cfg = bincode::config::standard();
+        let mut h = header(vec![moe(2)], GATED_EXPERT_MATRICES);
+        let v2 = encode(&h, 2, cfg).unwrap();
+        h.model.shared_expert_ffn = Some(5632);
+        assert!(needs_v3(&h) && !needs_v2(&h));
+        let v3 = encode(&h, 3, cfg).unwrap();
+        // bincode's varint: tag 1 (present), then 5632 >= 251 takes the u16 marker 251 and
+        // two little-endian bytes (0x1600): 4 more bytes, inserted after the matrices byte
+        assert_eq!(v3.len(), v2.len() + 4);
+        assert_eq!(decode(&v3, 3, cfg).unwrap(), (h, v3.len()));
+        let tail = [1u8, 251, 0x00, 0x16];
+        assert!(v3.windows(4).any(|w| w == tail));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct ImportOptions {
     /// Weight matrices of one routed expert (`--expert-matrices`); absent means
     /// [`crate::GATED_EXPERT_MATRICES`] (gate, up, down).
     pub expert_matrices: Option<u8>,
+    /// FFN size of one shared expert (`--shared-expert-ffn`), when not the routed size:
+    /// 5632 for Qwen1.5-MoE-A2.7B (`shared_expert_intermediate_size`); makes the trace
+    /// format version 3.
+    pub shared_expert_ffn: Option<u32>,
     /// Model layers that are MoE but whose selections the input does not record
     /// (`--unrecorded-layers`), distinct from dense layers.
     pub unrecorded_layers: Vec<usize>,

@@ -36,6 +36,7 @@ fn model() -> ModelSpec {
         hidden_size: Some(64),
         expert_ffn: None,
         expert_matrices: traces::GATED_EXPERT_MATRICES,
+        shared_expert_ffn: None,
     }
 }
 
@@ -355,14 +356,14 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     let mut f = valid_file();
-    f[8..12].copy_from_slice(&3u32.to_le_bytes());
+    f[8..12].copy_from_slice(&4u32.to_le_bytes());
     let e = read(&f).unwrap_err();
     assert!(
         matches!(
             e,
             TraceError::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),

@@ -25,6 +25,7 @@ fn good_header() -> Header {
             hidden_size: Some(16),
             expert_ffn: Some(8),
             expert_matrices: traces::GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         },
         provenance: Provenance::default(),
         sequences: vec![SequenceInfo {
@@ -129,8 +130,8 @@ fn cases() -> Vec<(&'static str, Result<(), TraceError>, &'static str)> {
     );
     push("preamble", read(&MAGIC), "preamble");
     let mut f = good.clone();
-    f[8] = 3;
-    push("version", read(&f), "version 3 is not supported");
+    f[8] = 4;
+    push("version", read(&f), "version 4 is not supported");
     let mut f = good.clone();
     f[12..16].copy_from_slice(&((64u32 << 20) + 1).to_le_bytes());
     push("header-cap", read(&f), "exceeds the 67108864-byte cap");

@@ -41,11 +41,16 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    /// Shared (always-active) experts of every MoE layer, counted in routed-expert sizes:
-    /// shared FFN / routed FFN from the model's config (e.g. 4 for Qwen1.5-MoE-A2.7B, whose
-    /// one shared expert has FFN 5632 = 4 x its routed 1408); recorded in the header.
+    /// Shared (always-active) experts of every MoE layer, from the model's config; each of
+    /// the routed size unless --shared-expert-ffn gives theirs (Qwen1.5-MoE-A2.7B: 1 with
+    /// --shared-expert-ffn 5632, or 4 routed-sized, 5632 / 1408); recorded in the header.
     #[arg(long)]
     pub shared_experts: Option<u16>,
+    /// Intermediate (FFN) size of one shared expert, from the model's config when it differs
+    /// from the routed one's (`shared_expert_intermediate_size`, e.g. 5632 for
+    /// Qwen1.5-MoE-A2.7B); recorded in the header (trace format version 3).
+    #[arg(long, value_name = "FFN", requires = "shared_experts", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shared_expert_ffn: Option<u32>,
     /// Weight matrices of one routed expert, each hidden x expert FFN, when not the 3 of
     /// gate/up/down (SwiGLU): 2 for Switch-style up/down experts. Sets the expert size.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
@@ -207,6 +212,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         date: a.date.clone(),
         shared_experts: a.shared_experts,
         expert_matrices: a.expert_matrices,
+        shared_expert_ffn: a.shared_expert_ffn,
         unrecorded_layers: a.unrecorded_layers.clone().map(|l| l.0).unwrap_or_default(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.

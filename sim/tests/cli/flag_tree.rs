@@ -170,6 +170,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--sequences", &["2"]),
     ("--shard", &["0/2"]),
     ("--shared-experts", &["1"]),
+    ("--shared-expert-ffn", &["5632"]),
     ("--skew", &["1.0"]),
     ("--slots", &["8"]),
     ("--source", &["hand-made"]),
@@ -195,6 +196,7 @@ const COMPANIONS: &[(&str, &[&str])] = &[
     ("--link-gbps", &["--target-tokens-per-s", "10"]),
     ("--archetypes", &["--archetype-share", "0.5"]),
     ("--archetype-share", &["--archetypes", "2"]),
+    ("--shared-expert-ffn", &["--shared-experts", "1"]),
 ];
 
 /// Values no flag of `sim` accepts as what it means (strings accept them and go on).

@@ -281,7 +281,7 @@ fn check_geometry(h: &Header) -> Result<(), String> {
     if m.expert_matrices == 0 {
         return Err("0 expert matrices accepted".into());
     }
-    if m.hidden_size == Some(0) || m.expert_ffn == Some(0) {
+    if m.hidden_size == Some(0) || m.expert_ffn == Some(0) || m.shared_expert_ffn == Some(0) {
         return Err("a size of 0 accepted".into());
     }
     if let (Some(h), Some(f)) = (m.hidden_size, m.expert_ffn) {
