@@ -10,7 +10,8 @@
 use crate::model::{Header, LayerSpec, ModelSpec, Provenance, SequenceInfo, GATED_EXPERT_MATRICES};
 use serde::{Deserialize, Serialize};
 
-/// The model as versions 1 and 2 store it; `expert_matrices` only in version 2.
+/// The model as versions 1 and 2 store it; `expert_matrices` only in version 2 (version 3:
+/// [`ModelV3`]).
 #[derive(Serialize, Deserialize)]
 struct ModelV1 {
     name: String,
