@@ -22,7 +22,7 @@
 //! else the largest id seen + 1 (the same for every MoE layer); layers are `--num-layers`
 //! when given, else the largest layer index + 1, refused when that leaves most layers
 //! without rows. Without a token field, every recorded layer of a (sequence, phase) must
-//! have as many rows as the others (see [`crate::import_rows_check`]).
+//! have as many rows as the others (see `import_rows_check.rs`).
 
 use crate::error::TraceError;
 use crate::import_fields::{FieldMap, RowFilter};
