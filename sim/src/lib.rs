@@ -1,9 +1,15 @@
 //! Library side of the `sim` binary: the simulation drivers (streaming regime, cache regime),
-//! the discrete-event engine, the cost model and metrics. The binary (`main.rs` and `cmd/`)
-//! is thin glue that parses arguments and prints what these return.
+//! the discrete-event engine, the cost model and metrics; and the command line (`cli`, `cmd/`),
+//! thin glue that parses arguments and prints what these return, here so that tests can walk
+//! it. The binary (`main.rs`) only dispatches.
+
+// `cmd/` names this crate `sim::`, as it did when it was part of the binary.
+extern crate self as sim;
 
 pub mod bounded;
 pub mod cache;
+pub mod cli;
+pub mod cmd;
 pub mod cost;
 pub mod engine;
 pub mod grid;

@@ -113,7 +113,7 @@ impl NonExpertParams {
         let mut p = NonExpertParams {
             attention: layers * 4.0 * h * h,
             routers: model.layers.iter().map(|l| h * l.experts as f64).sum(),
-            shared_experts: shared * expert,
+            shared_experts: shared * model.shared_expert_params().map_or(expert, |p| p as f64),
             ..NonExpertParams::default()
         };
         if let Some(preset) = traces::presets::preset_of_model(model) {
@@ -384,6 +384,29 @@ mod tests {
         .unwrap();
         assert_eq!((none.expert_us, none.nonexpert_us), (0.0, 0.0));
         assert_eq!(none.nonexpert_bytes, c.nonexpert_bytes);
+    }
+
+    #[test]
+    fn shared_experts_are_sized_by_their_own_ffn_when_recorded() {
+        // Qwen1.5-MoE-A2.7B's geometry (config.json): hidden 2048, 60 routed experts of FFN
+        // 1408, one shared expert of FFN 5632; one layer here, bf16.
+        let mut m = ModelSpec::uniform("qwen1.5-moe", 1, 60, 4);
+        m.hidden_size = Some(2048);
+        m.expert_ffn = Some(1408);
+        m.layers[0].shared_experts = 1;
+        let expert_bytes = 3 * 2048 * 1408 * 2;
+        let p = profile::load("h200-linux").unwrap();
+        let bytes = |m: &ModelSpec| {
+            ComputeModel::new(ComputeMode::None, m, expert_bytes, &p, &Default::default())
+                .unwrap()
+                .nonexpert_bytes
+        };
+        // attention 4 x 2048^2 + router 2048 x 60, then the shared expert, all x 2 B
+        let base = (4.0 * 2048.0 * 2048.0 + 2048.0 * 60.0) * 2.0;
+        assert_eq!(bytes(&m), base + (3 * 2048 * 1408 * 2) as f64);
+        m.shared_expert_ffn = Some(5632);
+        // 3 x 2048 x 5632 x 2 B = 69,206,016 B: four routed experts' worth, not one
+        assert_eq!(bytes(&m), base + 69_206_016.0);
     }
 
     #[test]

@@ -84,7 +84,6 @@ impl PlanFit {
     }
 }
 
-
 /// Where the VRAM goes at a configuration's best budget, MiB.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Memory {
@@ -954,6 +953,7 @@ mod tests {
             page_ins_per_token: 0.0,
             oversubscribed_page_ins: 0,
             usable_mib: 0.0,
+            outside_range: Vec::new(),
         }
     }
 

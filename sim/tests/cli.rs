@@ -2,6 +2,8 @@
 //! sweep formats and every bad-input error.
 
 mod common;
+#[path = "cli/flag_tree.rs"]
+mod flag_tree;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,5 +1,7 @@
 //! A bounded fuzzing run on the stable toolchain, one test per target of `fuzz/targets.rs`:
-//! the trace reader, the header decoder, every importer and the values of `sim run`'s flags.
+//! the trace reader, the header decoder, every importer and command lines of every
+//! subcommand (the `cli-values` target: parsed and extracted as the binary does; `sim run`'s
+//! also run).
 //!
 //! Each test mutates a corpus seeded from the bundled traces (and inputs derived from them: the
 //! CSV, JSON Lines and oracleGeneral exports, the onnx-genai source) for `FUZZ_SECONDS` seconds
@@ -241,16 +243,29 @@ fn onnx_seeds() -> Vec<Vec<u8>> {
     vec![serde_json::to_vec(&doc).unwrap(), full]
 }
 
+/// Command lines of every subcommand, one argument per line, each of which parses.
 fn value_seeds() -> Vec<Vec<u8>> {
     [
-        "e1\nlru\n25%\n\n3\ngroup",
-        "os4k\nlfu\n10\n50%\n\naccess",
-        "region:16\nbelady\n24MiB\n\n\ngroup",
-        "e4:coact\ns3fifo\n0.5\n\n2.5\naccess",
-        "os64k\narc\n100%\n200\n\ngroup",
-        "e2:hot\nstatic-pin\n3\n\n\ngroup",
-        "os2m\nsieve\n1\n\n0.25\naccess",
-        "e8\npin-lru\n75%\n10%\n\ngroup",
+        "run\n--policy\ne1\n--evict\nlru\n--budget\n25%\n--semantics\ngroup",
+        "run\n--policy\nos4k\n--evict\nlfu\n--budget\n10\n--dram\n50%",
+        "run\n--policy\nregion:16\n--evict\nbelady\n--budget\n24MiB\n--expert-mib\n3",
+        "run\n--policy\ne4:coact\n--evict\ns3fifo\n--budget\n50%\n--semantics\naccess",
+        "run\n--policy\ne2:hot\n--evict\nstatic-pin\n--budget\n3\n--batch\n2\n--queue\n2",
+        "run\n--policy\ne8\n--evict\npin-lru\n--budget\n75%\n--hw\nh200-linux\n--predictor\nnext-layer",
+        "run\n--policy\ne1\n--verify\n2\n--accepted\n1\n--phase\nall\n--dtype\nint4",
+        "sweep\n--policies\ne1,e2\n--budget\n25%\n--window\n1,2\n--format\ncsv",
+        "trace\nimport\n--format\ncsv\nx.csv\n--out\no\n--unrecorded-layers\n24-47\n--num-experts\n60\n--map\nsequence=req_id,experts=topk_ids\n--where\ntype=route",
+        "trace\nimport\n--format\nvllm-routed-experts\nx.json\n--out\no\n--prompt-tokens\n4\n--shared-experts\n1\n--expert-matrices\n2",
+        "trace\nexport\n--format\noracle-general\nt.bin\n--out\n-\n--object-size\n4096",
+        "trace\nstats\nt.bin\n--phase\nall\n--json",
+        "trace\ngen\n--out\ng.bin\n--layers\n2\n--experts\n8\n--top-k\n2\n--skew\n1.0\n--locality\n0.3\n--tokens\n4",
+        "profile\nunion-curve\n--hw\nh200-linux\n--slots\n60\n--distinct\n1,2",
+        "profile\ncheck-churn\n--seed\n3\n--overlap",
+        "calibrate\n--out\np.json\n--quick\n--only\nkernels\n--seed\n7",
+        "validate\n--policy\ne1,e4\n--steps\n12\n--repeat\n3\n--warm-up\nauto",
+        "compare\n--trace\nt.bin\n--out\nr\n--shard\n0/2\n--budget\n25%",
+        "plan\n--hw\nh200-linux\n--context\n128\n--batch\n4",
+        "report\n--merge\nr0\nr1\n--out\nr",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
@@ -294,7 +309,7 @@ const INTERESTING_U64: [u64; 10] = [
     u64::MAX,
     64 << 20,
 ];
-const TOKENS: [&str; 44] = [
+const TOKENS: [&str; 51] = [
     "0",
     "1",
     "-1",
@@ -339,6 +354,13 @@ const TOKENS: [&str; 44] = [
     "1e18",
     "belady",
     "static-pin",
+    "--budget",
+    "--unrecorded-layers",
+    "24-47",
+    "--map",
+    "--json",
+    "--hw",
+    "h200-linux",
 ];
 
 struct Mutator {
@@ -520,6 +542,11 @@ impl Mutator {
                     m.layers.remove(r.gen_range(0..nl));
                 }
                 4 => m.hidden_size = [None, Some(0), Some(1), Some(u32::MAX)][r.gen_range(0..4)],
+                // version 3's field rides on edit 5 half of the time, keeping the edit count
+                5 if r.gen_bool(0.5) => {
+                    m.shared_expert_ffn =
+                        [None, Some(0), Some(5632), Some(u32::MAX)][r.gen_range(0..4)]
+                }
                 5 => m.expert_ffn = [None, Some(0), Some(7), Some(u32::MAX)][r.gen_range(0..4)],
                 6 => h.has_weights = !h.has_weights,
                 7 if !h.sequences.is_empty() => {

@@ -162,3 +162,85 @@ fn bad_input_fails_with_a_message_and_writes_nothing() {
         "{err}"
     );
 }
+
+/// Without --num-experts and --num-layers the import says both were inferred, with the
+/// figures: ids up to 4 make 5 experts, layers 0 and 2 make 3 layers (2 with selections);
+/// with both given it says neither.
+#[test]
+fn import_names_the_geometry_it_inferred() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    std::fs::write(&log, "sequence,layer,experts\na,0,0 4\na,2,1 2\n").unwrap();
+    let out = dir.path().join("out");
+    let (log, out) = (log.to_str().unwrap(), out.to_str().unwrap());
+    let base = ["trace", "import", "--format", "csv", log, "--out", out];
+    let o = sim(&base);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("experts per layer: 5, inferred as the largest expert id seen (4) + 1")
+            && err.contains(
+                "layers: 3, inferred as the largest layer index seen + 1 (2 with selections)"
+            ),
+        "{err}"
+    );
+    let given = [&base[..], &["--num-experts", "8", "--num-layers", "4"]].concat();
+    let o = sim(&given);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && !err.contains("inferred"), "{err}");
+    let h = traces::read_header(std::path::Path::new(out).join("log.bin")).unwrap();
+    assert_eq!((h.model.layers.len(), h.model.layers[0].experts), (4, 8));
+}
+
+/// `--shared-expert-ffn` is recorded in the header, which makes the trace version 3; without
+/// it the same import is version 1, as before (Qwen1.5-MoE-A2.7B's one shared expert of FFN
+/// 5632; routed FFN 1408, hidden 2048).
+#[test]
+fn import_records_the_shared_expert_ffn_in_version_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    std::fs::write(&log, "sequence,layer,experts\na,0,0 4\na,0,1 2\n").unwrap();
+    let (log, out) = (log.to_str().unwrap(), dir.path().join("out"));
+    let out = out.to_str().unwrap();
+    let base = [
+        "trace",
+        "import",
+        "--format",
+        "csv",
+        log,
+        "--out",
+        out,
+        "--hidden-size",
+        "2048",
+        "--expert-ffn",
+        "1408",
+        "--shared-experts",
+        "1",
+        "--json",
+    ];
+    let header = |extra: &[&str]| {
+        let o = sim(&[&base[..], extra].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let h = traces::read_header(std::path::Path::new(out).join("log.bin")).unwrap();
+        (v[0]["format_version"].as_u64().unwrap(), h.model)
+    };
+    let (version, model) = header(&[]);
+    assert_eq!((version, model.shared_expert_ffn), (1, None));
+    let (version, model) = header(&["--shared-expert-ffn", "5632"]);
+    assert_eq!((version, model.shared_expert_ffn), (3, Some(5632)));
+    assert_eq!(model.layers[0].shared_experts, 1);
+    // the flag needs --shared-experts
+    let o = sim(&[
+        "trace",
+        "import",
+        "--format",
+        "csv",
+        log,
+        "--out",
+        out,
+        "--shared-expert-ffn",
+        "5632",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}

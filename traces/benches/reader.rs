@@ -36,6 +36,7 @@ fn deepseek_header() -> Header {
             hidden_size: Some(7168),
             expert_ffn: Some(2048),
             expert_matrices: traces::GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         },
         provenance: Provenance {
             synthetic: true,

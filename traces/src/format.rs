@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"MOETRACE"
-//! 8       4     format version, u32 LE (1 to 3: see `format_layouts`)
+//! 8       4     format version, u32 LE (1, 2 or 3: see `format_layouts`)
 //! 12      4     header length H in bytes, u32 LE (<= MAX_HEADER_BYTES)
 //! 16      4     CRC-32 (IEEE) of the header bytes, u32 LE
 //! 20      H     header: bincode 2 (standard config: little-endian, varint) of `Header`
@@ -50,7 +50,7 @@ fn bincode_config() -> impl bincode::config::Config {
 }
 
 /// The format version a header is written in: 1 unless it needs version 2's fields (2) or
-/// records forward passes (3).
+/// has version 3's fields (3: a shared expert FFN size, forward passes).
 pub fn version_for(header: &Header) -> u32 {
     if crate::format_layouts::needs_v3(header) {
         3
@@ -70,7 +70,7 @@ pub fn encode_header(header: &Header) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Encode a header in the layout of format `version` (1 to 3) whatever it needs: for tests and
+/// Encode a header in the layout of format `version` (1, 2 or 3) whatever it needs: for tests and
 /// tools that must write what an older writer wrote. Fails as [`encode_header`] does.
 pub fn encode_header_as(header: &Header, version: u32) -> Result<Vec<u8>, String> {
     crate::format_layouts::encode(header, version, bincode_config()).map_err(|e| {
@@ -78,7 +78,7 @@ pub fn encode_header_as(header: &Header, version: u32) -> Result<Vec<u8>, String
     })
 }
 
-/// Decode a header of format `version` (1 to 3): the `H` bytes after the preamble; every byte
+/// Decode a header of format `version` (1, 2 or 3): the `H` bytes after the preamble; every byte
 /// must be consumed. Errors (`HeaderDecode`) say in words which kind of field is broken; `file`
 /// names the source.
 pub fn decode_header(bytes: &[u8], version: u32, file: &str) -> Result<Header, TraceError> {
@@ -168,6 +168,7 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
     for (what, v) in [
         ("hidden size", model.hidden_size),
         ("expert FFN size", model.expert_ffn),
+        ("shared expert FFN size", model.shared_expert_ffn),
     ] {
         if v == Some(0) {
             return Err(err(format!("the {what} is 0")));
@@ -175,6 +176,17 @@ pub fn validate_geometry(model: &ModelSpec, file: &str) -> Result<(), TraceError
     }
     if model.expert_matrices == 0 {
         return Err(err("an expert has 0 weight matrices".into()));
+    }
+    if let (Some(h), Some(f)) = (model.hidden_size, model.shared_expert_ffn) {
+        if u64::from(model.expert_matrices)
+            .checked_mul(u64::from(h))
+            .and_then(|x| x.checked_mul(u64::from(f)))
+            .is_none()
+        {
+            return Err(err(format!(
+                "hidden size {h} x shared expert FFN size {f}: a shared expert's {} x hidden x FFN parameters overflow 64 bits", model.expert_matrices
+            )));
+        }
     }
     if let (Some(h), Some(f)) = (model.hidden_size, model.expert_ffn) {
         if u64::from(model.expert_matrices)

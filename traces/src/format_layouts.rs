@@ -6,15 +6,16 @@
 //! Version 2 added, in the model after `expert_ffn`, the `expert_matrices` byte, and allowed
 //! MoE layers whose selections were not recorded (`experts > 0`, `top_k == 0`).
 //!
-//! Version 3 added, after `has_weights`, the engine's forward passes ([`Pass`]); its model
-//! is version 2's.
+//! Version 3 added, in the model after `expert_matrices`, `shared_expert_ffn` (an optional
+//! u32), and, after `has_weights`, the engine's forward passes (an optional list of [`Pass`]).
 
 use crate::model::{
     Header, LayerSpec, ModelSpec, Pass, Provenance, SequenceInfo, GATED_EXPERT_MATRICES,
 };
 use serde::{Deserialize, Serialize};
 
-/// The model as versions 1 and 2 store it; `expert_matrices` only in version 2.
+/// The model as versions 1 and 2 store it; `expert_matrices` only in version 2 (version 3:
+/// [`ModelV3`]).
 #[derive(Serialize, Deserialize)]
 struct ModelV1 {
     name: String,
@@ -34,6 +35,17 @@ struct ModelV2 {
     expert_matrices: u8,
 }
 
+#[derive(Serialize, Deserialize)]
+struct ModelV3 {
+    name: String,
+    revision: Option<String>,
+    layers: Vec<LayerSpec>,
+    hidden_size: Option<u32>,
+    expert_ffn: Option<u32>,
+    expert_matrices: u8,
+    shared_expert_ffn: Option<u32>,
+}
+
 /// The header of version 1 (`M = ModelV1`) or 2 (`M = ModelV2`).
 #[derive(Serialize, Deserialize)]
 struct StoredHeader<M> {
@@ -43,19 +55,14 @@ struct StoredHeader<M> {
     has_weights: bool,
 }
 
-/// The header of version 3: version 2's, then the forward passes.
+/// The header of version 3: version 3's model, then version 2's fields, then the passes.
 #[derive(Serialize, Deserialize)]
 struct StoredHeaderV3 {
-    model: ModelV2,
+    model: ModelV3,
     provenance: Provenance,
     sequences: Vec<SequenceInfo>,
     has_weights: bool,
-    passes: Vec<Pass>,
-}
-
-/// Whether `header` needs version 3: it records forward passes.
-pub(crate) fn needs_v3(header: &Header) -> bool {
-    header.passes.is_some()
+    passes: Option<Vec<Pass>>,
 }
 
 /// Whether `header` needs version 2: an expert other than gate/up/down, or a MoE layer
@@ -63,6 +70,12 @@ pub(crate) fn needs_v3(header: &Header) -> bool {
 pub(crate) fn needs_v2(header: &Header) -> bool {
     header.model.expert_matrices != GATED_EXPERT_MATRICES
         || header.model.layers.iter().any(LayerSpec::is_unrecorded_moe)
+}
+
+/// Whether `header` needs version 3: shared experts sized by their own FFN, or forward
+/// passes.
+pub(crate) fn needs_v3(header: &Header) -> bool {
+    header.model.shared_expert_ffn.is_some() || header.passes.is_some()
 }
 
 fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
@@ -75,7 +88,7 @@ fn stored<M>(header: &Header, model: M) -> StoredHeader<M> {
 }
 
 /// Encode `header` in the layout of `version` (1, 2 or 3; 1 only when `!needs_v2(header)`,
-/// 1 and 2 only when `!needs_v3(header)`: their layouts have no passes).
+/// 1 or 2 only when `!needs_v3(header)`).
 pub(crate) fn encode<C: bincode::config::Config>(
     header: &Header,
     version: u32,
@@ -91,7 +104,7 @@ pub(crate) fn encode<C: bincode::config::Config>(
             expert_ffn: m.expert_ffn,
         };
         bincode::serde::encode_to_vec(stored(header, model), config)
-    } else {
+    } else if version == 2 {
         let model = ModelV2 {
             name: m.name.clone(),
             revision: m.revision.clone(),
@@ -100,16 +113,23 @@ pub(crate) fn encode<C: bincode::config::Config>(
             expert_ffn: m.expert_ffn,
             expert_matrices: m.expert_matrices,
         };
-        if version == 2 {
-            return bincode::serde::encode_to_vec(stored(header, model), config);
-        }
-        let s = stored(header, model);
+        bincode::serde::encode_to_vec(stored(header, model), config)
+    } else {
+        let model = ModelV3 {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: m.shared_expert_ffn,
+        };
         let v3 = StoredHeaderV3 {
-            model: s.model,
-            provenance: s.provenance,
-            sequences: s.sequences,
-            has_weights: s.has_weights,
-            passes: header.passes.clone().unwrap_or_default(),
+            model,
+            provenance: header.provenance.clone(),
+            sequences: header.sequences.clone(),
+            has_weights: header.has_weights,
+            passes: header.passes.clone(),
         };
         bincode::serde::encode_to_vec(v3, config)
     }
@@ -122,17 +142,6 @@ fn into_header<M>(s: StoredHeader<M>, model: ModelSpec) -> Header {
         sequences: s.sequences,
         has_weights: s.has_weights,
         passes: None,
-    }
-}
-
-fn model_of_v2(m: &ModelV2) -> ModelSpec {
-    ModelSpec {
-        name: m.name.clone(),
-        revision: m.revision.clone(),
-        layers: m.layers.clone(),
-        hidden_size: m.hidden_size,
-        expert_ffn: m.expert_ffn,
-        expert_matrices: m.expert_matrices,
     }
 }
 
@@ -155,21 +164,41 @@ pub(crate) fn decode<C: bincode::config::Config>(
             hidden_size: m.hidden_size,
             expert_ffn: m.expert_ffn,
             expert_matrices: GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         };
         Ok((into_header(s, model), used))
     } else if version == 2 {
         let (s, used): (StoredHeader<ModelV2>, usize) =
             bincode::serde::decode_from_slice(bytes, config)?;
-        let model = model_of_v2(&s.model);
+        let m = &s.model;
+        let model = ModelSpec {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: None,
+        };
         Ok((into_header(s, model), used))
     } else {
         let (s, used): (StoredHeaderV3, usize) = bincode::serde::decode_from_slice(bytes, config)?;
+        let m = &s.model;
+        let model = ModelSpec {
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            layers: m.layers.clone(),
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: m.shared_expert_ffn,
+        };
         let header = Header {
-            model: model_of_v2(&s.model),
+            model,
             provenance: s.provenance,
             sequences: s.sequences,
             has_weights: s.has_weights,
-            passes: Some(s.passes),
+            passes: s.passes,
         };
         Ok((header, used))
     }
@@ -218,6 +247,24 @@ mod tests {
     }
 
     #[test]
+    fn version_3_stores_the_shared_expert_ffn_after_the_matrices() {
+        let cfg = bincode::config::standard();
+        let mut h = header(vec![moe(2)], GATED_EXPERT_MATRICES);
+        let v2 = encode(&h, 2, cfg).unwrap();
+        h.model.shared_expert_ffn = Some(5632);
+        assert!(needs_v3(&h) && !needs_v2(&h));
+        let v3 = encode(&h, 3, cfg).unwrap();
+        // bincode's varint: tag 1 (present), then 5632 >= 251 takes the u16 marker 251 and
+        // two little-endian bytes (0x1600): 4 more bytes, inserted after the matrices byte;
+        // then the absent passes' tag 0 at the end
+        assert_eq!(v3.len(), v2.len() + 5);
+        assert_eq!(v3.last(), Some(&0));
+        assert_eq!(decode(&v3, 3, cfg).unwrap(), (h, v3.len()));
+        let tail = [1u8, 251, 0x00, 0x16];
+        assert!(v3.windows(4).any(|w| w == tail));
+    }
+
+    #[test]
     fn version_1_refuses_an_unrecorded_layer() {
         let h = header(vec![moe(2), moe(0)], GATED_EXPERT_MATRICES);
         assert!(needs_v2(&h));
@@ -233,7 +280,7 @@ mod tests {
     }
 
     #[test]
-    fn version_3_stores_the_passes_after_version_2s_header() {
+    fn version_3_stores_the_passes_after_version_2s_fields() {
         let cfg = bincode::config::standard();
         let mut h = header(vec![moe(2)], GATED_EXPERT_MATRICES);
         let v2 = encode(&h, 2, cfg).unwrap();
@@ -245,10 +292,11 @@ mod tests {
         }]);
         assert!(needs_v3(&h) && !needs_v2(&h));
         let v3 = encode(&h, 3, cfg).unwrap();
-        // version 2's bytes, then varints: 1 pass, 1 run, sequence 0, 300 tokens (3 bytes:
+        // version 2's bytes with the absent shared FFN's tag 0 after the matrices, then
+        // varints: tag 1 (passes present), 1 pass, 1 run, sequence 0, 300 tokens (3 bytes:
         // bincode's varint marks 251..2^16 with the byte 251, then u16 LE)
-        assert_eq!(&v3[..v2.len()], &v2[..]);
-        assert_eq!(&v3[v2.len()..], &[1, 1, 0, 251, 44, 1]);
+        assert_eq!(v3.len(), v2.len() + 1 + 7);
+        assert_eq!(&v3[v2.len() + 1..], &[1, 1, 1, 0, 251, 44, 1]);
         assert_eq!(decode(&v3, 3, cfg).unwrap(), (h, v3.len()));
     }
 }

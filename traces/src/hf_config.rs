@@ -381,6 +381,15 @@ fn deepseek(
     Ok(out)
 }
 
+/// One shared expert's FFN size when it differs from a routed expert's (Qwen2-MoE's one
+/// shared expert of `shared_expert_intermediate_size`); `None` when they agree or there are
+/// no shared experts, so the trace header keeps the routed size.
+fn shared_ffn(r: &Routing, h: u64, expert_ffn: u64) -> Option<u32> {
+    let per_expert = r.shared_params.checked_div(r.shared_count)?;
+    let ffn = per_expert / (u64::from(GATED_EXPERT_MATRICES) * h);
+    (ffn != expert_ffn).then_some(ffn as u32)
+}
+
 fn missing(field: &'static str) -> ConfigError {
     ConfigError::Json(serde::de::Error::missing_field(field))
 }
@@ -416,6 +425,7 @@ fn build(
         hidden_size: Some(h as u32),
         expert_ffn: Some(expert_ffn as u32),
         expert_matrices: GATED_EXPERT_MATRICES,
+        shared_expert_ffn: shared_ffn(&r, h, expert_ffn),
     };
     let embeddings = c.vocab_size * h;
     let nonexpert = NonExpertCounts {

@@ -132,7 +132,13 @@ pub const IMPORT_FORMATS: &[ImportFormat] = &[
 ];
 
 /// The flags the CSV and JSON Lines row importers read.
-const ROW_FLAGS: &[&str] = &["--num-experts", "--map", "--where", "--drop-warmup"];
+const ROW_FLAGS: &[&str] = &[
+    "--num-experts",
+    "--num-layers",
+    "--map",
+    "--where",
+    "--drop-warmup",
+];
 
 /// The import format called `name` (or an alias of it).
 pub fn import_format(name: &str) -> Option<&'static ImportFormat> {

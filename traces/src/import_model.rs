@@ -54,6 +54,7 @@ impl ImportOptions {
             hidden_size: self.hidden_size,
             expert_ffn: self.expert_ffn,
             expert_matrices: self.expert_matrices.unwrap_or(GATED_EXPERT_MATRICES),
+            shared_expert_ffn: self.shared_expert_ffn,
         })
     }
 }

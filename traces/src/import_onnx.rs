@@ -35,13 +35,18 @@ pub struct ImportOptions {
     /// Recording date (ISO 8601); defaults to "unknown" (the JSON has none, and using the
     /// conversion date would make imports non-reproducible).
     pub date: Option<String>,
-    /// Shared (always-active) experts of every MoE layer (`--shared-experts`), e.g. 1 for
-    /// Qwen1.5-MoE-A2.7B (`shared_expert_intermediate_size` in its config.json, one expert
-    /// four times the routed size); absent leaves 0.
+    /// Shared (always-active) experts of every MoE layer (`--shared-experts`), counted in
+    /// routed-expert sizes: 4 for Qwen1.5-MoE-A2.7B, whose one shared expert has
+    /// `shared_expert_intermediate_size` 5632 = 4 x its routed 1408 in its config.json;
+    /// absent leaves 0.
     pub shared_experts: Option<u16>,
     /// Weight matrices of one routed expert (`--expert-matrices`); absent means
     /// [`crate::GATED_EXPERT_MATRICES`] (gate, up, down).
     pub expert_matrices: Option<u8>,
+    /// FFN size of one shared expert (`--shared-expert-ffn`), when not the routed size:
+    /// 5632 for Qwen1.5-MoE-A2.7B (`shared_expert_intermediate_size`); makes the trace
+    /// format version 3.
+    pub shared_expert_ffn: Option<u32>,
     /// Model layers that are MoE but whose selections the input does not record
     /// (`--unrecorded-layers`), distinct from dense layers.
     pub unrecorded_layers: Vec<usize>,

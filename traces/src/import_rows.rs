@@ -19,7 +19,10 @@
 //! Rows may come in any order. Each named layer must have the same number of ids in every
 //! row (its top-k); every token of a (sequence, phase) must be present from 0 up to its count
 //! with every named layer exactly once. Experts per layer are `--num-experts` when given,
-//! else the largest id seen + 1 (the same for every MoE layer).
+//! else the largest id seen + 1 (the same for every MoE layer); layers are `--num-layers`
+//! when given, else the largest layer index + 1, refused when that leaves most layers
+//! without rows. Without a token field, every recorded layer of a (sequence, phase) must
+//! have as many rows as the others (see `import_rows_check.rs`).
 
 use crate::error::TraceError;
 use crate::import_fields::{FieldMap, RowFilter};
@@ -52,6 +55,9 @@ pub struct RowImportOptions {
     pub moe_layers: Option<usize>,
     /// SGLang and llama.cpp: experts selected per token and layer (`--top-k`).
     pub top_k: Option<u16>,
+    /// CSV/JSONL: the model's layers (`--num-layers`); default: the largest layer index + 1,
+    /// refused when that leaves most layers without rows.
+    pub num_layers: Option<usize>,
 }
 
 /// One parsed row, whatever the input format.
@@ -136,6 +142,7 @@ fn finish(
             ),
         });
     }
+    let numbered = sink.tokens_numbered();
     let (mut rows, mut names) = (sink.rows, sink.names);
     if crate::import_passes::restarts(&rows) {
         let p = crate::import_passes::split(rows, names, opts.drop_warmup, sink.phase_given)
@@ -161,6 +168,16 @@ fn finish(
                 detail,
             }
         })?;
+    }
+    if numbered {
+        // A corrupt layer index is named as such before it shows as a layer short of rows.
+        crate::import_rows_check::check_layer_span(
+            &rows,
+            opts.num_layers,
+            &opts.common.unrecorded_layers,
+            file,
+        )?;
+        crate::import_rows_check::check_layer_rounds(&rows, &names, file)?;
     }
     build(rows, names, file, format, opts)
 }
@@ -237,7 +254,7 @@ fn at_line(file: &str, line: u64, detail: String) -> TraceError {
 struct Geometry {
     /// Model layers: the named ones with their top-k, the others dense.
     layers: Vec<LayerSpec>,
-    /// The largest layer named + 1.
+    /// `--num-layers`, else the largest layer named + 1.
     num_layers: usize,
     /// Whether the rows carry router weights (all of them or none).
     has_weights: bool,
@@ -258,7 +275,12 @@ impl Geometry {
                 ),
             ));
         }
-        let num_layers = rows.iter().map(|r| r.layer).max().unwrap_or(0) + 1;
+        let num_layers = crate::import_rows_check::check_layer_span(
+            rows,
+            opts.num_layers,
+            &opts.common.unrecorded_layers,
+            file,
+        )?;
         let has_weights = rows[0].weights.is_some();
         let (top_k, max_id) = top_k_per_layer(rows, num_layers, has_weights, file)?;
         let experts = experts_per_layer(rows, max_id, file, opts)?;

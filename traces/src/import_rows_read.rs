@@ -1,7 +1,8 @@
 //! Reading CSV and JSON Lines rows into [`Row`]s under the rules of
 //! [`crate::import_fields`]: the field mapping, the row filters, a leading UTF-8 BOM and
 //! unknown fields accepted in both formats, tokens numbered in row order when the input has
-//! no token field, and a repeated expert id refused with its line.
+//! no token field, a repeated expert id refused with its line, and every line read with a
+//! bounded length ([`MAX_LINE`]), so that a garbage tail is refused in constant memory.
 
 use crate::error::TraceError;
 use crate::import_fields::{Cell, RowField};
@@ -12,6 +13,89 @@ use std::io::BufRead;
 
 /// The byte-order mark some Windows tools put before UTF-8 text.
 const BOM: char = '\u{feff}';
+
+/// The longest line a row may have, bytes: 4 MiB, twice what the widest possible row needs
+/// (a selection of all 65,535 ids of a u16 expert count, each at most 6 bytes with its
+/// separator, and a router weight each, at most 24 bytes as a float formatter prints one:
+/// 65,535 x 30 B = 1.97 MB). A longer line is not a row, e.g. a binary or NUL-filled tail;
+/// refusing it there keeps memory bounded whatever follows.
+pub const MAX_LINE: u64 = 4 << 20;
+
+/// A line over [`MAX_LINE`]: the error [`LineLimit`] reads as, found again by
+/// [`line_too_long`] to name the line.
+#[derive(Debug)]
+struct LineTooLong {
+    line: u64,
+}
+
+impl std::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} runs past {} MiB without a line break, longer than any row can be (the \
+             line limit of the row importers): the input is not rows from there on (a binary \
+             or NUL-filled tail?); cut the file before that line",
+            self.line,
+            MAX_LINE >> 20
+        )
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// A reader that fails once a line runs past [`MAX_LINE`] bytes, so that neither the CSV
+/// reader nor the JSON Lines reader buffers more than that of a line.
+pub(crate) struct LineLimit<R> {
+    inner: R,
+    /// Bytes since the last line break, and 1-based number of the current line.
+    since_break: u64,
+    line: u64,
+}
+
+impl<R: std::io::Read> LineLimit<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        LineLimit {
+            inner,
+            since_break: 0,
+            line: 1,
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for LineLimit<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Never hand out more than the current line may still take, so the limit trips
+        // before a caller holds more than MAX_LINE bytes of one line.
+        let room = (MAX_LINE + 1).saturating_sub(self.since_break);
+        let want = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.since_break = 0;
+                self.line += 1;
+            } else {
+                self.since_break += 1;
+            }
+        }
+        if self.since_break > MAX_LINE {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                LineTooLong { line: self.line },
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// The import error of a line over [`MAX_LINE`], when `e` is one.
+fn line_too_long(file: &str, e: &std::io::Error) -> Option<TraceError> {
+    let long = e.get_ref()?.downcast_ref::<LineTooLong>()?;
+    Some(TraceError::Import {
+        file: file.to_string(),
+        location: format!("line {}", long.line),
+        detail: long.to_string(),
+    })
+}
 
 /// Rows read so far, with the sequence names in order of first appearance.
 pub(crate) struct RowSink<'a> {
@@ -55,6 +139,11 @@ impl<'a> RowSink<'a> {
             next_token: HashMap::new(),
             id_range,
         }
+    }
+
+    /// Whether tokens were numbered in row order (the input has no token field).
+    pub(crate) fn tokens_numbered(&self) -> bool {
+        matches!(self.tokens_given, Some((false, _)))
     }
 
     fn err(&self, line: u64, detail: String) -> TraceError {
@@ -180,8 +269,13 @@ pub(crate) fn read_csv(
     let file = sink.file;
     let mut rdr = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
-        .from_reader(input);
+        .from_reader(LineLimit::new(input));
     let csv_err = |e: csv::Error| {
+        if let csv::ErrorKind::Io(io) = e.kind() {
+            if let Some(long) = line_too_long(file, io) {
+                return long;
+            }
+        }
         let line = e.position().map(|p| p.line()).unwrap_or(1);
         TraceError::Import {
             file: file.to_string(),
@@ -208,9 +302,12 @@ pub(crate) fn read_csv(
 /// Read JSON Lines: one object per line, blank lines skipped.
 pub(crate) fn read_jsonl(input: impl BufRead, sink: &mut RowSink<'_>) -> Result<(), TraceError> {
     let file = sink.file;
+    let input = std::io::BufReader::new(LineLimit::new(input));
     for (i, line) in input.lines().enumerate() {
         let line_no = i as u64 + 1;
-        let text = line.map_err(|e| TraceError::io(file, "reading", e))?;
+        let text = line.map_err(|e| {
+            line_too_long(file, &e).unwrap_or_else(|| TraceError::io(file, "reading", e))
+        })?;
         let text = if i == 0 {
             text.trim_start_matches(BOM)
         } else {

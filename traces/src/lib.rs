@@ -22,6 +22,7 @@ mod import_model;
 pub mod import_onnx;
 mod import_passes;
 pub mod import_rows;
+mod import_rows_check;
 mod import_rows_read;
 pub mod import_sglang;
 pub mod import_vllm;

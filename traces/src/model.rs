@@ -67,6 +67,12 @@ pub struct ModelSpec {
         skip_serializing_if = "is_gated_expert"
     )]
     pub expert_matrices: u8,
+    /// Intermediate (FFN) dimension of one shared expert, when it differs from the routed
+    /// one's (Qwen1.5-MoE-A2.7B: `shared_expert_intermediate_size` 5632 against
+    /// `moe_intermediate_size` 1408); absent, a shared expert has the routed size. Stored from
+    /// format version 3 on; older files read as absent. Left out of JSON when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_expert_ffn: Option<u32>,
 }
 
 impl ModelSpec {
@@ -86,6 +92,7 @@ impl ModelSpec {
             hidden_size: None,
             expert_ffn: None,
             expert_matrices: GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         }
     }
 
@@ -103,6 +110,15 @@ impl ModelSpec {
     /// for gate, up and down projections), when both sizes are known.
     pub fn expert_params(&self) -> Option<u64> {
         Some(u64::from(self.expert_matrices) * self.hidden_size? as u64 * self.expert_ffn? as u64)
+    }
+
+    /// Parameters of one shared expert: `expert_matrices` x hidden x the shared FFN, or the
+    /// routed expert's when the shared FFN is not recorded; when the sizes are known.
+    pub fn shared_expert_params(&self) -> Option<u64> {
+        match self.shared_expert_ffn {
+            Some(f) => Some(u64::from(self.expert_matrices) * self.hidden_size? as u64 * f as u64),
+            None => self.expert_params(),
+        }
     }
 }
 

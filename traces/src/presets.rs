@@ -132,6 +132,7 @@ impl Preset {
             hidden_size: Some(self.hidden_size),
             expert_ffn: Some(self.expert_ffn),
             expert_matrices: crate::model::GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         }
     }
 }

@@ -36,6 +36,7 @@ fn model() -> ModelSpec {
         hidden_size: Some(64),
         expert_ffn: None,
         expert_matrices: traces::GATED_EXPERT_MATRICES,
+        shared_expert_ffn: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn good_header() -> Header {
             hidden_size: Some(16),
             expert_ffn: Some(8),
             expert_matrices: traces::GATED_EXPERT_MATRICES,
+            shared_expert_ffn: None,
         },
         provenance: Provenance::default(),
         sequences: vec![SequenceInfo {

@@ -40,6 +40,7 @@ fn small(has_weights: bool) -> Trace {
         hidden_size: None,
         expert_ffn: None,
         expert_matrices: traces::GATED_EXPERT_MATRICES,
+        shared_expert_ffn: None,
     };
     let seqs = vec![
         SequenceInfo {

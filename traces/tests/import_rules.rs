@@ -162,8 +162,10 @@ fn where_filters_keep_only_matching_rows() {
 #[test]
 fn without_a_token_field_tokens_follow_row_order_per_layer() {
     let o = opts();
-    // layer 1 rows come before layer 0 rows of the same token: numbering is per layer
-    let c = "sequence,layer,experts\na,1,5\na,0,3\na,0,2\na,1,4\nb,0,1\nb,1,0\n";
+    // layer 1 rows come before layer 0 rows of the same token: numbering is per layer (the
+    // rows of a sequence cycle through its layers in one order: a log that switched order
+    // mid-way would leave a layer short of rows at a round, refused below)
+    let c = "sequence,layer,experts\na,1,5\na,0,3\na,1,4\na,0,2\nb,0,1\nb,1,0\n";
     let t = csv(c, &o).unwrap();
     assert_eq!(t.header.sequences[0].decode_tokens, 2);
     assert_eq!(ids(&t), [3, 5, 2, 4]);
@@ -199,4 +201,177 @@ fn drop_warmup_removes_the_profiling_batch() {
         e.contains("--drop-warmup") && e.contains("line 2") && e.contains("line 3"),
         "{e}"
     );
+}
+
+// ---- silent corruption refused (issue 41) ------------------------------------------------
+
+/// JSON Lines rows of sequence `a` without a token field: (layer, ids) in order.
+fn token_less(rows: &[(usize, [u16; 2])]) -> (String, String) {
+    let mut csv = "sequence,layer,experts\n".to_string();
+    let mut jsonl = String::new();
+    for (layer, [x, y]) in rows {
+        csv += &format!("a,{layer},{x} {y}\n");
+        jsonl += &format!("{{\"sequence\":\"a\",\"layer\":{layer},\"experts\":[{x},{y}]}}\n");
+    }
+    (csv, jsonl)
+}
+
+/// Both formats refuse; each message holds every piece (CSV lines are one later: its header).
+fn refused_in_both(csv_text: &str, jsonl_text: &str, o: &RowImportOptions, pieces: &[&str]) {
+    for (e, shift) in [
+        (csv(csv_text, o).unwrap_err(), 1),
+        (jsonl(jsonl_text, o).unwrap_err(), 0),
+    ] {
+        let m = e.to_string();
+        for p in pieces {
+            let p = shift_lines(p, shift);
+            assert!(m.contains(&p), "{m:?} lacks {p:?}");
+        }
+    }
+}
+
+/// `line N` in `p` becomes `line N + shift`.
+fn shift_lines(p: &str, shift: u64) -> String {
+    match p.strip_prefix("line ") {
+        Some(n) => format!("line {}", n.parse::<u64>().unwrap() + shift),
+        None => p.to_string(),
+    }
+}
+
+#[test]
+fn a_duplicated_row_without_tokens_is_refused_at_the_next_round() {
+    // Layers 0 and 1, three tokens; line 5 repeats line 4 (layer 1 of token 1). At line 6,
+    // where layer 0 starts the next token, layer 1 has 3 rows and layer 0 has 2.
+    let (c, j) = token_less(&[
+        (0, [0, 1]),
+        (1, [2, 3]),
+        (0, [1, 2]),
+        (1, [3, 0]),
+        (1, [3, 0]),
+        (0, [2, 3]),
+        (1, [0, 1]),
+    ]);
+    refused_in_both(
+        &c,
+        &j,
+        &opts(),
+        &["line 6", "layer 1 has 3 rows", "line 5", "layer 0 has 2"],
+    );
+}
+
+#[test]
+fn a_lost_row_and_a_duplicated_one_are_refused_though_the_counts_end_equal() {
+    // Four tokens: layer 1 of token 0 lost, layer 1 of token 2 given twice. Both layers end
+    // with 4 rows (before, layer 1 was silently shifted by one token for tokens 0-1); at
+    // line 4, the second return to layer 0, layer 1 has 1 row (line 3) and layer 0 has 2.
+    let (c, j) = token_less(&[
+        (0, [0, 1]),
+        (0, [1, 2]),
+        (1, [3, 0]),
+        (0, [2, 3]),
+        (1, [0, 1]),
+        (1, [0, 1]),
+        (0, [3, 0]),
+        (1, [1, 2]),
+    ]);
+    refused_in_both(
+        &c,
+        &j,
+        &opts(),
+        &["line 4", "layer 1 has 1 rows", "line 3", "layer 0 has 2"],
+    );
+}
+
+#[test]
+fn even_rows_without_tokens_still_import_in_token_and_pass_order() {
+    // Token after token, and a pass of two tokens layer after layer: the same trace.
+    let (c, j) = token_less(&[(0, [0, 1]), (1, [2, 3]), (0, [1, 2]), (1, [3, 0])]);
+    let (pc, pj) = token_less(&[(0, [0, 1]), (0, [1, 2]), (1, [2, 3]), (1, [3, 0])]);
+    for t in [
+        csv(&c, &opts()),
+        jsonl(&j, &opts()),
+        csv(&pc, &opts()),
+        jsonl(&pj, &opts()),
+    ] {
+        assert_eq!(ids(&t.unwrap()), [0, 1, 2, 3, 1, 2, 3, 0]);
+    }
+}
+
+#[test]
+fn an_id_equal_to_the_expert_count_is_refused_with_its_line() {
+    let o = RowImportOptions {
+        num_experts: Some(4),
+        ..opts()
+    };
+    let (c, j) = token_less(&[(0, [0, 1]), (0, [4, 2])]);
+    refused_in_both(&c, &j, &o, &["line 2", "expert id 4 >= 4 experts"]);
+    // Without --num-experts the bank is inferred as 5 (the CLI says it was inferred).
+    assert_eq!(csv(&c, &opts()).unwrap().header.model.layers[0].experts, 5);
+}
+
+#[test]
+fn a_layer_index_that_leaves_most_layers_empty_needs_num_layers() {
+    // Layers 0 and 1 on every token, then a corrupt 60000 with a token field (so that the
+    // rows are otherwise complete): 60,001 layers of which 3 have rows.
+    let c = "sequence,token,layer,experts\na,0,0,0 1\na,0,1,1 2\na,0,60000,2 3\n";
+    let j = "{\"sequence\":\"a\",\"token\":0,\"layer\":0,\"experts\":[0,1]}\n\
+             {\"sequence\":\"a\",\"token\":0,\"layer\":1,\"experts\":[1,2]}\n\
+             {\"sequence\":\"a\",\"token\":0,\"layer\":60000,\"experts\":[2,3]}\n";
+    refused_in_both(
+        c,
+        j,
+        &opts(),
+        &[
+            "line 3",
+            "60001 layers",
+            "only 3 have rows",
+            "--num-layers 60001",
+        ],
+    );
+    let short = RowImportOptions {
+        num_layers: Some(24),
+        ..opts()
+    };
+    refused_in_both(c, j, &short, &["line 3", "beyond the 24 layers"]);
+    let told = RowImportOptions {
+        num_layers: Some(60_001),
+        ..opts()
+    };
+    assert_eq!(csv(c, &told).unwrap().header.model.layers.len(), 60_001);
+    // Without tokens the index is named as such, not as a layer short of rows.
+    let (c, j) = token_less(&[(0, [0, 1]), (1, [1, 2]), (60_000, [2, 3])]);
+    refused_in_both(&c, &j, &opts(), &["line 3", "--num-layers 60001"]);
+}
+
+#[test]
+fn half_the_layers_empty_is_a_switch_model_and_imports() {
+    // Switch Transformers route every other layer: layers 1 and 3 of 4.
+    let (c, _) = token_less(&[(1, [0, 1]), (3, [1, 2])]);
+    let t = csv(&c, &opts()).unwrap();
+    let moe: Vec<bool> = t.header.model.layers.iter().map(|l| l.is_moe()).collect();
+    assert_eq!(moe, [false, true, false, true]);
+}
+
+#[test]
+fn a_nul_tail_is_refused_at_the_line_limit() {
+    // 5 MiB of NUL after two rows: the line limit (4 MiB) stops the read at line 3 (JSONL;
+    // line 4 of the CSV, after its header).
+    let tail = vec![0u8; 5 << 20];
+    let (c, j) = token_less(&[(0, [0, 1]), (0, [1, 2])]);
+    for (text, name, line) in [(c, "csv", 4), (j, "jsonl", 3)] {
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(&tail);
+        let e = if name == "csv" {
+            parse_csv(&bytes[..], "t.csv", &opts())
+        } else {
+            parse_jsonl(&bytes[..], "t.jsonl", &opts())
+        }
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(&format!("line {line} runs past 4 MiB"))
+                && e.contains("line limit of the row importers"),
+            "{name}: {e}"
+        );
+    }
 }

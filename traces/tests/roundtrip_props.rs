@@ -39,6 +39,7 @@ fn arb_trace() -> impl Strategy<Value = Trace> {
                 hidden_size: None,
                 expert_ffn: None,
                 expert_matrices: traces::GATED_EXPERT_MATRICES,
+                shared_expert_ffn: None,
             };
             // Distinct ids per selection: a seeded rotation of 0..experts.
             let mut x = seed | 1;
@@ -114,7 +115,13 @@ proptest! {
         let mut csv = Vec::new();
         export_csv(&mut TraceReader::open(&path).unwrap(), traces::PhaseSel::All, &mut csv).unwrap();
         let tokens = t.total_tokens(traces::PhaseSel::All);
-        let back = parse_csv(&csv[..], "p.csv", &RowImportOptions::default());
+        // The rows do not carry the model's layer count, which a model with more dense layers
+        // than MoE ones needs (`--num-layers`).
+        let opts = RowImportOptions {
+            num_layers: Some(t.header.model.layers.len()),
+            ..RowImportOptions::default()
+        };
+        let back = parse_csv(&csv[..], "p.csv", &opts);
         if tokens == 0 {
             prop_assert!(back.is_err(), "no rows is an error");
             return Ok(());

@@ -72,6 +72,7 @@ fn small_model() -> ModelSpec {
         hidden_size: None,
         expert_ffn: None,
         expert_matrices: traces::GATED_EXPERT_MATRICES,
+        shared_expert_ffn: None,
     }
 }
 

@@ -41,16 +41,22 @@ pub struct RunArgs {
     pub progress: super::args_progress::ProgressArgs,
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
-    let trace = args.input.one_trace()?;
-    let mut cfg = RunConfig {
+/// The run configuration `sim run`'s flags describe (the trace aside); an error naming the
+/// flag when a combination is refused.
+pub fn config(args: &RunArgs) -> Result<RunConfig> {
+    Ok(RunConfig {
         policy: args.policy.clone(),
         phase: args.input.phase,
         sizes: args.input.sizes(),
         retention: args.cache.for_run()?,
         timing: args.timing.for_run(args.cache.seed)?,
         stepping: args.steps.for_run(args.input.phase, args.cache.seed)?,
-    };
+    })
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let trace = args.input.one_trace()?;
+    let mut cfg = config(&args)?;
     resolve_batching(&args, &mut cfg, trace)?;
     let report = match trace {
         // a trace file: streamed in bounded memory

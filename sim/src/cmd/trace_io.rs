@@ -41,10 +41,16 @@ pub struct ImportArgs {
     /// Recording date (ISO 8601) to record (default: "unknown").
     #[arg(long)]
     pub date: Option<String>,
-    /// Shared (always-active) experts of every MoE layer, from the model's config (e.g. 1
-    /// for Qwen1.5-MoE-A2.7B); recorded in the header.
+    /// Shared (always-active) experts of every MoE layer, from the model's config; each of
+    /// the routed size unless --shared-expert-ffn gives theirs (Qwen1.5-MoE-A2.7B: 1 with
+    /// --shared-expert-ffn 5632, or 4 routed-sized, 5632 / 1408); recorded in the header.
     #[arg(long)]
     pub shared_experts: Option<u16>,
+    /// Intermediate (FFN) size of one shared expert, from the model's config when it differs
+    /// from the routed one's (`shared_expert_intermediate_size`, e.g. 5632 for
+    /// Qwen1.5-MoE-A2.7B); recorded in the header (trace format version 3).
+    #[arg(long, value_name = "FFN", requires = "shared_experts", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shared_expert_ffn: Option<u32>,
     /// Weight matrices of one routed expert, each hidden x expert FFN, when not the 3 of
     /// gate/up/down (SwiGLU): 2 for Switch-style up/down experts. Sets the expert size.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
@@ -52,10 +58,12 @@ pub struct ImportArgs {
     /// Model layers that are MoE but whose selections the input does not record, e.g.
     /// `24-47` or `3,5,7` (distinct from dense layers, which have no experts).
     #[arg(long, value_name = "LAYERS", value_parser = parse_layer_list)]
-    pub unrecorded_layers: Option<Vec<usize>>,
+    pub unrecorded_layers: Option<LayerList>,
     // Help: the formats that read it (see `format_flag_help`).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--num-experts", "experts per layer, when the largest id seen + 1 would understate it (at least 1)"))]
     pub num_experts: Option<u16>,
+    #[arg(long, value_name = "L", value_parser = clap::value_parser!(u64).range(1..=traces::format::MAX_LAYERS as u64), help = format_flag_help("--num-layers", "the model's layers, when the largest layer index + 1 would understate it; needed when that index leaves most layers without rows (e.g. a log of layers 20-23 of 24)"))]
+    pub num_layers: Option<u64>,
     #[arg(long, value_name = "FIELD=NAME,...", value_parser = traces::FieldMap::parse, help = format_flag_help("--map", "the input's names for the row fields sequence, phase, token, layer, experts, weights, e.g. sequence=req_id,token=token_idx,experts=topk_ids,weights=topk_weights"))]
     pub map: Option<traces::FieldMap>,
     #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = traces::RowFilter::parse, help = format_flag_help("--where", "keep only rows whose input field FIELD holds VALUE, e.g. type=route (repeatable; every one must hold)"))]
@@ -75,8 +83,13 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
+/// The layers of `--unrecorded-layers`, sorted and distinct. A type of its own: clap reads an
+/// `Option<Vec<T>>` field as a repeatable flag of `T` values, not as one parsed list.
+#[derive(Clone, Debug)]
+pub struct LayerList(pub Vec<usize>);
+
 /// Parse a layer list: comma-separated layer numbers and inclusive ranges `a-b`.
-fn parse_layer_list(s: &str) -> Result<Vec<usize>, String> {
+fn parse_layer_list(s: &str) -> Result<LayerList, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |x: &str| {
@@ -98,7 +111,7 @@ fn parse_layer_list(s: &str) -> Result<Vec<usize>, String> {
     }
     out.sort_unstable();
     out.dedup();
-    Ok(out)
+    Ok(LayerList(out))
 }
 
 /// `--format` values: the import-format registry's names, each with its summary.
@@ -158,6 +171,7 @@ fn format_flag_help(flag: &str, what: &str) -> String {
 fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
     let given = [
         ("--num-experts", a.num_experts.is_some()),
+        ("--num-layers", a.num_layers.is_some()),
         ("--map", a.map.is_some()),
         ("--where", !a.filters.is_empty()),
         ("--drop-warmup", a.drop_warmup),
@@ -198,7 +212,8 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         date: a.date.clone(),
         shared_experts: a.shared_experts,
         expert_matrices: a.expert_matrices,
-        unrecorded_layers: a.unrecorded_layers.clone().unwrap_or_default(),
+        shared_expert_ffn: a.shared_expert_ffn,
+        unrecorded_layers: a.unrecorded_layers.clone().map(|l| l.0).unwrap_or_default(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.
     let ropts = traces::RowImportOptions {
@@ -211,6 +226,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         prompt_lengths: a.prompt_lengths.clone(),
         moe_layers: a.moe_layers.map(|l| l as usize),
         top_k: a.top_k,
+        num_layers: a.num_layers.map(|l| l as usize),
     };
     let outputs: Vec<(String, traces::Trace)> = match (a.format.import)(&a.file, &ropts)? {
         Imported::PerPrompt(imported) => {
@@ -261,6 +277,9 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             eprintln!("{note}");
         }
     }
+    if let Some((_, all)) = outputs.last() {
+        print_inferred(&a, all);
+    }
     if a.json {
         let files: Vec<_> = outputs
             .iter()
@@ -269,6 +288,29 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         emit_json(&files)?;
     }
     Ok(())
+}
+
+/// Say on stderr which geometry was inferred from the rows rather than given: experts per
+/// layer (the largest id + 1) without `--num-experts`, layers (the largest index + 1) without
+/// `--num-layers`, so that a corrupt id or layer index that grew the model is seen.
+fn print_inferred(a: &ImportArgs, t: &traces::Trace) {
+    let layers = &t.header.model.layers;
+    let reads = |flag: &str| a.format.flags.contains(&flag);
+    if reads("--num-experts") && a.num_experts.is_none() {
+        if let Some(e) = layers.iter().map(|l| l.experts).max().filter(|&e| e > 0) {
+            eprintln!(
+                "experts per layer: {e}, inferred as the largest expert id seen ({}) + 1; give --num-experts if the model has more (an id at or above it is then refused)",
+                e - 1
+            );
+        }
+    }
+    if reads("--num-layers") && a.num_layers.is_none() {
+        let recorded = layers.iter().filter(|l| l.is_moe()).count();
+        eprintln!(
+            "layers: {}, inferred as the largest layer index seen + 1 ({recorded} with selections); give --num-layers if the model has more",
+            layers.len()
+        );
+    }
 }
 
 /// What `--json` says of one written trace.

@@ -116,57 +116,52 @@ fn import_oracle_general(data: &[u8]) -> Result<bool, String> {
     }
 }
 
-/// The values of `sim run`'s flags, one per line: mechanism spec, `--evict`, `--budget`,
-/// `--dram`, `--expert-mib`, `--semantics` (group/access); a run on a small generated trace
-/// with every value that parses. Accepted means the run completed.
+/// A command line of `sim`, one argument per line (`trace`, `import`, `--format`, `csv`, ...):
+/// parsed by the binary's command tree (`sim::cli::command`) and extracted into its typed
+/// arguments as `main` does, for every subcommand, so that a flag read with a type other than
+/// its parser's (a panic) is found whatever subcommand holds it. A `sim run` line that parses
+/// also runs, with the configuration the binary builds from it, on a small generated trace.
+/// Accepted means the line parsed (and, for `sim run`, the run completed).
 pub fn cli_values(data: &[u8]) -> Result<bool, String> {
+    use clap::FromArgMatches;
+    static TREE: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
     let text = String::from_utf8_lossy(data);
-    let mut f = text.split('\n');
-    let mut field = || f.next().unwrap_or("").trim().to_string();
-    let (spec, evict, budget, dram, mib, semantics) =
-        (field(), field(), field(), field(), field(), field());
-    let _ = policies::mechanisms::parse(&spec);
-    let _ = policies::mechanisms::ChunkOrder::parse(&evict);
-    let _ = traces::DType::parse(&budget);
-    let _ = reports::results::Shard::parse(&dram);
-    let _ = sim::engine::PredictorKind::parse(&mib);
-    let mut cfg = sim::runner::RunConfig {
-        policy: spec,
-        ..Default::default()
+    let argv = std::iter::once("sim").chain(text.split('\n'));
+    let tree = TREE.get_or_init(sim::cli::command).clone();
+    let Ok(matches) = tree.try_get_matches_from(argv) else {
+        return Ok(false);
     };
-    if let Ok(x) = mib.parse::<f64>() {
-        // A run's work grows linearly with the pages an expert size makes (16 x 16,384 4 KiB
-        // pages at 64 MiB here): larger sizes would only slow the fuzzer down, and their
-        // limits are tested in unit_limits.rs.
-        if x > 64.0 {
-            return Ok(false);
-        }
-        cfg.sizes.expert_mib = Some(x);
+    match sim::cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => match cli.command {
+            sim::cli::Command::Run(args) => Ok(run_tiny(&args)),
+            _ => Ok(true),
+        },
+        Err(_) => Ok(false),
     }
-    if let (Ok(policy), Ok(budget)) = (
-        policies::retention::PolicyKind::parse(&evict),
-        policies::regime::Budget::parse(&budget),
-    ) {
-        cfg.retention = Some(sim::cache::RetentionConfig {
-            cache: sim::cache::CacheConfig {
-                policy,
-                budget,
-                split: Default::default(),
-                semantics: if semantics == "access" {
-                    policies::regime::Semantics::Access
-                } else {
-                    policies::regime::Semantics::Group
-                },
-                dram: policies::regime::Budget::parse(&dram)
-                    .ok()
-                    .map(sim::cache::DramConfig::pinned),
-                seed: 0,
-            },
-            batching: Default::default(),
-            target: None,
-        });
+}
+
+/// `sim run`'s configuration from `args`, run on [`tiny_workload`] instead of the trace named;
+/// false when refused. Profiles are read only by shipped name (a path could name any file of
+/// the machine) and no timeline file is written.
+fn run_tiny(args: &sim::cmd::run::RunArgs) -> bool {
+    let t = &args.timing;
+    let path = |p: &Option<String>| p.as_deref().is_some_and(|s| s.contains(['/', '\\']));
+    if path(&t.hw) || path(&t.hw_host) {
+        return false;
     }
-    Ok(sim::runner::run(&cfg, tiny_workload()).is_ok())
+    let Ok(mut cfg) = sim::cmd::run::config(args) else {
+        return false;
+    };
+    // A run's work grows linearly with the pages an expert size makes (16 x 16,384 4 KiB
+    // pages at 64 MiB here): larger sizes would only slow the fuzzer down, and their limits
+    // are tested in unit_limits.rs.
+    if cfg.sizes.expert_mib.is_some_and(|x| x > 64.0) {
+        return false;
+    }
+    if let Some(timing) = &mut cfg.timing {
+        timing.timeline = None;
+    }
+    sim::runner::run(&cfg, tiny_workload()).is_ok()
 }
 
 /// A small generated trace, made once: 2 MoE layers of 8 experts, top-2, 3 MiB experts at
@@ -286,7 +281,7 @@ fn check_geometry(h: &Header) -> Result<(), String> {
     if m.expert_matrices == 0 {
         return Err("0 expert matrices accepted".into());
     }
-    if m.hidden_size == Some(0) || m.expert_ffn == Some(0) {
+    if m.hidden_size == Some(0) || m.expert_ffn == Some(0) || m.shared_expert_ffn == Some(0) {
         return Err("a size of 0 accepted".into());
     }
     if let (Some(h), Some(f)) = (m.hidden_size, m.expert_ffn) {
