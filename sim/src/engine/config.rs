@@ -203,7 +203,7 @@ pub fn run_timing(
     };
     let prefetch = (cfg.predictor != PredictorKind::None)
         .then(|| {
-            let (issue, cap) = (cfg.prefetch_issue, cfg.prefetch_cap);
+            let (issue, cap) = (cfg.prefetch_issue.under(map.paging), cfg.prefetch_cap);
             prefetch::report(cfg.predictor, cfg.window, issue, cap, &learning, &r, baseline)
         })
         .transpose()?;
@@ -236,6 +236,9 @@ pub(crate) fn models(
     map: &UnitMap,
 ) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
+    if cfg.prefetch_cap.is_some() && map.paging == crate::cost::Paging::Os {
+        anyhow::bail!("--prefetch-cap limits VMM prefetches on the driver; an OS-paged policy (os*) prefetches on the copy engine without a queue: drop --prefetch-cap or use a VMM policy (e1, e2, ...)");
+    }
     let mut cost = CostModel::new(
         hw,
         map.paging,

@@ -24,6 +24,15 @@ pub enum PrefetchIssue {
 }
 
 impl PrefetchIssue {
+    /// The policy that applies under `paging`: OS-paged prefetches run on the copy engine,
+    /// which demand faults do not use, so they keep the legacy path.
+    pub fn under(self, paging: crate::cost::Paging) -> Self {
+        match paging {
+            crate::cost::Paging::Vmm => self,
+            crate::cost::Paging::Os => PrefetchIssue::Legacy,
+        }
+    }
+
     /// The flag's value, as reports print it.
     pub fn name(self) -> &'static str {
         match self {
