@@ -127,7 +127,12 @@ pub struct TimingArgs {
     /// Cap on the committed MiB of prefetches started and not yet resident (demand-first
     /// only); a prefetch waits for earlier ones to finish (one at a time when a unit alone
     /// exceeds it). Default: no cap.
-    #[arg(long, value_name = "MIB", help_heading = "Timing", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "MIB",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
     pub prefetch_cap: Option<f64>,
 
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that

@@ -204,7 +204,15 @@ pub fn run_timing(
     let prefetch = (cfg.predictor != PredictorKind::None)
         .then(|| {
             let (issue, cap) = (cfg.prefetch_issue.under(map.paging), cfg.prefetch_cap);
-            prefetch::report(cfg.predictor, cfg.window, issue, cap, &learning, &r, baseline)
+            prefetch::report(
+                cfg.predictor,
+                cfg.window,
+                issue,
+                cap,
+                &learning,
+                &r,
+                baseline,
+            )
         })
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;

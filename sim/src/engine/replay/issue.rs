@@ -150,3 +150,83 @@ impl State<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EngineOptions, PrefetchIssue};
+    use super::State;
+    use crate::engine::tests::{compute, test_profile, unit_map, vmm_cost};
+
+    const MIB: u64 = 1 << 20;
+    /// Commit (10 µs) + copy (2 MiB at 1 GB/s) of one unit on the test profile.
+    const PAGE_IN: f64 = 10.0 + 2097.152;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6 * b.abs().max(1.0)
+    }
+
+    /// Prefetch `units` issued at `t`, as [`State::prefetch`] queues them.
+    fn queue(st: &mut State, units: &[u32], t: f64) {
+        for &u in units {
+            st.inflight[u as usize] = true;
+            st.enqueue_prefetch(u, t);
+        }
+    }
+
+    /// `check` on the replay state of four 2 MiB VMM units with `opts` (parallel loader).
+    fn with_state(opts: EngineOptions, check: impl FnOnce(&mut State)) {
+        let (p, units, c) = (
+            test_profile(None),
+            unit_map(1, 4, 2 * MIB, 2 * MIB),
+            compute(0.0, 0.0),
+        );
+        let cost = vmm_cost(&p);
+        check(&mut State::new(&cost, &units, &c, opts));
+    }
+
+    /// Two prefetches queued at 0, drained before demand work at 10 000 µs. Without a cap the
+    /// second commits while the first copies (commit 10..20, copy 2107.152..4204.304); with a
+    /// cap of one unit it starts when the first is resident (2107.152), so it is resident at
+    /// 2117.152 + 2097.152; a cap of two units changes nothing.
+    #[test]
+    fn a_cap_on_bytes_in_flight_starts_a_prefetch_when_earlier_ones_finish() {
+        let ready_of_second = |cap: Option<u64>| {
+            let opts = EngineOptions {
+                issue: PrefetchIssue::DemandFirst,
+                prefetch_cap: cap,
+                ..Default::default()
+            };
+            let mut ready = 0.0;
+            with_state(opts, |st| {
+                queue(st, &[0, 1], 0.0);
+                st.drain_for_demand(10_000.0).unwrap();
+                ready = st.ready_at[1];
+            });
+            ready
+        };
+        assert!(close(ready_of_second(None), 10.0 + 2.0 * 2097.152));
+        assert!(close(ready_of_second(Some(2 * MIB)), PAGE_IN + PAGE_IN));
+        assert!(close(ready_of_second(Some(MIB)), PAGE_IN + PAGE_IN));
+        assert!(close(ready_of_second(Some(4 * MIB)), 10.0 + 2.0 * 2097.152));
+    }
+
+    /// A queued prefetch starts only if the driver frees before the demand work's time: with
+    /// the driver busy until 50 µs, demand work at 50 starts nothing, at 60 starts it at 50.
+    #[test]
+    fn only_prefetches_that_start_before_the_demand_run_first() {
+        let opts = EngineOptions {
+            issue: PrefetchIssue::DemandFirst,
+            ..Default::default()
+        };
+        with_state(opts, |st| {
+            st.driver_free = 50.0;
+            queue(st, &[2], 0.0);
+            st.drain_for_demand(50.0).unwrap();
+            assert_eq!(st.ready_at[2], 0.0, "not started");
+            st.drain_for_demand(60.0).unwrap();
+            assert!(close(st.ready_at[2], 50.0 + PAGE_IN));
+            // the demand at 60 waits for the commit (to 60) and the copy (to 50 + 1 page-in)
+            assert!(close(st.issue.blocked_us, 50.0 + PAGE_IN - 60.0));
+        });
+    }
+}
