@@ -387,13 +387,26 @@ fn the_issue_policy_and_the_cap_are_flags_of_run() {
     // a cap below one unit runs one prefetch at a time: the run differs from the uncapped
     assert_ne!(capped["timing"], free["timing"]);
     for (flags, says) in [
-        (vec!["--predictor", "oracle", "--prefetch-cap", "-1"], "positive number of MiB"),
+        (
+            vec!["--predictor", "oracle", "--prefetch-cap", "-1"],
+            "positive number of MiB",
+        ),
         (vec!["--prefetch-cap", "4"], "add a --predictor"),
         (
-            vec!["--predictor", "oracle", "--prefetch-cap", "4", "--prefetch-issue", "legacy"],
+            vec![
+                "--predictor",
+                "oracle",
+                "--prefetch-cap",
+                "4",
+                "--prefetch-issue",
+                "legacy",
+            ],
             "demand-first",
         ),
-        (vec!["--predictor", "oracle", "--prefetch-issue", "eager"], "demand-first"),
+        (
+            vec!["--predictor", "oracle", "--prefetch-issue", "eager"],
+            "demand-first",
+        ),
     ] {
         let (ok, _, err) = sim(&granite_lru("run", &flags));
         assert!(!ok && err.contains(says), "{flags:?}: {err}");
