@@ -680,7 +680,8 @@ impl<'a> Pricer<'a> {
             self.page_ins += plans.page_ins(&g).len() as u64;
             self.log.enter_group(st, &g, plans);
             let router = st.nonexpert_compute(plans.step(g.step as usize).kv_tokens as f64)?;
-            st.drain_for_demand(router)?;
+            let demand = !plans.page_ins(&g).is_empty() || !plans.evicted(&g).is_empty();
+            st.drain_for_demand(router, demand)?;
             if let Some(p) = &self.prefetch {
                 p.cancel_queued(st, gi);
             }
@@ -704,7 +705,7 @@ impl<'a> Pricer<'a> {
                 st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
             let done = st.join_cpu(gpu_done, placed.cpu_done);
             if !self.evictions.late.is_empty() {
-                st.drain_for_demand(done + st.cost.host_sync_us)?;
+                st.drain_for_demand(done + st.cost.host_sync_us, true)?;
             }
             st.evict_late(&mut self.evictions, done);
             if let Some(p) = &self.prefetch {

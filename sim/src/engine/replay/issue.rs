@@ -112,15 +112,18 @@ impl State<'_> {
     }
 
     /// Before demand work at `t`: start the queued prefetches that could start before `t`,
-    /// and count how long they hold the driver or the copy engine past `t`.
-    pub(super) fn drain_for_demand(&mut self, t: f64) -> Result<(), EngineError> {
+    /// and, when `demand` (the group has page-ins or evictions to run then), count how long
+    /// they hold the driver or the copy engine past `t`.
+    pub(super) fn drain_for_demand(&mut self, t: f64, demand: bool) -> Result<(), EngineError> {
         if !self.demand_first() {
             return Ok(());
         }
         let free = |st: &Self| st.driver_free.max(st.copy_free).max(t);
         let before = free(self);
         self.drain_prefetches(t)?;
-        self.issue.blocked_us += free(self) - before;
+        if demand {
+            self.issue.blocked_us += free(self) - before;
+        }
         Ok(())
     }
 
@@ -199,7 +202,7 @@ mod tests {
             let mut ready = 0.0;
             with_state(opts, |st| {
                 queue(st, &[0, 1], 0.0);
-                st.drain_for_demand(10_000.0).unwrap();
+                st.drain_for_demand(10_000.0, true).unwrap();
                 ready = st.ready_at[1];
             });
             ready
@@ -221,9 +224,9 @@ mod tests {
         with_state(opts, |st| {
             st.driver_free = 50.0;
             queue(st, &[2], 0.0);
-            st.drain_for_demand(50.0).unwrap();
+            st.drain_for_demand(50.0, true).unwrap();
             assert_eq!(st.ready_at[2], 0.0, "not started");
-            st.drain_for_demand(60.0).unwrap();
+            st.drain_for_demand(60.0, true).unwrap();
             assert!(close(st.ready_at[2], 50.0 + PAGE_IN));
             // the demand at 60 waits for the commit (to 60) and the copy (to 50 + 1 page-in)
             assert!(close(st.issue.blocked_us, 50.0 + PAGE_IN - 60.0));
