@@ -99,7 +99,7 @@ pub struct TimingReport {
 /// The `prefetch` block of a timed run with a predictor (`--predictor` other than `none`):
 /// what the predictor issued, what became of it, and how much stall it hid, against the same
 /// plan replayed without prefetch (`none`) and with the `oracle` bound. Every issued prefetch
-/// ends as exactly one of used, late or wasted.
+/// ends as exactly one of used, late, wasted or cancelled.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PrefetchReport {
     /// The `--predictor` name.
@@ -136,6 +136,22 @@ pub struct PrefetchReport {
     pub stall_hidden_ms_per_step: f64,
     /// stall_hidden_ms_per_step / the oracle's; `None` when the oracle hides nothing.
     pub stall_hidden_of_oracle: Option<f64>,
+    /// The issue policy (`--prefetch-issue`); absent under `legacy`, whose prefetches start
+    /// at once and are never cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<String>,
+    /// The cap on prefetch bytes in flight, MiB (`--prefetch-cap`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_mib: Option<f64>,
+    /// Prefetches queued and dropped before they started (their target group's router came,
+    /// or a demand page-in took the unit); they count in `issued`. Absent under `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<u64>,
+    /// Per step, how long demand work waited for prefetches already started on the driver
+    /// or the copy engine (a driver call or copy cannot be preempted), ms. Absent under
+    /// `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ms_per_step: Option<f64>,
 }
 
 /// Details of a timed replay beyond the `timing` block.

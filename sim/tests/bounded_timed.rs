@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use sim::cache::{Batching, Budget, RetentionConfig, Schedule, Semantics, Split};
 use sim::engine::cpu::CpuExperts;
-use sim::engine::{PredictorKind, TimingConfig};
+use sim::engine::{PredictorKind, PrefetchIssue, TimingConfig};
 use sim::runner::{self, RunConfig, TraceInput, Workload};
 use std::path::Path;
 use std::sync::Arc;
@@ -168,6 +168,16 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
         t.window = 4;
         let (a, b) = both(&c, &f.trace, None);
         assert_eq!(a, b, "{c:?}");
+        // the other issue policy, and demand first under a cap of one 3 MiB unit in flight
+        for (issue, cap) in [
+            (PrefetchIssue::Legacy, None),
+            (PrefetchIssue::DemandFirst, Some(3 << 20)),
+        ] {
+            let t = c.timing.as_mut().unwrap();
+            (t.prefetch_issue, t.prefetch_cap) = (issue, cap);
+            let (a, b) = both(&c, &f.trace, None);
+            assert_eq!(a, b, "{c:?}");
+        }
     }
 }
 

@@ -287,6 +287,8 @@ fn prefetch_run(extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The `prefetch` block's keys under `--prefetch-issue legacy` (the default adds
+/// [`ISSUE_KEYS`]).
 const PREFETCH_KEYS: [&str; 16] = [
     "predictor",
     "window",
@@ -306,6 +308,9 @@ const PREFETCH_KEYS: [&str; 16] = [
     "stall_hidden_of_oracle",
 ];
 
+/// The keys the demand-first issue policy adds to the `prefetch` block.
+const ISSUE_KEYS: [&str; 3] = ["issue", "cancelled", "blocked_ms_per_step"];
+
 #[test]
 fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_oracle() {
     let none = prefetch_run(&[]);
@@ -321,14 +326,18 @@ fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_or
         let v = prefetch_run(&f);
         let p = &v["prefetch"];
         let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, PREFETCH_KEYS, "{from}");
+        assert_eq!(keys, [&PREFETCH_KEYS[..], &ISSUE_KEYS].concat(), "{from}");
+        assert_eq!(p["issue"], "demand-first");
         assert_eq!(
             (p["predictor"].as_str(), p["learns_from"].as_str()),
             (Some("next-layer"), Some(from))
         );
         let n = |k: &str| p[k].as_u64().unwrap();
         let x = |k: &str| p[k].as_f64().unwrap();
-        assert_eq!(n("issued"), n("used") + n("late") + n("wasted"));
+        assert_eq!(
+            n("issued"),
+            n("used") + n("late") + n("wasted") + n("cancelled")
+        );
         assert_eq!(
             n("issued"),
             v["timing"]["prefetch_issued"].as_u64().unwrap()
@@ -354,6 +363,55 @@ fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_or
     }
     assert_eq!(oracle["prefetch"]["learns_from"], "future");
     assert_eq!(oracle["prefetch"]["stall_hidden_of_oracle"], 1.0);
+}
+
+/// `--prefetch-issue legacy` prints the block as before the policies (no issue keys, nothing
+/// cancelled); `--prefetch-cap` is reported in MiB and is refused where it cannot apply.
+#[test]
+fn the_issue_policy_and_the_cap_are_flags_of_run() {
+    let legacy = prefetch_run(&["--predictor", "oracle", "--prefetch-issue", "legacy"]);
+    let p = &legacy["prefetch"];
+    let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, PREFETCH_KEYS);
+    let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+    assert_eq!(n(p, "issued"), n(p, "used") + n(p, "late") + n(p, "wasted"));
+    let free = prefetch_run(&["--predictor", "oracle"]);
+    let capped = prefetch_run(&["--predictor", "oracle", "--prefetch-cap", "0.5"]);
+    let c = &capped["prefetch"];
+    assert_eq!(c["cap_mib"], 0.5);
+    assert_eq!(c["issue"], "demand-first");
+    assert_eq!(
+        n(c, "issued"),
+        n(c, "used") + n(c, "late") + n(c, "wasted") + n(c, "cancelled")
+    );
+    // a cap below one unit runs one prefetch at a time: the run differs from the uncapped
+    assert_ne!(capped["timing"], free["timing"]);
+    for (flags, says) in [
+        (
+            vec!["--predictor", "oracle", "--prefetch-cap", "-1"],
+            "positive number of MiB",
+        ),
+        (vec!["--prefetch-cap", "4"], "add a --predictor"),
+        (
+            vec![
+                "--predictor",
+                "oracle",
+                "--prefetch-cap",
+                "4",
+                "--prefetch-issue",
+                "legacy",
+            ],
+            "demand-first",
+        ),
+        (
+            vec!["--predictor", "oracle", "--prefetch-issue", "eager"],
+            "demand-first",
+        ),
+    ] {
+        let (ok, _, err) = sim(&granite_lru("run", &flags));
+        assert!(!ok && err.contains(says), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }
 
 #[test]

@@ -384,8 +384,25 @@ pub fn prefetch_summary(p: &PrefetchReport, profile: &str) -> String {
             ),
         ),
     ];
-    for (k, v, note) in rows {
+    for (k, v, note) in rows.into_iter().chain(issue_row(p)) {
         let _ = writeln!(s, "    {k:<15} {v:>12}   {note}");
     }
     s
+}
+
+/// The issue policy's row of the prefetch lines; none under `legacy` (absent from the block).
+fn issue_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
+    let issue = p.issue.as_ref()?;
+    let cap = p
+        .cap_mib
+        .map_or(String::new(), |c| format!(", at most {c:.1} MiB in flight"));
+    Some((
+        "issue",
+        issue.clone(),
+        format!(
+            "{} of the issued cancelled before they started{cap}; demand work waited {:.3} ms per step for started prefetches",
+            p.cancelled.unwrap_or(0),
+            p.blocked_ms_per_step.unwrap_or(0.0)
+        ),
+    ))
 }

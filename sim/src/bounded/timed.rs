@@ -424,6 +424,8 @@ impl<'a> Timed<'a> {
                 crate::engine::prefetch::report(
                     self.tc.predictor,
                     self.tc.window,
+                    self.tc.prefetch_issue.under(self.map.paging),
+                    self.tc.prefetch_cap,
                     &self.learning,
                     &run,
                     |k| {

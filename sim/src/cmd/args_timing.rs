@@ -7,6 +7,7 @@ use clap::Args;
 use sim::cost::OutsideRange;
 use sim::engine::cpu::CpuExperts;
 use sim::engine::predict::PREDICTORS;
+use sim::engine::prefetch::PrefetchIssue;
 use sim::engine::{PredictorKind, TimingConfig};
 use sim::grid::PrefetchPoint;
 use sim::model_profile::{ComputeMode, ComputeOverrides};
@@ -124,6 +125,31 @@ pub struct TimingArgs {
         help_heading = "Timing"
     )]
     pub window: Vec<usize>,
+
+    /// How prefetches share the driver and the copy engine with demand page-ins (VMM
+    /// paging): `demand-first` (as MoE-Infinity) queues them behind demand work, lets a
+    /// started one finish and drops a queued one once its target layer is reached;
+    /// `legacy` issues every prediction at once and never cancels (the engine before these
+    /// policies). See docs/DESIGN.md, "Prefetch issue policies".
+    #[arg(
+        long,
+        value_enum,
+        default_value = "demand-first",
+        value_name = "POLICY",
+        help_heading = "Timing"
+    )]
+    pub prefetch_issue: PrefetchIssue,
+
+    /// Cap on the committed MiB of prefetches started and not yet resident (demand-first
+    /// only); a prefetch waits for earlier ones to finish (one at a time when a unit alone
+    /// exceeds it). Default: no cap.
+    #[arg(
+        long,
+        value_name = "MIB",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
+    pub prefetch_cap: Option<f64>,
 
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
     /// would push mapped memory past cap x usable are refused.
@@ -258,6 +284,7 @@ impl TimingArgs {
                 bail!("--admission-cap {c}: give a positive fraction of usable VRAM, e.g. 0.90");
             }
         }
+        let prefetch_cap = self.prefetch_cap_bytes()?;
         if self.predicts() && self.window.contains(&0) {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
@@ -281,6 +308,8 @@ impl TimingArgs {
             serial_loader: self.serial_loader,
             predictor,
             window,
+            prefetch_issue: self.prefetch_issue,
+            prefetch_cap,
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
             seed,
@@ -303,6 +332,23 @@ impl TimingArgs {
             .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
         let config = traces::hf_config::parse(&text, &name).with_context(what)?;
         Ok(Some(Arc::new(config)))
+    }
+
+    /// `--prefetch-cap` in bytes: a positive MiB count, with a predictor, under demand-first.
+    fn prefetch_cap_bytes(&self) -> Result<Option<u64>> {
+        let Some(mib) = self.prefetch_cap else {
+            return Ok(None);
+        };
+        if !(mib > 0.0 && mib.is_finite()) {
+            bail!("--prefetch-cap {mib}: give a positive number of MiB of prefetches in flight");
+        }
+        if !self.predicts() {
+            bail!("--prefetch-cap limits prefetches: add a --predictor (e.g. next-layer)");
+        }
+        if self.prefetch_issue == PrefetchIssue::Legacy {
+            bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first, not legacy");
+        }
+        Ok(Some((mib * sim::MIB).round() as u64))
     }
 
     /// Whether any `--cpu-experts` places experts on the CPU.

@@ -7,7 +7,7 @@ use super::build::plans;
 use super::cpu::{CpuExperts, CpuLane};
 use super::plan::Plans;
 use super::predict::{Learning, LoadedProfile, PredictorKind};
-use super::prefetch;
+use super::prefetch::{self, PrefetchIssue};
 use super::replay::{replay_learning, EngineOptions, Replay};
 use super::report::{TimingDetail, TimingReport};
 use crate::cache::{Batching, RetentionConfig};
@@ -41,6 +41,12 @@ pub struct TimingConfig {
     pub serial_loader: bool,
     pub predictor: PredictorKind,
     pub window: usize,
+    /// How prefetches are issued (`--prefetch-issue`); the `prefetch` block reports it.
+    #[serde(skip)]
+    pub prefetch_issue: PrefetchIssue,
+    /// Cap on prefetch bytes in flight (`--prefetch-cap`); the `prefetch` block reports it.
+    #[serde(skip)]
+    pub prefetch_cap: Option<u64>,
     /// Fraction of usable VRAM; `None`: no admission control.
     pub admission_cap: Option<f64>,
     #[serde(skip)]
@@ -73,7 +79,8 @@ fn is_gpu_only(c: &CpuExperts) -> bool {
 
 impl TimingConfig {
     /// The engine's defaults on `profile` (named `hw` by the user): geometry compute, no
-    /// handle pool, eager unmap, parallel loader, no predictor (window 1), no admission cap,
+    /// handle pool, eager unmap, parallel loader, no predictor (window 1; prefetches issued
+    /// demand first, no cap on bytes in flight), no admission cap,
     /// no timeline, no kept step latencies, seed 0.
     pub fn new(hw: impl Into<String>, profile: Arc<profile::Profile>) -> Self {
         TimingConfig {
@@ -86,6 +93,8 @@ impl TimingConfig {
             serial_loader: false,
             predictor: PredictorKind::None,
             window: 1,
+            prefetch_issue: PrefetchIssue::DemandFirst,
+            prefetch_cap: None,
             admission_cap: None,
             timeline: None,
             step_latencies: false,
@@ -198,7 +207,18 @@ pub fn run_timing(
         price(&plans, o)
     };
     let prefetch = (cfg.predictor != PredictorKind::None)
-        .then(|| prefetch::report(cfg.predictor, cfg.window, &learning, &r, baseline))
+        .then(|| {
+            let (issue, cap) = (cfg.prefetch_issue.under(map.paging), cfg.prefetch_cap);
+            prefetch::report(
+                cfg.predictor,
+                cfg.window,
+                issue,
+                cap,
+                &learning,
+                &r,
+                baseline,
+            )
+        })
         .transpose()?;
     let notes = write_timeline(cfg, &r)?;
     let decode_step_us_mean = r.decode_step_us_mean;
@@ -229,6 +249,9 @@ pub(crate) fn models(
     map: &UnitMap,
 ) -> Result<(CostModel, ComputeModel)> {
     let hw = &*cfg.profile;
+    if cfg.prefetch_cap.is_some() && map.paging == crate::cost::Paging::Os {
+        anyhow::bail!("--prefetch-cap limits VMM prefetches on the driver; an OS-paged policy (os*) prefetches on the copy engine without a queue: drop --prefetch-cap or use a VMM policy (e1, e2, ...)");
+    }
     let mut cost = CostModel::new(
         hw,
         map.paging,
@@ -266,6 +289,8 @@ pub(crate) fn engine_options(cfg: &TimingConfig) -> EngineOptions {
         serial_loader: cfg.serial_loader,
         predictor: cfg.predictor,
         window: cfg.window,
+        issue: cfg.prefetch_issue,
+        prefetch_cap: cfg.prefetch_cap,
         seed: cfg.seed,
         timeline_cap: if cfg.timeline.is_some() {
             TIMELINE_MAX_SPANS

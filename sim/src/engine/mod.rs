@@ -24,6 +24,7 @@ pub use batch::{admit, Admission, NoSequenceFits};
 pub use config::{run_timing, TimingConfig, TimingOutcome};
 pub use plan::{GroupRec, Plans, Seen, StepRec};
 pub use predict::{Learning, PredictorKind, ProfileGroups};
+pub use prefetch::PrefetchIssue;
 pub use queue::EventQueue;
 pub use replay::{replay, replay_learning, EngineError, EngineOptions, Pricer, Replay};
 pub use report::{StepParts, TimingDetail, TimingReport};
@@ -31,6 +32,8 @@ pub use timeline::Timeline;
 
 #[cfg(test)]
 mod cpu_tests;
+#[cfg(test)]
+mod issue_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -5,9 +5,45 @@
 use super::predict::{Learning, PredictorKind};
 use super::replay::Replay;
 use reports::run::PrefetchReport;
+use serde::Serialize;
 
-/// The fate of a replay's prefetches; `issued = used + late + wasted`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How the engine issues prefetches on the driver and copy engine (`--prefetch-issue`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefetchIssue {
+    /// Every prediction is paged in at once, in order with the demand page-ins, never
+    /// cancelled (the engine before issue 44; the engine's own default, so its tests and the
+    /// golden corpus keep their figures).
+    #[default]
+    Legacy,
+    /// As MoE-Infinity's task pool: prefetches wait in a queue that the driver serves only
+    /// when no demand work is waiting; one already started (its commit, then its copy)
+    /// finishes; a queued one is dropped once its target group's router is reached or a
+    /// demand page-in takes its unit (DESIGN.md, "Prefetch issue policies").
+    DemandFirst,
+}
+
+impl PrefetchIssue {
+    /// The policy that applies under `paging`: OS-paged prefetches run on the copy engine,
+    /// which demand faults do not use, so they keep the legacy path.
+    pub fn under(self, paging: crate::cost::Paging) -> Self {
+        match paging {
+            crate::cost::Paging::Vmm => self,
+            crate::cost::Paging::Os => PrefetchIssue::Legacy,
+        }
+    }
+
+    /// The flag's value, as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefetchIssue::Legacy => "legacy",
+            PrefetchIssue::DemandFirst => "demand-first",
+        }
+    }
+}
+
+/// The fate of a replay's prefetches; `issued = used + late + wasted + cancelled`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PrefetchCounts {
     pub issued: u64,
     /// Paged in by a group, resident by that group's router.
@@ -18,14 +54,23 @@ pub struct PrefetchCounts {
     pub wasted: u64,
     /// Useful bytes of the wasted ones.
     pub wasted_bytes: u64,
+    /// Queued and dropped before they started (demand-first only): nothing was mapped.
+    pub cancelled: u64,
+    /// Time demand work waited, past its issue, for prefetches already started on the
+    /// driver or the copy engine (which cannot be preempted), µs; demand-first only.
+    pub blocked_us: f64,
 }
 
 /// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
-/// (learning from `learning`) as `run`; `price(k)` replays the same plan with predictor `k`
+/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight) as
+/// `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
+#[allow(clippy::too_many_arguments)]
 pub fn report<E>(
     kind: PredictorKind,
     window: usize,
+    issue: PrefetchIssue,
+    cap: Option<u64>,
     learning: &Learning<'_>,
     run: &Replay,
     mut price: impl FnMut(PredictorKind) -> Result<Replay, E>,
@@ -58,5 +103,11 @@ pub fn report<E>(
         stall_ms_per_step_oracle: oracle,
         stall_hidden_ms_per_step: hidden,
         stall_hidden_of_oracle: (none - oracle > 0.0).then(|| hidden / (none - oracle)),
+        // legacy leaves these out, so its reports read as they did before the policies
+        issue: (issue != PrefetchIssue::Legacy).then(|| issue.name().to_string()),
+        cap_mib: cap.map(|b| b as f64 / crate::MIB),
+        cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
+        blocked_ms_per_step: (issue != PrefetchIssue::Legacy)
+            .then(|| c.blocked_us / run.detail.steps.max(1) as f64 / 1e3),
     })
 }

@@ -26,7 +26,7 @@
 
 use super::plan::{GroupRec, Plans};
 use super::predict::{Learning, Predictor, PredictorKind, Target};
-use super::prefetch::PrefetchCounts;
+use super::prefetch::{PrefetchCounts, PrefetchIssue};
 use super::queue::EventQueue;
 use super::report::{StepParts, TimingDetail, TimingReport};
 use super::timeline::{Resource, Span, Timeline};
@@ -39,6 +39,7 @@ use rand_pcg::Pcg64;
 use traces::KeySpace;
 
 mod cpu_lane;
+mod issue;
 mod tiers;
 pub use cpu_lane::CpuCounts;
 pub use tiers::TierCounts;
@@ -53,6 +54,11 @@ pub struct EngineOptions {
     pub predictor: PredictorKind,
     /// Prefetch lead, in MoE layers (groups), >= 1 when a predictor is on.
     pub window: usize,
+    /// How prefetches share the driver and copy engine with demand work (`--prefetch-issue`).
+    pub issue: PrefetchIssue,
+    /// At most this many committed bytes of started prefetches unfinished at once
+    /// (`--prefetch-cap`; demand-first only); `None`: no cap.
+    pub prefetch_cap: Option<u64>,
     /// Seed of the oversubscription jitter.
     pub seed: u64,
     /// Record spans for `--timeline`, at most this many (0 = off).
@@ -159,6 +165,9 @@ struct State<'a> {
     prefetch_late: u64,
     prefetch_wasted: u64,
     prefetch_wasted_bytes: u64,
+    /// Demand-first issue: the queued prefetches, their per-unit state, the started ones
+    /// the cap counts, and the counts ([`issue`]).
+    issue: issue::IssueQueue,
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
@@ -675,6 +684,11 @@ impl<'a> Pricer<'a> {
             self.page_ins += plans.page_ins(&g).len() as u64;
             self.log.enter_group(st, &g, plans);
             let router = st.nonexpert_compute(plans.step(g.step as usize).kv_tokens as f64)?;
+            let demand = !plans.page_ins(&g).is_empty() || !plans.evicted(&g).is_empty();
+            st.drain_for_demand(router, demand)?;
+            if let Some(p) = &self.prefetch {
+                p.cancel_queued(st, gi);
+            }
             st.evict_resident(plans.evicted(&g), router, &mut self.evictions);
             st.mark_ssd(plans, gi, &mut self.ssd_cursor, true);
             let placed = match &st.cost.cpu {
@@ -694,6 +708,9 @@ impl<'a> Pricer<'a> {
             let gpu_done =
                 st.expert_compute(placed.slots, placed.keys, plans.accessed(&g), ready)?;
             let done = st.join_cpu(gpu_done, placed.cpu_done);
+            if !self.evictions.late.is_empty() {
+                st.drain_for_demand(done + st.cost.host_sync_us, true)?;
+            }
             st.evict_late(&mut self.evictions, done);
             if let Some(p) = &self.prefetch {
                 p.reclaim_unused(st, gi);
@@ -930,11 +947,24 @@ impl<'p> Prefetcher<'p> {
         st.prefetch(&self.predicted, slot, router)
     }
 
+    /// At group `gi`'s router (demand-first): its prefetches that have not started are
+    /// dropped; a unit it pages in is then paged in on demand.
+    #[inline]
+    fn cancel_queued(&self, st: &mut State, gi: usize) {
+        for &u in &self.targets[gi % self.targets.len()] {
+            if st.issue.is_queued(u) {
+                st.cancel_prefetch(u);
+            }
+        }
+    }
+
     /// After group `gi`: prefetches aimed at it that no group used are unmapped again.
     #[inline]
     fn reclaim_unused(&self, st: &mut State, gi: usize) {
         for &u in &self.targets[gi % self.targets.len()] {
-            if st.inflight[u as usize] {
+            if st.issue.is_queued(u) {
+                st.cancel_prefetch(u);
+            } else if st.inflight[u as usize] {
                 st.inflight[u as usize] = false;
                 st.prefetch_wasted += 1;
                 st.prefetch_wasted_bytes += st.units.units[u as usize].useful_bytes;
@@ -995,6 +1025,7 @@ impl<'a> State<'a> {
             prefetch_late: 0,
             prefetch_wasted: 0,
             prefetch_wasted_bytes: 0,
+            issue: issue::IssueQueue::new(n),
             timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
             step: 0,
             layer: 0,
@@ -1088,6 +1119,9 @@ impl<'a> State<'a> {
         for &u in page_ins {
             let ui = u as usize;
             self.resident[ui] = true;
+            if self.issue.is_queued(u) {
+                self.cancel_prefetch(u);
+            }
             if self.inflight[ui] {
                 self.inflight[ui] = false;
                 self.prefetch_used += 1;
@@ -1142,6 +1176,7 @@ impl<'a> State<'a> {
             slot.push(u);
             self.prefetch_issued += 1;
             match self.cost.paging {
+                Paging::Vmm if self.demand_first() => self.enqueue_prefetch(u, router),
                 Paging::Vmm => {
                     let t = self.vmm_page_in(u, router, "prefetch")?;
                     self.ready_at[ui] = t;
@@ -1282,6 +1317,8 @@ impl<'a> State<'a> {
                 late: self.prefetch_late,
                 wasted: self.prefetch_wasted,
                 wasted_bytes: self.prefetch_wasted_bytes,
+                cancelled: self.issue.cancelled,
+                blocked_us: self.issue.blocked_us,
             },
             cpu: self.cpu,
             tiers: self.tiers,

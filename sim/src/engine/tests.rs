@@ -291,7 +291,16 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
     let with = first + 11.0 * (COPY_2MIB - 1000.0);
     assert!(close(r.timing.stall_ms_per_step * 3e3, with));
     let learning = Learning::Online;
-    let rep = prefetch::report(PredictorKind::Oracle, 1, &learning, &r, price).unwrap();
+    let rep = prefetch::report(
+        PredictorKind::Oracle,
+        1,
+        PrefetchIssue::Legacy,
+        None,
+        &learning,
+        &r,
+        price,
+    )
+    .unwrap();
     // without prefetch all 12 groups stall commit + copy
     assert!(close(rep.stall_ms_per_step_none * 3e3, 12.0 * first));
     assert!(close(
@@ -304,7 +313,16 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
     assert_eq!(rep.wasted_bytes_per_token, 0.0);
     // a wrong predictor: prev-token's 8 prefetches all wasted, 2 MiB each over 3 tokens
     let r = price(PredictorKind::PrevToken).unwrap();
-    let rep = prefetch::report(PredictorKind::PrevToken, 1, &learning, &r, price).unwrap();
+    let rep = prefetch::report(
+        PredictorKind::PrevToken,
+        1,
+        PrefetchIssue::Legacy,
+        None,
+        &learning,
+        &r,
+        price,
+    )
+    .unwrap();
     assert_eq!((rep.issued, rep.used + rep.late, rep.wasted), (8, 0, 8));
     assert_eq!((rep.precision, rep.recall), (Some(0.0), Some(0.0)));
     assert!(close(
