@@ -31,7 +31,10 @@ const SHIPPED_HOST: &[(&str, &str)] = &[
         include_str!("../profiles/dev-box-host.json"),
     ),
     ("h200-host", include_str!("../profiles/h200-host.json")),
-    ("h100-linux-host", include_str!("../profiles/h100-linux-host.json")),
+    (
+        "h100-linux-host",
+        include_str!("../profiles/h100-linux-host.json"),
+    ),
 ];
 
 /// The host CPU's constants: what `sim calibrate --only host` measures and `--hw-host`

@@ -123,7 +123,11 @@ fn the_shipped_h100_profiles_are_the_pools_of_their_three_calibrations() {
         );
         let pooled =
             std::fs::read_to_string(tmp.path().join(format!("{name}.measurements.json"))).unwrap();
-        let stored = std::fs::read_to_string(dir.join(format!("{name}.measurements.json"))).unwrap();
-        assert!(pooled == stored, "{name}: the stored pooled set is the pool of the three");
+        let stored =
+            std::fs::read_to_string(dir.join(format!("{name}.measurements.json"))).unwrap();
+        assert!(
+            pooled == stored,
+            "{name}: the stored pooled set is the pool of the three"
+        );
     }
 }
