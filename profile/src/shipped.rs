@@ -7,19 +7,23 @@ use crate::schema::Profile;
 use std::path::Path;
 
 /// (name, JSON) of every shipped GPU profile. The H200 file is replaced by the
-/// calibration's measured file under the same name.
+/// calibration's measured file under the same name; `h100-linux` is the pool of three full
+/// calibrations of one H100 (validate/data/h100-linux-2026-12-07).
 const SHIPPED: &[(&str, &str)] = &[
     (
         "rtx4060-laptop-wddm",
         include_str!("../profiles/rtx4060-laptop-wddm.json"),
     ),
     ("h200-linux", include_str!("../profiles/h200-linux.json")),
+    ("h100-linux", include_str!("../profiles/h100-linux.json")),
 ];
 
 /// (name, JSON) of every shipped host profile (host CPU constants only, for `--hw-host`):
 /// `dev-box-host` is the development machine's CPU, measured by `sim calibrate --only host`;
 /// `h200-host` the CPU of the H200 machine that measured `h200-linux`, the pool of three host
-/// calibrations (validate/data/h200-linux-p16/h{4,5,6}). Loaded by name like the GPU profiles,
+/// calibrations (validate/data/h200-linux-p16/h{4,5,6}); `h100-linux-host` the CPU of the H100
+/// machine that measured `h100-linux`, the pool of the host arms of its three full calibrations
+/// (validate/data/h100-linux-2026-12-07). Loaded by name like the GPU profiles,
 /// listed apart from them.
 const SHIPPED_HOST: &[(&str, &str)] = &[
     (
@@ -27,6 +31,10 @@ const SHIPPED_HOST: &[(&str, &str)] = &[
         include_str!("../profiles/dev-box-host.json"),
     ),
     ("h200-host", include_str!("../profiles/h200-host.json")),
+    (
+        "h100-linux-host",
+        include_str!("../profiles/h100-linux-host.json"),
+    ),
 ];
 
 /// The host CPU's constants: what `sim calibrate --only host` measures and `--hw-host`
@@ -172,6 +180,7 @@ mod tests {
         for (host, gpu) in [
             ("dev-box-host", "rtx4060-laptop-wddm"),
             ("h200-host", "h200-linux"),
+            ("h100-linux-host", "h100-linux"),
         ] {
             let host = load(host).unwrap();
             let gpu = load(gpu).unwrap();

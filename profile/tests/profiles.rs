@@ -4,7 +4,16 @@ use profile::{load, shipped_names, Constant, ConstantName, Device, Profile, Prof
 
 #[test]
 fn shipped_profiles_load_and_convert_units() {
-    assert_eq!(shipped_names(), vec!["rtx4060-laptop-wddm", "h200-linux"]);
+    assert_eq!(
+        shipped_names(),
+        vec!["rtx4060-laptop-wddm", "h200-linux", "h100-linux"]
+    );
+    // The H100 pool, read independently from its three sets: vmm[fill 0.65%].set_access_us of
+    // validate/data/h100-linux-2026-12-07/c{1,2,3}.measurements.json took 22.639, 22.891 and
+    // 21.061 µs per granule; the pool is their median.
+    let h100 = load("h100-linux").unwrap();
+    let set_access = h100.get(ConstantName::CuMemSetAccess).unwrap();
+    assert!((set_access - 22.63901953125).abs() < 1e-9, "{set_access}");
     let rtx = load("rtx4060-laptop-wddm").unwrap();
     // 5.6 GB/s = 5.6e9 B / 1e6 µs = 5600 B/µs
     assert_eq!(rtx.get(ConstantName::H2dBandwidth), Some(5600.0));

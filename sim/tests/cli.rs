@@ -522,6 +522,53 @@ fn pooling_list_with_a_stray_comma_is_refused() {
     }
 }
 
+/// `--live-set-levels` is read through the binary: a bad level, a stray comma, the flag without
+/// `--only live-set` and `--ssd-path` with it are refused before any GPU is looked for; good
+/// levels reach the GPU check (on a machine without one, its message, once), and nothing is
+/// written.
+#[test]
+fn live_set_levels_are_checked_before_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.json");
+    let o = out.to_str().unwrap();
+    let live = |levels: &str| {
+        fails(&[
+            "calibrate",
+            "--only",
+            "live-set",
+            "--live-set-levels",
+            levels,
+            "--out",
+            o,
+        ])
+    };
+    for (levels, said) in [
+        ("0,4k", "\"4k\": give a number of granules"),
+        ("0,120%", "whole number from 1% to 100%"),
+        ("0,,90%", "stray comma"),
+    ] {
+        let e = live(levels);
+        assert!(e.contains(said) && !e.contains("GPU"), "{levels}: {e}");
+    }
+    let e = fails(&["calibrate", "--live-set-levels", "1024", "--out", o]);
+    assert!(e.contains("add --only live-set"), "{e}");
+    let e = fails(&[
+        "calibrate",
+        "--only",
+        "live-set",
+        "--ssd-path",
+        dir.path().to_str().unwrap(),
+        "--out",
+        o,
+    ]);
+    assert!(e.contains("`--only live-set` does not run"), "{e}");
+    if kernels::check_cuda_libraries().is_err() {
+        let e = live("0,1024,16384,90%");
+        assert_eq!(e.matches("NVIDIA GPU").count(), 1, "{e}");
+    }
+    assert!(!out.exists());
+}
+
 /// Small wording fixes: split names as the CLI spells them, a unit-count budget said once,
 /// generator parameters reported as bad arguments before any file is written, and a note
 /// when `sim compare --out` replaces an earlier report.

@@ -186,3 +186,35 @@ fn every_stored_constant_has_the_domain_of_its_sets_arm_levels() {
         assert_eq!(range(&shipped, name, "live_granules"), Some((0.0, 6144.0)));
     }
 }
+
+/// The shipped H100 profiles are the pools of the three full calibrations of 2026-12-07: the
+/// GPU sets `c1`-`c3` give `h100-linux`, their host arms `c1-host`-`c3-host` give
+/// `h100-linux-host`, byte for byte, and each pooled set is the one stored beside them.
+#[test]
+fn the_shipped_h100_profiles_are_the_pools_of_their_three_calibrations() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("validate/data/h100-linux-2026-12-07");
+    for (name, suffix) in [("h100-linux", ""), ("h100-linux-host", "-host")] {
+        let sets: Vec<PathBuf> = ["c1", "c2", "c3"]
+            .iter()
+            .map(|s| dir.join(format!("{s}{suffix}.measurements.json")))
+            .collect();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join(format!("{name}.json"));
+        rebuild(&sets, &out, name);
+        let shipped =
+            std::fs::read_to_string(root.join(format!("profile/profiles/{name}.json"))).unwrap();
+        assert!(
+            std::fs::read_to_string(&out).unwrap() == shipped,
+            "{name} no longer rebuilds from its three calibrations"
+        );
+        let pooled =
+            std::fs::read_to_string(tmp.path().join(format!("{name}.measurements.json"))).unwrap();
+        let stored =
+            std::fs::read_to_string(dir.join(format!("{name}.measurements.json"))).unwrap();
+        assert!(
+            pooled == stored,
+            "{name}: the stored pooled set is the pool of the three"
+        );
+    }
+}

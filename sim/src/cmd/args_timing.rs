@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// Timing (discrete-event engine) options. With no `--hw` no timing is simulated.
 #[derive(Args, Clone, Debug, Default)]
 pub struct TimingArgs {
-    /// Hardware profile: a shipped name (`sim profile list`: rtx4060-laptop-wddm, h200-linux)
+    /// Hardware profile: a shipped name (`sim profile list`: rtx4060-laptop-wddm, h200-linux, h100-linux)
     /// or the path of a profile JSON. Turns on the discrete-event engine and the `timing` block.
     #[arg(long, value_name = "PROFILE", help_heading = "Timing")]
     pub hw: Option<String>,

@@ -38,8 +38,18 @@ pub struct CalibrateArgs {
     /// expert kernels against expert bytes, tokens (1, 4, 16) and threads (1, all), the
     /// memory read bandwidth and, with --ssd-path, file reads; writes a host profile to --out
     /// and the measurement set beside it (about 25 s on a 2-core machine; --quick: 1 s).
+    ///
+    /// `live-set`: only the live-set VMM arm (per-unit commit and decommit against the
+    /// granules already mapped, GPU idle and with reads in flight, in randomised blocks with
+    /// a host probe before each) at --live-set-levels; writes the arm (JSON) to --out.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<CalibratePart>,
+    /// With `--only live-set`: the live sets to measure, comma-separated, each a number of
+    /// granules or a percentage of the VRAM free at the start (`90%`). Levels that leave no
+    /// room for the measured unit, the reads and 512 MiB are skipped and recorded. Default:
+    /// 0,1024,4096,16384,32768,90% (about 2 minutes on an H100 if the price stays flat).
+    #[arg(long, value_name = "LEVELS", value_delimiter = ',', value_parser = live_set_level)]
+    pub live_set_levels: Vec<validate::calibrate::LiveSetLevel>,
     /// For the host arms (`--only host`, or the full calibration): directory (on the SSD to
     /// measure) where a temporary file of expert-sized blocks is written, read at queue
     /// depths 1 and 4 (O_DIRECT where allowed, else buffered after dropping it from the page
@@ -86,6 +96,14 @@ fn measurement_path(item: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// One level of `--live-set-levels` (an empty item is refused, as in --from-measurements).
+fn live_set_level(item: &str) -> Result<validate::calibrate::LiveSetLevel, String> {
+    if item.trim().is_empty() {
+        return Err("an empty level in the comma-separated list: remove the stray comma".into());
+    }
+    item.parse()
+}
+
 /// A part of the calibration that `--only` runs alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CalibratePart {
@@ -93,6 +111,8 @@ pub enum CalibratePart {
     Kernels,
     /// The host CPU, memory and (with --ssd-path) SSD; no GPU.
     Host,
+    /// The live-set VMM arm at --live-set-levels.
+    LiveSet,
 }
 
 /// `<stem>.measurements.json` beside the profile.
@@ -113,15 +133,27 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         args.out.display(),
         dir.display()
     );
+    if !args.live_set_levels.is_empty() && args.only != Some(CalibratePart::LiveSet) {
+        anyhow::bail!(
+            "--live-set-levels sets the levels of `--only live-set`, which this run does not ask for: add --only live-set, or drop --live-set-levels"
+        );
+    }
     if !args.from_measurements.is_empty() {
         return from_measurements(&args);
     }
     if args.only == Some(CalibratePart::Host) {
         return host_only(&args);
     }
-    if let (Some(dir), Some(CalibratePart::Kernels)) = (&args.ssd_path, args.only) {
+    if let (Some(dir), Some(part @ (CalibratePart::Kernels | CalibratePart::LiveSet))) =
+        (&args.ssd_path, args.only)
+    {
+        let part = if part == CalibratePart::Kernels {
+            "kernels"
+        } else {
+            "live-set"
+        };
         anyhow::bail!(
-            "--ssd-path {} is used by the host arms, which `--only kernels` does not run: drop --ssd-path",
+            "--ssd-path {} is used by the host arms, which `--only {part}` does not run: drop --ssd-path",
             dir.display()
         );
     }
@@ -132,10 +164,36 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         device: args.device,
         seed: args.seed,
     };
-    if args.only == Some(CalibratePart::Kernels) {
-        return kernels_only(&args, &opts);
+    match args.only {
+        Some(CalibratePart::Kernels) => kernels_only(&args, &opts),
+        Some(CalibratePart::LiveSet) => live_set_only(&args, &opts),
+        _ => measure_all(&args, &opts),
     }
-    measure_all(&args, &opts)
+}
+
+/// `--only live-set`: the live-set arm alone at --live-set-levels (default
+/// [`validate::calibrate::LIVE_SET_WIDE_LEVELS`]), written as JSON.
+fn live_set_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyhow::Result<()> {
+    let levels = if args.live_set_levels.is_empty() {
+        validate::calibrate::LIVE_SET_WIDE_LEVELS.to_vec()
+    } else {
+        args.live_set_levels.clone()
+    };
+    let cal = validate::calibrate::calibrate_live_set(opts, &levels, &mut |line| {
+        eprintln!("calibrate: {line}")
+    })
+    .context("live-set calibration failed")?;
+    let text = serde_json::to_string_pretty(&cal)?;
+    write_atomic(&args.out, text.as_bytes())?;
+    eprintln!(
+        "calibrate: wrote {} in {:.1} s",
+        args.out.display(),
+        cal.wall_s
+    );
+    if args.json {
+        emit(None, &format!("{text}\n"))?;
+    }
+    Ok(())
 }
 
 /// `--from-measurements`: pool the stored sets (writing the pooled set beside the profile when
@@ -489,6 +547,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
+            live_set_levels: vec![],
             ssd_path: None,
             from_measurements: from,
             kernels_from,
@@ -534,6 +593,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
+            live_set_levels: vec![],
             ssd_path: None,
             from_measurements: vec![bad],
             kernels_from: Vec::new(),
@@ -639,6 +699,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
+            live_set_levels: vec![],
             ssd_path: None,
             from_measurements: from,
             kernels_from: Vec::new(),
@@ -712,6 +773,7 @@ mod tests {
             seed: 1,
             json: false,
             only: None,
+            live_set_levels: vec![],
             ssd_path: None,
             from_measurements: Vec::new(),
             kernels_from: Vec::new(),
@@ -733,6 +795,7 @@ mod tests {
             seed: 1,
             json: false,
             only: Some(CalibratePart::Host),
+            live_set_levels: vec![],
             ssd_path,
             from_measurements: Vec::new(),
             kernels_from: Vec::new(),
@@ -801,6 +864,7 @@ mod tests {
         let rebuilt = dir.path().join("rebuilt.json");
         let from = |sets: Vec<PathBuf>, out: PathBuf| CalibrateArgs {
             only: None,
+            live_set_levels: vec![],
             from_measurements: sets,
             kernels_from: Vec::new(),
             ..host_args(out, None)

@@ -10,7 +10,8 @@
 //! every cell alike, with a host probe before each block so that the analysis can condition
 //! on the host's speed.
 
-use super::{summary, CalibrateError, Step};
+use super::{summary, CalibrateError, CalibrateOptions, Step};
+use crate::device::DeviceInfo;
 use crate::stats::Summary;
 use crate::vmm;
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
@@ -25,9 +26,23 @@ use std::time::Instant;
 /// Unit sizes, granules: Qwen3-30B-A3B int4 `e1` (2), an odd size (5), granite at 16 MiB `e1`
 /// (8), `e4` of granite (32) and a `region:`-sized run (128).
 pub const LIVE_SET_UNIT_GRANULES: [u64; 5] = [2, 5, 8, 32, 128];
-/// Live-set sizes, granules: empty, and the range the stored LRU replays reach (a granite LRU
-/// 50% replay holds 3,072 granules, a Qwen3-30B-A3B one up to about 4,500).
+/// Live-set sizes of the full calibration, granules: empty, and the range the stored LRU
+/// replays reach (a granite LRU 50% replay holds 3,072 granules, a Qwen3-30B-A3B one up to
+/// about 4,500). `sim calibrate --only live-set` reaches further ([`LiveSetLevel`]).
 pub const LIVE_SET_LEVELS: [u64; 4] = [0, 1024, 3072, 6144];
+/// Levels of `sim calibrate --only live-set` when none are given: the live sets users reach,
+/// from empty to a DeepSeek-V3 replay's tens of thousands of granules, and 90% of free VRAM.
+pub const LIVE_SET_WIDE_LEVELS: [LiveSetLevel; 6] = [
+    LiveSetLevel::Granules(0),
+    LiveSetLevel::Granules(1024),
+    LiveSetLevel::Granules(4096),
+    LiveSetLevel::Granules(16384),
+    LiveSetLevel::Granules(32768),
+    LiveSetLevel::FreePercent(90),
+];
+/// VRAM left free beside the live set, the unit being measured and the read buffer when a
+/// chosen level is checked against free VRAM: the context's own allocations (a design choice).
+pub const LIVE_SET_HEADROOM: u64 = 512 << 20;
 /// Blocks of the full pass; each block visits every cell once, in its own random order.
 pub const LIVE_SET_BLOCKS: usize = 5;
 /// Samples per cell and block: [`LIVE_SET_BLOCKS`] x 40 = 200 per cell (the fidelity target).
@@ -54,6 +69,116 @@ pub enum GpuWork {
 
 /// Both modes, in their base order.
 pub const GPU_WORK: [GpuWork; 2] = [GpuWork::Idle, GpuWork::Kernels];
+
+/// A live-set level of `sim calibrate --only live-set`: a count of granules, or a percentage
+/// of the VRAM free when the arm starts (in granules, rounded down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveSetLevel {
+    /// This many live granules.
+    Granules(u64),
+    /// This percentage (1-100) of free VRAM.
+    FreePercent(u32),
+}
+
+impl std::str::FromStr for LiveSetLevel {
+    type Err = String;
+
+    /// `N` (granules) or `P%` (of free VRAM, 1-100).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_suffix('%') {
+            match p.trim().parse::<u32>() {
+                Ok(v) if (1..=100).contains(&v) => Ok(Self::FreePercent(v)),
+                _ => Err(format!(
+                    "live-set level {t:?}: a percentage of free VRAM is a whole number from 1% to 100%"
+                )),
+            }
+        } else {
+            t.parse::<u64>().map(Self::Granules).map_err(|_| {
+                format!(
+                    "live-set level {t:?}: give a number of granules (e.g. 4096) or a percentage of free VRAM (e.g. 90%)"
+                )
+            })
+        }
+    }
+}
+
+impl LiveSetLevel {
+    /// The level in granules of `granule` bytes, with `vram_free` bytes free.
+    pub fn granules(self, vram_free: u64, granule: u64) -> u64 {
+        match self {
+            Self::Granules(n) => n,
+            Self::FreePercent(p) => vram_free / 100 * p as u64 / granule,
+        }
+    }
+}
+
+/// Splits chosen levels into those that fit free VRAM beside the largest unit, the read
+/// buffer and [`LIVE_SET_HEADROOM`], and those that do not; both sorted, without repeats.
+pub fn fit_levels(levels: &[LiveSetLevel], vram_free: u64, granule: u64) -> (Vec<u64>, Vec<u64>) {
+    let extra =
+        (LIVE_SET_UNIT_GRANULES[4] + LIVE_SET_READ_GRANULES as u64) * granule + LIVE_SET_HEADROOM;
+    let mut all: Vec<u64> = levels
+        .iter()
+        .map(|l| l.granules(vram_free, granule))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.into_iter()
+        .partition(|&l| l.saturating_mul(granule).saturating_add(extra) <= vram_free)
+}
+
+/// `sim calibrate --only live-set`: the live-set arm alone at chosen levels.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LiveSetCalibration {
+    /// The GPU and when.
+    pub device: DeviceInfo,
+    /// Fast pass (2 blocks of 10 samples, unit sizes 2 and 8).
+    pub quick: bool,
+    /// Minimum VMM granularity, bytes (the granule of the levels).
+    pub granularity_min: u64,
+    /// The levels asked for, as given.
+    pub levels: Vec<LiveSetLevel>,
+    /// The arm; its `skipped_levels` are the asked levels that did not fit free VRAM.
+    pub live_set: LiveSetArm,
+    /// Wall time, s.
+    pub wall_s: f64,
+}
+
+/// Runs the live-set arm alone on `opts.device` at `levels` ([`fit_levels`] drops those that
+/// do not fit free VRAM; recorded).
+pub fn calibrate_live_set(
+    opts: &CalibrateOptions,
+    levels: &[LiveSetLevel],
+    log: &mut dyn FnMut(&str),
+) -> Result<LiveSetCalibration, CalibrateError> {
+    let t0 = Instant::now();
+    let ctx = kernels::open_device(opts.device)?;
+    let device = DeviceInfo::read(&ctx).during("device query")?;
+    let k = Kernels::load(&ctx)?;
+    let (gmin, _) =
+        crate::vmm::granularity(opts.device as i32).during("cuMemGetAllocationGranularity")?;
+    let (fit, skipped) = fit_levels(levels, device.vram_free, gmin as u64);
+    log(&format!(
+        "device: {} (driver {}), {} MiB free; live-set levels {fit:?} granules of {} B, \
+         skipped (do not fit free VRAM) {skipped:?}",
+        device.gpu,
+        device.driver,
+        device.vram_free >> 20,
+        gmin
+    ));
+    let mut live_set = run_arm(&ctx, &k, gmin, &fit, opts.quick, log)?;
+    live_set.skipped_levels = skipped;
+    Ok(LiveSetCalibration {
+        device,
+        quick: opts.quick,
+        granularity_min: gmin as u64,
+        levels: levels.to_vec(),
+        live_set,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
 
 /// One cell of one block: per-unit host time of the calls.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -237,17 +362,35 @@ fn probe(k: &Kernels, s: &Arc<CudaStream>) -> Result<f64, CalibrateError> {
     Ok(us)
 }
 
-/// Runs the arm: [`LIVE_SET_BLOCKS`] blocks (quick: 2 blocks, levels 0 and 3072, sizes 2 and
-/// 8) of every (live level, unit size, GPU work) cell in a random order per block, each cell
-/// [`LIVE_SET_SAMPLES`] samples (quick: 10) after one discarded sample; the live set is
-/// single-granule mappings at seeded random slots of a range twice its largest level, the
-/// measured units at random slots of a tail after it. Levels over a quarter of free VRAM are
-/// skipped (recorded). Host clock.
+/// The full calibration's arm at [`LIVE_SET_LEVELS`] (quick: 0 and 3072); levels over a
+/// quarter of free VRAM are skipped (recorded).
 pub(crate) fn measure_live_set(
     ctx: &Arc<CudaContext>,
     k: &Kernels,
     granule: usize,
     vram_free: u64,
+    quick: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<LiveSetArm, CalibrateError> {
+    let all: &[u64] = if quick { &[0, 3072] } else { &LIVE_SET_LEVELS };
+    let g = granule as u64;
+    let (levels, skipped): (Vec<u64>, Vec<u64>) =
+        all.iter().partition(|&&l| (l + 128) * g <= vram_free / 4);
+    let mut arm = run_arm(ctx, k, granule, &levels, quick, log)?;
+    arm.skipped_levels = skipped;
+    Ok(arm)
+}
+
+/// Runs the arm: [`LIVE_SET_BLOCKS`] blocks (quick: 2 blocks, sizes 2 and 8) of every (live
+/// level, unit size, GPU work) cell in a random order per block, each cell
+/// [`LIVE_SET_SAMPLES`] samples (quick: 10) after one discarded sample; the live set is
+/// single-granule mappings at seeded random slots of a range twice its largest level, the
+/// measured units at random slots of a tail after it. Host clock.
+fn run_arm(
+    ctx: &Arc<CudaContext>,
+    k: &Kernels,
+    granule: usize,
+    levels: &[u64],
     quick: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<LiveSetArm, CalibrateError> {
@@ -261,10 +404,7 @@ pub(crate) fn measure_live_set(
     } else {
         &LIVE_SET_UNIT_GRANULES
     };
-    let all: &[u64] = if quick { &[0, 3072] } else { &LIVE_SET_LEVELS };
     let g = granule as u64;
-    let (levels, skipped): (Vec<u64>, Vec<u64>) =
-        all.iter().partition(|&&l| (l + 128) * g <= vram_free / 4);
     let top = levels.iter().copied().max().unwrap_or(0);
     let tail_slots = 4u64;
     let live_slots = 2 * top.max(1);
@@ -293,18 +433,23 @@ pub(crate) fn measure_live_set(
         other: other_ptr,
         cursor: 0,
     };
-    let mut arm = LiveSetArm {
-        skipped_levels: skipped,
-        ..LiveSetArm::default()
-    };
+    let mut arm = LiveSetArm::default();
+    let t0 = Instant::now();
     let result = (|| -> Result<(), CalibrateError> {
         for block in 0..blocks as u32 {
             arm.probes.push(LiveSetProbe {
                 block,
                 launch_us: probe(k, &compute)?,
             });
-            for (level, cells) in block_order(&mut rng, &levels, sizes) {
+            for (level, cells) in block_order(&mut rng, levels, sizes) {
                 rig.set_live(level, &slots, res.base)?;
+                if level > LIVE_SET_LEVELS[3] {
+                    log(&format!(
+                        "live-set arm block {}: {level} live granules at {:.1} s",
+                        block + 1,
+                        t0.elapsed().as_secs_f64()
+                    ));
+                }
                 for (gr, work) in cells {
                     let (mut c, mut d) = (Vec::new(), Vec::new());
                     for i in 0..=samples {
@@ -342,6 +487,42 @@ pub(crate) fn measure_live_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_level_is_granules_or_a_percentage_of_free_vram() {
+        assert_eq!("4096".parse(), Ok(LiveSetLevel::Granules(4096)));
+        assert_eq!(" 90% ".parse(), Ok(LiveSetLevel::FreePercent(90)));
+        for bad in ["0%", "101%", "-5", "4k", "", "%", "12.5%"] {
+            let e = bad.parse::<LiveSetLevel>().unwrap_err();
+            assert!(e.starts_with("live-set level"), "{bad}: {e}");
+        }
+        // 90% of 80,000 MiB free at 2 MiB granules: 72,000 MiB / 2 MiB
+        let free = 80_000u64 << 20;
+        assert_eq!(
+            LiveSetLevel::FreePercent(90).granules(free, 2 << 20),
+            36_000
+        );
+        assert_eq!(LiveSetLevel::Granules(7).granules(free, 2 << 20), 7);
+    }
+
+    #[test]
+    fn levels_that_leave_no_room_for_the_unit_and_reads_are_skipped() {
+        let g = 2u64 << 20;
+        // 1,000 granules free: the unit (128), the reads (8) and 512 MiB (256 granules) leave
+        // room for 608 live granules
+        let free = 1000 * g;
+        let levels = [
+            LiveSetLevel::Granules(609),
+            LiveSetLevel::Granules(0),
+            LiveSetLevel::Granules(608),
+            LiveSetLevel::FreePercent(50),
+            LiveSetLevel::Granules(500),
+            LiveSetLevel::FreePercent(100),
+        ];
+        let (fit, skipped) = fit_levels(&levels, free, g);
+        assert_eq!(fit, [0, 500, 608], "50% is 500 granules, counted once");
+        assert_eq!(skipped, [609, 1000]);
+    }
 
     #[test]
     fn a_block_visits_every_cell_once_in_a_seeded_order() {

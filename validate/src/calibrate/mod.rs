@@ -31,9 +31,10 @@ pub use kernel_arms::{calibrate_kernels, KernelCalibration, KernelPoint, ReadLau
 use kernel_arms::{measure_kernels, measure_shaped_reads, measure_stream_read};
 use live_set_arms::measure_live_set;
 pub use live_set_arms::{
-    block_order, GpuWork, LiveSetArm, LiveSetPoint, LiveSetProbe, GPU_WORK, LIVE_SET_BLOCKS,
+    block_order, calibrate_live_set, fit_levels, GpuWork, LiveSetArm, LiveSetCalibration,
+    LiveSetLevel, LiveSetPoint, LiveSetProbe, GPU_WORK, LIVE_SET_BLOCKS, LIVE_SET_HEADROOM,
     LIVE_SET_LEVELS, LIVE_SET_PROBE_LAUNCHES, LIVE_SET_READ_GRANULES, LIVE_SET_SAMPLES,
-    LIVE_SET_UNIT_GRANULES,
+    LIVE_SET_UNIT_GRANULES, LIVE_SET_WIDE_LEVELS,
 };
 use paging_arms::{measure_fault_launches, measure_page_in};
 pub use paging_arms::{

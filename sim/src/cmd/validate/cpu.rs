@@ -104,7 +104,7 @@ fn setup(args: &ValidateArgs) -> Result<Setup> {
         .collect::<Result<_, _>>()
         .map_err(anyhow::Error::msg)?;
     let Some(host_arg) = args.timing.hw_host.clone() else {
-        bail!("--cpu-experts needs --hw-host NAME|FILE: the host profile that prices the CPU calls (dev-box-host, h200-host, or a file from `sim calibrate --only host`)");
+        bail!("--cpu-experts needs --hw-host NAME|FILE: the host profile that prices the CPU calls (dev-box-host, h200-host, h100-linux-host, or a file from `sim calibrate --only host`)");
     };
     let host = profile::load(&host_arg).with_context(|| format!("--hw-host {host_arg}"))?;
     let workload = args.input.workload()?;
