@@ -5,6 +5,7 @@
 pub mod bounded;
 pub mod cache;
 pub mod cost;
+pub mod curve;
 pub mod engine;
 pub mod grid;
 pub mod host_cost;
