@@ -47,6 +47,9 @@ enum Command {
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// Replay a trace for real on the local GPU and compare with the simulator's prediction.
     Validate(cmd::validate::ValidateArgs),
+    /// Page-ins of LRU and Belady/MIN at every budget from one unit to the bank, exact, in
+    /// one pass over the trace (stack distances): a table at chosen budgets and the knee.
+    Curve(cmd::curve::CurveArgs),
     /// Compare mechanisms and policies on traces and write a report (Markdown, HTML, CSV, JSON, SVG).
     Compare(cmd::compare::CompareArgs),
     /// Find, for each mechanism and retention policy, the largest expert budget that fits on
@@ -95,6 +98,7 @@ fn main() -> std::process::ExitCode {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Curve(a) => cmd::curve::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Report(a) => cmd::report::run(a),
     };

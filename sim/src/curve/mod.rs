@@ -208,6 +208,8 @@ pub struct CurveReport {
     pub semantics: Semantics,
     /// Units in the bank (the largest budget).
     pub units: usize,
+    /// Committed bytes of the largest unit: a budget in bytes holds that many bytes per unit.
+    pub largest_unit_bytes: u64,
     pub tokens: u64,
     pub accesses: u64,
     pub curves: Vec<PolicyCurve>,
