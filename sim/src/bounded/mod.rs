@@ -339,6 +339,7 @@ impl Stream {
             admission: None,
             steps: None,
             cpu: None,
+            vs_belady: None,
         }
     }
 }

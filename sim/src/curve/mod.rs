@@ -373,6 +373,35 @@ pub fn budget_reaching(slow: &PolicyCurve, target: u64) -> Option<usize> {
     (i < slow.page_ins.len()).then_some(i + 1)
 }
 
+/// The `vs_belady` block of an LRU run at `budget` (as given; resolved over `units` units of
+/// at most `largest_unit_bytes`) under `split`: MIN's page-ins at the run's pool capacities
+/// and the smallest budget at which `lru` reaches them; `lru_page_ins` is the run's own.
+pub fn vs_belady(
+    lru: &PolicyCurve,
+    min: &PolicyCurve,
+    budget: &crate::cache::Budget,
+    split: Split,
+    largest_unit_bytes: u64,
+    lru_page_ins: u64,
+) -> Result<reports::run::VsBelady, crate::cache::budget::BudgetError> {
+    let units = min.page_ins.len();
+    let b = budget.resolve(units, largest_unit_bytes)?;
+    let belady = match (split, &min.layers) {
+        (Split::PerLayer, Some(layers)) => {
+            let sizes: Vec<usize> = layers.iter().map(|l| l.page_ins.len()).collect();
+            let caps = crate::cache::budget::split_per_layer(budget, b, units, &sizes);
+            layers.iter().zip(caps).map(|(l, c)| l.at(c)).sum()
+        }
+        _ => min.at(b),
+    };
+    Ok(reports::run::VsBelady {
+        budget_units: b as u64,
+        lru_page_ins,
+        belady_page_ins: belady,
+        lru_budget_matching_belady: budget_reaching(lru, belady).map(|b| b as u64),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

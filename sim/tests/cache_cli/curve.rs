@@ -137,3 +137,48 @@ fn curve_errors_say_what_to_fix() {
     let (ok, _, err) = sim(&["curve", "--trace", GRANITE_ALL, "--trace", GRANITE_ALL]);
     assert!(!ok && err.contains("--trace was given 2 times"), "{err}");
 }
+
+/// `sim run --vs-belady`'s block against `sim run` at the budgets it names.
+fn check_vs_belady(extra: &[&str], budget: &str) {
+    let mut args = vec!["run", "--trace", GRANITE_ALL, "--policy", "e1"];
+    args.extend_from_slice(extra);
+    let mut lru = args.clone();
+    lru.extend_from_slice(&["--evict", "lru", "--budget", budget, "--vs-belady", "--json"]);
+    let v = json(&lru);
+    let block = &v["vs_belady"];
+    assert_eq!(block["lru_page_ins"], v["cache"]["page_ins"]);
+    assert_eq!(block["budget_units"], v["cache"]["budget_units"]);
+    let mut min = args.clone();
+    min.extend_from_slice(&["--evict", "belady", "--budget", budget, "--json"]);
+    let belady = json(&min)["cache"]["page_ins"].as_u64().unwrap();
+    assert_eq!(block["belady_page_ins"], belady, "{extra:?}");
+    // LRU reaches MIN's page-ins at the block's budget and not one unit below
+    let b = block["lru_budget_matching_belady"].as_u64().unwrap() as usize;
+    let fixed: Vec<&str> = args[1..].to_vec();
+    assert!(run_page_ins("lru", b, &fixed) <= belady);
+    assert!(run_page_ins("lru", b - 1, &fixed) > belady, "{extra:?}: {b}");
+}
+
+#[test]
+fn run_vs_belady_names_the_budget_lru_needs() {
+    check_vs_belady(&[], "10%");
+    check_vs_belady(&["--split", "per-layer", "--semantics", "access"], "25%");
+    // the text summary
+    let (ok, out, err) = sim(&["run", "--policy", "e2", "--evict", "lru", "--budget", "25%", "--vs-belady"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("vs belady (policy or working set?):"), "{out}");
+    assert!(out.contains("LRU matches it at"), "{out}");
+    // without the flag, no block
+    let v = json(&["run", "--evict", "lru", "--budget", "25%", "--json"]);
+    assert!(v.get("vs_belady").is_none());
+}
+
+#[test]
+fn run_vs_belady_refuses_what_it_cannot_compare() {
+    let (ok, _, err) = sim(&["run", "--evict", "fifo", "--budget", "25%", "--vs-belady"]);
+    assert!(!ok && err.contains("the run evicts by fifo; give --evict lru"), "{err}");
+    let (ok, _, err) = sim(&["run", "--vs-belady"]);
+    assert!(!ok && err.contains("give --evict lru --budget"), "{err}");
+    let (ok, _, err) = sim(&["run", "--evict", "lru", "--budget", "25%", "--batch", "2", "--vs-belady"]);
+    assert!(!ok && err.contains("one token per step"), "{err}");
+}
