@@ -82,7 +82,12 @@ pub fn curve_file(
         split: cfg.split,
         semantics: cfg.semantics,
         units: map.num_units(),
-        largest_unit_bytes: map.units.iter().map(|u| u.committed_bytes).max().unwrap_or(1),
+        largest_unit_bytes: map
+            .units
+            .iter()
+            .map(|u| u.committed_bytes)
+            .max()
+            .unwrap_or(1),
         tokens,
         accesses,
         curves: recs.into_iter().map(|r| r.finish(cfg.split)).collect(),

@@ -79,7 +79,11 @@ pub fn run(args: CurveArgs) -> Result<()> {
     let tokens = super::args_progress::header_tokens(path, cfg.phase);
     let bar = args
         .progress
-        .bar("sim curve", passes(&cfg) * tokens, "tokens read, all passes")
+        .bar(
+            "sim curve",
+            passes(&cfg) * tokens,
+            "tokens read, all passes",
+        )
         .growing_by(tokens);
     let profile = args.input.profile_trace.as_deref();
     let report = curve_file(&cfg, path, profile, &|n| bar.inc(n));

@@ -137,6 +137,9 @@ mod tests {
         s.touch(0);
         s.touch(1);
         s.touch(0);
-        assert_eq!((s.depth(0), s.depth(1), s.depth(2)), (Some(1), Some(2), None));
+        assert_eq!(
+            (s.depth(0), s.depth(1), s.depth(2)),
+            (Some(1), Some(2), None)
+        );
     }
 }

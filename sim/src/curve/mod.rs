@@ -316,7 +316,10 @@ impl PolicyCurve {
         let sizes: Vec<usize> = pools.iter().map(|p| p.page_ins.len()).collect();
         let total: usize = sizes.iter().sum();
         let page_ins = match split {
-            Split::Global => pools.first().map(|p| p.page_ins.clone()).unwrap_or_default(),
+            Split::Global => pools
+                .first()
+                .map(|p| p.page_ins.clone())
+                .unwrap_or_default(),
             Split::PerLayer => (1..=total)
                 .map(|b| {
                     let budget = crate::cache::Budget::Units(b as u64);

@@ -98,7 +98,10 @@ impl Stack for OptStack {
         while let Some(&Reverse((unprotected, best))) = self.heap.peek() {
             // the next level whose unit is worse than the best rejected one, or the group's
             let bar = if unprotected { best + 1 } else { 0 };
-            let Some(j) = self.levels.first_above(i, bar).filter(|&j| j < self.stack.len())
+            let Some(j) = self
+                .levels
+                .first_above(i, bar)
+                .filter(|&j| j < self.stack.len())
             else {
                 // below the stack: the rest, new units, in priority order
                 while let Some(Reverse((_, k))) = self.heap.pop() {
@@ -165,7 +168,11 @@ impl MaxTree {
             i += 1;
         }
         while i < self.size {
-            i = if self.t[2 * i] > bar { 2 * i } else { 2 * i + 1 };
+            i = if self.t[2 * i] > bar {
+                2 * i
+            } else {
+                2 * i + 1
+            };
         }
         Some(i - self.size)
     }

@@ -27,7 +27,12 @@ pub fn table(r: &CurveReport, rows: &[Row]) -> String {
     let both = r.curve(PolicyKind::Lru).zip(r.curve(PolicyKind::Belady));
     let _ = write!(out, "{:<16} {:>7}", "budget", "units");
     for c in &r.curves {
-        let _ = write!(out, " {:>16} {:>10}", format!("{} page-ins", c.evict), "miss ratio");
+        let _ = write!(
+            out,
+            " {:>16} {:>10}",
+            format!("{} page-ins", c.evict),
+            "miss ratio"
+        );
     }
     if both.is_some() {
         let _ = write!(out, " {:>18}", "lru = belady at");

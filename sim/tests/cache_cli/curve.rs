@@ -54,17 +54,32 @@ fn curve_equals_sim_run_at_sampled_budgets() {
     assert_eq!(v["curves"][0]["layers"].as_array().unwrap().len(), 24);
     for b in [1, 7, 100, 333, 768] {
         for policy in ["lru", "belady"] {
-            assert_eq!(at(&v, policy, b), run_page_ins(policy, b, &flags), "{policy} at {b}");
+            assert_eq!(
+                at(&v, policy, b),
+                run_page_ins(policy, b, &flags),
+                "{policy} at {b}"
+            );
         }
     }
     // A profile trace orders the experts of e2 (hot): the same units as `sim run`'s.
-    let flags = ["--trace", GRANITE_ALL, "--policy", "e2", "--profile-trace", GRANITE_CODE];
+    let flags = [
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e2",
+        "--profile-trace",
+        GRANITE_CODE,
+    ];
     let mut args = vec!["curve", "--json", "--progress"];
     args.extend_from_slice(&flags);
     let v = json(&args);
     assert!(v.get("layers").is_none() && v["curves"][0].get("layers").is_none());
     for b in [3, 50, 200] {
-        assert_eq!(at(&v, "lru", b), run_page_ins("lru", b, &flags), "e2 lru at {b}");
+        assert_eq!(
+            at(&v, "lru", b),
+            run_page_ins("lru", b, &flags),
+            "e2 lru at {b}"
+        );
     }
 }
 
@@ -72,8 +87,21 @@ fn curve_equals_sim_run_at_sampled_budgets() {
 fn curve_table_prints_the_json_at_its_points_and_knees() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("curve.txt");
-    let common = ["--trace", GRANITE_ALL, "--policy", "e4", "--expert-mib", "8"];
-    let mut args = vec!["curve", "--points", "10%,50,1GiB", "--out", out.to_str().unwrap()];
+    let common = [
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e4",
+        "--expert-mib",
+        "8",
+    ];
+    let mut args = vec![
+        "curve",
+        "--points",
+        "10%,50,1GiB",
+        "--out",
+        out.to_str().unwrap(),
+    ];
     args.extend_from_slice(&common);
     let (ok, _, err) = sim(&args);
     assert!(ok, "{err}");
@@ -87,7 +115,9 @@ fn curve_table_prints_the_json_at_its_points_and_knees() {
     let accesses = v["accesses"].as_u64().unwrap() as f64;
     let knee = |p: &str| {
         let c = v["curves"].as_array().unwrap();
-        c.iter().find(|c| c["evict"] == p).unwrap()["knee"].as_u64().unwrap() as usize
+        c.iter().find(|c| c["evict"] == p).unwrap()["knee"]
+            .as_u64()
+            .unwrap() as usize
     };
     let rows = [
         ("10%", 19),
@@ -121,7 +151,14 @@ fn curve_sizes_flags_set_the_unit_bytes() {
     assert_eq!(v["largest_unit_bytes"], 2u64 << 20);
     assert_eq!(v["trace"], "embedded:prose");
     let v = json(&[
-        "curve", "--json", "--policy", "e1", "--expert-mib", "3", "--granule-mib", "1",
+        "curve",
+        "--json",
+        "--policy",
+        "e1",
+        "--expert-mib",
+        "3",
+        "--granule-mib",
+        "1",
     ]);
     assert_eq!(v["largest_unit_bytes"], 3u64 << 20);
 }
@@ -131,7 +168,10 @@ fn curve_errors_say_what_to_fix() {
     let (ok, _, err) = sim(&["curve", "--evict", "fifo"]);
     assert!(!ok && err.contains("no exact curve for `fifo`"), "{err}");
     let (ok, _, err) = sim(&["curve", "--points", "200%"]);
-    assert!(!ok && err.contains("--points: budget 200% is above the bank"), "{err}");
+    assert!(
+        !ok && err.contains("--points: budget 200% is above the bank"),
+        "{err}"
+    );
     let (ok, _, err) = sim(&["curve", "--split", "per-expert"]);
     assert!(!ok && err.contains("--split"), "{err}");
     let (ok, _, err) = sim(&["curve", "--trace", GRANITE_ALL, "--trace", GRANITE_ALL]);
@@ -143,7 +183,14 @@ fn check_vs_belady(extra: &[&str], budget: &str) {
     let mut args = vec!["run", "--trace", GRANITE_ALL, "--policy", "e1"];
     args.extend_from_slice(extra);
     let mut lru = args.clone();
-    lru.extend_from_slice(&["--evict", "lru", "--budget", budget, "--vs-belady", "--json"]);
+    lru.extend_from_slice(&[
+        "--evict",
+        "lru",
+        "--budget",
+        budget,
+        "--vs-belady",
+        "--json",
+    ]);
     let v = json(&lru);
     let block = &v["vs_belady"];
     assert_eq!(block["lru_page_ins"], v["cache"]["page_ins"]);
@@ -156,7 +203,10 @@ fn check_vs_belady(extra: &[&str], budget: &str) {
     let b = block["lru_budget_matching_belady"].as_u64().unwrap() as usize;
     let fixed: Vec<&str> = args[1..].to_vec();
     assert!(run_page_ins("lru", b, &fixed) <= belady);
-    assert!(run_page_ins("lru", b - 1, &fixed) > belady, "{extra:?}: {b}");
+    assert!(
+        run_page_ins("lru", b - 1, &fixed) > belady,
+        "{extra:?}: {b}"
+    );
 }
 
 #[test]
@@ -164,7 +214,16 @@ fn run_vs_belady_names_the_budget_lru_needs() {
     check_vs_belady(&[], "10%");
     check_vs_belady(&["--split", "per-layer", "--semantics", "access"], "25%");
     // the text summary
-    let (ok, out, err) = sim(&["run", "--policy", "e2", "--evict", "lru", "--budget", "25%", "--vs-belady"]);
+    let (ok, out, err) = sim(&[
+        "run",
+        "--policy",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--vs-belady",
+    ]);
     assert!(ok, "{err}");
     assert!(out.contains("vs belady (policy or working set?):"), "{out}");
     assert!(out.contains("LRU matches it at"), "{out}");
@@ -176,9 +235,21 @@ fn run_vs_belady_names_the_budget_lru_needs() {
 #[test]
 fn run_vs_belady_refuses_what_it_cannot_compare() {
     let (ok, _, err) = sim(&["run", "--evict", "fifo", "--budget", "25%", "--vs-belady"]);
-    assert!(!ok && err.contains("the run evicts by fifo; give --evict lru"), "{err}");
+    assert!(
+        !ok && err.contains("the run evicts by fifo; give --evict lru"),
+        "{err}"
+    );
     let (ok, _, err) = sim(&["run", "--vs-belady"]);
     assert!(!ok && err.contains("give --evict lru --budget"), "{err}");
-    let (ok, _, err) = sim(&["run", "--evict", "lru", "--budget", "25%", "--batch", "2", "--vs-belady"]);
+    let (ok, _, err) = sim(&[
+        "run",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--batch",
+        "2",
+        "--vs-belady",
+    ]);
     assert!(!ok && err.contains("one token per step"), "{err}");
 }

@@ -126,7 +126,9 @@ fn curves_equal_per_budget_runs_on_granite() {
 #[test]
 fn curves_equal_per_budget_runs_on_generated_traces() {
     use traces::gen::{generate_trace, GenParams};
-    for (seed, skew, locality, batch) in [(1u64, 1.0, 0.3, 1usize), (2, 0.4, 0.7, 4), (3, 1.5, 0.0, 2)] {
+    for (seed, skew, locality, batch) in
+        [(1u64, 1.0, 0.3, 1usize), (2, 0.4, 0.7, 4), (3, 1.5, 0.0, 2)]
+    {
         let mut model = traces::ModelSpec::uniform("gen", 3, 24, 4);
         model.hidden_size = Some(1024);
         model.expert_ffn = Some(512);
