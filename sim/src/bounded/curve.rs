@@ -25,14 +25,14 @@ pub struct CurveConfig {
     pub semantics: Semantics,
 }
 
-/// Passes over the file that [`curve_file`] makes (for a progress bar's length): the profile's
-/// key counts when the mechanism orders by them, the replay, MIN's first-use pass (its
-/// re-reads beside the replay are not counted), and the validating pass beside them.
+/// Passes over the file that [`curve_file`] counts in its progress (for a progress bar's
+/// length): the profile's key counts when the mechanism orders by them, MIN's first-use pass
+/// and the replay (MIN's re-reads and the validating pass run beside the replay, uncounted).
 pub fn passes(cfg: &CurveConfig) -> u64 {
     let mech_profile =
         crate::runner::parse_policy(&cfg.mechanism, "--policy").is_ok_and(|m| m.needs_profile());
     let min = cfg.policies.iter().any(|k| k.needs_next_use());
-    2 + mech_profile as u64 + min as u64
+    1 + mech_profile as u64 + min as u64
 }
 
 /// The curves of `cfg` over the trace file `path` (`profile` orders the experts of `eN:hot`
