@@ -396,10 +396,30 @@ pub struct RunReport {
     /// The CPU lane (experts computed on the host), with `--cpu-experts` other than `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<crate::cpu_lane::CpuLaneReport>,
+    /// "Policy or working set?": LRU's page-ins against Belady/MIN's at the same budget, and
+    /// the budget LRU needs to match them, with `sim run --evict lru --vs-belady`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_belady: Option<VsBelady>,
     /// Lines for the user about what the run wrote or left out (not part of the result, so
     /// not in the JSON; empty in a run read back from a file).
     #[serde(skip)]
     pub notes: Vec<String>,
+}
+
+/// The `vs_belady` block: is LRU losing to the optimum, or is the working set too large? From
+/// the exact curves of one pass (`sim curve`), at the run's budget, split and semantics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VsBelady {
+    /// The run's budget, in units.
+    pub budget_units: u64,
+    /// LRU's page-ins at that budget (the `cache` block's).
+    pub lru_page_ins: u64,
+    /// Belady/MIN's page-ins at the same budget.
+    pub belady_page_ins: u64,
+    /// The smallest budget, in units, at which LRU's page-ins are at most Belady's here (the
+    /// per-layer split: a budget of that many units split as `--budget <units>` splits it);
+    /// `None` when no budget of the bank is enough.
+    pub lru_budget_matching_belady: Option<u64>,
 }
 
 /// The retention inputs echoed in a run report (the `retention` block).

@@ -48,8 +48,11 @@ pub enum Command {
     Validate(crate::cmd::validate::ValidateArgs),
     /// Compare mechanisms and policies on traces and write a report (Markdown, HTML, CSV, JSON, SVG).
     Compare(crate::cmd::compare::CompareArgs),
-    /// Find, for each mechanism and retention policy, the largest expert budget that fits on
-    /// the GPU with the non-expert weights and KV caches, ranked by tokens/s.
+    /// Page-ins of LRU and Belady/MIN at every budget from one unit to the bank, exact, in
+    /// one pass over the trace (stack distances): a table at chosen budgets and the knee.
+    Curve(crate::cmd::curve::CurveArgs),
+    /// Find, for each mechanism and retention policy, the expert budget with the highest
+    /// tokens/s that fits on the GPU with the non-expert weights and KV caches.
     Plan(crate::cmd::plan::PlanArgs),
     /// Regenerate a report from a results.json, or merge sharded results.
     Report(crate::cmd::report::ReportArgs),

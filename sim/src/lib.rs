@@ -11,6 +11,7 @@ pub mod cache;
 pub mod cli;
 pub mod cmd;
 pub mod cost;
+pub mod curve;
 pub mod engine;
 pub mod grid;
 pub mod host_cost;

@@ -18,6 +18,7 @@ fn main() -> std::process::ExitCode {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Curve(a) => cmd::curve::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Report(a) => cmd::report::run(a),
     };

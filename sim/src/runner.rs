@@ -421,6 +421,7 @@ fn run_once(cfg: &RunConfig, w: &Workload) -> Result<(RunReport, Option<f64>)> {
         timing_detail: timing.as_ref().map(|t| t.detail.clone()),
         prefetch: timing.as_ref().and_then(|t| t.prefetch.clone()),
         cpu: timing.as_ref().and_then(|t| t.cpu.clone()),
+        vs_belady: None,
         admission: timing.and_then(|t| t.admission),
         steps,
     };

@@ -1,5 +1,8 @@
 //! `sim run` / `sim sweep` with retention options: exact JSON keys, the grid, bad input.
 
+#[path = "cache_cli/curve.rs"]
+mod curve;
+
 use std::process::Command;
 
 fn sim(args: &[&str]) -> (bool, String, String) {

@@ -1,6 +1,9 @@
 //! Property tests of the cache regime on random traces, with a naive second implementation
 //! of LRU, FIFO, LFU and MIN (linear scans over the resident set) as the independent method.
 
+#[path = "cache_props/curves.rs"]
+mod curves;
+
 use policies::retention::PolicyKind;
 use policies::{UnitInfo, UnitMap};
 use proptest::prelude::*;

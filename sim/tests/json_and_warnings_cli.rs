@@ -59,8 +59,8 @@ fn every_command_documents_json_in_its_help() {
         }
     }
     // run sweep trace{import,export,stats,gen} profile{list,show,union-curve,check-churn}
-    // calibrate validate compare plan report
-    assert_eq!(leaves.len(), 15, "{leaves:?}");
+    // calibrate validate curve compare plan report
+    assert_eq!(leaves.len(), 16, "{leaves:?}");
     for leaf in &leaves {
         let mut args: Vec<&str> = leaf.iter().map(String::as_str).collect();
         args.push("--help");

@@ -187,7 +187,25 @@ pub fn retention_summary(r: &RunReport) -> String {
     if let Some(t) = &r.target {
         s += &target_summary(t, i, r);
     }
+    if let Some(v) = &r.vs_belady {
+        s += &vs_belady_summary(v);
+    }
     s
+}
+
+/// The "policy or working set?" lines of a run summary (with `--vs-belady`).
+pub fn vs_belady_summary(v: &crate::run::VsBelady) -> String {
+    let matching = match v.lru_budget_matching_belady {
+        Some(b) => format!(
+            "LRU matches it at {b} units ({:.2}x this budget)",
+            b as f64 / v.budget_units.max(1) as f64
+        ),
+        None => "no budget of the bank lets LRU match it".to_string(),
+    };
+    format!(
+        "vs belady (policy or working set?):\n  belady page-ins {} at {} units (LRU {}); {matching}\n",
+        v.belady_page_ins, v.budget_units, v.lru_page_ins
+    )
 }
 
 /// The DRAM/SSD tier lines of a run summary.

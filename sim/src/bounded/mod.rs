@@ -31,6 +31,7 @@ pub mod batches;
 mod blocks;
 pub mod cells;
 pub mod coact;
+pub mod curve;
 #[cfg(test)]
 mod fixture;
 pub mod grid;
@@ -339,6 +340,7 @@ impl Stream {
             admission: None,
             steps: None,
             cpu: None,
+            vs_belady: None,
         }
     }
 }

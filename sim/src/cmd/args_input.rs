@@ -152,13 +152,20 @@ impl EmbeddedFile {
                 &traces::KeySpace::new(&header.model),
             )),
         )?;
+        Self::create()
+    }
+
+    /// Write the embedded trace to a new file in the temporary directory, for a command that
+    /// streams it (`sim curve`). Errors: the file cannot be created or written (naming the
+    /// directory and TMPDIR).
+    pub fn create() -> Result<EmbeddedFile> {
         let dir = std::env::temp_dir();
         let mut file = tempfile::NamedTempFile::new_in(&dir)
             .and_then(|mut f| f.write_all(sim::runner::EMBEDDED_PROSE).map(|()| f))
             .with_context(|| {
                 format!(
-                    "writing the embedded prose trace to a temporary file in {} (it streams \
-                     beside --profile-trace): set TMPDIR (TMP on Windows) to a writable \
+                    "writing the embedded prose trace to a temporary file in {} (it is \
+                     streamed from there): set TMPDIR (TMP on Windows) to a writable \
                      directory, or give --trace traces/data/granite/prose.bin",
                     dir.display()
                 )

@@ -6,7 +6,9 @@ use super::args_steps::StepArgs;
 use super::args_timing::TimingArgs;
 use anyhow::Result;
 use clap::Args;
+use reports::run::VsBelady;
 use reports::text::run as text;
+use sim::bounded::curve::{curve_file, CurveConfig};
 use sim::runner::{self, RunConfig, RunReport};
 use std::path::{Path, PathBuf};
 
@@ -39,6 +41,13 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub progress: super::args_progress::ProgressArgs,
+
+    /// With `--evict lru`: add a `vs_belady` block (policy or working set?): Belady/MIN's
+    /// page-ins at the same budget, split and semantics, and the budget LRU needs to match
+    /// them, from the exact curves of one more pass (`sim curve`). One token per step and
+    /// sequence (no --batch above 1, --queue, --verify or --prefill-chunk).
+    #[arg(long)]
+    pub vs_belady: bool,
 }
 
 /// The run configuration `sim run`'s flags describe (the trace aside); an error naming the
@@ -75,6 +84,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         None => runner::run(&cfg, &args.input.workload()?)?,
     };
+    let mut report = report;
+    if args.vs_belady {
+        report.vs_belady = Some(vs_belady(&args, &cfg, &report)?);
+    }
     print_notes(&report);
     super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);
     let memory = memory(&args, &cfg, &report)?;
@@ -144,6 +157,57 @@ fn memory(args: &RunArgs, cfg: &RunConfig, r: &RunReport) -> Result<Option<sim::
         &c,
         0.0,
     )))
+}
+
+/// The `vs_belady` block of an LRU run `report` of `cfg`: the LRU and MIN curves of its
+/// mechanism, split and semantics over its trace file (the embedded one in a temporary file).
+fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBelady> {
+    use anyhow::bail;
+    use policies::PolicyKind;
+    let (Some(rc), Some(cache)) = (&cfg.retention, &report.cache) else {
+        bail!("--vs-belady compares LRU with Belady/MIN under a budget: give --evict lru --budget ...");
+    };
+    if rc.cache.policy != PolicyKind::Lru {
+        bail!(
+            "--vs-belady compares LRU with Belady/MIN, but the run evicts by {}; give --evict lru",
+            rc.cache.policy
+        );
+    }
+    if rc.batching.batch != 1 || rc.batching.queue.is_some() || !cfg.stepping.is_off() {
+        bail!("--vs-belady takes one token per step and sequence: drop --batch, --queue, --verify and --prefill-chunk");
+    }
+    let curve_cfg = CurveConfig {
+        mechanism: cfg.policy.clone(),
+        phase: cfg.phase,
+        sizes: cfg.sizes,
+        policies: vec![PolicyKind::Lru, PolicyKind::Belady],
+        split: rc.cache.split,
+        semantics: rc.cache.semantics,
+    };
+    let embedded = match args.input.one_trace()? {
+        Some(_) => None,
+        None => Some(super::args_input::EmbeddedFile::create()?),
+    };
+    let path = args
+        .input
+        .one_trace()?
+        .or(embedded.as_ref().map(|e| e.path()))
+        .expect("a trace file or the embedded one");
+    let profile = args.input.profile_trace.as_deref();
+    let curves = curve_file(&curve_cfg, path, profile, &|_| {})?;
+    let (lru, min) = (&curves.curves[0], &curves.curves[1]);
+    let budget = match &report.retention {
+        Some(i) => i.budget.clone(),
+        None => rc.cache.budget.clone(),
+    };
+    Ok(sim::curve::vs_belady(
+        lru,
+        min,
+        &budget,
+        rc.cache.split,
+        curves.largest_unit_bytes,
+        cache.page_ins,
+    )?)
 }
 
 /// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.

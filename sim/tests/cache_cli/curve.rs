@@ -1,0 +1,255 @@
+//! `sim curve` through the binary: its curves against `sim run` at sampled budgets, its
+//! table against its JSON, every flag, and its errors.
+
+use super::{sim, GRANITE_ALL};
+use serde_json::Value;
+
+const GRANITE_CODE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../traces/data/granite/code.bin"
+);
+
+fn json(args: &[&str]) -> Value {
+    let (ok, out, err) = sim(args);
+    assert!(ok, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Page-ins of `policy`'s curve at `b` units.
+fn at(v: &Value, policy: &str, b: usize) -> u64 {
+    let c = v["curves"].as_array().unwrap();
+    let c = c.iter().find(|c| c["evict"] == policy).unwrap();
+    c["page_ins"][b - 1].as_u64().unwrap()
+}
+
+/// `sim run`'s page-ins at `b` units with `extra` flags.
+fn run_page_ins(policy: &str, b: usize, extra: &[&str]) -> u64 {
+    let b = b.to_string();
+    let mut args = vec!["run", "--evict", policy, "--budget", &b, "--json"];
+    args.extend_from_slice(extra);
+    json(&args)["cache"]["page_ins"].as_u64().unwrap()
+}
+
+#[test]
+fn curve_equals_sim_run_at_sampled_budgets() {
+    let flags = [
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e1",
+        "--split",
+        "per-layer",
+        "--semantics",
+        "access",
+        "--phase",
+        "all",
+    ];
+    let mut args = vec!["curve", "--json", "--evict", "lru,belady", "--no-progress"];
+    args.extend_from_slice(&flags);
+    let v = json(&args);
+    assert_eq!(v["units"], 768);
+    assert_eq!(v["phase"], "all");
+    assert_eq!(v["split"], "per-layer");
+    assert_eq!(v["semantics"], "access");
+    assert_eq!(v["curves"][0]["layers"].as_array().unwrap().len(), 24);
+    for b in [1, 7, 100, 333, 768] {
+        for policy in ["lru", "belady"] {
+            assert_eq!(
+                at(&v, policy, b),
+                run_page_ins(policy, b, &flags),
+                "{policy} at {b}"
+            );
+        }
+    }
+    // A profile trace orders the experts of e2 (hot): the same units as `sim run`'s.
+    let flags = [
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e2",
+        "--profile-trace",
+        GRANITE_CODE,
+    ];
+    let mut args = vec!["curve", "--json", "--progress"];
+    args.extend_from_slice(&flags);
+    let v = json(&args);
+    assert!(v.get("layers").is_none() && v["curves"][0].get("layers").is_none());
+    for b in [3, 50, 200] {
+        assert_eq!(
+            at(&v, "lru", b),
+            run_page_ins("lru", b, &flags),
+            "e2 lru at {b}"
+        );
+    }
+}
+
+#[test]
+fn curve_table_prints_the_json_at_its_points_and_knees() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("curve.txt");
+    let common = [
+        "--trace",
+        GRANITE_ALL,
+        "--policy",
+        "e4",
+        "--expert-mib",
+        "8",
+    ];
+    let mut args = vec![
+        "curve",
+        "--points",
+        "10%,50,1GiB",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&common);
+    let (ok, _, err) = sim(&args);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut args = vec!["curve", "--json"];
+    args.extend_from_slice(&common);
+    let v = json(&args);
+    // 4 experts of 8 MiB a unit: 32 MiB; 192 units. 10% -> 19.2 -> 19; 1 GiB / 32 MiB = 32.
+    assert_eq!(v["largest_unit_bytes"], 32u64 << 20);
+    assert_eq!(v["units"], 192);
+    let accesses = v["accesses"].as_u64().unwrap() as f64;
+    let knee = |p: &str| {
+        let c = v["curves"].as_array().unwrap();
+        c.iter().find(|c| c["evict"] == p).unwrap()["knee"]
+            .as_u64()
+            .unwrap() as usize
+    };
+    let rows = [
+        ("10%", 19),
+        ("50 units", 50),
+        ("1 GiB (1073741824 B)", 32),
+        ("knee (lru)", knee("lru")),
+        ("knee (belady)", knee("belady")),
+    ];
+    for (label, b) in rows {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label} in\n{text}"));
+        let cols: Vec<&str> = line[label.len()..].split_whitespace().collect();
+        let (lru, min) = (at(&v, "lru", b), at(&v, "belady", b));
+        assert_eq!(cols[0], b.to_string(), "{line}");
+        assert_eq!(cols[1], lru.to_string(), "{line}");
+        assert_eq!(cols[2], format!("{:.4}", lru as f64 / accesses), "{line}");
+        assert_eq!(cols[3], min.to_string(), "{line}");
+        // the smallest budget at which LRU's page-ins are at most MIN's here
+        let lru_all: Vec<u64> = (1..=192).map(|c| at(&v, "lru", c)).collect();
+        let reach = lru_all.iter().position(|&p| p <= min).map(|i| i + 1);
+        assert_eq!(cols[5], reach.unwrap().to_string(), "{line}");
+    }
+}
+
+#[test]
+fn curve_sizes_flags_set_the_unit_bytes() {
+    // granite: 3 x 1024 x 512 weights an expert; fp8 = 1.5 MiB, committed in 2 MiB granules.
+    let v = json(&["curve", "--json", "--policy", "e1", "--dtype", "fp8"]);
+    assert_eq!(v["largest_unit_bytes"], 2u64 << 20);
+    assert_eq!(v["trace"], "embedded:prose");
+    let v = json(&[
+        "curve",
+        "--json",
+        "--policy",
+        "e1",
+        "--expert-mib",
+        "3",
+        "--granule-mib",
+        "1",
+    ]);
+    assert_eq!(v["largest_unit_bytes"], 3u64 << 20);
+}
+
+#[test]
+fn curve_errors_say_what_to_fix() {
+    let (ok, _, err) = sim(&["curve", "--evict", "fifo"]);
+    assert!(!ok && err.contains("no exact curve for `fifo`"), "{err}");
+    let (ok, _, err) = sim(&["curve", "--points", "200%"]);
+    assert!(
+        !ok && err.contains("--points: budget 200% is above the bank"),
+        "{err}"
+    );
+    let (ok, _, err) = sim(&["curve", "--split", "per-expert"]);
+    assert!(!ok && err.contains("--split"), "{err}");
+    let (ok, _, err) = sim(&["curve", "--trace", GRANITE_ALL, "--trace", GRANITE_ALL]);
+    assert!(!ok && err.contains("--trace was given 2 times"), "{err}");
+}
+
+/// `sim run --vs-belady`'s block against `sim run` at the budgets it names.
+fn check_vs_belady(extra: &[&str], budget: &str) {
+    let mut args = vec!["run", "--trace", GRANITE_ALL, "--policy", "e1"];
+    args.extend_from_slice(extra);
+    let mut lru = args.clone();
+    lru.extend_from_slice(&[
+        "--evict",
+        "lru",
+        "--budget",
+        budget,
+        "--vs-belady",
+        "--json",
+    ]);
+    let v = json(&lru);
+    let block = &v["vs_belady"];
+    assert_eq!(block["lru_page_ins"], v["cache"]["page_ins"]);
+    assert_eq!(block["budget_units"], v["cache"]["budget_units"]);
+    let mut min = args.clone();
+    min.extend_from_slice(&["--evict", "belady", "--budget", budget, "--json"]);
+    let belady = json(&min)["cache"]["page_ins"].as_u64().unwrap();
+    assert_eq!(block["belady_page_ins"], belady, "{extra:?}");
+    // LRU reaches MIN's page-ins at the block's budget and not one unit below
+    let b = block["lru_budget_matching_belady"].as_u64().unwrap() as usize;
+    let fixed: Vec<&str> = args[1..].to_vec();
+    assert!(run_page_ins("lru", b, &fixed) <= belady);
+    assert!(
+        run_page_ins("lru", b - 1, &fixed) > belady,
+        "{extra:?}: {b}"
+    );
+}
+
+#[test]
+fn run_vs_belady_names_the_budget_lru_needs() {
+    check_vs_belady(&[], "10%");
+    check_vs_belady(&["--split", "per-layer", "--semantics", "access"], "25%");
+    // the text summary
+    let (ok, out, err) = sim(&[
+        "run",
+        "--policy",
+        "e2",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--vs-belady",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("vs belady (policy or working set?):"), "{out}");
+    assert!(out.contains("LRU matches it at"), "{out}");
+    // without the flag, no block
+    let v = json(&["run", "--evict", "lru", "--budget", "25%", "--json"]);
+    assert!(v.get("vs_belady").is_none());
+}
+
+#[test]
+fn run_vs_belady_refuses_what_it_cannot_compare() {
+    let (ok, _, err) = sim(&["run", "--evict", "fifo", "--budget", "25%", "--vs-belady"]);
+    assert!(
+        !ok && err.contains("the run evicts by fifo; give --evict lru"),
+        "{err}"
+    );
+    let (ok, _, err) = sim(&["run", "--vs-belady"]);
+    assert!(!ok && err.contains("give --evict lru --budget"), "{err}");
+    let (ok, _, err) = sim(&[
+        "run",
+        "--evict",
+        "lru",
+        "--budget",
+        "25%",
+        "--batch",
+        "2",
+        "--vs-belady",
+    ]);
+    assert!(!ok && err.contains("one token per step"), "{err}");
+}
