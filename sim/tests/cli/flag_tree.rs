@@ -150,7 +150,10 @@ const VALID: &[(&str, &[&str])] = &[
     ("--measured", &[REPLAY]),
     ("--merge", &["{cmp}"]),
     ("--model-name", &["tiny"]),
-    ("--model-config", &["{root}/traces/data/configs/qwen3-30b-a3b.json"]),
+    (
+        "--model-config",
+        &["{root}/traces/data/configs/qwen3-30b-a3b.json"],
+    ),
     ("--moe-layers", &["24"]),
     ("--name", &["flag-tree"]),
     ("--nonexpert-mib", &["100"]),
