@@ -428,7 +428,7 @@ impl Mutator {
             3 => {
                 let at = r.gen_range(0..=n);
                 let len = r.gen_range(1..64);
-                let bytes: Vec<u8> = (0..len).map(|_| r.gen()).collect();
+                let bytes: Vec<u8> = (0..len).map(|_| r.gen::<u8>()).collect();
                 x.splice(at..at, bytes);
             }
             4 if n > 0 => {
