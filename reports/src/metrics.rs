@@ -36,7 +36,7 @@ const fn m(get: fn(&RunReport) -> Option<f64>, label: &'static str, better: Bett
 /// Bytes to MiB.
 pub const MIB: f64 = 1.0 / (1024.0 * 1024.0);
 
-/// Streaming-regime columns (the run's `streaming` block, README.md "sim run").
+/// Streaming-regime columns (the run's `streaming` block, docs/guide/run.md).
 pub const STREAMING: &[Metric] = &[
     m(
         |r| Some(r.streaming.as_ref()?.resident_mib_per_layer_step),

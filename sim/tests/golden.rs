@@ -105,7 +105,7 @@ const CASES: &[Case] = &[
         &["run", "--policy", "e2", "--trace", PROSE, "--json"],
     ),
     ok("run_embedded_default", &["run"]),
-    // Mechanism forms and expert sizes (README tour).
+    // Mechanism forms and expert sizes (docs/guide/run.md).
     ok(
         "run_e4_coact_json",
         &["run", "--policy", "e4:coact", "--json"],
@@ -471,8 +471,9 @@ const CASES: &[Case] = &[
         "profile_check_churn_h200_json",
         &["profile", "check-churn", "--hw", "h200-linux", "--json"],
     ),
-    // 7. Re-pricing stored replays (no GPU): the README's example, the granite LRU replay `P14_GL`
-    // (text, JSON, and priced by the other GPU's profile, which adds a note on stderr).
+    // 7. Re-pricing stored replays (no GPU): docs/guide/validate.md's example, the granite LRU
+    // replay `P14_GL` (text, JSON, and priced by the other GPU's profile, which adds a note on
+    // stderr).
     ok(
         "validate_measured_p9_qs",
         &[

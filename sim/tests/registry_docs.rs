@@ -108,6 +108,11 @@ fn readme_names_the_registered_policies() {
 }
 
 #[test]
+fn run_guide_names_the_registered_policies() {
+    check("docs/guide/run.md", &["retention"]);
+}
+
+#[test]
 fn format_md_names_the_registered_import_formats() {
     check("traces/FORMAT.md", &["import-format"]);
 }

@@ -573,8 +573,8 @@ mod tests {
             "rebuilding validate/data/h200-linux-p9.measurements.json with the kernel arms of \
              validate/data/h200-linux-p18/k{{1,2,3}}.json no longer gives the shipped \
              profile/profiles/h200-linux.json (less its two derived live-set slopes): regenerate \
-             it as README.md says (`sim calibrate --from-measurements ... --kernels-from ...`) \
-             if the change is intended"
+             it as docs/guide/calibrate.md says (`sim calibrate --from-measurements ... \
+             --kernels-from ...`) if the change is intended"
         );
         let p = profile::load(out.to_str().unwrap()).unwrap();
         // vmm[fill 0.4%].set_access_us median of that file
