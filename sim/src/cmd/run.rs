@@ -119,9 +119,19 @@ fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -
     let timed_or_stepped = cfg.timing.is_some() || !cfg.stepping.is_off();
     if let Some(rc) = cfg.retention.as_mut() {
         rc.batching.source = args.cache.source(has_passes, timed_or_stepped)?;
+        if has_passes && args.cache.batching.is_none() && rc.batching.source.is_fixed() {
+            eprintln!("{PASSES_NOT_REPLAYED}");
+        }
     }
     Ok(())
 }
+
+/// Said when a trace records forward passes but the run steps it round-robin: the recorded
+/// passes are replayed by untimed one-token runs only, so the figures are not the passes as
+/// served.
+const PASSES_NOT_REPLAYED: &str = "note: the trace records its forward passes, but a timed or \
+    multi-token run (or one with --batch or --queue) replays its sequences round-robin \
+    (--batching fixed), not the passes as served";
 
 /// Where the VRAM goes at the run's peak, when the run sizes the model's weights itself
 /// (`--model-config` or `--nonexpert-dtype`, on a hardware profile): the experts resident at

@@ -184,6 +184,15 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
         fixed
     );
     assert!(!fixed.contains("\"batching\""));
+    // a timed run steps round-robin, and says so rather than pass for the passes as served
+    let mut timed = vec!["run", "--trace", &trace as &str, "--policy", "e1"];
+    timed.extend(["--evict", "lru", "--budget", "10", "--hw", "h200-linux"]);
+    let o = sim(&timed);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let note = "replays its sequences round-robin (--batching fixed), not the passes as served";
+    assert!(String::from_utf8_lossy(&o.stderr).contains(note));
+    let o = sim(&[&timed[..], &["--batching", "fixed"]].concat());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains(note));
     // round-robin steps of one token are not the passes as served
     let f: serde_json::Value = serde_json::from_str(&fixed).unwrap();
     assert_eq!(f["cache"]["tokens"], 18);
