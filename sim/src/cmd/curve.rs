@@ -58,6 +58,11 @@ pub struct CurveArgs {
     pub progress: super::args_progress::ProgressArgs,
 }
 
+/// Said when the trace records forward passes: a curve steps one token per sequence, so its
+/// page-ins are not those of the passes as served (`sim run`'s default on such a trace).
+const PASSES_IGNORED: &str = "note: the trace records its forward passes, but a curve steps \
+    one token per sequence round-robin (as `sim run --batching fixed`), not the passes as served";
+
 pub fn run(args: CurveArgs) -> Result<()> {
     let cfg = CurveConfig {
         mechanism: args.policy.clone(),
@@ -76,6 +81,9 @@ pub fn run(args: CurveArgs) -> Result<()> {
         .one_trace()?
         .or(embedded.as_ref().map(EmbeddedFile::path))
         .expect("a trace file or the embedded one");
+    if traces::read_header(path).is_ok_and(|h| h.passes.is_some()) {
+        eprintln!("{PASSES_IGNORED}");
+    }
     let tokens = super::args_progress::header_tokens(path, cfg.phase);
     let bar = args
         .progress

@@ -186,6 +186,9 @@ fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBe
     if rc.batching.batch != 1 || rc.batching.queue.is_some() || !cfg.stepping.is_off() {
         bail!("--vs-belady takes one token per step and sequence: drop --batch, --queue, --verify and --prefill-chunk");
     }
+    if !rc.batching.source.is_fixed() {
+        bail!("--vs-belady takes one token per step and sequence, and this run replays forward passes (recorded or continuous batching): give --batching fixed");
+    }
     let curve_cfg = CurveConfig {
         mechanism: cfg.policy.clone(),
         phase: cfg.phase,

@@ -193,6 +193,28 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
     assert!(String::from_utf8_lossy(&o.stderr).contains(note));
     let o = sim(&[&timed[..], &["--batching", "fixed"]].concat());
     assert!(!String::from_utf8_lossy(&o.stderr).contains(note));
+    // a curve, and LRU against MIN, step one token per sequence: never mixed with the passes
+    let o = sim(&["curve", "--trace", &trace, "--policy", "e1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a curve steps one token per sequence"));
+    let vs = [
+        "--policy",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "10",
+        "--vs-belady",
+    ];
+    let e = sim(&[&["run", "--trace", &trace as &str][..], &vs[..]].concat());
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("give --batching fixed"));
+    let fixed_vs = [
+        &["run", "--trace", &trace as &str][..],
+        &vs[..],
+        &["--batching", "fixed"],
+    ];
+    assert!(sim(&fixed_vs.concat()).status.success());
     // round-robin steps of one token are not the passes as served
     let f: serde_json::Value = serde_json::from_str(&fixed).unwrap();
     assert_eq!(f["cache"]["tokens"], 18);
