@@ -143,6 +143,11 @@ pub struct PrefetchReport {
     /// The cap on prefetch bytes in flight, MiB (`--prefetch-cap`); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap_mib: Option<f64>,
+    /// The confidence cut (`--prefetch-min-score`): predictions below this fraction of their
+    /// prediction's best score were not issued, so precision and recall are against the cut.
+    /// Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
     /// Prefetches queued and dropped before they started (their target group's router came,
     /// or a demand page-in took the unit); they count in `issued`. Absent under `legacy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

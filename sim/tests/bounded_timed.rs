@@ -178,6 +178,10 @@ fn a_trace_of_several_windows_matches_the_in_memory_path() {
             let (a, b) = both(&c, &f.trace, None);
             assert_eq!(a, b, "{c:?}");
         }
+        // a confidence cut
+        c.timing.as_mut().unwrap().prefetch_min_score = Some(0.5);
+        let (a, b) = both(&c, &f.trace, None);
+        assert_eq!(a, b, "{c:?}");
     }
 }
 

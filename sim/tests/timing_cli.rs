@@ -414,6 +414,61 @@ fn the_issue_policy_and_the_cap_are_flags_of_run() {
     }
 }
 
+/// `--prefetch-min-score` cuts a scoring predictor's predictions (fewer issued, the block says
+/// the cut and its precision is the cut run's own), leaves the oracle (every unit scores 1)
+/// whole, and is refused without a predictor or outside (0, 1].
+#[test]
+fn a_confidence_cut_is_a_flag_of_run() {
+    let free = prefetch_run(&["--predictor", "next-layer"]);
+    let cut = prefetch_run(&["--predictor", "next-layer", "--prefetch-min-score", "1"]);
+    let (f, c) = (&free["prefetch"], &cut["prefetch"]);
+    assert!(f.get("min_score").is_none());
+    assert_eq!(c["min_score"], 1.0);
+    let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+    assert!(n(c, "issued") < n(f, "issued"), "{c} {f}");
+    let caught = (n(c, "used") + n(c, "late")) as f64;
+    assert_eq!(
+        c["precision"].as_f64().unwrap(),
+        caught / n(c, "issued") as f64
+    );
+    assert_eq!(c["stall_ms_per_step_oracle"], f["stall_ms_per_step_oracle"]);
+    let oracle = |extra: &[&str]| {
+        let mut flags = vec!["--predictor", "oracle"];
+        flags.extend_from_slice(extra);
+        prefetch_run(&flags)["timing"].clone()
+    };
+    assert_eq!(oracle(&["--prefetch-min-score", "1"]), oracle(&[]));
+    let (ok, out, err) = sim(&granite_lru(
+        "run",
+        &["--predictor", "next-layer", "--prefetch-min-score", "0.5"],
+    ));
+    assert!(ok, "{err}");
+    assert!(out.contains("cut ") && out.contains("0.5"), "{out}");
+    for (flags, says) in [
+        (vec!["--prefetch-min-score", "0.5"], "add a --predictor"),
+        (
+            vec!["--predictor", "static", "--prefetch-min-score", "-0.5"],
+            "above 0 and at most 1",
+        ),
+        (
+            vec!["--predictor", "static", "--prefetch-min-score", "0"],
+            "above 0 and at most 1",
+        ),
+        (
+            vec!["--predictor", "static", "--prefetch-min-score", "1.5"],
+            "above 0 and at most 1",
+        ),
+        (
+            vec!["--predictor", "static", "--prefetch-min-score", "auto"],
+            "invalid value",
+        ),
+    ] {
+        let (ok, _, err) = sim(&granite_lru("run", &flags));
+        assert!(!ok && err.contains(says), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 #[test]
 fn predictor_and_window_lists_are_a_sweep_axis_and_one_value_in_run() {
     let (ok, _, err) = sim(&["run", "--hw", "h200-linux", "--predictor", "static,eam"]);

@@ -402,10 +402,20 @@ pub fn prefetch_summary(p: &PrefetchReport, profile: &str) -> String {
             ),
         ),
     ];
-    for (k, v, note) in rows.into_iter().chain(issue_row(p)) {
+    for (k, v, note) in rows.into_iter().chain(issue_row(p)).chain(cut_row(p)) {
         let _ = writeln!(s, "    {k:<15} {v:>12}   {note}");
     }
     s
+}
+
+/// The confidence cut's row of the prefetch lines; none without a cut.
+fn cut_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
+    let min = p.min_score?;
+    Some((
+        "cut",
+        format!("{min}"),
+        "predictions scoring below this fraction of their prediction's best were not issued; precision and recall above are against the cut".to_string(),
+    ))
 }
 
 /// The issue policy's row of the prefetch lines; none under `legacy` (absent from the block).

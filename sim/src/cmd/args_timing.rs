@@ -151,6 +151,17 @@ pub struct TimingArgs {
     )]
     pub prefetch_cap: Option<f64>,
 
+    /// Confidence cut: a predictor issues only the experts scoring at least this fraction of
+    /// its prediction's best score, in (0, 1] (scores per predictor: DESIGN.md, "Prefetch
+    /// predictors"); precision and recall are then against the cut. Default: no cut.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
+    pub prefetch_min_score: Option<f64>,
+
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
     /// would push mapped memory past cap x usable are refused.
     #[arg(
@@ -285,6 +296,7 @@ impl TimingArgs {
             }
         }
         let prefetch_cap = self.prefetch_cap_bytes()?;
+        let prefetch_min_score = self.prefetch_min_score()?;
         if self.predicts() && self.window.contains(&0) {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
@@ -310,6 +322,7 @@ impl TimingArgs {
             window,
             prefetch_issue: self.prefetch_issue,
             prefetch_cap,
+            prefetch_min_score,
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
             seed,
@@ -349,6 +362,20 @@ impl TimingArgs {
             bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first, not legacy");
         }
         Ok(Some((mib * sim::MIB).round() as u64))
+    }
+
+    /// `--prefetch-min-score`: a fraction in (0, 1], with a predictor.
+    fn prefetch_min_score(&self) -> Result<Option<f64>> {
+        let Some(min) = self.prefetch_min_score else {
+            return Ok(None);
+        };
+        if !(min > 0.0 && min <= 1.0) {
+            bail!("--prefetch-min-score {min}: give a fraction of the prediction's best score, above 0 and at most 1 (e.g. 0.5)");
+        }
+        if !self.predicts() {
+            bail!("--prefetch-min-score cuts a predictor's predictions: add a --predictor (e.g. next-layer)");
+        }
+        Ok(Some(min))
     }
 
     /// Whether any `--cpu-experts` places experts on the CPU.

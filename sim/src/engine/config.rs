@@ -47,6 +47,10 @@ pub struct TimingConfig {
     /// Cap on prefetch bytes in flight (`--prefetch-cap`); the `prefetch` block reports it.
     #[serde(skip)]
     pub prefetch_cap: Option<u64>,
+    /// The predictors' confidence cut (`--prefetch-min-score`); the `prefetch` block
+    /// reports it.
+    #[serde(skip)]
+    pub prefetch_min_score: Option<f64>,
     /// Fraction of usable VRAM; `None`: no admission control.
     pub admission_cap: Option<f64>,
     #[serde(skip)]
@@ -95,6 +99,7 @@ impl TimingConfig {
             window: 1,
             prefetch_issue: PrefetchIssue::DemandFirst,
             prefetch_cap: None,
+            prefetch_min_score: None,
             admission_cap: None,
             timeline: None,
             step_latencies: false,
@@ -214,6 +219,7 @@ pub fn run_timing(
                 cfg.window,
                 issue,
                 cap,
+                cfg.prefetch_min_score,
                 &learning,
                 &r,
                 baseline,
@@ -291,6 +297,7 @@ pub(crate) fn engine_options(cfg: &TimingConfig) -> EngineOptions {
         window: cfg.window,
         issue: cfg.prefetch_issue,
         prefetch_cap: cfg.prefetch_cap,
+        min_score: cfg.prefetch_min_score,
         seed: cfg.seed,
         timeline_cap: if cfg.timeline.is_some() {
             TIMELINE_MAX_SPANS

@@ -58,6 +58,10 @@ pub struct PredictInputs<'a> {
     /// Prefetch lead in groups (MoE layers), >= 1.
     pub window: usize,
     pub learning: Learning<'a>,
+    /// The confidence cut (`--prefetch-min-score`): a predictor that scores its experts
+    /// names only those scoring at least this fraction of the prediction's best score
+    /// (DESIGN.md, "Prefetch predictors"); `None`: no cut.
+    pub min_score: Option<f64>,
 }
 
 /// The group a prediction is for: its number in the replay and its MoE layer. The number
@@ -270,19 +274,22 @@ pub struct Predictor<'a> {
 }
 
 impl<'a> Predictor<'a> {
-    /// Build `kind` for a replay with prefetch lead `window`.
+    /// Build `kind` for a replay with prefetch lead `window`, keeping only predictions at
+    /// or above the confidence cut `min_score` (see [`PredictInputs::min_score`]).
     pub fn new(
         kind: PredictorKind,
         units: &'a UnitMap,
         ks: &'a KeySpace,
         window: usize,
         learning: Learning<'a>,
+        min_score: Option<f64>,
     ) -> Self {
         let inner = (kind.entry().build)(PredictInputs {
             units,
             ks,
             window,
             learning,
+            min_score,
         });
         Predictor { kind, inner }
     }

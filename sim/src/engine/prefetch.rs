@@ -62,7 +62,8 @@ pub struct PrefetchCounts {
 }
 
 /// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
-/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight) as
+/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight, cut at
+/// `min_score`) as
 /// `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
 #[allow(clippy::too_many_arguments)]
@@ -71,6 +72,7 @@ pub fn report<E>(
     window: usize,
     issue: PrefetchIssue,
     cap: Option<u64>,
+    min_score: Option<f64>,
     learning: &Learning<'_>,
     run: &Replay,
     mut price: impl FnMut(PredictorKind) -> Result<Replay, E>,
@@ -106,6 +108,7 @@ pub fn report<E>(
         // legacy leaves these out, so its reports read as they did before the policies
         issue: (issue != PrefetchIssue::Legacy).then(|| issue.name().to_string()),
         cap_mib: cap.map(|b| b as f64 / crate::MIB),
+        min_score,
         cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
         blocked_ms_per_step: (issue != PrefetchIssue::Legacy)
             .then(|| c.blocked_us / run.detail.steps.max(1) as f64 / 1e3),

@@ -59,6 +59,9 @@ pub struct EngineOptions {
     /// At most this many committed bytes of started prefetches unfinished at once
     /// (`--prefetch-cap`; demand-first only); `None`: no cap.
     pub prefetch_cap: Option<u64>,
+    /// The predictors' confidence cut (`--prefetch-min-score`): a fraction of each
+    /// prediction's best score; `None`: no cut.
+    pub min_score: Option<f64>,
     /// Seed of the oversubscription jitter.
     pub seed: u64,
     /// Record spans for `--timeline`, at most this many (0 = off).
@@ -642,7 +645,14 @@ impl<'a> Pricer<'a> {
         check_window(opts, plans.moe_layers)?;
         let prefetch = (opts.predictor != PredictorKind::None).then(|| {
             Prefetcher::new(
-                Predictor::new(opts.predictor, units, ks, opts.window, learning),
+                Predictor::new(
+                    opts.predictor,
+                    units,
+                    ks,
+                    opts.window,
+                    learning,
+                    opts.min_score,
+                ),
                 opts.window,
             )
         });

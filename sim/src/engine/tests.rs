@@ -296,6 +296,7 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
         1,
         PrefetchIssue::Legacy,
         None,
+        None,
         &learning,
         &r,
         price,
@@ -317,6 +318,7 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
         PredictorKind::PrevToken,
         1,
         PrefetchIssue::Legacy,
+        None,
         None,
         &learning,
         &r,
@@ -1073,4 +1075,75 @@ fn read_unit_slopes_price_vmm_calls_by_the_read_units() {
             "{s:?}"
         );
     }
+}
+
+/// Two MoE layers of 3 experts, top-2, four steps, every unit streamed (paged in and evicted
+/// by its group). Layer 0 always selects {0, 1}; layer 1 selects `l1[s]` at step s.
+fn cut_plans(l1: [[u32; 2]; 4]) -> (Plans, UnitMap, KeySpace) {
+    let ks = KeySpace::new(&ModelSpec::uniform("t", 2, 3, 2));
+    let mut plans = Plans::new(2);
+    for sel in l1 {
+        plans.begin_step(1, 1);
+        for (m, keys) in [[0, 1], [3 + sel[0], 3 + sel[1]]].iter().enumerate() {
+            plans.push_group(m, keys, keys, keys, keys);
+        }
+    }
+    (plans, unit_map(2, 3, 2 * MIB, 2 * MIB), ks)
+}
+
+#[test]
+fn a_confidence_cut_drops_the_predictions_below_it_by_hand() {
+    // static, online, window 1. Layer 1's experts 0..3 are units 3..6.
+    // At step s's layer-0 router it predicts layer 1 from the layer-1 counts of steps < s:
+    //   s0: no counts, nothing;
+    //   s1: {1, 1, 0} -> [0, 1], scores 1, 1; needs {0, 2}: 0 used, 1 wasted;
+    //   s2: {2, 1, 1} -> [0, 1], scores 1, 0.5; needs {0, 2}: 0 used, 1 wasted;
+    //   s3: {3, 1, 2} -> [0, 2], scores 1, 2/3; needs {0, 1}: 0 used, 2 wasted.
+    // At the layer-1 routers of s0..s2 it predicts layer 0's {0, 1} (scores 1, 1): 6 used.
+    // Without a cut: 12 issued, 9 used, 3 wasted. A cut of 0.6 drops only s2's expert 1
+    // (0.5 < 0.6; 2/3 and the ties stay): 11 issued, 9 used, 2 wasted.
+    let (plans, map, ks) = cut_plans([[0, 1], [0, 2], [0, 2], [0, 1]]);
+    let p = test_profile(None);
+    // non-expert compute far above a commit + copy: every prefetch is resident in time
+    let (c, cost) = (compute(20_000.0, 0.0), vmm_cost(&p));
+    let (plans, map, ks, c, cost) = (&plans, &map, &ks, &c, &cost);
+    let price = |min_score: Option<f64>| {
+        move |k: PredictorKind| {
+            let o = EngineOptions {
+                predictor: k,
+                window: 1,
+                min_score,
+                ..Default::default()
+            };
+            replay(plans, map, ks, cost, c, o)
+        }
+    };
+    let counts = |min_score| {
+        let f = price(min_score)(PredictorKind::Static).unwrap().prefetch;
+        (f.issued, f.used, f.late, f.wasted)
+    };
+    assert_eq!(counts(None), (12, 9, 0, 3));
+    assert_eq!(counts(Some(0.6)), (11, 9, 0, 2));
+    // 0.5 is at the cut, which keeps it; 0.7 drops s3's expert 2 too (2/3 < 0.7)
+    assert_eq!(counts(Some(0.5)), (12, 9, 0, 3));
+    assert_eq!(counts(Some(0.7)), (10, 9, 0, 1));
+    // the report carries the cut, and precision and recall are the cut run's
+    let r = price(Some(0.6))(PredictorKind::Static).unwrap();
+    let rep = prefetch::report(
+        PredictorKind::Static,
+        1,
+        PrefetchIssue::Legacy,
+        None,
+        Some(0.6),
+        &Learning::Online,
+        &r,
+        price(Some(0.6)),
+    )
+    .unwrap();
+    assert_eq!(rep.min_score, Some(0.6));
+    // 16 page-ins (2 a group), 9 caught
+    assert_eq!(
+        (rep.precision, rep.recall),
+        (Some(9.0 / 11.0), Some(9.0 / 16.0))
+    );
 }

@@ -167,6 +167,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--policy", &["e1"]),
     ("--prefill-chunk", &["2"]),
     ("--prefetch-cap", &["4"]),
+    ("--prefetch-min-score", &["0.5"]),
     ("--preset", &["granite-3.0-1b-a400m"]),
     ("--preset-tokens", &["4"]),
     ("--profile-trace", &[TRACE]),

@@ -12,7 +12,7 @@
 //! sequence of the step counts that union, and a prediction adds the sequences' best-match
 //! rows, each normalised to sum 1.
 
-use super::learn::{push_units, top_experts, wanted, Learning, ProfileGroups};
+use super::learn::{cut, push_units, top_experts, wanted, Learning, ProfileGroups};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::HashMap;
@@ -87,6 +87,8 @@ pub struct Eam<'a> {
     library: Option<Library>,
     live: Vec<Live>,
     scores: Vec<f64>,
+    /// The confidence cut ([`PredictInputs::min_score`]).
+    min_score: Option<f64>,
 }
 
 impl<'a> Eam<'a> {
@@ -100,6 +102,7 @@ impl<'a> Eam<'a> {
             },
             live: Vec::new(),
             scores: Vec::new(),
+            min_score: i.min_score,
         }
     }
 
@@ -205,7 +208,8 @@ impl Predict for Eam<'_> {
                 *a += c as f64 / total as f64;
             }
         }
-        let top = top_experts(&scores, wanted(ks, &cur, l));
+        let mut top = top_experts(&scores, wanted(ks, &cur, l));
+        cut(&mut top, |e| scores[e as usize], self.min_score);
         push_units(self.units, ks, l, &top, out);
         self.scores = scores;
     }

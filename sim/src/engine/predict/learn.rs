@@ -130,6 +130,17 @@ pub fn top_experts<T: Copy + PartialOrd + Default>(scores: &[T], n: usize) -> Ve
     ids
 }
 
+/// Apply the confidence cut `min` to `top` (experts highest first, as [`top_experts`] gives
+/// them): keep those whose `score` is at least `min` times the best one's, so a score reads
+/// as a fraction of the prediction's best, in (0, 1]. `None` keeps every one.
+pub fn cut(top: &mut Vec<u16>, score: impl Fn(u16) -> f64, min: Option<f64>) {
+    let (Some(min), Some(&best)) = (min, top.first()) else {
+        return;
+    };
+    let floor = min * score(best);
+    top.retain(|&e| score(e) >= floor);
+}
+
 /// Append the units holding experts `experts` of MoE layer `layer` (a unit holding several
 /// of them is named more than once; the engine prefetches it once).
 pub fn push_units(

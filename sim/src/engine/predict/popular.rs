@@ -1,6 +1,6 @@
 //! `static`: the target layer's most selected experts in what the predictor learned from.
 
-use super::learn::{push_units, top_experts, wanted, Learning};
+use super::learn::{cut, push_units, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use traces::KeySpace;
@@ -13,6 +13,8 @@ pub struct Static<'a> {
     /// Groups that selected each key.
     counts: Vec<u64>,
     online: bool,
+    /// The confidence cut ([`PredictInputs::min_score`]).
+    min_score: Option<f64>,
 }
 
 impl<'a> Static<'a> {
@@ -22,6 +24,7 @@ impl<'a> Static<'a> {
             ks: i.ks,
             counts: vec![0; i.ks.num_keys()],
             online: matches!(i.learning, Learning::Online),
+            min_score: i.min_score,
         };
         i.learning.each_profile_group(|g| s.learn(g));
         s
@@ -45,7 +48,8 @@ impl Predict for Static<'_> {
         let l = t.moe_layer;
         let first = self.ks.offsets[l] as usize;
         let layer = &self.counts[first..first + self.ks.experts[l] as usize];
-        let top = top_experts(layer, wanted(self.ks, &h.current(), l));
+        let mut top = top_experts(layer, wanted(self.ks, &h.current(), l));
+        cut(&mut top, |e| layer[e as usize] as f64, self.min_score);
         push_units(self.units, self.ks, l, &top, out);
     }
 }

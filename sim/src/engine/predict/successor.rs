@@ -5,7 +5,7 @@
 //! for w = 1). A prediction sums the rows of the current group's experts and names the
 //! [`wanted`] experts with the highest totals.
 
-use super::learn::{push_units, top_experts, wanted, Learning};
+use super::learn::{cut, push_units, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::VecDeque;
@@ -22,6 +22,8 @@ pub struct NextLayer<'a> {
     /// The last `window` groups learned: (MoE layer, expert ids), oldest first.
     recent: VecDeque<(usize, Vec<u16>)>,
     online: bool,
+    /// The confidence cut ([`PredictInputs::min_score`]).
+    min_score: Option<f64>,
     /// Summed rows of a prediction (one per target expert).
     scores: Vec<u64>,
 }
@@ -40,6 +42,7 @@ impl<'a> NextLayer<'a> {
             tables: SuccessorTable::for_pairs(pairs),
             recent: VecDeque::new(),
             online: matches!(i.learning, Learning::Online),
+            min_score: i.min_score,
             scores: Vec::new(),
         };
         i.learning.each_profile_group(|g| s.learn(g));
@@ -72,7 +75,8 @@ impl Predict for NextLayer<'_> {
         for &k in cur.keys {
             table.add_row(self.ks.split(k).1, &mut self.scores);
         }
-        let top = top_experts(&self.scores, wanted(self.ks, &cur, t.moe_layer));
+        let mut top = top_experts(&self.scores, wanted(self.ks, &cur, t.moe_layer));
+        cut(&mut top, |e| self.scores[e as usize] as f64, self.min_score);
         push_units(self.units, self.ks, t.moe_layer, &top, out);
     }
 }

@@ -58,7 +58,7 @@ fn predictions(
     upto: usize,
 ) -> Vec<Vec<u32>> {
     let units = e1(ks);
-    let mut p = Predictor::new(kind, &units, ks, window, learning);
+    let mut p = Predictor::new(kind, &units, ks, window, learning, None);
     let mut out = Vec::new();
     for gi in 0..=upto.min(plans.groups.len() - 1) {
         let h = plans.history(gi);
