@@ -153,7 +153,7 @@ pub struct ValidateArgs {
     /// by GPU profile, model and trace, mechanism, retention and batch, each region with the
     /// live-set range its steps reached, its median p50 error and its pass / fail / undecided
     /// counts. docs/VALIDATION.md is this page for validate/data.
-    #[arg(long, requires = "reprice", conflicts_with_all = ["json", "intervals"])]
+    #[arg(long, conflicts_with_all = ["json", "intervals"])]
     pub coverage: bool,
 
     /// Also print, per policy, where the time of a step went: the real replay's host phases
@@ -298,6 +298,10 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         args.intervals == 0 || !args.reprice.is_empty(),
         "--intervals {} re-prices stored replays: give it with --reprice DIR",
         args.intervals
+    );
+    anyhow::ensure!(
+        !args.coverage || !args.reprice.is_empty(),
+        "--coverage groups re-priced stored replays: give it with --reprice DIR (e.g. `sim validate --reprice validate/data --coverage`)"
     );
     if !args.timing.cpu_experts.is_empty() && !composed::is_composed(&args) {
         return cpu::run(&args);
