@@ -64,10 +64,12 @@ pub struct Region {
     pub undecided: usize,
 }
 
+/// A region's key: GPU profile, model, trace file name, mechanism, retention, batch.
+type RegionKey = (String, String, String, String, String, usize);
+
 /// The regions of `rows` (those with a context), sorted by their key.
 pub fn regions(rows: &[RepricedRow]) -> Vec<Region> {
-    let mut by: BTreeMap<(String, String, String, String, String, usize), Vec<&RepricedRow>> =
-        BTreeMap::new();
+    let mut by: BTreeMap<RegionKey, Vec<&RepricedRow>> = BTreeMap::new();
     for r in rows {
         let Some(c) = &r.context else { continue };
         let trace = std::path::Path::new(&r.trace)
