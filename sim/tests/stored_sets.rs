@@ -218,3 +218,84 @@ fn the_shipped_h100_profiles_are_the_pools_of_their_three_calibrations() {
         );
     }
 }
+
+/// docs/VALIDATION.md is what `sim validate --reprice validate/data --coverage` prints now: a
+/// change to the model or to the stored replays that moves an error, a verdict or a live-set
+/// range fails here until the page is regenerated (the command is the page's first paragraph).
+#[test]
+fn the_coverage_page_is_the_one_the_stored_replays_give_now() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["validate", "--reprice", "validate/data", "--coverage"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let now = String::from_utf8(o.stdout).unwrap();
+    let stored = std::fs::read_to_string(root.join("docs/VALIDATION.md")).unwrap();
+    assert!(
+        stored == now,
+        "docs/VALIDATION.md is stale: regenerate it with `sim validate --reprice validate/data \
+         --coverage --out docs/VALIDATION.md` from the repository root"
+    );
+}
+
+/// `--coverage` on one stored replay: one region per row (granite gs.json: 4 mechanisms), each
+/// line carrying the row's own p50 error as the stored file's re-pricing reports it.
+#[test]
+fn coverage_of_one_stored_replay_has_one_region_per_row() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("validate/data/h200-linux-p9-validation/gs.json"),
+        dir.path().join("gs.json"),
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["validate", "--reprice", d])
+            .args(extra)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--coverage"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8(o.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&run(&["--json"]).stdout).unwrap();
+    let rows = j["reprice"]["rows"].as_array().unwrap();
+    let lines: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| h200-linux"))
+        .collect();
+    assert_eq!(lines.len(), rows.len());
+    for r in rows {
+        let c = &r["context"];
+        assert_eq!(c["gpu"], "h200-linux");
+        let cell = format!(
+            "| {} | {} | 1 | ",
+            r["policy"].as_str().unwrap(),
+            r["retention"].as_str().unwrap()
+        );
+        let line = lines.iter().find(|l| l.contains(&cell)).unwrap();
+        let err = format!("| 1 | {:+.1}% |", r["error_pct_p50"].as_f64().unwrap());
+        assert!(line.contains(&err), "{line} lacks {err}");
+    }
+    // --coverage needs --reprice, and prints Markdown, not JSON
+    let bad = run(&["--coverage", "--json"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args([
+            "validate",
+            "--coverage",
+            "--policy",
+            "e1",
+            "--hw",
+            "h200-linux",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--reprice"));
+}

@@ -35,6 +35,9 @@ pub struct RepricedRow {
     /// (`--intervals N`), and whether the measured p50 lies inside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<RowInterval>,
+    /// Where the row was checked (GPU, model, batch, live-set range), for the coverage table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::coverage::RowContext>,
 }
 
 /// A row's 90% interval and the measured p50 held against it.
@@ -187,6 +190,7 @@ impl RepricedRow {
                 verdict: verdict.clone(),
                 composition: c.clone(),
                 interval: None,
+                context: None,
             })
             .collect()
     }
@@ -390,6 +394,7 @@ mod tests {
             verdict: super::super::analysis::row_verdict(policy, &[], None),
             composition: None,
             interval: None,
+            context: None,
         }
         .with_adjusted(adj)
     }

@@ -149,6 +149,13 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub intervals: u32,
 
+    /// With --reprice: print instead the coverage page (Markdown): the re-priced rows grouped
+    /// by GPU profile, model and trace, mechanism, retention and batch, each region with the
+    /// live-set range its steps reached, its median p50 error and its pass / fail / undecided
+    /// counts. docs/VALIDATION.md is this page for validate/data.
+    #[arg(long, conflicts_with_all = ["json", "intervals"])]
+    pub coverage: bool,
+
     /// Also print, per policy, where the time of a step went: the real replay's host phases
     /// (router wait, VMM commit and decommit calls, H2D enqueues, launches) next to the
     /// engine's predicted split (compute, router round trip, commits, decommits, copies,
@@ -291,6 +298,10 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         args.intervals == 0 || !args.reprice.is_empty(),
         "--intervals {} re-prices stored replays: give it with --reprice DIR",
         args.intervals
+    );
+    anyhow::ensure!(
+        !args.coverage || !args.reprice.is_empty(),
+        "--coverage groups re-priced stored replays: give it with --reprice DIR (e.g. `sim validate --reprice validate/data --coverage`)"
     );
     if !args.timing.cpu_experts.is_empty() && !composed::is_composed(&args) {
         return cpu::run(&args);

@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use sim::validation::analysis::analyse;
 use sim::validation::composition::composition;
+use sim::validation::coverage::{self, RowContext};
 use sim::validation::reprice::{families, RepricedRow, Repricing, RowInterval, Skipped, Within};
 use sim::validation::Validation;
 use std::path::{Path, PathBuf};
@@ -51,7 +52,15 @@ pub(super) fn run(args: &ValidateArgs) -> Result<()> {
     }
     out.families = families(&out.rows);
     out.within = Within::of(&out.rows);
-    let text = if args.json {
+    let text = if args.coverage {
+        let dirs: Vec<String> = args
+            .reprice
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let command = format!("sim validate --reprice {} --coverage", dirs.join(" "));
+        coverage::markdown(&coverage::regions(&out.rows), &command)
+    } else if args.json {
         serde_json::to_string_pretty(&serde_json::json!({ "reprice": out }))? + "\n"
     } else {
         out.text()
@@ -123,6 +132,11 @@ fn reprice_one(
         &verdicts,
         &compositions,
     );
+    let batch = v.retention_settings.as_ref().map_or(1, |s| s.batch);
+    for (row, pred) in rows.iter_mut().zip(&p.predictions) {
+        let live = pred.live_granules_per_step();
+        row.context = Some(RowContext::new(&v.hw, &v.model, batch, &live));
+    }
     if args.intervals > 0 {
         let hw = profile::load(one.a.timing.hw.as_deref().unwrap_or_default())?;
         for ((row, pred), r) in rows.iter_mut().zip(&p.predictions).zip(&p.validation.rows) {

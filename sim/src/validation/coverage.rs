@@ -1,0 +1,224 @@
+//! Where the model was checked (`sim validate --reprice DIR... --coverage`): the re-priced
+//! rows of the stored replays grouped into regions (GPU profile x model x trace x mechanism x
+//! retention x batch), each with the live-set range its steps reached and the error there
+//! (median p50 error, and the verdicts' pass / fail / undecided counts), as a Markdown page.
+//! docs/VALIDATION.md is this page for validate/data, regenerated and compared by a test.
+
+use super::analysis::Verdict;
+use super::reprice::RepricedRow;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use validate::stats::Summary;
+
+/// Where one re-priced row was checked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowContext {
+    /// The profile the replay was recorded with (its GPU and host): `h200-linux`.
+    pub gpu: String,
+    /// The model geometry the trace records.
+    pub model: String,
+    /// Sequences decoded together (1 unless the retention settings say otherwise).
+    pub batch: usize,
+    /// The least and most VMM granules live at a measured step (mean over its groups); absent
+    /// when none is live (OS-paged mechanisms map none; streaming evicts each expert after
+    /// its layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_granules: Option<[f64; 2]>,
+}
+
+impl RowContext {
+    /// The context of a row recorded with profile `gpu`, model `model` and batch `batch`,
+    /// whose measured steps had `live` granules live (all 0: an OS-paged mechanism).
+    pub fn new(gpu: &str, model: &str, batch: usize, live: &[f64]) -> RowContext {
+        let vmm = live.iter().any(|&l| l > 0.0);
+        let lo = live.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = live.iter().copied().fold(0.0, f64::max);
+        RowContext {
+            gpu: gpu.to_string(),
+            model: model.to_string(),
+            batch,
+            live_granules: vmm.then_some([lo, hi]),
+        }
+    }
+}
+
+/// One region: the rows that share GPU, model, trace, mechanism, retention and batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Region {
+    pub gpu: String,
+    pub model: String,
+    /// The trace's file name.
+    pub trace: String,
+    pub mechanism: String,
+    pub retention: String,
+    pub batch: usize,
+    /// The least and most live granules over the region's rows (absent: none live).
+    pub live_granules: Option<[f64; 2]>,
+    /// Rows (stored sets) in the region.
+    pub rows: usize,
+    /// Median of the rows' p50 errors, percent (predicted vs measured).
+    pub median_error_pct: f64,
+    pub pass: usize,
+    pub fail: usize,
+    pub undecided: usize,
+}
+
+/// A region's key: GPU profile, model, trace file name, mechanism, retention, batch.
+type RegionKey = (String, String, String, String, String, usize);
+
+/// The regions of `rows` (those with a context), sorted by their key.
+pub fn regions(rows: &[RepricedRow]) -> Vec<Region> {
+    let mut by: BTreeMap<RegionKey, Vec<&RepricedRow>> = BTreeMap::new();
+    for r in rows {
+        let Some(c) = &r.context else { continue };
+        let trace = std::path::Path::new(&r.trace)
+            .file_name()
+            .map_or(r.trace.clone(), |f| f.to_string_lossy().into_owned());
+        let key = (
+            c.gpu.clone(),
+            c.model.clone(),
+            trace,
+            r.policy.clone(),
+            r.retention.clone(),
+            c.batch,
+        );
+        by.entry(key).or_default().push(r);
+    }
+    by.into_iter()
+        .filter_map(|((gpu, model, trace, mechanism, retention, batch), rs)| {
+            let errs: Vec<f64> = rs.iter().map(|r| r.error_pct_p50).collect();
+            let count = |v: Verdict| rs.iter().filter(|r| r.verdict.verdict == v).count();
+            Some(Region {
+                median_error_pct: Summary::of(&errs)?.median,
+                live_granules: live_range(&rs),
+                rows: rs.len(),
+                pass: count(Verdict::Pass),
+                fail: count(Verdict::Fail),
+                undecided: count(Verdict::Undecided),
+                gpu,
+                model,
+                trace,
+                mechanism,
+                retention,
+                batch,
+            })
+        })
+        .collect()
+}
+
+/// The least low and most high live granules of `rows` (absent when none maps granules).
+fn live_range(rows: &[&RepricedRow]) -> Option<[f64; 2]> {
+    let ranges: Vec<[f64; 2]> = rows
+        .iter()
+        .filter_map(|r| r.context.as_ref()?.live_granules)
+        .collect();
+    let lo = ranges.iter().map(|r| r[0]).reduce(f64::min)?;
+    let hi = ranges.iter().map(|r| r[1]).reduce(f64::max)?;
+    Some([lo, hi])
+}
+
+/// The coverage page: a heading, how it was made (`command`), and one table line per region.
+pub fn markdown(regions: &[Region], command: &str) -> String {
+    let mut s = String::from("# Where the model was checked\n\n");
+    let _ = writeln!(
+        s,
+        "Generated by `{command}` from the stored GPU replays; do not edit by hand \
+         (a test regenerates it and compares). One line per region: the stored replays of one \
+         GPU profile, model and trace, mechanism, retention and batch. **Live granules**: the \
+         least and most VMM granules live at a measured step over the region's replays (—: none \
+         live, as for OS-paged mechanisms and streaming, which evicts each expert after its \
+         layer). **Median error**: of the p50 step-time errors, predicted vs \
+         measured (negative: the model is faster). **Pass / fail / undecided**: the replays' \
+         verdicts against the ±10% goal (docs/guide/validate.md).\n"
+    );
+    s += "| GPU profile | model | trace | mechanism | retention | batch | live granules | replays | median error | pass / fail / undecided |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for r in regions {
+        let live = r
+            .live_granules
+            .map_or("—".to_string(), |[lo, hi]| format!("{lo:.0}–{hi:.0}"));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:+.1}% | {} / {} / {} |",
+            r.gpu,
+            r.model,
+            r.trace,
+            r.mechanism,
+            r.retention,
+            r.batch,
+            live,
+            r.rows,
+            r.median_error_pct,
+            r.pass,
+            r.fail,
+            r.undecided
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of `trace`/`policy` on `gpu` with p50 error `e`, verdict `v` and live range `live`.
+    fn row(gpu: &str, policy: &str, e: f64, v: Verdict, live: &[f64]) -> RepricedRow {
+        let mut verdict = super::super::analysis::row_verdict(policy, &[], None);
+        verdict.verdict = v;
+        RepricedRow {
+            file: "d/x.json".into(),
+            trace: "validate/data/x/prose.bin".into(),
+            retention: "lru, budget 50%".into(),
+            policy: policy.into(),
+            steps: 1,
+            warmup_steps: 0,
+            error_pct_p50: e,
+            error_pct_mean: e,
+            verdict,
+            composition: None,
+            interval: None,
+            context: Some(RowContext::new(gpu, "granite", 1, live)),
+        }
+    }
+
+    #[test]
+    fn rows_group_by_gpu_and_mechanism_with_median_counts_and_live_range() {
+        let rows = [
+            row("h200-linux", "e1", 4.0, Verdict::Pass, &[100.0, 300.0]),
+            row("h200-linux", "e1", -12.0, Verdict::Fail, &[50.0, 200.0]),
+            row("h200-linux", "e1", 2.0, Verdict::Undecided, &[120.0]),
+            row("h100-linux", "e1", 7.0, Verdict::Pass, &[400.0]),
+            row("h200-linux", "os4k", -1.0, Verdict::Pass, &[0.0, 0.0]),
+        ];
+        let r = regions(&rows);
+        // sorted by key: h100 before h200, e1 before os4k
+        assert_eq!(r.len(), 3);
+        assert_eq!((r[0].gpu.as_str(), r[0].rows), ("h100-linux", 1));
+        assert_eq!(r[0].live_granules, Some([400.0, 400.0]));
+        let e1 = &r[1];
+        assert_eq!(
+            (e1.gpu.as_str(), e1.mechanism.as_str()),
+            ("h200-linux", "e1")
+        );
+        // median of -12, 2, 4 is 2; live from the least low (50) to the most high (300)
+        assert_eq!(e1.median_error_pct, 2.0);
+        assert_eq!((e1.pass, e1.fail, e1.undecided), (1, 1, 1));
+        assert_eq!(e1.live_granules, Some([50.0, 300.0]));
+        assert_eq!(e1.trace, "prose.bin");
+        // no granule live: no range
+        assert_eq!(r[2].live_granules, None);
+        let md = markdown(&r, "sim validate --reprice d --coverage");
+        assert!(md.contains(
+            "| h200-linux | granite | prose.bin | e1 | lru, budget 50% | 1 | 50–300 | 3 | +2.0% | 1 / 1 / 1 |"
+        ), "{md}");
+        assert!(md.contains("| os4k | lru, budget 50% | 1 | — | 1 | -1.0% | 1 / 0 / 0 |"));
+    }
+
+    #[test]
+    fn rows_without_a_context_are_left_out() {
+        let mut r = row("h200-linux", "e1", 1.0, Verdict::Pass, &[1.0]);
+        r.context = None;
+        assert!(regions(&[r]).is_empty());
+    }
+}
