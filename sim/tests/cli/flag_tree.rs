@@ -463,4 +463,5 @@ fn every_flag_of_every_subcommand_runs_without_a_panic() {
     // The walk reached the flags this test was written for (a sanity check that it walks).
     let has = |p: &str, f: &str| cases.iter().any(|c| c.path == p && c.flag == f);
     assert!(has("trace import", "--unrecorded-layers") && has("run", "--budget"));
+    assert!(has("trace import", "--model-config"));
 }
