@@ -248,13 +248,19 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         top_k: a.top_k,
         num_layers: num_layers.map(|l| l as usize),
     };
-    let imported = (a.format.import)(&a.file, &ropts).with_context(|| match &config {
-        Some(c) if a.num_layers.is_none() || a.num_experts.is_none() => format!(
-            "importing with --model-config's {} layers (num_hidden_layers) and its experts per layer where the format would infer them",
-            c.spec.layers.len()
-        ),
-        _ => "importing".to_string(),
-    })?;
+    let imported = (a.format.import)(&a.file, &ropts);
+    // only an import given the config's counts says so; other errors read as before
+    let counts_given = num_layers != a.num_layers || num_experts != a.num_experts.map(u64::from);
+    let imported = match &config {
+        Some(c) if counts_given => imported.with_context(|| {
+            format!(
+                "importing with --model-config's {} layers (num_hidden_layers) and its {} experts per layer where the format would infer them",
+                c.spec.layers.len(),
+                num_experts.unwrap_or(0)
+            )
+        })?,
+        _ => imported?,
+    };
     let mut outputs: Vec<(String, traces::Trace)> = match imported {
         Imported::PerPrompt(imported) => {
             let mut outputs = Vec::with_capacity(imported.prompts.len() + 1);
