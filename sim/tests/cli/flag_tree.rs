@@ -123,6 +123,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--dram", &["50%"]),
     ("--dram-mode", &["pinned", "page-cache"]),
     ("trace export --dtype", &["bf16"]),
+    ("compare --dtype", &["int4", "int4,bf16"]),
     ("--e", &["1,2"]),
     ("--evict", &["lru", "belady"]),
     ("--expert-ffn", &["512"]),
