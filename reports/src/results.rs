@@ -156,6 +156,10 @@ pub struct RunCoords {
     /// when the grid had no placement axis (all on the GPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_experts: Option<String>,
+    /// Weight dtype of the experts (`sim compare --dtype int4,bf16`), `None` when the grid
+    /// had no dtype axis (one dtype or none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
 }
 
 impl RunCoords {

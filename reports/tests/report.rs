@@ -102,6 +102,7 @@ fn entry(
             acceptance: None,
             prefill_chunk: None,
             cpu_experts: None,
+            dtype: None,
         },
         does_not_fit: None,
         result,

@@ -255,6 +255,7 @@ pub fn compare_grid(a: &CompareAxes) -> Result<Vec<ComparePoint>, GridError> {
                 acceptance,
                 prefill_chunk,
                 cpu_experts: None,
+                dtype: None,
             },
             retention: r.cloned(),
             prefetch: pf,

@@ -348,3 +348,70 @@ fn timing_on_the_rtx4060_profile_is_reported() {
         assert!(out.join("plots").join(f).is_file(), "{f}");
     }
 }
+
+/// `--dtype int4,bf16` is a grid axis: each run once per dtype, named by it in the results and
+/// the report, with the cache figures of `sim run --dtype` of that dtype (an independent run
+/// of the same point); one dtype adds no coordinate (results as before).
+#[test]
+fn dtype_axis_cells_equal_separate_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("c");
+    let base = [
+        "--trace",
+        &granite("code"),
+        "--policies",
+        "e1",
+        "--evict",
+        "lru",
+        "--budgets",
+        "100MiB",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    ok(&[&["compare"][..], &base, &["--dtype", "int4,bf16"]].concat());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let mut bytes = Vec::new();
+    for dtype in ["int4", "bf16"] {
+        let cell = runs
+            .iter()
+            .find(|r| r["grid"]["evict"] == "lru" && r["grid"]["dtype"] == dtype)
+            .unwrap_or_else(|| panic!("no lru run in {dtype}"));
+        let o = sim(&[
+            "run",
+            "--trace",
+            &granite("code"),
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+            "--budget",
+            "100MiB",
+            "--dtype",
+            dtype,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(cell["cache"], run["cache"], "{dtype}");
+        bytes.push(run["cache"]["bytes_per_token"].as_f64().unwrap());
+        assert!(
+            md.contains(&format!("### `code`, mechanism `e1 {dtype}`")),
+            "{dtype}"
+        );
+    }
+    // the axis changed the expert size: a bf16 expert is larger than an int4 one
+    assert!(bytes[1] > bytes[0], "{bytes:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+    ok(&[&["compare"][..], &base, &["--dtype", "int4"]].concat());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["grid"].get("dtype").is_none()));
+}

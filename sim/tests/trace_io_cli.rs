@@ -5,6 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "trace_io_cli/model_config.rs"]
+mod model_config;
+
 fn repo(p: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
 }

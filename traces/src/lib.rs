@@ -7,6 +7,7 @@
 //! or eviction policies: those live in the `policies` and `sim` crates.
 
 pub mod cleanup;
+pub mod config_geometry;
 pub mod error;
 pub mod export;
 pub mod file_mode;

@@ -162,6 +162,19 @@ impl DType {
         (params * num).div_ceil(den)
     }
 
+    /// The `--dtype` name of this dtype, which [`DType::parse`] reads back.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bf16 => "bf16",
+            DType::Fp16 => "fp16",
+            DType::Fp8 => "fp8",
+            DType::Int4 => "int4",
+            DType::Int4NoScale => "int4-noscale",
+            DType::Nvfp4 => "nvfp4",
+            DType::Mxfp4 => "mxfp4",
+        }
+    }
+
     /// Parse the names accepted by `--dtype`: bf16, fp16, fp8, int4, int4-noscale, nvfp4, mxfp4.
     pub fn parse(s: &str) -> Option<DType> {
         Some(match s.to_ascii_lowercase().as_str() {

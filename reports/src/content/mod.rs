@@ -60,6 +60,9 @@ pub fn run_label_of(g: &RunCoords) -> String {
     if let Some(c) = &g.cpu_experts {
         s.push_str(&format!(" cpu {c}"));
     }
+    if let Some(d) = &g.dtype {
+        s.push_str(&format!(" {d}"));
+    }
     s
 }
 
@@ -291,5 +294,6 @@ fn belady_of<'a>(res: &'a Results, r: &RunEntry) -> Option<&'a RunEntry> {
             && x.grid.acceptance == r.grid.acceptance
             && x.grid.prefill_chunk == r.grid.prefill_chunk
             && x.grid.cpu_experts == r.grid.cpu_experts
+            && x.grid.dtype == r.grid.dtype
     })
 }

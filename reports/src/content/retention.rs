@@ -56,13 +56,26 @@ pub(super) fn retention(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
             .filter(|r| r.grid.trace == t.name)
             .cloned()
             .collect();
-        for mech in distinct(tr.iter().map(|r| r.grid.mechanism.clone())) {
+        // a dtype axis (`--dtype int4,bf16`) makes one group per mechanism and dtype, named
+        // by both
+        let mechs = distinct(
+            tr.iter()
+                .map(|r| (r.grid.mechanism.clone(), r.grid.dtype.clone())),
+        );
+        for (m, dtype) in mechs {
+            let mech = match &dtype {
+                Some(d) => format!("{m} {d}"),
+                None => m.clone(),
+            };
             let groups = distinct(tr.iter().map(|r| (r.grid.batch, r.grid.split.clone())));
             for (batch, split) in groups {
                 let runs: Vec<&RunEntry> = tr
                     .iter()
                     .filter(|r| {
-                        r.grid.mechanism == mech && r.grid.batch == batch && r.grid.split == split
+                        r.grid.mechanism == m
+                            && r.grid.dtype == dtype
+                            && r.grid.batch == batch
+                            && r.grid.split == split
                     })
                     .cloned()
                     .collect();

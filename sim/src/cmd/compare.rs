@@ -59,10 +59,12 @@ pub struct CompareArgs {
     pub expert_mib: Option<f64>,
 
     /// Weight dtype for deriving the expert size from the header geometry: bf16 (default),
-    /// fp16, fp8, int4, int4-noscale, nvfp4, mxfp4. Same as `sim run --dtype`.
-    #[arg(long, value_name = "DTYPE",
+    /// fp16, fp8, int4, int4-noscale, nvfp4, mxfp4. Same as `sim run --dtype`. Several,
+    /// comma-separated (`int4,bf16`), make a grid axis: every run once per dtype, each named
+    /// by its dtype in the results and the report.
+    #[arg(long, value_name = "DTYPE", value_delimiter = ',',
           value_parser = dtype_parser())]
-    pub dtype: Option<DType>,
+    pub dtype: Vec<DType>,
 
     /// VMM allocation granule in MiB (default 2). Same as `sim run --granule-mib`.
     #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
@@ -148,7 +150,10 @@ fn config(args: &CompareArgs, p: &ComparePoint, timing: &Option<TimingConfig>) -
         phase: args.phase,
         sizes: SizeOptions {
             expert_mib: args.expert_mib,
-            dtype: args.dtype,
+            dtype: match &p.coords.dtype {
+                Some(d) => DType::parse(d),
+                None => args.dtype.first().copied(),
+            },
             granule_mib: args.granule_mib,
         },
         retention: p.retention.clone(),
@@ -194,6 +199,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     .map_err(|e| super::errors::grid_error(e, "--policies"))?;
     let points = same_model_cross_runs(points, &headers, &names);
     let points = with_placements(points, &args.timing.cpu_experts);
+    let points = with_dtypes(points, &args.dtype);
     let total = points.len();
     let mine: Vec<(usize, &ComparePoint)> = points
         .iter()
@@ -284,6 +290,23 @@ fn with_placements(points: Vec<ComparePoint>, placements: &[CpuExperts]) -> Vec<
         for c in placements {
             let mut q = p.clone();
             q.coords.cpu_experts = Some(c.to_string());
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// The grid once per dtype when `--dtype` gives several, each point named by its dtype;
+/// one dtype (or none) leaves the points as they are.
+fn with_dtypes(points: Vec<ComparePoint>, dtypes: &[DType]) -> Vec<ComparePoint> {
+    if dtypes.len() < 2 {
+        return points;
+    }
+    let mut out = Vec::with_capacity(points.len() * dtypes.len());
+    for p in points {
+        for d in dtypes {
+            let mut q = p.clone();
+            q.coords.dtype = Some(d.name().to_string());
             out.push(q);
         }
     }
@@ -405,7 +428,11 @@ fn grid_json(
         "seed": (!retention.is_empty()).then_some(c.seed),
         "phase": args.phase.as_str(),
         "expert_mib": args.expert_mib,
-        "dtype": args.dtype,
+        "dtype": match args.dtype.as_slice() {
+            [] => serde_json::Value::Null,
+            [d] => serde_json::to_value(d)?,
+            ds => serde_json::to_value(ds)?,
+        },
         "granule_mib": args.granule_mib,
         "cross_trace": names.len() > 1 && !args.no_cross_trace,
         "timing": timing.as_ref().map(serde_json::to_value).transpose()?,

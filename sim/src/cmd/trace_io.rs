@@ -78,6 +78,12 @@ pub struct ImportArgs {
     pub moe_layers: Option<u64>,
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u16).range(1..), help = format_flag_help("--top-k", "experts selected per token and layer (e.g. 8 for Qwen3-30B-A3B)"))]
     pub top_k: Option<u16>,
+    /// The model's Hugging Face config.json (the families of `sim plan --model-config`), e.g.
+    /// traces/data/configs/qwen3-30b-a3b.json: the header's hidden size, expert FFN, shared
+    /// experts and their FFN, dense layers and layer count come from it; a config whose layers,
+    /// experts or top-k disagree with the log's is an error naming the config field.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hidden_size", "expert_ffn", "shared_experts", "shared_expert_ffn", "expert_matrices"])]
+    pub model_config: Option<PathBuf>,
     /// Print what was written as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -216,9 +222,23 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         unrecorded_layers: a.unrecorded_layers.clone().map(|l| l.0).unwrap_or_default(),
     };
     // Import and check everything before touching --out, so bad input leaves nothing behind.
+    // Where the format would infer the layer or expert count, the config gives it.
+    let config = model_config(&a)?;
+    let reads = |flag: &str| a.format.flags.contains(&flag);
+    let from_config = |given: Option<u64>, flag: &str, of: &dyn Fn(&traces::ModelSpec) -> u64| {
+        given.or_else(|| Some(of(&config.as_ref()?.spec)).filter(|_| reads(flag)))
+    };
+    let num_experts = from_config(a.num_experts.map(u64::from), "--num-experts", &|m| {
+        m.layers
+            .iter()
+            .map(|l| u64::from(l.experts))
+            .max()
+            .unwrap_or(0)
+    });
+    let num_layers = from_config(a.num_layers, "--num-layers", &|m| m.layers.len() as u64);
     let ropts = traces::RowImportOptions {
         common: opts,
-        num_experts: a.num_experts,
+        num_experts: num_experts.map(|e| e as u16),
         map: a.map.clone().unwrap_or_default(),
         filters: a.filters.clone(),
         drop_warmup: a.drop_warmup,
@@ -226,9 +246,22 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
         prompt_lengths: a.prompt_lengths.clone(),
         moe_layers: a.moe_layers.map(|l| l as usize),
         top_k: a.top_k,
-        num_layers: a.num_layers.map(|l| l as usize),
+        num_layers: num_layers.map(|l| l as usize),
     };
-    let outputs: Vec<(String, traces::Trace)> = match (a.format.import)(&a.file, &ropts)? {
+    let imported = (a.format.import)(&a.file, &ropts);
+    // only an import given the config's counts says so; other errors read as before
+    let counts_given = num_layers != a.num_layers || num_experts != a.num_experts.map(u64::from);
+    let imported = match &config {
+        Some(c) if counts_given => imported.with_context(|| {
+            format!(
+                "importing with --model-config's {} layers (num_hidden_layers) and its {} experts per layer where the format would infer them",
+                c.spec.layers.len(),
+                num_experts.unwrap_or(0)
+            )
+        })?,
+        _ => imported?,
+    };
+    let mut outputs: Vec<(String, traces::Trace)> = match imported {
         Imported::PerPrompt(imported) => {
             let mut outputs = Vec::with_capacity(imported.prompts.len() + 1);
             for (key, trace) in imported.prompts {
@@ -253,6 +286,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
             vec![(format!("{stem}.bin"), trace)]
         }
     };
+    apply_model_config(&a, config.as_ref(), &mut outputs)?;
     // The topmost directory of --out that does not exist yet: removed again if writing fails.
     let created = a
         .out
@@ -290,10 +324,45 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The parsed `--model-config`, if given.
+fn model_config(a: &ImportArgs) -> anyhow::Result<Option<traces::hf_config::ModelConfig>> {
+    let Some(path) = &a.model_config else {
+        return Ok(None);
+    };
+    let what = || format!("--model-config {}", path.display());
+    let text = std::fs::read_to_string(path).with_context(what)?;
+    Ok(Some(
+        traces::hf_config::parse(&text, "model").with_context(what)?,
+    ))
+}
+
+/// `--model-config`: every output's geometry from the config, checked against the log's.
+fn apply_model_config(
+    a: &ImportArgs,
+    config: Option<&traces::hf_config::ModelConfig>,
+    outputs: &mut [(String, traces::Trace)],
+) -> anyhow::Result<()> {
+    let (Some(config), Some(path)) = (config, &a.model_config) else {
+        return Ok(());
+    };
+    for (_, t) in outputs.iter_mut() {
+        traces::config_geometry::apply(&mut t.header.model, config).with_context(|| {
+            format!(
+                "--model-config {}; give the config.json of the model the log was recorded from",
+                path.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Say on stderr which geometry was inferred from the rows rather than given: experts per
 /// layer (the largest id + 1) without `--num-experts`, layers (the largest index + 1) without
 /// `--num-layers`, so that a corrupt id or layer index that grew the model is seen.
 fn print_inferred(a: &ImportArgs, t: &traces::Trace) {
+    if a.model_config.is_some() {
+        return; // the config gave the geometry
+    }
     let layers = &t.header.model.layers;
     let reads = |flag: &str| a.format.flags.contains(&flag);
     if reads("--num-experts") && a.num_experts.is_none() {

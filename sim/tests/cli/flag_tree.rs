@@ -123,6 +123,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--dram", &["50%"]),
     ("--dram-mode", &["pinned", "page-cache"]),
     ("trace export --dtype", &["bf16"]),
+    ("compare --dtype", &["int4", "int4,bf16"]),
     ("--e", &["1,2"]),
     ("--evict", &["lru", "belady"]),
     ("--expert-ffn", &["512"]),
@@ -464,4 +465,5 @@ fn every_flag_of_every_subcommand_runs_without_a_panic() {
     // The walk reached the flags this test was written for (a sanity check that it walks).
     let has = |p: &str, f: &str| cases.iter().any(|c| c.path == p && c.flag == f);
     assert!(has("trace import", "--unrecorded-layers") && has("run", "--budget"));
+    assert!(has("trace import", "--model-config"));
 }
