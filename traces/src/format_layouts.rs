@@ -135,9 +135,55 @@ pub(crate) fn encode<C: bincode::config::Config>(
     }
 }
 
-fn into_header<M>(s: StoredHeader<M>, model: ModelSpec) -> Header {
+/// A version-1 model: gate/up/down experts, shared experts of the routed size.
+impl From<ModelV1> for ModelSpec {
+    fn from(m: ModelV1) -> ModelSpec {
+        ModelV2 {
+            name: m.name,
+            revision: m.revision,
+            layers: m.layers,
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: GATED_EXPERT_MATRICES,
+        }
+        .into()
+    }
+}
+
+/// A version-2 model: shared experts of the routed size.
+impl From<ModelV2> for ModelSpec {
+    fn from(m: ModelV2) -> ModelSpec {
+        ModelV3 {
+            name: m.name,
+            revision: m.revision,
+            layers: m.layers,
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: None,
+        }
+        .into()
+    }
+}
+
+impl From<ModelV3> for ModelSpec {
+    fn from(m: ModelV3) -> ModelSpec {
+        ModelSpec {
+            name: m.name,
+            revision: m.revision,
+            layers: m.layers,
+            hidden_size: m.hidden_size,
+            expert_ffn: m.expert_ffn,
+            expert_matrices: m.expert_matrices,
+            shared_expert_ffn: m.shared_expert_ffn,
+        }
+    }
+}
+
+/// The in-memory header of a version-1 or 2 header (no passes).
+fn into_header<M: Into<ModelSpec>>(s: StoredHeader<M>) -> Header {
     Header {
-        model,
+        model: s.model.into(),
         provenance: s.provenance,
         sequences: s.sequences,
         has_weights: s.has_weights,
@@ -156,45 +202,15 @@ pub(crate) fn decode<C: bincode::config::Config>(
     if version == 1 {
         let (s, used): (StoredHeader<ModelV1>, usize) =
             bincode::serde::decode_from_slice(bytes, config)?;
-        let m = &s.model;
-        let model = ModelSpec {
-            name: m.name.clone(),
-            revision: m.revision.clone(),
-            layers: m.layers.clone(),
-            hidden_size: m.hidden_size,
-            expert_ffn: m.expert_ffn,
-            expert_matrices: GATED_EXPERT_MATRICES,
-            shared_expert_ffn: None,
-        };
-        Ok((into_header(s, model), used))
+        Ok((into_header(s), used))
     } else if version == 2 {
         let (s, used): (StoredHeader<ModelV2>, usize) =
             bincode::serde::decode_from_slice(bytes, config)?;
-        let m = &s.model;
-        let model = ModelSpec {
-            name: m.name.clone(),
-            revision: m.revision.clone(),
-            layers: m.layers.clone(),
-            hidden_size: m.hidden_size,
-            expert_ffn: m.expert_ffn,
-            expert_matrices: m.expert_matrices,
-            shared_expert_ffn: None,
-        };
-        Ok((into_header(s, model), used))
+        Ok((into_header(s), used))
     } else {
         let (s, used): (StoredHeaderV3, usize) = bincode::serde::decode_from_slice(bytes, config)?;
-        let m = &s.model;
-        let model = ModelSpec {
-            name: m.name.clone(),
-            revision: m.revision.clone(),
-            layers: m.layers.clone(),
-            hidden_size: m.hidden_size,
-            expert_ffn: m.expert_ffn,
-            expert_matrices: m.expert_matrices,
-            shared_expert_ffn: m.shared_expert_ffn,
-        };
         let header = Header {
-            model,
+            model: s.model.into(),
             provenance: s.provenance,
             sequences: s.sequences,
             has_weights: s.has_weights,

@@ -183,17 +183,7 @@ fn live_set_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> any
         eprintln!("calibrate: {line}")
     })
     .context("live-set calibration failed")?;
-    let text = serde_json::to_string_pretty(&cal)?;
-    write_atomic(&args.out, text.as_bytes())?;
-    eprintln!(
-        "calibrate: wrote {} in {:.1} s",
-        args.out.display(),
-        cal.wall_s
-    );
-    if args.json {
-        emit(None, &format!("{text}\n"))?;
-    }
-    Ok(())
+    write_set(args, &serde_json::to_string_pretty(&cal)?, cal.wall_s)
 }
 
 /// `--from-measurements`: pool the stored sets (writing the pooled set beside the profile when
@@ -443,21 +433,22 @@ fn write_set_and_profile(
     Ok(())
 }
 
-/// `--only kernels`: the expert-kernel arms alone, written as a measurement set.
-fn kernels_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyhow::Result<()> {
-    let cal = validate::calibrate_kernels(opts, &mut |line| eprintln!("calibrate: {line}"))
-        .context("kernel calibration failed")?;
-    let text = serde_json::to_string_pretty(&cal)?;
+/// Write the measurement set of a one-arm calibration (`--only kernels`, `--only live-set`)
+/// to `--out`, atomically, and echo it with `--json`.
+fn write_set(args: &CalibrateArgs, text: &str, wall_s: f64) -> anyhow::Result<()> {
     write_atomic(&args.out, text.as_bytes())?;
-    eprintln!(
-        "calibrate: wrote {} in {:.1} s",
-        args.out.display(),
-        cal.wall_s
-    );
+    eprintln!("calibrate: wrote {} in {wall_s:.1} s", args.out.display());
     if args.json {
         emit(None, &format!("{text}\n"))?;
     }
     Ok(())
+}
+
+/// `--only kernels`: the expert-kernel arms alone, written as a measurement set.
+fn kernels_only(args: &CalibrateArgs, opts: &validate::CalibrateOptions) -> anyhow::Result<()> {
+    let cal = validate::calibrate_kernels(opts, &mut |line| eprintln!("calibrate: {line}"))
+        .context("kernel calibration failed")?;
+    write_set(args, &serde_json::to_string_pretty(&cal)?, cal.wall_s)
 }
 
 /// Every arm: the measurement set and the profile built from it.
