@@ -123,7 +123,12 @@ pub(crate) fn check_layer_span(
         location: format!("line {}", top.line),
         detail,
     };
-    let span = top.layer + 1;
+    let Some(span) = top.layer.checked_add(1) else {
+        return Err(at(format!(
+            "layer {} is not a layer index: no model has that many layers",
+            top.layer
+        )));
+    };
     if let Some(n) = num_layers {
         if top.layer >= n {
             return Err(at(format!(

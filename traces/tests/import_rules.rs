@@ -375,3 +375,16 @@ fn a_nul_tail_is_refused_at_the_line_limit() {
         );
     }
 }
+
+#[test]
+fn the_largest_layer_index_is_refused_not_overflowed() {
+    // u64::MAX as a layer: one past it does not exist, so the span check must refuse it
+    // rather than add one (a fuzz-found overflow).
+    let (c, j) = token_less(&[(0, [0, 1]), (usize::MAX, [1, 2])]);
+    refused_in_both(
+        &c,
+        &j,
+        &opts(),
+        &["line 2", "18446744073709551615 is not a layer index"],
+    );
+}
