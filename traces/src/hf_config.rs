@@ -15,7 +15,7 @@ use crate::presets::{Attention, KV_BYTES_PER_ELEMENT};
 use serde::Deserialize;
 
 /// The families read, by `model_type`, for error messages.
-pub const FAMILIES: &str = "qwen3_moe (Qwen3-MoE), qwen2_moe (Qwen1.5-MoE, Qwen2-MoE), mixtral, deepseek_v2, deepseek_v3, kimi_k2 (DeepSeek-V3's architecture), olmoe";
+pub const FAMILIES: &str = "qwen3_moe (Qwen3-MoE), qwen2_moe (Qwen1.5-MoE, Qwen2-MoE), mixtral, deepseek_v2, deepseek_v3, kimi_k2 (DeepSeek-V3's architecture), olmoe, gpt_oss (GPT-OSS), glm4_moe (GLM-4.5), llama4 / llama4_text (Llama-4, its text model)";
 
 /// Non-expert weights by part, in parameters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,12 +66,17 @@ pub struct ModelConfig {
     pub nonexpert: NonExpertCounts,
     /// Parameters of one shared expert (`0` without).
     pub shared_expert_params: u64,
+    /// Bias parameters of one routed expert beyond its three matrices (GPT-OSS's gate, up
+    /// and down biases: 2 x expert FFN + hidden); `0` for the bias-free families. A trace's
+    /// expert size (its header's geometry) leaves them out.
+    pub expert_bias_params: u64,
 }
 
 impl ModelConfig {
-    /// Parameters of one routed expert (gate, up and down: 3 x hidden x expert FFN).
+    /// Parameters of one routed expert (gate, up and down: 3 x hidden x expert FFN, and
+    /// their biases where the family has them).
     pub fn expert_params(&self) -> u64 {
-        self.spec.expert_params().unwrap_or(0)
+        self.spec.expert_params().unwrap_or(0) + self.expert_bias_params
     }
 
     /// Routed experts over all MoE layers.
@@ -123,12 +128,12 @@ struct Family {
 
 /// Fields every family shares.
 #[derive(Deserialize)]
-struct Common {
-    hidden_size: u64,
-    num_hidden_layers: u64,
-    num_attention_heads: u64,
-    vocab_size: u64,
-    tie_word_embeddings: bool,
+pub(crate) struct Common {
+    pub(crate) hidden_size: u64,
+    pub(crate) num_hidden_layers: u64,
+    pub(crate) num_attention_heads: u64,
+    pub(crate) vocab_size: u64,
+    pub(crate) tie_word_embeddings: bool,
 }
 
 /// Grouped-query attention fields (`head_dim` absent: hidden size / heads, as Transformers
@@ -196,6 +201,10 @@ struct DeepSeek {
 /// Read a config.json's text; `name` becomes the model's name.
 pub fn parse(json: &str, name: &str) -> Result<ModelConfig, ConfigError> {
     let family: Family = serde_json::from_str(json)?;
+    if family.model_type == "llama4" {
+        // the multimodal wrapper: the language model's fields are in text_config
+        return crate::hf_config_families::llama4_wrapper(json, name);
+    }
     let c: Common = serde_json::from_str(json)?;
     match family.model_type.as_str() {
         "qwen3_moe" | "qwen2_moe" => qwen(json, &c, &family.model_type, name),
@@ -218,21 +227,24 @@ pub fn parse(json: &str, name: &str) -> Result<ModelConfig, ConfigError> {
             Ok(out)
         }
         "deepseek_v2" | "deepseek_v3" | "kimi_k2" => deepseek(json, &c, &family.model_type, name),
+        "gpt_oss" => crate::hf_config_families::gpt_oss(json, &c, name),
+        "glm4_moe" => crate::hf_config_families::glm4_moe(json, &c, name),
+        "llama4_text" => crate::hf_config_families::llama4_text(json, &c, name),
         other => Err(ConfigError::UnknownFamily(other.to_string())),
     }
 }
 
 /// Per layer: routed experts, top-k and shared-expert parameters (0: a dense layer), the
 /// dense MLP's intermediate size, and the router's extra parameters per expert.
-struct Routing {
-    moe: Vec<bool>,
-    experts: u64,
-    top_k: u64,
-    shared_params: u64,
-    shared_count: u64,
+pub(crate) struct Routing {
+    pub(crate) moe: Vec<bool>,
+    pub(crate) experts: u64,
+    pub(crate) top_k: u64,
+    pub(crate) shared_params: u64,
+    pub(crate) shared_count: u64,
     /// Parameters of a shared-expert gate or router bias per MoE layer beyond hidden x experts.
-    router_extra: u64,
-    dense_ffn: u64,
+    pub(crate) router_extra: u64,
+    pub(crate) dense_ffn: u64,
 }
 
 impl Routing {
@@ -251,7 +263,7 @@ impl Routing {
 
 /// Grouped-query attention parameters of one layer: (projections with `bias` on q, k, v,
 /// q/k norms of `head_dim` when `qk_norm`).
-fn gqa(json: &str, c: &Common, bias: bool, qk_norm: bool) -> Result<(u64, u64), ConfigError> {
+pub(crate) fn gqa(json: &str, c: &Common, bias: bool, qk_norm: bool) -> Result<(u64, u64), ConfigError> {
     let g: Gqa = serde_json::from_str(json)?;
     let hd = g.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
     let q = c.num_attention_heads * hd;
@@ -271,7 +283,7 @@ fn kv_width(json: &str, c: &Common) -> Result<u64, ConfigError> {
     Ok(g.num_key_value_heads * g.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads))
 }
 
-fn gqa_attention(json: &str, c: &Common) -> Result<Attention, ConfigError> {
+pub(crate) fn gqa_attention(json: &str, c: &Common) -> Result<Attention, ConfigError> {
     let g: Gqa = serde_json::from_str(json)?;
     Ok(Attention::Grouped {
         kv_heads: g.num_key_value_heads as u32,
@@ -390,7 +402,7 @@ fn shared_ffn(r: &Routing, h: u64, expert_ffn: u64) -> Option<u32> {
     (ffn != expert_ffn).then_some(ffn as u32)
 }
 
-fn missing(field: &'static str) -> ConfigError {
+pub(crate) fn missing(field: &'static str) -> ConfigError {
     ConfigError::Json(serde::de::Error::missing_field(field))
 }
 
@@ -398,7 +410,7 @@ fn missing(field: &'static str) -> ConfigError {
 /// (projections, norms). Every layer has two RMSNorms (before attention, before the MLP),
 /// plus the final norm. The KV geometry defaults to full multi-head attention over the
 /// hidden size; families replace it with theirs.
-fn build(
+pub(crate) fn build(
     c: &Common,
     model_type: &str,
     name: &str,
@@ -448,6 +460,7 @@ fn build(
         tied_embeddings: c.tie_word_embeddings,
         nonexpert,
         shared_expert_params: r.shared_params.checked_div(r.shared_count).unwrap_or(0),
+        expert_bias_params: 0,
     }
 }
 
@@ -543,10 +556,10 @@ mod tests {
         let without = text.replace("\"moe_intermediate_size\": 768,", "");
         let e = parse(&without, "x").unwrap_err().to_string();
         assert!(e.contains("moe_intermediate_size"), "{e}");
-        let other = text.replace("qwen3_moe", "llama4_text");
+        let other = text.replace("qwen3_moe", "jamba");
         let e = parse(&other, "x").unwrap_err().to_string();
         assert!(
-            e.contains("\"llama4_text\"") && e.contains("qwen3_moe"),
+            e.contains("\"jamba\"") && e.contains("qwen3_moe"),
             "{e}"
         );
     }

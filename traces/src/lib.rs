@@ -15,6 +15,7 @@ pub mod format;
 mod format_layouts;
 pub mod gen;
 pub mod hf_config;
+mod hf_config_families;
 mod import_arrays;
 pub mod import_fields;
 pub mod import_formats;
