@@ -785,3 +785,49 @@ fn trace_gen_takes_its_geometry_from_a_model_config() {
     ]);
     assert!(!o.status.success());
 }
+
+/// `--list-presets` names the shipped config.json each preset equals (tested equal in
+/// `traces::presets`), none for a preset without one; and the multimodal Llama-4 config
+/// (language model nested under `text_config`) drives `trace gen`: 48 MoE layers of 16
+/// experts, top-1.
+#[test]
+fn presets_name_their_configs_and_llama4_generates() {
+    let o = sim_at_root(&["trace", "gen", "--list-presets"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        line("qwen3-30b-a3b").ends_with("= --model-config traces/data/configs/qwen3-30b-a3b.json"),
+        "{text}"
+    );
+    assert!(line("gpt-oss-20b").ends_with("gpt-oss-20b.json"), "{text}");
+    assert!(!line("olmoe-1b-7b").contains("--model-config"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("scout.bin");
+    let out = out.to_str().unwrap();
+    let o = sim_at_root(&[
+        "trace",
+        "gen",
+        "--model-config",
+        "traces/data/configs/llama-4-scout-17b-16e.json",
+        "--skew",
+        "1",
+        "--locality",
+        "0.3",
+        "--tokens",
+        "2",
+        "--sequences",
+        "1",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = sim_at_root(&["trace", "stats", out]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("48 MoE of 48 (16 experts, top-1)"), "{text}");
+}

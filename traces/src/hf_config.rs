@@ -263,7 +263,12 @@ impl Routing {
 
 /// Grouped-query attention parameters of one layer: (projections with `bias` on q, k, v,
 /// q/k norms of `head_dim` when `qk_norm`).
-pub(crate) fn gqa(json: &str, c: &Common, bias: bool, qk_norm: bool) -> Result<(u64, u64), ConfigError> {
+pub(crate) fn gqa(
+    json: &str,
+    c: &Common,
+    bias: bool,
+    qk_norm: bool,
+) -> Result<(u64, u64), ConfigError> {
     let g: Gqa = serde_json::from_str(json)?;
     let hd = g.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
     let q = c.num_attention_heads * hd;
@@ -558,9 +563,6 @@ mod tests {
         assert!(e.contains("moe_intermediate_size"), "{e}");
         let other = text.replace("qwen3_moe", "jamba");
         let e = parse(&other, "x").unwrap_err().to_string();
-        assert!(
-            e.contains("\"jamba\"") && e.contains("qwen3_moe"),
-            "{e}"
-        );
+        assert!(e.contains("\"jamba\"") && e.contains("qwen3_moe"), "{e}");
     }
 }

@@ -91,7 +91,14 @@ pub(crate) fn gpt_oss(json: &str, c: &Common, name: &str) -> Result<ModelConfig,
     }
     // GptOssAttention.sinks: one learned logit per query head
     proj += c.num_attention_heads;
-    let mut out = build(c, "gpt_oss", name, routing, g.intermediate_size, (proj, norms));
+    let mut out = build(
+        c,
+        "gpt_oss",
+        name,
+        routing,
+        g.intermediate_size,
+        (proj, norms),
+    );
     out.attention = gqa_attention(json, c)?;
     // GptOssExperts: gate_up_proj_bias (2 x FFN) and down_proj_bias (hidden)
     out.expert_bias_params = 2 * g.intermediate_size + h;
@@ -167,7 +174,14 @@ pub(crate) fn llama4_text(json: &str, c: &Common, name: &str) -> Result<ModelCon
     if l.attention_bias {
         proj += h; // o_proj's bias
     }
-    let mut out = build(c, "llama4", name, routing, l.intermediate_size, (proj, norms));
+    let mut out = build(
+        c,
+        "llama4",
+        name,
+        routing,
+        l.intermediate_size,
+        (proj, norms),
+    );
     out.attention = gqa_attention(json, c)?;
     Ok(out)
 }
@@ -184,7 +198,10 @@ pub(crate) fn llama4_wrapper(json: &str, name: &str) -> Result<ModelConfig, Conf
     }
     let w: Wrapper = serde_json::from_str(json)?;
     let mut text = w.text_config;
-    let kind = text.get("model_type").and_then(|v| v.as_str()).unwrap_or("");
+    let kind = text
+        .get("model_type")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
     if kind != "llama4_text" {
         return Err(ConfigError::Unsupported {
             field: "text_config.model_type",
@@ -257,7 +274,11 @@ mod tests {
         assert_eq!(active, nonexpert - embeddings + 24 * 4 * expert);
         assert_eq!(active / 10_000_000, 360, "3.61 B active");
         assert_eq!(m.kv_bytes_per_token(), 2 * 8 * 64 * 24 * 2);
-        assert!(m.spec.layers.iter().all(|l| l.experts == 32 && l.top_k == 4));
+        assert!(m
+            .spec
+            .layers
+            .iter()
+            .all(|l| l.experts == 32 && l.top_k == 4));
     }
 
     /// GLM-4.5-Air: 46 layers, the first dense (MLP 10,944), 128 routed experts of 1,408 and
@@ -302,8 +323,7 @@ mod tests {
         let attention = 48 * (2 * h * 40 * 128 + 2 * h * 8 * 128);
         let expert = 3 * h * 8192;
         let embeddings = 202_048 * h;
-        let nonexpert =
-            attention + 48 * h * 16 + 48 * expert + (2 * 48 + 1) * h + 2 * embeddings;
+        let nonexpert = attention + 48 * h * 16 + 48 * expert + (2 * 48 + 1) * h + 2 * embeddings;
         assert_eq!(m.nonexpert.total(), nonexpert);
         assert_eq!(m.total_params(), nonexpert + 48 * 16 * expert);
         assert_eq!(m.total_params() / 100_000_000, 1077);
@@ -349,6 +369,9 @@ mod tests {
         .unwrap()
         .replacen("\"full_attention\"", "\"linear_attention\"", 1);
         let e = parse(&gpt, "x").unwrap_err().to_string();
-        assert!(e.contains("layer_types") && e.contains("linear_attention"), "{e}");
+        assert!(
+            e.contains("layer_types") && e.contains("linear_attention"),
+            "{e}"
+        );
     }
 }

@@ -86,6 +86,10 @@ pub struct Preset {
     /// Intermediate size of the dense layers' MLP (`intermediate_size`; 0 without dense
     /// layers).
     pub dense_ffn: u32,
+    /// A config.json shipped in `traces/data/configs/` whose derivation
+    /// ([`crate::hf_config::parse`]) gives this geometry, checked by test; `None` where no
+    /// public copy of the model's config.json was found.
+    pub config: Option<&'static str>,
 }
 
 impl Preset {
@@ -160,6 +164,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 49155,
         tied_embeddings: true,
         dense_ffn: 0,
+        config: None,
     },
     Preset {
         name: "olmoe-1b-7b",
@@ -181,6 +186,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 50304,
         tied_embeddings: false,
         dense_ffn: 0,
+        config: None,
     },
     Preset {
         name: "gpt-oss-20b",
@@ -203,6 +209,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 201088,
         tied_embeddings: false,
         dense_ffn: 0,
+        config: Some("gpt-oss-20b.json"),
     },
     Preset {
         name: "qwen3-30b-a3b",
@@ -224,6 +231,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 151936,
         tied_embeddings: false,
         dense_ffn: 0,
+        config: Some("qwen3-30b-a3b.json"),
     },
     Preset {
         name: "mixtral-8x7b",
@@ -245,6 +253,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 32000,
         tied_embeddings: false,
         dense_ffn: 0,
+        config: Some("mixtral-8x7b-v0.1.json"),
     },
     Preset {
         name: "deepseek-v3",
@@ -266,6 +275,8 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 129280,
         tied_embeddings: false,
         dense_ffn: 18432,
+        // DeepSeek-R1 is the DeepSeek-V3 architecture: the same geometry
+        config: Some("deepseek-r1.json"),
     },
     Preset {
         name: "kimi-k2",
@@ -287,6 +298,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 163840,
         tied_embeddings: false,
         dense_ffn: 18432,
+        config: None,
     },
 ];
 
@@ -332,6 +344,30 @@ mod tests {
         // latent: (KV rank + RoPE key) x layers x 2 bytes; about 70 KB, not 1.75 MB
         assert_eq!(kv("deepseek-v3"), 70_272);
         assert_eq!(kv("kimi-k2"), (512 + 64) * 61 * 2);
+    }
+
+    /// A preset backed by a shipped config.json is that config's derivation: layers, dense
+    /// layers, experts, top-k, shared experts, hidden size, expert FFN, KV geometry,
+    /// vocabulary, tied LM head and dense FFN all agree, so the two cannot drift.
+    #[test]
+    fn presets_equal_their_configs() {
+        let mut backed = 0;
+        for p in PRESETS {
+            let Some(file) = p.config else { continue };
+            backed += 1;
+            let path = format!("{}/data/configs/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(path).unwrap();
+            let c = crate::hf_config::parse(&text, p.model).unwrap();
+            let mut spec = p.model_spec();
+            spec.shared_expert_ffn = c.spec.shared_expert_ffn;
+            assert_eq!(c.spec, spec, "{}", p.name);
+            assert_eq!(c.attention, p.attention, "{}", p.name);
+            assert_eq!(c.vocab_size, p.vocab_size as u64, "{}", p.name);
+            assert_eq!(c.tied_embeddings, p.tied_embeddings, "{}", p.name);
+            assert_eq!(c.nonexpert.dense_mlps, p.dense_mlp_params(), "{}", p.name);
+            assert_eq!(c.kv_bytes_per_token(), p.kv_bytes_per_token(), "{}", p.name);
+        }
+        assert_eq!(backed, 4);
     }
 
     #[test]

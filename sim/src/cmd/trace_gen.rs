@@ -92,6 +92,14 @@ pub struct GenArgs {
     pub progress: super::args_progress::ProgressArgs,
 }
 
+/// The shipped config.json a preset equals, for `--list-presets` (tested equal in
+/// `traces::presets`).
+fn backing_config(p: &traces::presets::Preset) -> String {
+    p.config.map_or(String::new(), |f| {
+        format!(" = --model-config traces/data/configs/{f}")
+    })
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
@@ -101,10 +109,10 @@ pub fn run_gen(a: GenArgs) -> anyhow::Result<()> {
         let text: String = PRESETS
             .iter()
             .map(|p| format!(
-                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]\n",
+                "{:<22} {:>2} layers ({} dense), {:>3} experts, top-{}, {} shared, hidden {}, expert FFN {}, {}: KV {} B/token  [{}]{}\n",
                 p.name, p.layers, p.dense_layers, p.experts, p.top_k, p.shared_experts,
                 p.hidden_size, p.expert_ffn, attention_words(&p.attention),
-                p.kv_bytes_per_token(), p.source
+                p.kv_bytes_per_token(), p.source, backing_config(p)
             ))
             .collect();
         return emit(None, &text);
