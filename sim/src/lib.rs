@@ -20,6 +20,8 @@ pub mod model_profile;
 pub mod output;
 pub mod plan;
 pub mod plan_engine;
+pub mod plan_engines;
+pub mod plan_host;
 pub mod runner;
 pub mod streaming;
 pub mod validation;

@@ -126,6 +126,10 @@ pub struct PlanRow {
     pub units_total: u64,
     /// Routed experts over all MoE layers.
     pub experts_total: u64,
+    /// Bytes of one expert as the mechanism sizes it (for the host memory the experts off
+    /// the GPU take, and the engines' offload sizes); not serialised.
+    #[serde(skip)]
+    pub expert_bytes: u64,
     /// The fastest budget that fits (the smallest of equally fast ones); `None` when not
     /// even one unit fits, or on an error.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -320,6 +324,7 @@ fn search(
         bound: policy.entry().offline,
         units_total: bank.units,
         experts_total: bank.experts,
+        expert_bytes: bank.expert_bytes,
         fit: None,
         largest_fitting_units: None,
         curve: Vec::new(),

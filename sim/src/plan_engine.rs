@@ -1,5 +1,6 @@
 //! `sim plan --engine`: the recommendation in an inference engine's own command-line flags,
-//! where the engine can express it, and a plain statement where it cannot.
+//! where the engine can express it, and a plain statement where it cannot (ktransformers,
+//! vLLM and SGLang in [`crate::plan_engines`]).
 //!
 //! llama.cpp (its `common/arg.cpp`; every flag is cited in `sim/tests/plan.rs`) places the
 //! expert tensors statically when it loads the model, a whole layer's experts at a time: `-ngl
@@ -42,13 +43,19 @@ pub fn realise(engine: &str, plan: &Plan, model: &ModelSpec) -> Realisation {
             .push("nothing fits, so there is nothing to realise".into());
         return out;
     };
-    if engine != "llama.cpp" {
-        out.notes.push(format!(
-            "not expressed: this tool does not map a plan to {engine}'s flags yet (none of them is checked against its source here); set its expert offload by hand from the budget above"
-        ));
-        return out;
+    let setting = crate::plan_engines::Setting::of(plan, row, model);
+    match (engine, setting) {
+        ("llama.cpp", _) => llama_cpp(&mut out, plan, row, model),
+        ("ktransformers", Some(s)) => crate::plan_engines::ktransformers(&mut out, &s),
+        ("vllm", Some(s)) => crate::plan_engines::vllm(&mut out, &s),
+        ("sglang", Some(s)) => crate::plan_engines::sglang(&mut out, &s),
+        (_, None) => out
+            .notes
+            .push("the recommendation has no measured budget to realise".into()),
+        (other, Some(_)) => out.notes.push(format!(
+            "not expressed: {other} is not an engine this tool maps"
+        )),
     }
-    llama_cpp(&mut out, plan, row, model);
     out
 }
 

@@ -735,15 +735,152 @@ fn the_engine_flags_realise_the_recommendation_or_say_why_not() {
         e["notes"][0].as_str().unwrap().contains("no expert cache"),
         "{e}"
     );
-    let (_, e) = run("0.35", "vllm");
-    assert!(e["command"].is_null());
-    assert!(
-        e["notes"][0].as_str().unwrap().starts_with("not expressed"),
-        "{e}"
-    );
     let o = sim_at_root(&["plan", "--hw", "rtx4060-laptop-wddm", "--engine", "tgi"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("llama.cpp"));
+}
+
+/// `--engine ktransformers | vllm | sglang` on the granite plan above (628 of 768 experts kept,
+/// 24 MoE layers, bf16 experts of 3 x 1,024 x 512 x 2 B = 3,145,728 B). None has an expert
+/// cache, so the paging plan is never exact; with the whole bank on the GPU each is.
+///
+/// Flags, from each engine's own source or documentation:
+/// - SGLang `python/sglang/srt/server_args.py` (sgl-project/sglang): `--model-path`,
+///   `--context-length`; `"--cpu-offload-gb", type=int, help="How many GBs of RAM to reserve
+///   for CPU offloading."` (docs/advanced_features/server_arguments.md lists the same); its
+///   ktransformers arguments `--kt-weight-path` ("The path of the quantized expert weights"),
+///   `--kt-method` ("Quantization formats for CPU execution", default AMXINT4), `--kt-cpuinfer`
+///   ("The number of CPUInfer threads"), `--kt-num-gpu-experts` ("The number of GPU
+///   experts"), which kvcache-ai/sglang's `layers/moe/kt_ep_wrapper.py` reads per layer
+///   ("kt_num_gpu_experts is per-layer, multiply by num_moe_layers"); ktransformers launches
+///   them through `python -m sglang.launch_server` (kvcache-ai/ktransformers
+///   doc/en/Kimi-K2-Thinking.md; kt-kernel/README.md names the LLAMAFILE backend for GGUF).
+///   Per layer: 628 / 24 = 26.
+/// - vLLM `vllm/config/offload.py` (vllm-project/vllm @ 2debd78): `cpu_offload_gb: float`,
+///   "The space in GiB to offload to CPU, per GPU ... part of the model is loaded from CPU
+///   memory to GPU memory on the fly in each model forward pass"; `--max-model-len` and
+///   `vllm serve MODEL` from its engine-arguments page (docs.vllm.ai). 140 experts off the
+///   GPU x 3,145,728 B = 0.410 GiB, rounded up to 0.42.
+/// - SGLang's integer GB: 0.41 rounds up to 1.
+#[test]
+fn offload_engines_give_their_closest_setting() {
+    let run = |cap: &str, engine: &str| {
+        let o = sim_at_root(&[
+            "plan",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            "static-pin",
+            "--context",
+            "512",
+            "--admission-cap",
+            cap,
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["engine"].clone()
+    };
+    let e = run("0.35", "ktransformers");
+    assert_eq!(
+        e["command"],
+        "python -m sglang.launch_server --model-path MODEL --kt-weight-path CPU_WEIGHTS --kt-method METHOD --kt-cpuinfer THREADS --kt-num-gpu-experts 26 --context-length 512"
+    );
+    assert_eq!(e["exact"], false);
+    assert!(
+        e["notes"][0].as_str().unwrap().contains("no expert cache"),
+        "{e}"
+    );
+    let e = run("0.35", "vllm");
+    assert_eq!(
+        e["command"],
+        "vllm serve MODEL --cpu-offload-gb 0.42 --max-model-len 512"
+    );
+    assert_eq!(e["exact"], false);
+    let e = run("0.35", "sglang");
+    assert_eq!(
+        e["command"],
+        "python -m sglang.launch_server --model-path MODEL --cpu-offload-gb 1 --context-length 512"
+    );
+    assert_eq!(e["exact"], false);
+    for (engine, command) in [
+        ("vllm", "vllm serve MODEL --max-model-len 512"),
+        (
+            "sglang",
+            "python -m sglang.launch_server --model-path MODEL --context-length 512",
+        ),
+        (
+            "ktransformers",
+            "python -m sglang.launch_server --model-path MODEL --context-length 512",
+        ),
+    ] {
+        let e = run("1.0", engine);
+        assert_eq!(e["command"], command);
+        assert_eq!(e["exact"], true, "{e}");
+    }
+}
+
+/// `--host-ram`: the experts held in host memory plus 4 GiB for the OS against the host's
+/// RAM. Static pinning of 628 of granite's 768 experts holds the 140 off the GPU: 140 x
+/// 3,145,728 B = 0.41 GiB, 4.41 GiB with the OS, which 6 GiB holds. LRU pages experts, so the
+/// host holds the whole bank: 768 x 3 MiB = 2.25 GiB, 6.25 GiB with the OS: 6 GiB is 0.25
+/// short, and the plan fails saying so.
+#[test]
+fn host_ram_holds_the_experts_off_the_gpu() {
+    let run = |evict: &str, json: bool| {
+        let mut args = vec![
+            "plan",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            evict,
+            "--context",
+            "512",
+            "--admission-cap",
+            "0.35",
+            "--host-ram",
+            "6",
+        ];
+        if json {
+            args.push("--json");
+        }
+        sim_at_root(&args)
+    };
+    let o = run("static-pin", true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = &v["host_ram"];
+    assert_eq!(h["experts_in_host"], 140, "{h}");
+    assert_eq!(h["whole_bank"], false);
+    let gib = h["experts_gib"].as_f64().unwrap();
+    assert!((gib - 140.0 * 3_145_728.0 / (1u64 << 30) as f64).abs() < 1e-12);
+    assert_eq!(h["fits"], true);
+    let o = run("lru", false);
+    assert!(!o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("host RAM: 2.2 GiB of experts (768 experts, the whole bank")
+            && text.contains("= 6.2 GiB of 6.0 GiB: does NOT fit, 0.2 GiB short"),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--host-ram 6") && err.contains("2.2 GiB of experts"),
+        "{err}"
+    );
+    let o = sim_at_root(&["plan", "--hw", "rtx4060-laptop-wddm", "--host-ram", "lots"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give the host's RAM in GiB"));
 }
 
 /// `sim trace gen --model-config` takes the geometry from the config: DeepSeek-R1's 61 layers,

@@ -76,12 +76,19 @@ pub struct PlanArgs {
     pub seed: u64,
 
     /// Print the command line that realises the recommendation in this engine, where it can
-    /// express it (llama.cpp: -ngl, --cpu-moe, --n-cpu-moe, -c, --no-mmap), the closest
-    /// setting it can express otherwise, or that it cannot: llama.cpp, ktransformers, vllm,
-    /// sglang (only llama.cpp's flags are mapped so far).
+    /// express it, or the closest setting it can express, said to be that: llama.cpp (-ngl,
+    /// --cpu-moe, --n-cpu-moe, -c, --no-mmap), ktransformers (SGLang with kt-kernel:
+    /// --kt-num-gpu-experts per layer), vllm and sglang (--cpu-offload-gb). None of them has
+    /// an expert cache: a plan that pages experts is never exact.
     #[arg(long, value_name = "ENGINE",
           value_parser = clap::builder::PossibleValuesParser::new(sim::plan_engine::ENGINES))]
     pub engine: Option<String>,
+
+    /// The host's memory, GiB: check that the experts the recommendation holds in host
+    /// memory (the whole bank when it pages experts, else those off the GPU) plus 4 GiB for
+    /// the operating system fit, and fail with the numbers when they do not.
+    #[arg(long, value_name = "GIB", value_parser = positive_gib)]
+    pub host_ram: Option<f64>,
 
     /// Print the plan as one JSON object instead of the recommendation and the table: `rows`
     /// ranked, `recommended` the index into `rows` of the recommended configuration, and
@@ -176,15 +183,18 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         .engine
         .as_deref()
         .map(|e| sim::plan_engine::realise(e, &p, &workload.trace.trace.header.model));
+    let host = args.host_ram.and_then(|g| sim::plan_host::check(&p, g));
     let text = if args.json {
         let json = PlanJson {
             engine: engine.as_ref(),
+            host_ram: host.as_ref(),
             ..PlanJson::of(&p)
         };
         serde_json::to_string_pretty(&json)? + "\n"
     } else {
         let mut out = p.recommendation() + "\n";
-        for part in [p.why(), p.curve(), p.memory()] {
+        let host_line = host.as_ref().map(|h| h.text()).unwrap_or_default();
+        for part in [p.why(), p.curve(), p.memory(), host_line] {
             if !part.is_empty() {
                 out.push_str(&part);
                 out.push('\n');
@@ -201,7 +211,26 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     if p.recommended.is_none() {
         bail!("nothing fits on `{}` at batch {}: lower --nonexpert-mib, --context or --batch, raise --admission-cap, or plan for a GPU with more VRAM", p.hw, p.batch);
     }
+    if let Some(h) = host.filter(|h| !h.fits) {
+        bail!(
+            "--host-ram {}: the recommendation holds {:.1} GiB of experts in host memory, which with {:.1} GiB for the OS needs {:.1} GiB",
+            h.ram_gib,
+            h.experts_gib,
+            h.os_reserve_gib,
+            h.experts_gib + h.os_reserve_gib
+        );
+    }
     Ok(())
+}
+
+/// `--host-ram`: a positive, finite number of GiB.
+fn positive_gib(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 => Ok(g),
+        _ => Err(format!(
+            "{s:?} is not a memory size: give the host's RAM in GiB, e.g. 32"
+        )),
+    }
 }
 
 /// `sim plan --json`: the plan's own fields (`recommended` stays the index into `rows` that
@@ -215,6 +244,9 @@ struct PlanJson<'a> {
     /// The recommendation in `--engine`'s flags; absent without `--engine`.
     #[serde(skip_serializing_if = "Option::is_none")]
     engine: Option<&'a sim::plan_engine::Realisation>,
+    /// The recommendation's host memory against `--host-ram`; absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_ram: Option<&'a sim::plan_host::HostRam>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -223,6 +255,7 @@ impl<'a> PlanJson<'a> {
             plan,
             recommended_row: plan.recommended.map(|i| &plan.rows[i]),
             engine: None,
+            host_ram: None,
         }
     }
 }

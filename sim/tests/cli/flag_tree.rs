@@ -137,6 +137,11 @@ const VALID: &[(&str, &[&str])] = &[
     ("--hidden-size", &["1024"]),
     ("--hw", &["h200-linux"]),
     ("--hw-host", &["dev-box-host"]),
+    ("--host-ram", &["32"]),
+    (
+        "--engine",
+        &["llama.cpp", "ktransformers", "vllm", "sglang"],
+    ),
     ("--intervals", &["2"]),
     ("--kernels-from", &[MEASUREMENTS]),
     ("--kv-bytes-per-token", &["1024"]),
