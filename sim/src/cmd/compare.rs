@@ -231,6 +231,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         total_runs: total,
         shard: args.shard,
         runs,
+        curves: vec![],
     };
     write(&results, &args.out, total, args.json)
 }
