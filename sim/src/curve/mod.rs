@@ -14,6 +14,7 @@
 pub mod lru;
 pub mod opt;
 pub mod text;
+pub mod vs_belady;
 
 pub use lru::LruStack;
 pub use opt::OptStack;
