@@ -13,6 +13,7 @@
 
 pub mod lru;
 pub mod opt;
+pub mod split;
 pub mod text;
 pub mod vs_belady;
 

@@ -353,3 +353,59 @@ fn vs_belady_on_a_tiny_trace_matches_the_hand_count() {
         "{out}"
     );
 }
+
+#[test]
+fn allocate_compares_the_curve_optimal_split_with_global_and_equal() {
+    let flags = ["--trace", GRANITE_CODE, "--policy", "e1"];
+    let mut args = vec!["curve", "--json", "--allocate", "10%,96", "--no-progress"];
+    args.extend_from_slice(&flags);
+    let v = json(&args);
+    let rows = v["allocations"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "lru and belady at 2 budgets");
+    for r in rows {
+        let (policy, b) = (
+            r["evict"].as_str().unwrap(),
+            r["budget_units"].as_u64().unwrap(),
+        );
+        assert!(b == 77 || b == 96, "10% of 768 units = 76.8 -> 77");
+        let b = b as usize;
+        // the global and equal per-layer columns are what sim run counts
+        assert_eq!(
+            r["global_page_ins"],
+            run_page_ins(policy, b, &flags),
+            "{policy} {b}"
+        );
+        let mut per_layer = flags.to_vec();
+        per_layer.extend_from_slice(&["--split", "per-layer"]);
+        assert_eq!(
+            r["per_layer_page_ins"],
+            run_page_ins(policy, b, &per_layer),
+            "{policy} {b}"
+        );
+        // the optimum: layer budgets within the total, at least 1 unit each, no worse than
+        // the equal split (one of the allocations it searched)
+        let opt = &r["curve_optimal"];
+        let units: Vec<u64> = opt["layer_units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_u64().unwrap())
+            .collect();
+        assert_eq!(units.len(), 24);
+        assert!(units.iter().all(|&u| (1..=32).contains(&u)));
+        assert!(units.iter().sum::<u64>() <= b as u64);
+        assert!(opt["page_ins"].as_u64() <= r["per_layer_page_ins"].as_u64());
+        assert!(["greedy", "dynamic-programming"].contains(&opt["method"].as_str().unwrap()));
+    }
+    // the text names the three splits
+    let mut args = vec!["curve", "--allocate", "25%", "--no-progress"];
+    args.extend_from_slice(&flags);
+    let (ok, out, err) = sim(&args);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("global") && out.contains("per-layer") && out.contains("curve-optimal"),
+        "{out}"
+    );
+    let (ok, _, err) = sim(&["curve", "--allocate", "200%"]);
+    assert!(!ok && err.contains("--allocate"), "{err}");
+}
