@@ -88,23 +88,22 @@ fn greedy(layers: &[PoolCurve], total: usize) -> Allocation {
 }
 
 fn dynamic(layers: &[PoolCurve], total: usize) -> Allocation {
-    let cap = |l: usize| layers[l].page_ins.len().max(1);
     // best[b]: fewest page-ins of the layers so far with at most b units; choice[l][b]: the
     // units of layer l in it
     let mut best = vec![0u64; total + 1];
     let mut choice: Vec<Vec<usize>> = Vec::with_capacity(layers.len());
     let mut used = 0usize; // the fewest units the layers so far need
-    for l in 0..layers.len() {
+    for layer in layers {
         used += 1;
         let mut next = vec![u64::MAX; total + 1];
         let mut pick = vec![0usize; total + 1];
         for b in used..=total {
-            for c in 1..=cap(l).min(b + 1 - used) {
+            for c in 1..=layer.page_ins.len().max(1).min(b + 1 - used) {
                 let prev = best[b - c];
                 if prev == u64::MAX {
                     continue;
                 }
-                let v = prev + layers[l].at(c);
+                let v = prev + layer.at(c);
                 if v < next[b] {
                     next[b] = v;
                     pick[b] = c;
