@@ -23,7 +23,9 @@ pub mod tier_timing;
 pub mod union_curve;
 
 pub use output::write_report;
-pub use results::{Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT};
+pub use results::{
+    BudgetCurve, Results, ResultsError, RunCoords, RunEntry, Shard, TraceInfo, FORMAT,
+};
 pub use run::{
     Admission, CacheReport, DramMode, RetentionInputs, RunInputs, RunReport, ScheduleReport,
     StepParts, StreamingMetrics, TargetReport, TiersReport, TimingDetail, TimingReport,

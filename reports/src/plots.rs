@@ -174,6 +174,24 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
 
 /// Draw a line chart; a chart with no point says "no data" instead of failing.
 pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String> {
+    line_chart_marked(spec, series, None)
+}
+
+/// A point a chart marks (the recommendation): drawn as a ring with its label beside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    /// Legend text of the mark.
+    pub label: String,
+}
+
+/// [`line_chart`] with `mark` drawn over the lines as a large black ring, named in the legend.
+pub fn line_chart_marked(
+    spec: &LineChart,
+    series: &[Series],
+    mark: Option<&Mark>,
+) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
         let whole = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -226,6 +244,14 @@ pub fn line_chart(spec: &LineChart, series: &[Series]) -> anyhow::Result<String>
         let mut entries: Vec<Entry> = Vec::new();
         for (i, s) in series.iter().enumerate() {
             entries.push(draw_line(&mut chart, i, s, tx)?);
+        }
+        if let Some(m) = mark {
+            let at = (tx(m.x), m.y);
+            let ring = BLACK.stroke_width(3);
+            chart
+                .draw_series([Circle::new(at, 9, ring), Circle::new(at, 4, BLACK.filled())])
+                .map_err(err)?;
+            entries.push((m.label.clone(), BLACK, None));
         }
         legend(&side, &entries)?;
         whole.present().map_err(err)?;

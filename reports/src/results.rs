@@ -43,6 +43,51 @@ pub struct Results {
     pub shard: Option<Shard>,
     /// The runs, in grid order (`run` ascending).
     pub runs: Vec<RunEntry>,
+    /// Exact page-in curves of the stack policies (LRU, Belady/MIN) over every budget, per
+    /// trace, mechanism and split: what the report's budget plot draws when time is not
+    /// simulated. Left out when none was recorded (timed or sharded comparisons, grids with
+    /// a batch, stepping or dtype axis), so results without them read as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curves: Vec<BudgetCurve>,
+}
+
+/// The most budgets a [`BudgetCurve`] keeps: its points are evenly spaced over the bank, so
+/// a plot 900 px wide draws one point per 3.5 px or closer (a curve of a smaller bank keeps
+/// every budget).
+pub const CURVE_POINTS: usize = 256;
+
+/// One stack policy's exact page-ins at budgets from one unit to the whole bank, recorded
+/// in one pass over the trace (`sim curve`'s method; docs/DESIGN.md, "Exact curves").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetCurve {
+    /// The evaluated trace (its own profile).
+    pub trace: String,
+    pub mechanism: String,
+    /// `global` or `per-layer`, as the grid's `split`.
+    pub split: String,
+    /// `lru` or `belady`.
+    pub evict: String,
+    /// Units in the bank (the largest budget).
+    pub units: u64,
+    /// (budget in units, page-ins at it), budgets ascending: at most [`CURVE_POINTS`] of
+    /// them, 1 unit and the whole bank included.
+    pub points: Vec<(u64, u64)>,
+}
+
+impl BudgetCurve {
+    /// Budgets evenly spaced from 1 to `units` (all of them for a bank of at most
+    /// [`CURVE_POINTS`] units), ascending and distinct.
+    pub fn sample_budgets(units: u64) -> Vec<u64> {
+        let n = CURVE_POINTS as u64;
+        if units <= n {
+            return (1..=units).collect();
+        }
+        // 1 + round(i (units - 1) / (n - 1)) for i in 0..n: strictly increasing, as
+        // (units - 1) / (n - 1) > 1
+        (0..n)
+            .map(|i| 1 + (i * (units - 1) + (n - 1) / 2) / (n - 1))
+            .collect()
+    }
 }
 
 /// Which deterministic slice of the grid a sharded result holds: runs whose index `r`
@@ -371,6 +416,7 @@ impl Results {
         }
         let mut merged = first.clone();
         merged.shard = None;
+        merged.curves.clear();
         merged.runs = parts.into_iter().flat_map(|p| p.runs).collect();
         merged.runs.sort_by_key(|r| r.run);
         merged.check().map_err(ResultsError::Merge)?;

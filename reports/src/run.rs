@@ -411,20 +411,28 @@ pub struct RunReport {
     pub notes: Vec<String>,
 }
 
-/// The `vs_belady` block: is LRU losing to the optimum, or is the working set too large? From
-/// the exact curves of one pass (`sim curve`), at the run's budget, split and semantics.
+/// The `vs_belady` block: is the policy losing to the optimum, or is the working set too
+/// large? At the run's budget, split and semantics: Belady/MIN's page-ins from its exact curve
+/// (`sim curve`), and the budget the run's policy needs to do as well.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VsBelady {
+    /// The run's eviction policy.
+    pub policy: PolicyKind,
     /// The run's budget, in units.
     pub budget_units: u64,
-    /// LRU's page-ins at that budget (the `cache` block's).
-    pub lru_page_ins: u64,
+    /// The policy's page-ins at that budget (the `cache` block's).
+    pub policy_page_ins: u64,
     /// Belady/MIN's page-ins at the same budget.
     pub belady_page_ins: u64,
-    /// The smallest budget, in units, at which LRU's page-ins are at most Belady's here (the
-    /// per-layer split: a budget of that many units split as `--budget <units>` splits it);
-    /// `None` when no budget of the bank is enough.
-    pub lru_budget_matching_belady: Option<u64>,
+    /// The smallest budget, in units, at which the policy's page-ins are at most Belady's
+    /// here (the per-layer split: a budget of that many units split as `--budget <units>`
+    /// splits it); `None` when no budget of the bank is enough.
+    pub policy_budget_matching_belady: Option<u64>,
+    /// How that budget was found: `exact-curve` (LRU and Belady/MIN, stack policies: their
+    /// one-pass curve) or `bisection` (any other policy: runs at budgets halving the
+    /// interval, which assumes its page-ins do not rise with the budget; FIFO can break
+    /// that, Belady's anomaly, so the budget is one that matches, maybe not the smallest).
+    pub matched_by: String,
 }
 
 /// The retention inputs echoed in a run report (the `retention` block).

@@ -185,6 +185,7 @@ fn fixture(with_timing: bool) -> Results {
         total_runs: n,
         shard: None,
         runs,
+        curves: vec![],
     }
 }
 

@@ -415,3 +415,78 @@ fn dtype_axis_cells_equal_separate_runs() {
         .iter()
         .all(|r| r["grid"].get("dtype").is_none()));
 }
+
+/// The page-ins of `sim run --evict POLICY --budget UNITS` on `code` with `e1`.
+fn run_page_ins(policy: &str, units: u64) -> u64 {
+    let o = sim(&[
+        "run",
+        "--trace",
+        &granite("code"),
+        "--policy",
+        "e1",
+        "--evict",
+        policy,
+        "--budget",
+        &units.to_string(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    run["cache"]["page_ins"].as_u64().unwrap()
+}
+
+#[test]
+fn untimed_compare_records_exact_curves_equal_to_separate_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("c");
+    let base = [
+        "compare",
+        "--trace",
+        &granite("code"),
+        "--policies",
+        "e1",
+        "--evict",
+        "lru",
+        "--budgets",
+        "25%",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    ok(&base);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let curves = json["curves"]
+        .as_array()
+        .expect("an untimed grid records curves");
+    let evicts: Vec<&str> = curves
+        .iter()
+        .map(|c| c["evict"].as_str().unwrap())
+        .collect();
+    assert_eq!(evicts, ["lru", "belady"]);
+    for c in curves {
+        let points = c["points"].as_array().unwrap();
+        let units = c["units"].as_u64().unwrap();
+        assert!(points.len() <= 256 && points.len() as u64 <= units);
+        assert_eq!(points[0][0], 1);
+        assert_eq!(points.last().unwrap()[0], units);
+        // budgets off the grid's 25%, checked against a run at each
+        for p in [
+            &points[1],
+            &points[points.len() / 3],
+            points.last().unwrap(),
+        ] {
+            let (b, page_ins) = (p[0].as_u64().unwrap(), p[1].as_u64().unwrap());
+            let policy = c["evict"].as_str().unwrap();
+            assert_eq!(page_ins, run_page_ins(policy, b), "{policy} at {b} units");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("The lru and belady lines are their exact curves"));
+    // a batch of 4 steps otherwise than the curve: no curve rather than a wrong one
+    std::fs::remove_dir_all(&out).unwrap();
+    ok(&[&base[..], &["--batch", "4"]].concat());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(json.get("curves").is_none(), "{}", json["curves"]);
+}

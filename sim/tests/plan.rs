@@ -968,3 +968,73 @@ fn presets_name_their_configs_and_llama4_generates() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("48 MoE of 48 (16 experts, top-1)"), "{text}");
 }
+
+/// `sim run --json`'s page-ins on `code` with `e1` under `policy` at `units` units.
+fn run_page_ins_at(policy: &str, units: u64) -> u64 {
+    let o = sim_at_root(&[
+        "run",
+        "--trace",
+        "traces/data/granite/code.bin",
+        "--policy",
+        "e1",
+        "--evict",
+        policy,
+        "--budget",
+        &units.to_string(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["cache"]["page_ins"].as_u64().unwrap()
+}
+
+#[test]
+fn vs_belady_at_the_recommended_budget_agrees_with_sim_run() {
+    for policy in ["lru", "fifo"] {
+        let o = sim_at_root(&[
+            "plan",
+            "--trace",
+            "traces/data/granite/code.bin",
+            "--hw",
+            "rtx4060-laptop-wddm",
+            "--policies",
+            "e1",
+            "--evict",
+            policy,
+            "--vs-belady",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let block = &v["vs_belady"];
+        let b = v["recommended_row"]["fit"]["budget_units"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(block["budget_units"], b);
+        assert_eq!(block["policy"], policy);
+        assert_eq!(block["policy_page_ins"], run_page_ins_at(policy, b));
+        let belady = run_page_ins_at("belady", b);
+        assert_eq!(block["belady_page_ins"], belady);
+        let m = block["policy_budget_matching_belady"].as_u64().unwrap();
+        assert!(run_page_ins_at(policy, m) <= belady, "{policy} at {m}");
+        if policy == "lru" {
+            // exact: one unit less is not enough
+            assert!(run_page_ins_at(policy, m - 1) > belady, "{policy} at {m}");
+        }
+    }
+    // without the flag, no block
+    let o = sim_at_root(&[
+        "plan",
+        "--trace",
+        "traces/data/granite/code.bin",
+        "--hw",
+        "rtx4060-laptop-wddm",
+        "--policies",
+        "e1",
+        "--evict",
+        "lru",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("vs_belady").is_none());
+}

@@ -1,8 +1,10 @@
 //! The HTML report in a real browser: `sim compare` writes `report.html`, headless Chromium
 //! (the Debian package `chromium`, which `.ci/run` installs) lays it out in a 1400 px wide
 //! window, and a script run after the page loads measures what a reader would see: no table
-//! wider than its column, no horizontal scroll of the page, no broken image, every figure
-//! drawn, and no chart text under 12 px at its displayed size.
+//! wider than its column, no element past the window's right edge, no horizontal scroll of
+//! the page, no broken image, every figure drawn, no chart text under 12 px at its displayed
+//! size, and a first screen (1400 x 900 px) holding the answer and the plot of tokens/s against
+//! the budget.
 //!
 //! Without Chromium the test is skipped with a message, unless `CI` is set: there a missing
 //! browser is a failure, so the check cannot silently stop running. `CHROMIUM=path` picks
@@ -51,6 +53,23 @@ const CHECK_JS: &str = r#"<script>
       if (px < 12) problems.push('figure ' + i + ': text "' + t.textContent.trim() + '" is ' + px.toFixed(1) + ' px');
     });
   });
+  // no element reaches past the viewport's right edge (a table cell scrolled out of its
+  // box counts: the reader would not see it without scrolling)
+  let wide = 0;
+  document.querySelectorAll('body *').forEach(e => {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > W + 1 && wide++ < 5)
+      problems.push('element <' + e.tagName.toLowerCase() + '> "' + (e.textContent || '').trim().slice(0, 40) + '" reaches ' + Math.round(r.right) + ' px in a ' + W + ' px window');
+  });
+  // the first screen: the answer, then the budget plot, both above the fold
+  const H = window.innerHeight;
+  const answer = Array.from(document.querySelectorAll('p')).find(p => p.textContent.startsWith('Answer:'));
+  const first = figures[0];
+  if (!answer) problems.push('no paragraph starts with "Answer:"');
+  else if (answer.getBoundingClientRect().bottom > H) problems.push('the answer ends below the first screen');
+  if (!first || !/(Tokens\/s|Page-ins per token) vs budget/.test(first.textContent)) problems.push('the first figure is not the budget plot');
+  else if (first.querySelector('svg').getBoundingClientRect().bottom > H)
+    problems.push('the budget plot ends at ' + Math.round(first.querySelector('svg').getBoundingClientRect().bottom) + ' px, below the first screen of ' + H + ' px');
   const out = document.createElement('pre');
   out.id = 'layout-check';
   out.textContent = JSON.stringify({ window: W, tables: tables.length, figures: figures.length,

@@ -39,7 +39,7 @@ pub(super) fn answer(doc: &mut Doc, res: &Results) {
     let parts: Vec<String> = res
         .traces
         .iter()
-        .filter_map(|t| trace_answer(res, t, hw.as_deref()))
+        .filter_map(|t| trace_answer(res, t))
         .collect();
     let line = if parts.is_empty() {
         "these results hold no retention or timed run to recommend; see the streaming regime below"
@@ -56,36 +56,47 @@ pub(super) fn answer(doc: &mut Doc, res: &Results) {
     doc.p(format!("**Answer:** {line}{tail}"));
 }
 
-/// The answer for trace `t`: its fastest online run, else the one moving the fewest bytes.
-fn trace_answer(res: &Results, t: &TraceInfo, hw: Option<&str>) -> Option<String> {
+/// The run recommended on trace `t`: with a hardware profile its fastest online run (and
+/// `true`), else (or without a timed run) the online run that moves the fewest bytes per
+/// token (and `false`).
+pub(super) fn recommended<'a>(res: &'a Results, t: &TraceInfo) -> Option<(&'a RunEntry, bool)> {
     let online = || own(res, &t.name).filter(|r| !is_belady(r));
-    if hw.is_some() {
-        if let Some((r, v)) = online()
+    if profile_name(res).is_some() {
+        if let Some((r, _)) = online()
             .filter_map(|r| Some((r, tokens_per_s(r)?)))
             .max_by(|a, b| cmp_f64(a.1, b.1))
         {
-            return Some(format!(
-                "on `{}`, use `{}`{}{}: {} tokens/s",
-                t.name,
-                run_label(r),
-                budget_words(r),
-                r.grid
-                    .batch
-                    .map(|b| format!(" at batch {b}"))
-                    .unwrap_or_default(),
-                fmt(v)
-            ));
+            return Some((r, true));
         }
     }
-    let (r, v) = online()
+    online()
         .filter_map(|r| Some((r, bytes_per_token(r)?)))
-        .min_by(|a, b| cmp_f64(a.1, b.1))?;
+        .min_by(|a, b| cmp_f64(a.1, b.1))
+        .map(|(r, _)| (r, false))
+}
+
+/// The answer for trace `t`: its recommended run ([`recommended`]) in words.
+fn trace_answer(res: &Results, t: &TraceInfo) -> Option<String> {
+    let (r, timed) = recommended(res, t)?;
+    if timed {
+        return Some(format!(
+            "on `{}`, use `{}`{}{}: {} tokens/s",
+            t.name,
+            run_label(r),
+            budget_words(r),
+            r.grid
+                .batch
+                .map(|b| format!(" at batch {b}"))
+                .unwrap_or_default(),
+            fmt(tokens_per_s(r)?)
+        ));
+    }
     Some(format!(
         "on `{}`, `{}`{} moves the fewest bytes: {} MiB per token",
         t.name,
         run_label(r),
         budget_words(r),
-        fmt(v * metrics::MIB)
+        fmt(bytes_per_token(r)? * metrics::MIB)
     ))
 }
 

@@ -214,9 +214,27 @@ fn hardware_and_grid(doc: &mut Doc, res: &Results) {
         crate::flatten::leaves(&res.grid)
             .into_iter()
             .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| format!("`{k}`: {}", crate::flatten::cell(v)))
+            .map(|(k, v)| format!("`{k}`: {}", grid_value(&k, v)))
             .collect(),
     );
+}
+
+/// A grid parameter's value as the report prints it: the budgets with bytes in GiB/MiB
+/// (`["25%", "1 GiB"]`), anything else as [`crate::flatten::cell`] writes it.
+fn grid_value(key: &str, v: &serde_json::Value) -> String {
+    match v.as_array() {
+        Some(items) if key == "budgets" => {
+            let texts: Vec<String> = items
+                .iter()
+                .map(|b| match b.as_str() {
+                    Some(b) => format!("\"{}\"", crate::sizes::grid_budget_text(b)),
+                    None => b.to_string(),
+                })
+                .collect();
+            format!("[{}]", texts.join(","))
+        }
+        _ => crate::flatten::cell(v),
+    }
 }
 
 /// The traces section: the concentration curve, then per trace its skew map and statistics.

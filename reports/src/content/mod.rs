@@ -10,6 +10,7 @@
 //!   MiB per layer step (expert MiB = `streaming.useful_mib_total` / number of keys);
 //! - cache regime and timing: the Belady/MIN run of the same trace, mechanism, budget and batch.
 
+mod budget_plot;
 mod glance;
 mod inputs;
 mod placement;
@@ -235,6 +236,7 @@ pub fn build(res: &Results) -> anyhow::Result<Doc> {
     let mut doc = Doc::default();
     doc.h(1, TITLE);
     glance::answer(&mut doc, res);
+    budget_plot::budget_plots(&mut doc, res)?;
     glance::question(&mut doc, res);
     glance::findings(&mut doc, res);
     inputs::inputs(&mut doc, res);

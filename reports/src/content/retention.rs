@@ -125,7 +125,14 @@ fn group_table(doc: &mut Doc, res: &Results, g: &Group) {
             .and_then(|r| BudgetSize::of_run(&r.result))
             .map(|z| format!(" = {} = {}", size_text(z.bytes), z.experts_text()))
             .unwrap_or_default();
-        format!("budget {}{size}", b.as_deref().unwrap_or("-"))
+        let given = b
+            .as_deref()
+            .map_or("-".into(), crate::sizes::grid_budget_text);
+        // a budget given in bytes is its size already: `budget 1 GiB = 256 experts`
+        match size.strip_prefix(&format!(" = {given}")) {
+            Some(rest) => format!("budget {given}{rest}"),
+            None => format!("budget {given}{size}"),
+        }
     }));
     let rows = policies
         .iter()
@@ -177,7 +184,11 @@ fn budget_columns(res: &Results, g: &Group) -> (Vec<Vec<Cell>>, Vec<String>) {
                     let bound = r.and_then(|r| belady_of(res, r)).and_then(bytes_per_token);
                     if let (Some(v), Some(bd)) = (v, bound) {
                         if v < bd {
-                            below.push(format!("`{p}` @ {}", b.as_deref().unwrap_or("-")));
+                            below.push(format!(
+                                "`{p}` @ {}",
+                                b.as_deref()
+                                    .map_or("-".into(), crate::sizes::grid_budget_text)
+                            ));
                         }
                     }
                     let text = match (v, bound) {

@@ -133,7 +133,11 @@ fn batch_section(
         doc.h(
             4,
             match &budget {
-                Some(b) => format!("budget {b}{}", budget_sizes(&group)),
+                Some(b) => format!(
+                    "budget {}{}",
+                    crate::sizes::grid_budget_text(b),
+                    budget_sizes(&group)
+                ),
                 None => "streaming (nothing retained)".to_string(),
             },
         );
@@ -218,12 +222,13 @@ fn time_split(
             )
         })
         .collect();
-    let title = format!("Time split per step, {} @ {bname}", t.name);
+    let btext = crate::sizes::grid_budget_text(bname);
+    let title = format!("Time split per step, {} @ {btext}", t.name);
     figure(
         doc,
         format!("time_split_{}_{}{bsuffix}.svg", slug(&t.name), slug(bname)),
         plots::stacked_bars(&title, "ms per decode step", &cats, &parts),
-        format!("Where a decode step's time goes on `{}` ({bname}) on `{hw}`, in ms per step. Upper bar of each run: the critical path, compute plus the stall waiting for paging, which adds up to the mean step time. Lower bar: how long each paging resource (copy engine, driver, fault handler) was busy; these overlap each other and compute, so the lower bar need not equal the stall.", t.name),
+        format!("Where a decode step's time goes on `{}` ({btext}) on `{hw}`, in ms per step. Upper bar of each run: the critical path, compute plus the stall waiting for paging, which adds up to the mean step time. Lower bar: how long each paging resource (copy engine, driver, fault handler) was busy; these overlap each other and compute, so the lower bar need not equal the stall.", t.name),
     )?;
     Ok(())
 }
@@ -262,7 +267,8 @@ fn latency_cdf(
             Series::new(l.split(" @ ").next().unwrap_or(&l).to_string(), pts).step()
         })
         .collect();
-    let title = format!("Step latency CDF, {} @ {bname}", t.name);
+    let btext = crate::sizes::grid_budget_text(bname);
+    let title = format!("Step latency CDF, {} @ {btext}", t.name);
     let which = if budget.is_none() {
         "one line per mechanism".to_string()
     } else {
@@ -288,7 +294,7 @@ fn latency_cdf(
             &series,
         ),
         format!(
-            "Step-latency CDF on `{}` ({bname}), {which}, {}.",
+            "Step-latency CDF on `{}` ({btext}), {which}, {}.",
             t.name,
             cdf_source(&kept)
         ),

@@ -195,16 +195,18 @@ pub fn retention_summary(r: &RunReport) -> String {
 
 /// The "policy or working set?" lines of a run summary (with `--vs-belady`).
 pub fn vs_belady_summary(v: &crate::run::VsBelady) -> String {
-    let matching = match v.lru_budget_matching_belady {
+    let matching = match v.policy_budget_matching_belady {
         Some(b) => format!(
-            "LRU matches it at {b} units ({:.2}x this budget)",
-            b as f64 / v.budget_units.max(1) as f64
+            "{} matches it at {b} units ({:.2}x this budget; {})",
+            v.policy,
+            b as f64 / v.budget_units.max(1) as f64,
+            v.matched_by
         ),
-        None => "no budget of the bank lets LRU match it".to_string(),
+        None => format!("no budget of the bank lets {} match it", v.policy),
     };
     format!(
-        "vs belady (policy or working set?):\n  belady page-ins {} at {} units (LRU {}); {matching}\n",
-        v.belady_page_ins, v.budget_units, v.lru_page_ins
+        "vs belady (policy or working set?):\n  belady page-ins {} at {} units ({} {}); {matching}\n",
+        v.belady_page_ins, v.budget_units, v.policy, v.policy_page_ins
     )
 }
 

@@ -230,9 +230,36 @@ pub fn run(args: CompareArgs) -> Result<()> {
         profile,
         total_runs: total,
         shard: args.shard,
+        curves: exact_curves(&args, &names, &timing, &runs),
         runs,
     };
     write(&results, &args.out, total, args.json)
+}
+
+/// The exact LRU and Belady curves of an untimed, unsharded grid ([`super::compare_curves`]);
+/// none when time is simulated (the plot then draws tokens/s, which a curve does not give)
+/// or for a shard (merged shards would otherwise repeat them).
+fn exact_curves(
+    args: &CompareArgs,
+    names: &[String],
+    timing: &Option<TimingConfig>,
+    runs: &[RunEntry],
+) -> Vec<reports::BudgetCurve> {
+    if timing.is_some() || args.shard.is_some() {
+        return Vec::new();
+    }
+    let inputs = super::compare_curves::Inputs {
+        names,
+        files: &args.traces,
+        phase: args.phase,
+        sizes: SizeOptions {
+            expert_mib: args.expert_mib,
+            dtype: args.dtype.first().copied(),
+            granule_mib: args.granule_mib,
+        },
+        semantics: args.cache.semantics,
+    };
+    super::compare_curves::record(&inputs, runs)
 }
 
 /// The grid without the cross-trace runs between traces of different models (a profile of

@@ -45,6 +45,14 @@ pub struct CurveArgs {
           default_value = "10%,25%,50%,75%,90%", value_parser = |s: &str| Budget::parse(s))]
     pub points: Vec<Budget>,
 
+    /// Total budgets, comma-separated in `--budget`'s forms, at which to split the bank over
+    /// the MoE layers curve-optimally: the layer budgets (from each layer's exact curve) with
+    /// the fewest page-ins, against the global split and the equal per-layer split of the
+    /// same budget (one more pass for the other split). An `allocations` key in --json.
+    #[arg(long, value_delimiter = ',', value_name = "BUDGET",
+          value_parser = |s: &str| Budget::parse(s))]
+    pub allocate: Vec<Budget>,
+
     /// Print one JSON object with the page-ins at every budget (and each layer's curve under
     /// the per-layer split) instead of the table.
     #[arg(long)]
@@ -100,8 +108,38 @@ pub fn run(args: CurveArgs) -> Result<()> {
     if embedded.is_some() {
         report.trace = sim::runner::EMBEDDED_PROSE_LABEL.to_string();
     }
+    let allocations = match args.allocate.is_empty() {
+        true => Vec::new(),
+        false => {
+            let other = CurveConfig {
+                split: match cfg.split {
+                    Split::Global => Split::PerLayer,
+                    Split::PerLayer => Split::Global,
+                },
+                ..cfg.clone()
+            };
+            let second = curve_file(&other, path, profile, &|_| {})?;
+            let (global, per_layer) = match cfg.split {
+                Split::Global => (&report, &second),
+                Split::PerLayer => (&second, &report),
+            };
+            let budgets = args
+                .allocate
+                .iter()
+                .map(|b| b.resolve(report.units, report.largest_unit_bytes))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("--allocate: {e}"))?;
+            sim::curve::split::compare(global, per_layer, &budgets)
+        }
+    };
     let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
+        let mut v = serde_json::to_value(&report)?;
+        if let (false, Some(o)) = (allocations.is_empty(), v.as_object_mut()) {
+            o.insert("allocations".into(), serde_json::to_value(&allocations)?);
+        }
+        serde_json::to_string_pretty(&v)? + "\n"
+    } else if !allocations.is_empty() {
+        sim::curve::split::table(&allocations)
     } else {
         let rows = args
             .points

@@ -101,6 +101,13 @@ pub struct PlanArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
+    /// Add, for the recommended configuration at its budget, "policy or working set?": its
+    /// page-ins, Belady/MIN's (exact curve) and the budget the policy needs to match them, as
+    /// `sim run --vs-belady` (a `vs_belady` key in --json). Untimed cache-regime counts over
+    /// the plan's workload; with --cpu-experts the block is left out.
+    #[arg(long)]
+    pub vs_belady: bool,
+
     #[command(flatten)]
     pub timing: TimingArgs,
 }
@@ -184,10 +191,15 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         .as_deref()
         .map(|e| sim::plan_engine::realise(e, &p, &workload.trace.trace.header.model));
     let host = args.host_ram.and_then(|g| sim::plan_host::check(&p, g));
+    let vs_belady = match args.vs_belady {
+        true => vs_belady(&spec, &p, &workload)?,
+        false => None,
+    };
     let text = if args.json {
         let json = PlanJson {
             engine: engine.as_ref(),
             host_ram: host.as_ref(),
+            vs_belady: vs_belady.as_ref(),
             ..PlanJson::of(&p)
         };
         serde_json::to_string_pretty(&json)? + "\n"
@@ -199,6 +211,9 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
                 out.push_str(&part);
                 out.push('\n');
             }
+        }
+        if let Some(v) = &vs_belady {
+            out.push_str(&reports::text::run::vs_belady_summary(v));
         }
         let realised = engine
             .as_ref()
@@ -247,6 +262,9 @@ struct PlanJson<'a> {
     /// The recommendation's host memory against `--host-ram`; absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     host_ram: Option<&'a sim::plan_host::HostRam>,
+    /// "Policy or working set?" at the recommendation; absent without `--vs-belady`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_belady: Option<&'a reports::run::VsBelady>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -256,8 +274,44 @@ impl<'a> PlanJson<'a> {
             recommended_row: plan.recommended.map(|i| &plan.rows[i]),
             engine: None,
             host_ram: None,
+            vs_belady: None,
         }
     }
+}
+
+/// The `vs_belady` block of the plan's recommendation at its budget: `None` when nothing is
+/// recommended or its experts are placed on the CPU (the cache then holds another bank).
+fn vs_belady(spec: &PlanSpec, p: &Plan, w: &Workload) -> Result<Option<reports::run::VsBelady>> {
+    let Some(row) = p.recommended.map(|i| &p.rows[i]) else {
+        return Ok(None);
+    };
+    let (Some(fit), None) = (&row.fit, &row.placement) else {
+        return Ok(None);
+    };
+    let policy = PolicyKind::parse(&row.evict).map_err(anyhow::Error::msg)?;
+    let probe = RunConfig {
+        policy: row.mechanism.clone(),
+        retention: None,
+        timing: None,
+        ..spec.base.clone()
+    };
+    let (map, _) = sim::runner::build_units(&probe, w)?;
+    let cw = sim::cache::Workload::build(
+        &w.trace.trace,
+        &map,
+        spec.base.phase,
+        spec.retention.batching,
+        w.profile.as_ref().map(|t| &t.trace),
+    )?;
+    let c = &spec.retention.cache;
+    Ok(Some(sim::curve::vs_belady::of_workload_at(
+        &cw,
+        &map,
+        policy,
+        fit.budget_units,
+        c.semantics,
+        c.seed,
+    )?))
 }
 
 /// A trace of `model` (named `label`): `sequences` sequences of `tokens` decode tokens with

@@ -42,10 +42,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub progress: super::args_progress::ProgressArgs,
 
-    /// With `--evict lru`: add a `vs_belady` block (policy or working set?): Belady/MIN's
-    /// page-ins at the same budget, split and semantics, and the budget LRU needs to match
-    /// them, from the exact curves of one more pass (`sim curve`). One token per step and
-    /// sequence (no --batch above 1, --queue, --verify or --prefill-chunk).
+    /// With --evict and --budget: add a `vs_belady` block (policy or working set?): Belady/MIN's
+    /// page-ins at the same budget, split and semantics (its exact curve, one more pass), and
+    /// the budget the policy needs to match them: from LRU's exact curve for lru, by bisection
+    /// over runs at other budgets for the other policies (about log2(units) more runs). One
+    /// token per step and sequence (no --batch above 1, --queue, --verify or --prefill-chunk).
     #[arg(long)]
     pub vs_belady: bool,
 }
@@ -169,31 +170,33 @@ fn memory(args: &RunArgs, cfg: &RunConfig, r: &RunReport) -> Result<Option<sim::
     )))
 }
 
-/// The `vs_belady` block of an LRU run `report` of `cfg`: the LRU and MIN curves of its
-/// mechanism, split and semantics over its trace file (the embedded one in a temporary file).
+/// The `vs_belady` block of a retention run `report` of `cfg`: Belady/MIN's curve (and
+/// LRU's, for an LRU run) of its mechanism, split and semantics over its trace file (the
+/// embedded one in a temporary file); for any other policy the matching budget by bisection
+/// over runs of the same configuration at other budgets.
 fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBelady> {
     use anyhow::bail;
     use policies::PolicyKind;
     let (Some(rc), Some(cache)) = (&cfg.retention, &report.cache) else {
-        bail!("--vs-belady compares LRU with Belady/MIN under a budget: give --evict lru --budget ...");
+        bail!("--vs-belady compares a policy with Belady/MIN under a budget: give --evict POLICY --budget ...");
     };
-    if rc.cache.policy != PolicyKind::Lru {
-        bail!(
-            "--vs-belady compares LRU with Belady/MIN, but the run evicts by {}; give --evict lru",
-            rc.cache.policy
-        );
-    }
     if rc.batching.batch != 1 || rc.batching.queue.is_some() || !cfg.stepping.is_off() {
         bail!("--vs-belady takes one token per step and sequence: drop --batch, --queue, --verify and --prefill-chunk");
     }
     if !rc.batching.source.is_fixed() {
         bail!("--vs-belady takes one token per step and sequence, and this run replays forward passes (recorded or continuous batching): give --batching fixed");
     }
+    let policy = rc.cache.policy;
+    let exact = matches!(policy, PolicyKind::Lru | PolicyKind::Belady);
+    let mut kinds = vec![PolicyKind::Belady];
+    if policy == PolicyKind::Lru {
+        kinds.insert(0, PolicyKind::Lru);
+    }
     let curve_cfg = CurveConfig {
         mechanism: cfg.policy.clone(),
         phase: cfg.phase,
         sizes: cfg.sizes,
-        policies: vec![PolicyKind::Lru, PolicyKind::Belady],
+        policies: kinds,
         split: rc.cache.split,
         semantics: rc.cache.semantics,
     };
@@ -208,19 +211,36 @@ fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBe
         .expect("a trace file or the embedded one");
     let profile = args.input.profile_trace.as_deref();
     let curves = curve_file(&curve_cfg, path, profile, &|_| {})?;
-    let (lru, min) = (&curves.curves[0], &curves.curves[1]);
+    let min = curves.curve(PolicyKind::Belady).expect("recorded");
     let budget = match &report.retention {
         Some(i) => i.budget.clone(),
         None => rc.cache.budget.clone(),
     };
-    Ok(sim::curve::vs_belady(
-        lru,
-        min,
-        &budget,
-        rc.cache.split,
-        curves.largest_unit_bytes,
-        cache.page_ins,
-    )?)
+    let (b, belady) =
+        sim::curve::belady_at(min, &budget, rc.cache.split, curves.largest_unit_bytes)?;
+    let matching = match curves.curve(policy) {
+        Some(own) => sim::curve::budget_reaching(own, belady),
+        None => sim::curve::bisect_budget(curves.units, belady, |units| {
+            // page-ins only: the same cell untimed at `units` units
+            let mut at = RunConfig {
+                timing: None,
+                ..cfg.clone()
+            };
+            if let Some(r) = at.retention.as_mut() {
+                r.cache.budget = policies::Budget::Units(units as u64);
+            }
+            let r = sim::bounded::run_file(&at, path, profile, &|_| {})?;
+            Ok::<u64, anyhow::Error>(r.cache.map_or(0, |c| c.page_ins))
+        })?,
+    };
+    Ok(VsBelady {
+        policy,
+        budget_units: b as u64,
+        policy_page_ins: cache.page_ins,
+        belady_page_ins: belady,
+        policy_budget_matching_belady: matching.map(|b| b as u64),
+        matched_by: if exact { "exact-curve" } else { "bisection" }.to_string(),
+    })
 }
 
 /// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.

@@ -13,7 +13,9 @@
 
 pub mod lru;
 pub mod opt;
+pub mod split;
 pub mod text;
+pub mod vs_belady;
 
 pub use lru::LruStack;
 pub use opt::OptStack;
@@ -376,17 +378,15 @@ pub fn budget_reaching(slow: &PolicyCurve, target: u64) -> Option<usize> {
     (i < slow.page_ins.len()).then_some(i + 1)
 }
 
-/// The `vs_belady` block of an LRU run at `budget` (as given; resolved over `units` units of
-/// at most `largest_unit_bytes`) under `split`: MIN's page-ins at the run's pool capacities
-/// and the smallest budget at which `lru` reaches them; `lru_page_ins` is the run's own.
-pub fn vs_belady(
-    lru: &PolicyCurve,
+/// Belady/MIN's page-ins at `budget` (as given; resolved over the bank of `min`'s units of
+/// at most `largest_unit_bytes`) under `split` (per-layer: at the run's own layer shares),
+/// with the budget in units.
+pub fn belady_at(
     min: &PolicyCurve,
     budget: &crate::cache::Budget,
     split: Split,
     largest_unit_bytes: u64,
-    lru_page_ins: u64,
-) -> Result<reports::run::VsBelady, crate::cache::budget::BudgetError> {
+) -> Result<(usize, u64), crate::cache::budget::BudgetError> {
     let units = min.page_ins.len();
     let b = budget.resolve(units, largest_unit_bytes)?;
     let belady = match (split, &min.layers) {
@@ -397,12 +397,30 @@ pub fn vs_belady(
         }
         _ => min.at(b),
     };
-    Ok(reports::run::VsBelady {
-        budget_units: b as u64,
-        lru_page_ins,
-        belady_page_ins: belady,
-        lru_budget_matching_belady: budget_reaching(lru, belady).map(|b| b as u64),
-    })
+    Ok((b, belady))
+}
+
+/// The smallest budget in `1..=units` at which `page_ins(b) <= target`, by bisection (`None`
+/// when the whole bank does not reach it): exact for page-ins that do not rise with the
+/// budget, else a budget that reaches it. `page_ins` is called about log2(units) times.
+pub fn bisect_budget<E>(
+    units: usize,
+    target: u64,
+    mut page_ins: impl FnMut(usize) -> Result<u64, E>,
+) -> Result<Option<usize>, E> {
+    if units == 0 || page_ins(units)? > target {
+        return Ok(None);
+    }
+    let (mut lo, mut hi) = (0usize, units); // page_ins(hi) <= target; lo below every answer
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if page_ins(mid)? <= target {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Some(hi))
 }
 
 #[cfg(test)]
@@ -433,5 +451,11 @@ mod tests {
         assert_eq!(budget_reaching(&curve, 3), Some(3));
         assert_eq!(budget_reaching(&curve, 10), Some(1));
         assert_eq!(budget_reaching(&curve, 0), None);
+        // bisection over the same page-ins finds the same budgets
+        let f = |b: usize| Ok::<u64, ()>(curve.at(b));
+        assert_eq!(bisect_budget(5, 3, f), Ok(Some(3)));
+        assert_eq!(bisect_budget(5, 10, f), Ok(Some(1)));
+        assert_eq!(bisect_budget(5, 0, f), Ok(None));
+        assert_eq!(bisect_budget(0, 9, f), Ok(None));
     }
 }

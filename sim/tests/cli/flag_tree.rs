@@ -105,6 +105,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--acceptance", &["0.5"]),
     ("--accepted", &["1"]),
     ("--admission-cap", &["0.9"]),
+    ("--allocate", &["25%", "30"]),
     ("--archetype-share", &["0.5"]),
     ("--archetypes", &["2"]),
     ("--batch", &["2"]),
