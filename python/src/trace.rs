@@ -243,11 +243,7 @@ impl Trace {
             ));
         }
         let per_token = moe.len() * top_k;
-        let tokens = if per_token == 0 {
-            0
-        } else {
-            block.ids.len() / per_token
-        };
+        let tokens = block.ids.len().checked_div(per_token).unwrap_or(0);
         let a = numpy::ndarray::Array::from_shape_vec(
             vec![tokens, moe.len(), top_k],
             block.ids.clone(),
