@@ -134,3 +134,22 @@ def test_runs_in_threads_give_the_sequential_results():
         together = list(pool.map(lambda s: mps.run(s, PROSE), specs))
     assert together == alone
     assert alone[0] != alone[1]
+
+
+def test_sglang_arrays_are_the_sglang_importers(tmp_path):
+    # An SGLang response as the server sends it (int32 little-endian, base64, flat), imported
+    # from a file by the CLI's importer and decoded in Python as SGLang's docs do.
+    import base64
+
+    arr, prompt = prose_arrays()
+    flat = base64.b64encode(arr.astype("<i4").tobytes()).decode()
+    line = {"meta_info": {"id": "r0", "prompt_tokens": prompt, "routed_experts": flat}}
+    (tmp_path / "resp.jsonl").write_text(json.dumps(line) + "\n")
+    imported = mps.import_trace(tmp_path / "resp.jsonl", "sglang-routed-experts", moe_layers=24, top_k=8)
+    decoded = np.frombuffer(base64.b64decode(flat), np.int32).reshape(-1, 24, 8)
+    built = mps.Trace.from_arrays([decoded], [prompt], names=["r0"], format="sglang-routed-experts")
+    assert imported.sequences == built.sequences == ["r0"]
+    for phase in ("prefill", "decode"):
+        np.testing.assert_array_equal(imported.routed_experts(0, phase), built.routed_experts(0, phase))
+    spec = {"policy": "e1", "expert_mib": 3}
+    assert mps.run(spec, imported)["streaming"] == mps.run(spec, built)["streaming"]
