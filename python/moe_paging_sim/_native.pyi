@@ -55,8 +55,8 @@ class Trace:
     def header_json(self) -> str:
         """The header (model geometry, provenance, sequences) as JSON text."""
     @property
-    def path(self) -> Optional[str]:
-        """The file the trace was loaded from, or None."""
+    def path(self) -> Optional["os.PathLike[str]"]:
+        """The file the trace was loaded from (a pathlib.Path), or None."""
     @property
     def label(self) -> str:
         """What results name the trace (inputs.trace)."""

@@ -153,3 +153,13 @@ def test_sglang_arrays_are_the_sglang_importers(tmp_path):
         np.testing.assert_array_equal(imported.routed_experts(0, phase), built.routed_experts(0, phase))
     spec = {"policy": "e1", "expert_mib": 3}
     assert mps.run(spec, imported)["streaming"] == mps.run(spec, built)["streaming"]
+
+
+def test_spec_values_become_the_clis_flags(cli):
+    # True: a bare flag; False and None: left out; underscores: dashes; numbers as written
+    spec = {"policy": "e1", "evict": "lru", "budget": "50%", "vs_belady": True,
+            "timeline": None, "progress": False, "granule_mib": 2}
+    got = mps.run(spec, PROSE)
+    want = cli("run", "--policy", "e1", "--evict", "lru", "--budget", "50%", "--vs-belady",
+               "--granule-mib", "2", "--trace", PROSE, "--json")
+    assert got == want and "vs_belady" in got
