@@ -7,16 +7,19 @@ from ._native import SimError as SimError, Trace as Trace
 
 _Path = Union[str, "os.PathLike[str]"]
 TraceArg = Union[Trace, _Path, None]
-Spec = Optional[Mapping[str, Any]]
 
-def run(spec: Spec = None, trace: TraceArg = None) -> dict[str, Any]:
+__all__ = ["SimError", "Trace", "run", "sweep", "plan", "compare", "import_trace", "gen",
+           "export", "stats", "to_pandas"]
+_Spec = Optional[Mapping[str, Any]]
+
+def run(spec: _Spec = None, trace: TraceArg = None) -> dict[str, Any]:
     """`sim run --json`: inputs echo; streaming (MiB per MoE layer per step); with evict and
     budget, cache (page-ins, miss rate); with hw, timing (tokens/s, step times in us)."""
-def sweep(spec: Spec = None, trace: Union[TraceArg, Sequence[TraceArg]] = None) -> list[dict[str, Any]]:
+def sweep(spec: _Spec = None, trace: Union[TraceArg, Sequence[TraceArg]] = None) -> list[dict[str, Any]]:
     """`sim sweep --json`: one dict per mechanism x policy x budget row."""
-def plan(spec: Spec = None, trace: TraceArg = None) -> Any:
+def plan(spec: _Spec = None, trace: TraceArg = None) -> Any:
     """`sim plan --json`: per mechanism and policy the fastest budget that fits the GPU."""
-def compare(spec: Spec = None, traces: Union[TraceArg, Sequence[TraceArg]] = None) -> dict[str, Any]:
+def compare(spec: _Spec = None, traces: Union[TraceArg, Sequence[TraceArg]] = None) -> dict[str, Any]:
     """`sim compare`'s results.json: the grid and one entry per run."""
 def import_trace(file: _Path, format: str, **options: Any) -> Trace:
     """`sim trace import --format FORMAT FILE` with its flags as options."""

@@ -2,16 +2,19 @@
 moe_paging_sim, which take and return dicts; these take and return JSON text."""
 
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union, final
 
 import numpy as np
 import numpy.typing as npt
 
 _Path = Union[str, "os.PathLike[str]"]
 
+__all__ = ["SimError", "Trace", "command_json", "import_trace", "gen", "export", "stats"]
+
 class SimError(ValueError):
     """Bad input or a failed run, with the simulator's message."""
 
+@final
 class Trace:
     """A router trace held in memory: per sequence (request), the experts each MoE layer
     selected for each prompt (prefill) and generated (decode) token."""
