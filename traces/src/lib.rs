@@ -20,6 +20,7 @@ mod import_arrays;
 pub mod import_fields;
 pub mod import_formats;
 pub mod import_llama;
+pub mod import_memory;
 mod import_model;
 pub mod import_onnx;
 mod import_passes;
