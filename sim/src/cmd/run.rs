@@ -117,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 fn run_report(args: &RunArgs, cfg: &RunConfig, trace: Option<&Path>) -> Result<RunReport> {
     Ok(match trace {
         // a trace file: streamed in bounded memory
-        Some(path) => run_bounded(&args, &cfg, path)?,
+        Some(path) => run_bounded(args, cfg, path)?,
         // the embedded trace beside a profile file: both streamed
         None if args.input.profile_trace.is_some() => {
             let profile = args
@@ -126,7 +126,7 @@ fn run_report(args: &RunArgs, cfg: &RunConfig, trace: Option<&Path>) -> Result<R
                 .as_deref()
                 .expect("a profile is given");
             let embedded = super::args_input::EmbeddedFile::write(profile)?;
-            let mut report = run_bounded(&args, &cfg, embedded.path())?;
+            let mut report = run_bounded(args, cfg, embedded.path())?;
             embedded.relabel(&mut report);
             report
         }
