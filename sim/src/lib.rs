@@ -20,6 +20,7 @@ pub mod model_profile;
 pub mod output;
 pub mod plan;
 pub mod plan_engine;
+pub mod plan_interval;
 pub mod run_interval;
 pub mod runner;
 pub mod streaming;

@@ -2,7 +2,8 @@
 //! whose constants are drawn from their measured spread ([`crate::validation::interval::
 //! perturbed`], seed 0, so the interval is deterministic), and the 5th to 95th percentile
 //! (nearest rank, [`crate::validation::interval::band90`]) of the draws' tokens/s, step p50
-//! and step p99. A run that priced a constant outside its measured domain gets no interval:
+//! and step p99. Sizes are not drawn ([`drawn_profile`]): VRAM, granule and admission cap
+//! decide what fits, not what it costs. A run that priced a constant outside its measured domain gets no interval:
 //! the spread was measured inside the domain and says nothing past it (docs/DESIGN.md,
 //! "Intervals on a run").
 
@@ -47,6 +48,22 @@ impl RunInterval {
     }
 }
 
+/// `base` with its cost constants drawn ([`perturbed`]) and its sizes (constants measured in
+/// bytes: VRAM, granule) and admission cap kept: a draw prices the same run, it does not
+/// change what fits.
+pub fn drawn_profile(base: &profile::Profile, rng: &mut Pcg64) -> profile::Profile {
+    use profile::{ConstantName, Dimension};
+    let mut p = perturbed(base, rng);
+    for (k, c) in &base.constants {
+        let keep = ConstantName::parse(k)
+            .is_some_and(|n| n.dimension() == Dimension::Bytes || n == ConstantName::AdmissionCap);
+        if keep {
+            p.constants.insert(k.clone(), c.clone());
+        }
+    }
+    p
+}
+
 /// The interval of `report` (the run of `cfg`), `run` running a configuration as the command
 /// did. `cfg` must be timed.
 pub fn run_interval(
@@ -82,7 +99,7 @@ pub fn run_interval(
     for _ in 0..draws {
         let mut drawn = cfg.clone();
         let mut t = timing.clone();
-        t.profile = Arc::new(perturbed(&timing.profile, &mut rng));
+        t.profile = Arc::new(drawn_profile(&timing.profile, &mut rng));
         drawn.timing = Some(t);
         let r = run(&drawn)?;
         let t = r.timing.context("a drawn run was not timed")?;

@@ -314,3 +314,68 @@ fn coverage_of_one_stored_replay_has_one_region_per_row() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--reprice"));
 }
+
+/// `--live-set-from` through the binary: one live-set set gives the curve with one repetition
+/// and no spread (the spread is that of several sets' own fits); a full calibration's set in
+/// its place, or host sets in --from-measurements, are refused naming the flag.
+#[test]
+fn live_set_from_adds_the_curve_and_refuses_other_sets() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("validate/data/h100-linux-2026-12-07");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("one.json");
+    let l1 = dir.join("live-set/l1.json").display().to_string();
+    rebuild_with(
+        &[dir.join("c1.measurements.json")],
+        &out,
+        "one",
+        &["--live-set-from", &l1],
+    );
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for name in [
+        "vmm_commit_live_power",
+        "vmm_commit_live_power_exp",
+        "vmm_decommit_live_power",
+        "vmm_decommit_live_power_exp",
+    ] {
+        let c = &p["constants"][name];
+        assert_eq!(c["provenance"]["repetitions"], 1, "{name}");
+        assert!(c["provenance"].get("spread").is_none(), "{name}");
+        assert_eq!(range(&p, name, "live_granules"), Some((0.0, 36248.0)));
+        assert!(c["provenance"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("l1.json"));
+    }
+    let e = c_exp(&p);
+    assert!(e > 0.0 && e <= 1.0, "{e}");
+    let run = |from: &Path, live: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["calibrate", "--from-measurements"])
+            .arg(from)
+            .arg("--live-set-from")
+            .arg(live)
+            .arg("--out")
+            .arg(tmp.path().join("bad.json"))
+            .output()
+            .unwrap()
+    };
+    let full = dir.join("c2.measurements.json");
+    let o = run(&dir.join("c1.measurements.json"), &full);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--live-set-from"),
+        "{err}"
+    );
+    let o = run(&dir.join("c1-host.measurements.json"), Path::new(&l1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("host sets"), "{err}");
+}
+
+/// The commit curve's exponent in profile JSON `p`.
+fn c_exp(p: &serde_json::Value) -> f64 {
+    p["constants"]["vmm_commit_live_power_exp"]["value"]
+        .as_f64()
+        .unwrap()
+}

@@ -837,7 +837,7 @@ fn reprice_intervals_hold_each_measured_p50_against_its_band() {
 }
 
 /// `sim run --intervals N`: the 90% band of N runs under profiles drawn from the constants'
-/// spread. Checked apart: the same draws made here (the library's `perturbed`, seed 0), each
+/// spread. Checked apart: the same draws made here (the library's `drawn_profile`, seed 0), each
 /// written as a profile file and run through the binary with `--hw FILE`; with 3 draws the
 /// nearest-rank 5th and 95th percentiles (ranks ceil(0.15) = 1 and ceil(2.85) = 3) are the
 /// smallest and largest of the three.
@@ -866,7 +866,8 @@ fn run_intervals_are_the_band_of_runs_under_drawn_profiles() {
     let mut rng = rand_pcg::Pcg64::seed_from_u64(0);
     let mut got: Vec<[f64; 3]> = Vec::new();
     for k in 0..3 {
-        let p = sim::validation::interval::perturbed(&base, &mut rng);
+        let p = sim::run_interval::drawn_profile(&base, &mut rng);
+        assert_eq!(p.constants["vram_usable"], base.constants["vram_usable"]);
         let f = dir.path().join(format!("d{k}.json"));
         std::fs::write(&f, p.to_json()).unwrap();
         let t = &run(f.to_str().unwrap(), &[])["timing"];

@@ -94,6 +94,12 @@ pub struct PlanArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
+    /// A 90% interval on the tokens/s of the best two answers (each run again under N
+    /// profiles drawn within the constants' measured spread, seed 0), and whether they
+    /// overlap (`intervals` in --json; docs/DESIGN.md, "Intervals on a run"). 0: none.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub intervals: u32,
+
     #[command(flatten)]
     pub timing: TimingArgs,
 }
@@ -172,6 +178,9 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         (None, _) => args.input.workload()?,
     };
     let p = plan(&spec, &workload)?;
+    let intervals = (args.intervals > 0)
+        .then(|| sim::plan_interval::plan_intervals(&spec, &p, &workload, args.intervals))
+        .transpose()?;
     let engine = args
         .engine
         .as_deref()
@@ -179,11 +188,15 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
     let text = if args.json {
         let json = PlanJson {
             engine: engine.as_ref(),
+            intervals: intervals.as_ref(),
             ..PlanJson::of(&p)
         };
         serde_json::to_string_pretty(&json)? + "\n"
     } else {
         let mut out = p.recommendation() + "\n";
+        if let Some(i) = &intervals {
+            out.push_str(&i.text());
+        }
         for part in [p.why(), p.curve(), p.memory()] {
             if !part.is_empty() {
                 out.push_str(&part);
@@ -215,6 +228,9 @@ struct PlanJson<'a> {
     /// The recommendation in `--engine`'s flags; absent without `--engine`.
     #[serde(skip_serializing_if = "Option::is_none")]
     engine: Option<&'a sim::plan_engine::Realisation>,
+    /// The best two answers' intervals; absent without `--intervals`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intervals: Option<&'a sim::plan_interval::PlanIntervals>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -223,6 +239,7 @@ impl<'a> PlanJson<'a> {
             plan,
             recommended_row: plan.recommended.map(|i| &plan.rows[i]),
             engine: None,
+            intervals: None,
         }
     }
 }
