@@ -240,6 +240,20 @@ constant_names! {
     /// Decommit time added per granule for every 1024 granules mapped, kernels running
     /// between the calls (same arm and fit as [`ConstantName::VmmCommitBusyLiveSlope`]).
     VmmDecommitBusyLiveSlope = "vmm_decommit_busy_live_slope": Time,
+    /// Commit time added per granule at 1024 granules mapped, kernels running between the
+    /// calls, on a concave live-set curve: the term is `this x (live / 1024)^e`, `e` being
+    /// [`ConstantName::VmmCommitLivePowerExp`]. Fitted by least squares to the per-granule
+    /// commit price of each live level of `sim calibrate --only live-set` sets (`sim calibrate
+    /// --from-measurements ... --live-set-from ...`). With its exponent it replaces
+    /// [`ConstantName::VmmCommitBusyLiveSlope`] in the cost model; absent, pricing stays linear.
+    VmmCommitLivePower = "vmm_commit_live_power": Time,
+    /// The exponent `e` of [`ConstantName::VmmCommitLivePower`] (0 < e <= 1: concave).
+    VmmCommitLivePowerExp = "vmm_commit_live_power_exp": Ratio,
+    /// Decommit time added per granule at 1024 granules mapped on the concave live-set curve
+    /// (same sets and fit as [`ConstantName::VmmCommitLivePower`]).
+    VmmDecommitLivePower = "vmm_decommit_live_power": Time,
+    /// The exponent of [`ConstantName::VmmDecommitLivePower`].
+    VmmDecommitLivePowerExp = "vmm_decommit_live_power_exp": Ratio,
     /// Host CPU: expert bytes per µs of the int4 expert FFN (gate/up, SiLU, down; group
     /// scales) for one token on all threads, from weights in DRAM: the slope of the fit of
     /// call time against expert bytes (`sim calibrate --only host`).

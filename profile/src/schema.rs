@@ -176,6 +176,16 @@ impl Profile {
                     "is 0; a rate, size or curve base of 0 cannot be used (leave the constant out when it was not measured)".into(),
                 ));
             }
+            if matches!(
+                name,
+                ConstantName::VmmCommitLivePowerExp | ConstantName::VmmDecommitLivePowerExp
+            ) && !(c.value > 0.0 && c.value <= 1.0)
+            {
+                return Err(bad(format!(
+                    "has value {}, expected an exponent above 0 and at most 1 (a concave live-set curve; a linear one is the live slope)",
+                    c.value
+                )));
+            }
             if let Some(d) = &c.domain {
                 if let Some(s) = d
                     .ranges

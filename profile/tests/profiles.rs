@@ -137,6 +137,27 @@ fn unknown_constant_schema_version_and_bad_values_are_rejected() {
 }
 
 #[test]
+fn a_live_curve_exponent_outside_0_to_1_is_refused() {
+    for (bad, ok) in [(1.5, 0.59), (0.0, 1.0)] {
+        let mut p = tiny();
+        p.set(
+            ConstantName::VmmCommitLivePowerExp,
+            Constant::assumed(bad, "ratio", "test"),
+        );
+        let msg = p.validate().unwrap_err().to_string();
+        assert!(
+            msg.contains("vmm_commit_live_power_exp") && msg.contains("at most 1"),
+            "{msg}"
+        );
+        p.set(
+            ConstantName::VmmCommitLivePowerExp,
+            Constant::assumed(ok, "ratio", "test"),
+        );
+        p.validate().unwrap();
+    }
+}
+
+#[test]
 fn save_then_load_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.json");

@@ -114,6 +114,30 @@ fn live_domain(p: &Profile, name: C) -> Option<LiveDomain> {
     })
 }
 
+/// A concave live-set term: `scale_us x (live / 1024)^exponent` µs per granule
+/// (`vmm_commit_live_power` / `vmm_decommit_live_power` and their exponents).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LivePower {
+    pub scale_us: f64,
+    pub exponent: f64,
+}
+
+impl LivePower {
+    /// The term of `p`'s constants `scale` and `exp`, when both are present.
+    fn of(p: &Profile, scale: C, exp: C) -> Option<LivePower> {
+        Some(LivePower {
+            scale_us: p.get(scale)?,
+            exponent: p.get(exp)?,
+        })
+    }
+
+    /// Time added per granule at `live` granules, µs.
+    #[inline]
+    pub fn per_granule_us(&self, live: f64) -> f64 {
+        self.scale_us * (live.max(0.0) / 1024.0).powf(self.exponent)
+    }
+}
+
 /// The fill level (mapped / usable VRAM) where the oversubscription curve's first band
 /// begins: the lowest band of the profiles' first-touch measurements (`first_touch_below_90`
 /// and `first_touch_90_100`, `sim calibrate`'s fill sweep).
@@ -174,8 +198,12 @@ pub struct CostModel {
     /// constants are then used as measured).
     pub commit_live_slope_us: f64,
     pub decommit_live_slope_us: f64,
-    /// The live-set ranges those slopes were fitted over; `None` when the profile records
-    /// none (or the slope is absent or 0).
+    /// The concave live-set curves, when the profile has them (`sim calibrate
+    /// --live-set-from`): they replace the live slopes above (set to 0 then).
+    pub commit_live_power: Option<LivePower>,
+    pub decommit_live_power: Option<LivePower>,
+    /// The live-set ranges those slopes (or curves) were fitted over; `None` when the profile
+    /// records none (or the slope is absent or 0).
     pub commit_live_domain: Option<LiveDomain>,
     pub decommit_live_domain: Option<LiveDomain>,
     /// What pricing does with a live set past those ranges.
@@ -259,6 +287,8 @@ impl CostModel {
             band_above_100: band(p, C::FirstTouchAbove100),
             commit_live_slope_us: 0.0,
             decommit_live_slope_us: 0.0,
+            commit_live_power: None,
+            decommit_live_power: None,
             commit_live_domain: None,
             decommit_live_domain: None,
             outside_range: OutsideRange::default(),
@@ -330,6 +360,7 @@ impl CostModel {
             self.decommit_live_slope_us = opt_or_zero(decommit);
             self.commit_live_domain = live_domain(p, commit);
             self.decommit_live_domain = live_domain(p, decommit);
+            self.add_live_powers(p);
             self.commit_fresh_us = opt_or_zero(C::VmmCommitFresh);
             self.commit_read_slope_us = opt_or_zero(C::VmmCommitReadSlope);
             self.decommit_read_slope_us = opt_or_zero(C::VmmDecommitReadSlope);
@@ -337,6 +368,22 @@ impl CostModel {
             self.decommit_read_unit_slope_us = opt_or_zero(C::VmmDecommitReadUnitSlope);
         }
         Ok(())
+    }
+
+    /// The concave live-set curves, when measured: each replaces its call's live slope, and
+    /// its domain the slope's.
+    fn add_live_powers(&mut self, p: &Profile) {
+        self.commit_live_power = LivePower::of(p, C::VmmCommitLivePower, C::VmmCommitLivePowerExp);
+        if self.commit_live_power.is_some() {
+            self.commit_live_slope_us = 0.0;
+            self.commit_live_domain = live_domain(p, C::VmmCommitLivePower);
+        }
+        self.decommit_live_power =
+            LivePower::of(p, C::VmmDecommitLivePower, C::VmmDecommitLivePowerExp);
+        if self.decommit_live_power.is_some() {
+            self.decommit_live_slope_us = 0.0;
+            self.decommit_live_domain = live_domain(p, C::VmmDecommitLivePower);
+        }
     }
 
     /// The OS-paging terms: demand faults (a per-run latency and dense bandwidth when
@@ -401,6 +448,14 @@ impl CostModel {
     #[inline]
     pub fn commit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
         let live = self.priced_live(self.commit_live_domain, live);
+        if let Some(c) = self.commit_live_power {
+            return self.commit_us(granules)
+                + granules as f64
+                    * (c.per_granule_us(live)
+                        + (self.commit_read_slope_us * read.granules
+                            + self.commit_read_unit_slope_us * read.units)
+                            / 1024.0);
+        }
         self.commit_us(granules)
             + granules as f64
                 * (self.commit_live_slope_us * live
@@ -414,6 +469,14 @@ impl CostModel {
     #[inline]
     pub fn decommit_us_at(&self, granules: u64, live: f64, read: ReadLive) -> f64 {
         let live = self.priced_live(self.decommit_live_domain, live);
+        if let Some(c) = self.decommit_live_power {
+            return self.decommit_us(granules)
+                + granules as f64
+                    * (c.per_granule_us(live)
+                        + (self.decommit_read_slope_us * read.granules
+                            + self.decommit_read_unit_slope_us * read.units)
+                            / 1024.0);
+        }
         self.decommit_us(granules)
             + granules as f64
                 * (self.decommit_live_slope_us * live
@@ -705,6 +768,50 @@ mod tests {
         assert!((commit(&m, 12288.0) - 192.0).abs() < 1e-9);
         assert!((decommit(&m, 12288.0) - 122.88).abs() < 1e-9);
         assert!((commit(&m, 3072.0) - 48.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn h100_prices_the_live_set_on_its_concave_curve() {
+        // h100-linux (sim calibrate --live-set-from live-set/l1.json,l2.json): commit 1.27957 x
+        // (L / 1024)^0.59, decommit 1.67325 x (L / 1024)^0.22 µs per granule, measured over
+        // 0..36,248 live granules. By hand (python, 8-granule units): at 16,384 live, 8 x
+        // 1.2795696277 x 16^0.59 = 52.5514 µs and 8 x 1.6732537075 x 16^0.22 = 24.6353 µs;
+        // at 36,248: 83.9565 µs commit; extrapolated to 73,728: 127.6380 µs
+        let p = profile::load("h100-linux").unwrap();
+        let mut m = CostModel::new(&p, Paging::Vmm, CostOptions::default()).unwrap();
+        let none = ReadLive::default();
+        let commit = |m: &CostModel, live| m.commit_us_at(8, live, none) - m.commit_us(8);
+        let decommit = |m: &CostModel, live| m.decommit_us_at(8, live, none) - m.decommit_us(8);
+        assert!((commit(&m, 16384.0) - 52.551_449_5).abs() < 1e-6);
+        assert!((decommit(&m, 16384.0) - 24.635_318_4).abs() < 1e-6);
+        assert!((commit(&m, 36248.0) - 83.956_538_5).abs() < 1e-6);
+        assert_eq!(commit(&m, 0.0), 0.0);
+        // the curve replaces the linear busy slope (0.5873 µs per 1024, over 0..6,144)
+        assert_eq!(m.commit_live_slope_us, 0.0);
+        let d = m.commit_live_domain.unwrap();
+        assert_eq!(
+            (d.constant, d.min_live, d.max_live),
+            (C::VmmCommitLivePower, 0.0, 36248.0)
+        );
+        // past the domain: clamped at 36,248 by default, the curve continued when extrapolating
+        assert!((commit(&m, 73728.0) - 83.956_538_5).abs() < 1e-6);
+        m.outside_range = OutsideRange::Extrapolate;
+        assert!((commit(&m, 73728.0) - 127.638_027_2).abs() < 1e-6);
+        // without the curve's constants the profile prices linearly, as before
+        let mut lin = p.clone();
+        for n in [C::VmmCommitLivePower, C::VmmCommitLivePowerExp] {
+            lin.constants.remove(n.as_str());
+        }
+        let l = CostModel::new(&lin, Paging::Vmm, CostOptions::default()).unwrap();
+        assert_eq!(l.commit_live_power, None);
+        // 8 x 0.5873164568 x 4 = 18.7941 µs at 4,096 live
+        assert!((commit(&l, 4096.0) - 18.794_126_6).abs() < 1e-6);
+        assert_eq!(
+            l.commit_live_domain.unwrap().constant,
+            C::VmmCommitBusyLiveSlope
+        );
+        // the decommit curve stays
+        assert!((decommit(&l, 16384.0) - 24.635_318_4).abs() < 1e-6);
     }
 
     #[test]

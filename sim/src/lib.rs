@@ -22,6 +22,8 @@ pub mod plan;
 pub mod plan_engine;
 pub mod plan_engines;
 pub mod plan_host;
+pub mod plan_interval;
+pub mod run_interval;
 pub mod runner;
 pub mod streaming;
 pub mod validation;

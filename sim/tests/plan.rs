@@ -1038,3 +1038,66 @@ fn vs_belady_at_the_recommended_budget_agrees_with_sim_run() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v.get("vs_belady").is_none());
 }
+
+/// `sim plan --intervals N`: the best two online answers each get the interval `sim run
+/// --intervals N` gives their configuration at their budget (checked by running it), and the
+/// plan says whether the two overlap (checked from the two intervals).
+#[test]
+fn plan_intervals_are_the_runs_intervals_of_the_best_two() {
+    let prose = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../traces/data/granite/prose.bin"
+    );
+    let sim = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let hw = ["--hw", "rtx4060-laptop-wddm", "--admission-cap", "0.35"];
+    let mut a = vec![
+        "plan",
+        "--trace",
+        prose,
+        "--evict",
+        "lru",
+        "--policies",
+        "e1,e4:hot",
+    ];
+    a.extend(hw);
+    a.extend(["--intervals", "3", "--json"]);
+    let p: serde_json::Value = serde_json::from_str(&sim(&a)).unwrap();
+    let ranked = p["intervals"]["ranked"].as_array().unwrap();
+    assert_eq!(ranked.len(), 2);
+    let band = |r: &serde_json::Value| {
+        let t = &r["interval"]["tokens_per_s"];
+        [t[0].as_f64().unwrap(), t[1].as_f64().unwrap()]
+    };
+    for (r, row) in ranked.iter().zip(p["rows"].as_array().unwrap()) {
+        assert_eq!(r["tokens_per_s"], row["fit"]["tokens_per_s"]);
+        let units = r["budget_units"].as_u64().unwrap().to_string();
+        let mut a = vec![
+            "run",
+            "--trace",
+            prose,
+            "--policy",
+            row["mechanism"].as_str().unwrap(),
+            "--evict",
+            "lru",
+            "--budget",
+            &units,
+        ];
+        a.extend(hw);
+        a.extend(["--intervals", "3", "--json"]);
+        let run: serde_json::Value = serde_json::from_str(&sim(&a)).unwrap();
+        assert_eq!(run["timing"]["tokens_per_s"], row["fit"]["tokens_per_s"]);
+        assert_eq!(run["interval90"], r["interval"]);
+    }
+    let (x, y) = (band(&ranked[0]), band(&ranked[1]));
+    assert_eq!(
+        p["intervals"]["best_two_overlap"].as_bool(),
+        Some(x[0] <= y[1] && y[0] <= x[1])
+    );
+}

@@ -64,12 +64,18 @@ fn stored_calibrations_rebuild_byte_for_byte() {
 
 /// Runs `sim calibrate --from-measurements SETS --out OUT --name NAME`, asserting success.
 fn rebuild(sets: &[PathBuf], out: &Path, name: &str) {
+    rebuild_with(sets, out, name, &[]);
+}
+
+/// [`rebuild`] with `extra` arguments (e.g. `--live-set-from`).
+fn rebuild_with(sets: &[PathBuf], out: &Path, name: &str, extra: &[&str]) {
     let list: Vec<String> = sets.iter().map(|p| p.display().to_string()).collect();
     let st = Command::new(env!("CARGO_BIN_EXE_sim"))
         .args(["calibrate", "--from-measurements", &list.join(",")])
         .arg("--out")
         .arg(out)
         .args(["--name", name])
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -188,20 +194,29 @@ fn every_stored_constant_has_the_domain_of_its_sets_arm_levels() {
 }
 
 /// The shipped H100 profiles are the pools of the three full calibrations of 2026-12-07: the
-/// GPU sets `c1`-`c3` give `h100-linux`, their host arms `c1-host`-`c3-host` give
-/// `h100-linux-host`, byte for byte, and each pooled set is the one stored beside them.
+/// GPU sets `c1`-`c3` give `h100-linux` (with the concave live-set curve of the two live-set
+/// sets `live-set/l1`, `l2`), their host arms `c1-host`-`c3-host` give `h100-linux-host`,
+/// byte for byte, and each pooled set is the one stored beside them.
 #[test]
 fn the_shipped_h100_profiles_are_the_pools_of_their_three_calibrations() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("validate/data/h100-linux-2026-12-07");
-    for (name, suffix) in [("h100-linux", ""), ("h100-linux-host", "-host")] {
+    let live = format!(
+        "{},{}",
+        dir.join("live-set/l1.json").display(),
+        dir.join("live-set/l2.json").display()
+    );
+    for (name, suffix, extra) in [
+        ("h100-linux", "", vec!["--live-set-from", live.as_str()]),
+        ("h100-linux-host", "-host", vec![]),
+    ] {
         let sets: Vec<PathBuf> = ["c1", "c2", "c3"]
             .iter()
             .map(|s| dir.join(format!("{s}{suffix}.measurements.json")))
             .collect();
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join(format!("{name}.json"));
-        rebuild(&sets, &out, name);
+        rebuild_with(&sets, &out, name, &extra);
         let shipped =
             std::fs::read_to_string(root.join(format!("profile/profiles/{name}.json"))).unwrap();
         assert!(
@@ -298,4 +313,69 @@ fn coverage_of_one_stored_replay_has_one_region_per_row() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--reprice"));
+}
+
+/// `--live-set-from` through the binary: one live-set set gives the curve with one repetition
+/// and no spread (the spread is that of several sets' own fits); a full calibration's set in
+/// its place, or host sets in --from-measurements, are refused naming the flag.
+#[test]
+fn live_set_from_adds_the_curve_and_refuses_other_sets() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("validate/data/h100-linux-2026-12-07");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("one.json");
+    let l1 = dir.join("live-set/l1.json").display().to_string();
+    rebuild_with(
+        &[dir.join("c1.measurements.json")],
+        &out,
+        "one",
+        &["--live-set-from", &l1],
+    );
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for name in [
+        "vmm_commit_live_power",
+        "vmm_commit_live_power_exp",
+        "vmm_decommit_live_power",
+        "vmm_decommit_live_power_exp",
+    ] {
+        let c = &p["constants"][name];
+        assert_eq!(c["provenance"]["repetitions"], 1, "{name}");
+        assert!(c["provenance"].get("spread").is_none(), "{name}");
+        assert_eq!(range(&p, name, "live_granules"), Some((0.0, 36248.0)));
+        assert!(c["provenance"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("l1.json"));
+    }
+    let e = c_exp(&p);
+    assert!(e > 0.0 && e <= 1.0, "{e}");
+    let run = |from: &Path, live: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_sim"))
+            .args(["calibrate", "--from-measurements"])
+            .arg(from)
+            .arg("--live-set-from")
+            .arg(live)
+            .arg("--out")
+            .arg(tmp.path().join("bad.json"))
+            .output()
+            .unwrap()
+    };
+    let full = dir.join("c2.measurements.json");
+    let o = run(&dir.join("c1.measurements.json"), &full);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--live-set-from"),
+        "{err}"
+    );
+    let o = run(&dir.join("c1-host.measurements.json"), Path::new(&l1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("host sets"), "{err}");
+}
+
+/// The commit curve's exponent in profile JSON `p`.
+fn c_exp(p: &serde_json::Value) -> f64 {
+    p["constants"]["vmm_commit_live_power_exp"]["value"]
+        .as_f64()
+        .unwrap()
 }

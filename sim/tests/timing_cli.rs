@@ -726,6 +726,18 @@ fn live_sets_past_the_measured_range_are_reported_and_priced_per_outside_range()
         err.contains("vmm_commit_busy_live_slope") && err.contains("--outside-range"),
         "{err}"
     );
+    // the constants' spread says nothing past their range: the interval is unknown, naming them
+    let (ok, v, err) = ds3_run(t, "h200-linux", "10%", &["--intervals", "2"]);
+    assert!(ok, "{err}");
+    let i = &v["interval90"];
+    assert!(i.get("tokens_per_s").is_none(), "{i}");
+    assert!(
+        i["unknown"]
+            .as_str()
+            .unwrap()
+            .contains("vmm_commit_busy_live_slope"),
+        "{i}"
+    );
     // the text prints one line
     let (ok, text, err) = sim(&[
         "run",
@@ -822,4 +834,80 @@ fn reprice_intervals_hold_each_measured_p50_against_its_band() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--reprice"));
+}
+
+/// `sim run --intervals N`: the 90% band of N runs under profiles drawn from the constants'
+/// spread. Checked apart: the same draws made here (the library's `drawn_profile`, seed 0), each
+/// written as a profile file and run through the binary with `--hw FILE`; with 3 draws the
+/// nearest-rank 5th and 95th percentiles (ranks ceil(0.15) = 1 and ceil(2.85) = 3) are the
+/// smallest and largest of the three.
+#[test]
+fn run_intervals_are_the_band_of_runs_under_drawn_profiles() {
+    use rand::SeedableRng;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let trace = root.join("sim/tests/fixtures/golden/inputs/granite-fit-4tok.bin");
+    let trace = trace.to_str().unwrap();
+    let run = |hw: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run", "--trace", trace, "--policy", "e1", "--evict", "lru", "--budget", "50%", "--hw",
+            hw, "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = sim(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let v = run("h200-linux", &["--intervals", "3"]);
+    let i = &v["interval90"];
+    assert_eq!(i["draws"], 3);
+    assert!(i.get("unknown").is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let base = profile::load("h200-linux").unwrap();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(0);
+    let mut got: Vec<[f64; 3]> = Vec::new();
+    for k in 0..3 {
+        let p = sim::run_interval::drawn_profile(&base, &mut rng);
+        assert_eq!(p.constants["vram_usable"], base.constants["vram_usable"]);
+        let f = dir.path().join(format!("d{k}.json"));
+        std::fs::write(&f, p.to_json()).unwrap();
+        let t = &run(f.to_str().unwrap(), &[])["timing"];
+        let x = |k: &str| t[k].as_f64().unwrap();
+        got.push([x("tokens_per_s"), x("step_ms_p50"), x("step_ms_p99")]);
+    }
+    for (j, key) in ["tokens_per_s", "step_ms_p50", "step_ms_p99"]
+        .iter()
+        .enumerate()
+    {
+        let xs: Vec<f64> = got.iter().map(|g| g[j]).collect();
+        let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let band = &i[*key];
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        assert!(
+            close(band[0].as_f64().unwrap(), lo) && close(band[1].as_f64().unwrap(), hi),
+            "{key}: {band} against {xs:?}"
+        );
+        assert!(lo < hi, "{key}: the draws moved nothing: {xs:?}");
+    }
+    // the text prints one line; without --hw the flag is refused, naming it
+    let (ok, text, err) = sim(&[
+        "run",
+        "--trace",
+        trace,
+        "--policy",
+        "e1",
+        "--hw",
+        "h200-linux",
+        "--intervals",
+        "2",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        text.matches("interval    90% over 2 drawn profiles")
+            .count(),
+        1,
+        "{text}"
+    );
+    let (ok, _, err) = sim(&["run", "--trace", trace, "--intervals", "2"]);
+    assert!(!ok && err.contains("--hw"), "{err}");
 }

@@ -20,6 +20,7 @@ pub mod host;
 pub mod host_context;
 pub mod kernel_splice;
 mod kernel_surface;
+pub mod live_power_fit;
 pub mod live_set_fit;
 pub mod pool;
 pub mod probe;

@@ -84,6 +84,20 @@ pub struct CalibrateArgs {
         requires = "from_measurements"
     )]
     pub kernels_from: Vec<PathBuf>,
+    /// With --from-measurements: live-set sets (`sim calibrate --only live-set`, e.g. to 90%
+    /// of free VRAM) whose busy cells, pooled, give the concave live-set curve
+    /// (`vmm_commit_live_power`, `vmm_decommit_live_power` and their exponents; the cost
+    /// model then prices the live set on it instead of the linear slope). Comma-separated.
+    /// The measurement set written beside --out is unchanged: the constants' provenance names
+    /// these files.
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        value_delimiter = ',',
+        value_parser = measurement_path,
+        requires = "from_measurements"
+    )]
+    pub live_set_from: Vec<PathBuf>,
 }
 
 /// One file of `--from-measurements`: an empty item (a doubled or trailing comma) is refused
@@ -205,6 +219,11 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
             "--kernels-from replaces a GPU calibration's kernel arms, but --from-measurements \
              names host sets (`--only host`): drop --kernels-from"
         );
+        anyhow::ensure!(
+            args.live_set_from.is_empty(),
+            "--live-set-from adds a GPU's live-set curve, but --from-measurements names host \
+             sets (`--only host`): drop --live-set-from"
+        );
         let sets = decode_sets::<validate::host::HostCalibration>(sets, parse_err)?;
         let cal = validate::pool::pool_host(&sets).with_context(pool_err)?;
         let p = validate::host::to_profile::to_profile(&cal, &args.name);
@@ -215,7 +234,10 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
         if !args.kernels_from.is_empty() {
             cal = splice_kernels(&args.kernels_from, cal)?;
         }
-        let p = validate::to_profile::to_profile(&cal, &args.name);
+        let mut p = validate::to_profile::to_profile(&cal, &args.name);
+        if !args.live_set_from.is_empty() {
+            add_live_curve(&args.live_set_from, &mut p)?;
+        }
         (serde_json::to_string_pretty(&cal)?, p)
     };
     if args.from_measurements.len() > 1 || !args.kernels_from.is_empty() {
@@ -228,6 +250,7 @@ fn from_measurements(args: &CalibrateArgs) -> anyhow::Result<()> {
         .from_measurements
         .iter()
         .chain(&args.kernels_from)
+        .chain(&args.live_set_from)
         .map(|p| p.display().to_string())
         .collect();
     eprintln!(
@@ -259,6 +282,34 @@ fn splice_kernels(
     let kernels = validate::pool::pool_kernels(&sets).with_context(|| cannot_pool(paths, flag))?;
     validate::kernel_splice::with_kernel_arms(cal, &kernels)
         .with_context(|| format!("{flag}: cannot replace the calibration's kernel arms"))
+}
+
+/// `--live-set-from`: fit the concave live-set curve to the pooled live-set sets and add it
+/// to `p` (an error when a file is not such a set or the sets give no curve).
+fn add_live_curve(paths: &[PathBuf], p: &mut profile::Profile) -> anyhow::Result<()> {
+    let flag = "--live-set-from";
+    let sets = read_sets(paths, flag)?;
+    let sets = decode_sets::<validate::calibrate::LiveSetCalibration>(
+        sets,
+        not_a_set(paths, flag, "a live-set set (`--only live-set`)"),
+    )?;
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    validate::live_power_fit::add_to_profile(&sets, &names, p);
+    anyhow::ensure!(
+        p.get(profile::ConstantName::VmmCommitLivePower).is_some(),
+        "{flag}: the sets' busy cells (kernels between the calls) give no growing curve: it \
+         needs at least three live levels with two unit sizes each; run `sim calibrate --only \
+         live-set` with more --live-set-levels"
+    );
+    Ok(())
 }
 
 /// Read every file of `flag` as JSON, naming the file that cannot be read or parsed.
@@ -542,6 +593,7 @@ mod tests {
             ssd_path: None,
             from_measurements: from,
             kernels_from,
+            live_set_from: Vec::new(),
         }
     }
 
@@ -588,6 +640,7 @@ mod tests {
             ssd_path: None,
             from_measurements: vec![bad],
             kernels_from: Vec::new(),
+            live_set_from: Vec::new(),
         };
         let e = format!("{:#}", run(args).unwrap_err());
         assert!(
@@ -694,6 +747,7 @@ mod tests {
             ssd_path: None,
             from_measurements: from,
             kernels_from: Vec::new(),
+            live_set_from: Vec::new(),
         };
         let out = dir.path().join("p.json");
         run(args(
@@ -768,6 +822,7 @@ mod tests {
             ssd_path: None,
             from_measurements: Vec::new(),
             kernels_from: Vec::new(),
+            live_set_from: Vec::new(),
         };
         let err = format!("{:#}", run(args).unwrap_err());
         assert!(
@@ -790,6 +845,7 @@ mod tests {
             ssd_path,
             from_measurements: Vec::new(),
             kernels_from: Vec::new(),
+            live_set_from: Vec::new(),
         }
     }
 
@@ -858,6 +914,7 @@ mod tests {
             live_set_levels: vec![],
             from_measurements: sets,
             kernels_from: Vec::new(),
+            live_set_from: Vec::new(),
             ..host_args(out, None)
         };
         run(from(vec![measurements_path(&out)], rebuilt.clone())).unwrap();

@@ -108,6 +108,12 @@ pub struct PlanArgs {
     #[arg(long)]
     pub vs_belady: bool,
 
+    /// A 90% interval on the tokens/s of the best two answers (each run again under N
+    /// profiles drawn within the constants' measured spread, seed 0), and whether they
+    /// overlap (`intervals` in --json; docs/DESIGN.md, "Intervals on a run"). 0: none.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub intervals: u32,
+
     #[command(flatten)]
     pub timing: TimingArgs,
 }
@@ -186,6 +192,9 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
         (None, _) => args.input.workload()?,
     };
     let p = plan(&spec, &workload)?;
+    let intervals = (args.intervals > 0)
+        .then(|| sim::plan_interval::plan_intervals(&spec, &p, &workload, args.intervals))
+        .transpose()?;
     let engine = args
         .engine
         .as_deref()
@@ -200,11 +209,15 @@ pub fn run(mut args: PlanArgs) -> Result<()> {
             engine: engine.as_ref(),
             host_ram: host.as_ref(),
             vs_belady: vs_belady.as_ref(),
+            intervals: intervals.as_ref(),
             ..PlanJson::of(&p)
         };
         serde_json::to_string_pretty(&json)? + "\n"
     } else {
         let mut out = p.recommendation() + "\n";
+        if let Some(i) = &intervals {
+            out.push_str(&i.text());
+        }
         let host_line = host.as_ref().map(|h| h.text()).unwrap_or_default();
         for part in [p.why(), p.curve(), p.memory(), host_line] {
             if !part.is_empty() {
@@ -265,6 +278,9 @@ struct PlanJson<'a> {
     /// "Policy or working set?" at the recommendation; absent without `--vs-belady`.
     #[serde(skip_serializing_if = "Option::is_none")]
     vs_belady: Option<&'a reports::run::VsBelady>,
+    /// The best two answers' intervals; absent without `--intervals`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intervals: Option<&'a sim::plan_interval::PlanIntervals>,
 }
 
 impl<'a> PlanJson<'a> {
@@ -275,6 +291,7 @@ impl<'a> PlanJson<'a> {
             engine: None,
             host_ram: None,
             vs_belady: None,
+            intervals: None,
         }
     }
 }

@@ -49,6 +49,13 @@ pub struct RunArgs {
     /// token per step and sequence (no --batch above 1, --queue, --verify or --prefill-chunk).
     #[arg(long)]
     pub vs_belady: bool,
+
+    /// With --hw: a 90% interval on tokens/s, step p50 and p99 from N runs under profiles
+    /// whose constants are drawn within their measured spread (seed 0: deterministic; N times
+    /// the run's time); unknown when the run prices a constant outside its measured range
+    /// (docs/DESIGN.md, "Intervals on a run"). 0: none.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub intervals: u32,
 }
 
 /// The run configuration `sim run`'s flags describe (the trace aside); an error naming the
@@ -68,27 +75,18 @@ pub fn run(args: RunArgs) -> Result<()> {
     let trace = args.input.one_trace()?;
     let mut cfg = config(&args)?;
     resolve_batching(&args, &mut cfg, trace)?;
-    let report = match trace {
-        // a trace file: streamed in bounded memory
-        Some(path) => run_bounded(&args, &cfg, path)?,
-        // the embedded trace beside a profile file: both streamed
-        None if args.input.profile_trace.is_some() => {
-            let profile = args
-                .input
-                .profile_trace
-                .as_deref()
-                .expect("a profile is given");
-            let embedded = super::args_input::EmbeddedFile::write(profile)?;
-            let mut report = run_bounded(&args, &cfg, embedded.path())?;
-            embedded.relabel(&mut report);
-            report
-        }
-        None => runner::run(&cfg, &args.input.workload()?)?,
-    };
+    let report = run_report(&args, &cfg, trace)?;
     let mut report = report;
     if args.vs_belady {
         report.vs_belady = Some(vs_belady(&args, &cfg, &report)?);
     }
+    let interval = (args.intervals > 0)
+        .then(|| {
+            sim::run_interval::run_interval(&cfg, &report, args.intervals, |c| {
+                run_report(&args, c, trace)
+            })
+        })
+        .transpose()?;
     print_notes(&report);
     super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);
     let memory = memory(&args, &cfg, &report)?;
@@ -96,6 +94,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         let mut v = serde_json::to_value(&report)?;
         if let (Some(m), Some(o)) = (&memory, v.as_object_mut()) {
             o.insert("memory".into(), serde_json::to_value(m)?);
+        }
+        if let (Some(i), Some(o)) = (&interval, v.as_object_mut()) {
+            o.insert("interval90".into(), serde_json::to_value(i)?);
         }
         serde_json::to_string_pretty(&v)? + "\n"
     } else {
@@ -105,10 +106,33 @@ pub fn run(args: RunArgs) -> Result<()> {
         text::run_summary(&report)
             + &text::retention_summary(&report)
             + &text::timing_summary(&report)
+            + &interval.map(|i| i.line()).unwrap_or_default()
             + &reports::text::steps::steps_summary(&report)
             + &memory
     };
     emit(args.out.as_deref(), &text)
+}
+
+/// The report of `cfg` on the command's trace (a file, the embedded trace beside a profile
+/// file, or the embedded trace).
+fn run_report(args: &RunArgs, cfg: &RunConfig, trace: Option<&Path>) -> Result<RunReport> {
+    Ok(match trace {
+        // a trace file: streamed in bounded memory
+        Some(path) => run_bounded(args, cfg, path)?,
+        // the embedded trace beside a profile file: both streamed
+        None if args.input.profile_trace.is_some() => {
+            let profile = args
+                .input
+                .profile_trace
+                .as_deref()
+                .expect("a profile is given");
+            let embedded = super::args_input::EmbeddedFile::write(profile)?;
+            let mut report = run_bounded(args, cfg, embedded.path())?;
+            embedded.relabel(&mut report);
+            report
+        }
+        None => runner::run(cfg, &args.input.workload()?)?,
+    })
 }
 
 /// Set where the run's steps come from ([`super::args_cache::CacheArgs::source`]). A trace whose header does not read is left

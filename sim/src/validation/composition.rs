@@ -59,12 +59,18 @@ pub fn scale_vmm(cost: &CostModel, c: f64, d: f64) -> CostModel {
     m.commit_fixed_us *= c;
     m.commit_per_granule_us *= c;
     m.commit_live_slope_us *= c;
+    if let Some(p) = m.commit_live_power.as_mut() {
+        p.scale_us *= c;
+    }
     m.commit_fresh_us *= c;
     m.commit_read_slope_us *= c;
     m.commit_read_unit_slope_us *= c;
     m.decommit_fixed_us *= d;
     m.decommit_per_granule_us *= d;
     m.decommit_live_slope_us *= d;
+    if let Some(p) = m.decommit_live_power.as_mut() {
+        p.scale_us *= d;
+    }
     m.decommit_read_slope_us *= d;
     m.decommit_read_unit_slope_us *= d;
     m

@@ -149,6 +149,10 @@ const VALID: &[(&str, &[&str])] = &[
     ("--layers", &["2"]),
     ("--licence", &["CC-BY-4.0"]),
     ("--link-gbps", &["25"]),
+    (
+        "--live-set-from",
+        &["{root}/validate/data/h100-linux-2026-12-07/live-set/l1.json"],
+    ),
     ("--live-set-levels", &["0,1024,90%"]),
     ("--locality", &["0.3"]),
     ("--map", &["sequence=sequence,experts=experts"]),
