@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod curve;
 pub mod errors;
+pub mod grid_passes;
 pub mod plan;
 pub mod profile;
 pub mod report;
