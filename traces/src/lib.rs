@@ -34,6 +34,7 @@ pub mod reader;
 pub mod resources;
 pub mod stats;
 pub mod trace;
+pub mod utf8_text;
 pub mod writer;
 
 pub use model::{

@@ -129,8 +129,17 @@ fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -
     } else if has_passes && cfg.timing.is_some() {
         eprintln!("{STREAMING_ROUND_ROBIN}");
     }
+    if has_passes {
+        eprintln!("{STREAMING_PER_TOKEN}");
+    }
     Ok(())
 }
+
+/// Said of a trace with passes: the streaming block's figures are per token (a row of a pass
+/// on its own), as on any trace, not per forward pass.
+pub const STREAMING_PER_TOKEN: &str = "note: the streaming block counts per token (each row of \
+    a forward pass on its own, a step being one token), not per forward pass; the cache \
+    regime (--evict POLICY --budget B) steps the recorded passes";
 
 /// Said when a timed run in the streaming regime (no retention) is on a trace with passes:
 /// its steps are one token of one sequence, round-robin, not the passes.

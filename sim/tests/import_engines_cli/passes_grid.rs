@@ -83,6 +83,13 @@ fn a_timed_run_steps_the_recorded_passes() {
     let o = sim(&["run", "--trace", &t, "--policy", "e1", "--hw", "h200-linux"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("in the streaming regime (no --evict)"));
+    // the streaming block is per token on any trace: said on one with passes
+    let o = sim(&["run", "--trace", &t, "--policy", "e1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the streaming block counts per token"),
+        "{err}"
+    );
     // the passes fix each step's tokens: no verified drafts or prompt chunks on top
     let e = sim(&[
         &timed[..],
