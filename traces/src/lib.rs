@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod config_geometry;
 pub mod error;
 pub mod export;
+mod export_passes;
 pub mod file_mode;
 pub mod format;
 mod format_layouts;

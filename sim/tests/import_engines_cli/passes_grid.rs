@@ -169,3 +169,33 @@ fn sweep_and_compare_replay_the_recorded_passes() {
         .collect();
     assert_eq!(got, [MIN_ALL, LRU_ALL]);
 }
+
+#[test]
+fn the_csv_export_of_a_trace_with_passes_imports_back_to_the_same_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let t = trace(d.path());
+    let csv = d.path().join("three.csv");
+    let csv = csv.to_str().unwrap();
+    ok(&[
+        "trace", "export", "--format", "csv", &t, "--out", csv, "--phase", "all",
+    ]);
+    let text = std::fs::read_to_string(csv).unwrap();
+    // pass by pass, layer by layer, `token` the row's position in its pass, then the pass
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "sequence,phase,token,layer,experts,pass");
+    assert_eq!(lines[1], "r1,prefill,0,0,0 1,0");
+    assert_eq!(lines[4], "r1,prefill,1,1,3 4,0");
+    assert_eq!(lines[6], "r2,decode,1,0,4 5,1");
+    assert_eq!(lines.len(), 1 + 12); // 6 rows x 2 layers
+    let out = d.path().join("back");
+    let mut a = vec!["trace", "import", "--format", "csv", csv];
+    a.extend(["--out", out.to_str().unwrap(), "--num-experts", "8"]);
+    a.extend(MODEL);
+    ok(&a);
+    let before = traces::read_file(std::path::Path::new(&t)).unwrap();
+    let after = traces::read_file(out.join("three.bin")).unwrap();
+    assert_eq!(after.header.sequences, before.header.sequences);
+    assert_eq!(after.header.passes, before.header.passes);
+    assert!(after.header.passes.as_ref().is_some_and(|p| p.len() == 3));
+    assert_eq!(after.sequences, before.sequences);
+}
