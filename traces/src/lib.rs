@@ -27,6 +27,7 @@ pub mod import_rows;
 mod import_rows_check;
 mod import_rows_read;
 pub mod import_sglang;
+pub mod import_strata;
 pub mod import_vllm;
 mod import_warmup;
 pub mod model;

@@ -47,15 +47,15 @@ mod tests {
     #[test]
     fn the_first_invalid_byte_is_placed_by_offset_line_and_column() {
         // line 1 "ab\n" (3 bytes), line 2 "é" (2 bytes) then 0xFF: offset 5, column 2
-        let bytes = b"ab\n\xc3\xa9\xffz";
-        let e = std::str::from_utf8(bytes).unwrap_err();
+        let bytes = [&b"ab\n\xc3\xa9"[..], &[0xff, b'z']].concat();
+        let e = std::str::from_utf8(&bytes).unwrap_err();
         assert_eq!(
-            where_invalid(bytes, 0, 1, &e),
+            where_invalid(&bytes, 0, 1, &e),
             "byte 0xFF at byte offset 5 (line 2, column 2)"
         );
         // the same bytes as line 7 of a file, starting at its byte 100
         assert_eq!(
-            where_invalid(bytes, 100, 7, &e),
+            where_invalid(&bytes, 100, 7, &e),
             "byte 0xFF at byte offset 105 (line 8, column 2)"
         );
     }
