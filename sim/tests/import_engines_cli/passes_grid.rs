@@ -1,13 +1,17 @@
 //! Recorded forward passes honoured by timed runs and by the grids (`sim sweep`,
-//! `sim compare`), on a hook log of three passes small enough to replay by hand.
+//! `sim compare`) and kept by the CSV export, on a hook log of three passes small enough to
+//! replay by hand; and a StrataMoE RouterTrace through the binary.
 
 use super::{ok, sim, MODEL};
+
+/// One row of a pass: its request, layer 0's top-2 and layer 1's top-2.
+type Row = (&'static str, [u32; 2], [u32; 2]);
 
 /// The log: pass 0 holds two prompt rows of r1; pass 1 one row each of r1 and r2; pass 2
 /// one row each of r1 and r2. Per row: (request, layer 0's top-2, layer 1's top-2). r1 has
 /// a pass of two rows, so its rows through pass 0 are prompt rows and its later rows decode
 /// rows; r2 never has two rows in one pass, so both its rows are decode rows.
-const PASSES: [&[(&str, [u32; 2], [u32; 2])]; 3] = [
+const PASSES: [&[Row]; 3] = [
     &[("r1", [0, 1], [2, 3]), ("r1", [1, 2], [3, 4])],
     &[("r1", [0, 3], [2, 5]), ("r2", [4, 5], [6, 7])],
     &[("r1", [0, 1], [2, 3]), ("r2", [6, 7], [0, 1])],
@@ -198,4 +202,49 @@ fn the_csv_export_of_a_trace_with_passes_imports_back_to_the_same_trace() {
     assert_eq!(after.header.passes, before.header.passes);
     assert!(after.header.passes.as_ref().is_some_and(|p| p.len() == 3));
     assert_eq!(after.sequences, before.sequences);
+}
+
+#[test]
+fn a_stratamoe_router_trace_imports_and_runs_through_the_binary() {
+    let d = tempfile::tempdir().unwrap();
+    // 4 tokens, 2 layers of 4 experts, top-1; layer 0 selects 0, 1, 0, 2 and layer 1 3 always
+    let text = r#"{"version": 2, "tokens": 4, "layers": 2, "expertsPerLayer": 4, "topK": 1,
+      "scenario": "s", "seed": 1, "selections": [[[0],[3]],[[1],[3]],[[0],[3]],[[2],[3]]],
+      "source": {"kind": "captured", "model": {"id": "m/x", "revision": "abc"}}}"#;
+    let input = d.path().join("rt.json");
+    std::fs::write(&input, text).unwrap();
+    let out = d.path().join("t");
+    ok(&[
+        "trace",
+        "import",
+        "--format",
+        "stratamoe-router-trace",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let t = out.join("rt.bin");
+    let h = traces::read_header(&t).unwrap();
+    assert_eq!(
+        (h.model.name.as_str(), h.model.revision.as_deref()),
+        ("m/x", Some("abc"))
+    );
+    // by hand, LRU of 2 units, one token a step: L0:0 in, L1:3 in; L0:1 in (evicts L0:0),
+    // L1:3 hit; L0:0 in (evicts L0:1), hit; L0:2 in, hit: 5 page-ins
+    let v = json(&[
+        "run",
+        "--trace",
+        t.to_str().unwrap(),
+        "--policy",
+        "e1",
+        "--evict",
+        "lru",
+        "--budget",
+        "2",
+        "--expert-mib",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(v["cache"]["page_ins"], 5);
+    assert_eq!(v["cache"]["tokens"], 4);
 }
