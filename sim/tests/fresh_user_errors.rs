@@ -1,6 +1,9 @@
 //! Errors a first-time user hit, through the built binary: each names what was wrong (the
 //! path, the count, the unit) and leaves nothing behind.
 
+#[path = "fresh_user_errors/import.rs"]
+mod import;
+
 use std::path::PathBuf;
 use std::process::Command;
 

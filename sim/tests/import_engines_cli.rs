@@ -4,6 +4,8 @@
 
 #[path = "import_engines_cli/passes.rs"]
 mod passes;
+#[path = "import_engines_cli/passes_grid.rs"]
+mod passes_grid;
 
 use base64::Engine;
 use npyz::WriterBuilder;

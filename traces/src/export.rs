@@ -45,12 +45,14 @@ fn write_atomically_file<T>(
     Ok(value)
 }
 
-fn join<T: ToString>(xs: &[T]) -> String {
+pub(crate) fn join<T: ToString>(xs: &[T]) -> String {
     xs.iter().map(T::to_string).collect::<Vec<_>>().join(" ")
 }
 
 /// Stream a trace to CSV rows `sequence,phase,token,layer,experts[,weights]` (ids and
-/// weights space-separated), one row per token and MoE layer, for tokens of `phases`.
+/// weights space-separated), one row per token and MoE layer, for tokens of `phases`. A
+/// trace with forward passes is written pass by pass instead, with a `pass` column
+/// ([`crate::export_passes`]).
 /// Returns the number of rows written.
 pub fn export_csv<R: Read>(
     reader: &mut TraceReader<R>,
@@ -80,7 +82,20 @@ pub fn export_csv<R: Read>(
     if has_w {
         head.push("weights");
     }
+    let passes = reader.header().passes.clone();
+    if passes.is_some() {
+        head.push("pass");
+    }
     w.write_record(&head).map_err(csv_err)?;
+    if let Some(passes) = passes {
+        // a trace with passes: the rows of its passes, as the hook log they would come from
+        let rows = crate::export_passes::write_rows(reader, phases, &passes, |rec| {
+            w.write_record(&rec).map_err(csv_err)
+        })?;
+        w.flush()
+            .map_err(|e| TraceError::io(&file, "writing CSV", e))?;
+        return Ok(rows);
+    }
     let mut rows = 0u64;
     while let Some(tok) = reader.next_token()? {
         if !phases.includes(tok.pos.phase) {

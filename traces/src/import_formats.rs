@@ -118,6 +118,18 @@ pub const IMPORT_FORMATS: &[ImportFormat] = &[
         },
     },
     ImportFormat {
+        name: "stratamoe-router-trace",
+        aliases: &["stratamoe"],
+        summary: "StrataMoE RouterTrace v2 JSON (selections[token][layer][rank] and its source \
+                  provenance), one sequence",
+        file_kind: FileKind::JsonDocument,
+        output: ImportOutput::OneTrace,
+        flags: &["--prompt-tokens"],
+        import: |path, opts| {
+            crate::import_strata::import_strata_router_trace(path, opts).map(Imported::OneTrace)
+        },
+    },
+    ImportFormat {
         name: "llama-moe-trace",
         aliases: &["llama"],
         summary: "llama.cpp MoE trace rows `layer,expert` in evaluation order (tokens rebuilt \

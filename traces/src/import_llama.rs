@@ -10,12 +10,14 @@
 //! Passes become sequences: a pass over more than one token is prompt (prefill) work and
 //! starts a new sequence unless the previous pass was prefill too (a long prompt split into
 //! micro-batches); a pass over one token is a decode step of the current sequence. Sequences
-//! are named `sequence-0`, `sequence-1`, ... With a single MoE layer passes cannot be told
-//! apart and the whole input is one pass.
+//! are named `sequence-0`, `sequence-1`, ... The trace records the passes (each pass one
+//! run of its sequence's next n tokens), which `sim` replays as steps. With a single MoE
+//! layer passes cannot be told apart: the whole input is one pass and none is recorded.
 
 use crate::error::TraceError;
 use crate::import_arrays::{build_from_requests, RequestRouting};
 use crate::import_rows::RowImportOptions;
+use crate::model::{Pass, PassRun};
 use crate::trace::Trace;
 use std::io::BufRead;
 use std::path::Path;
@@ -55,6 +57,8 @@ pub fn parse_llama_moe_trace(
     };
     let layers: Vec<u64> = first.iter().map(|r| r.0).collect();
     let mut sequences: Vec<(u64, Vec<i64>, u64)> = Vec::new(); // (prompt tokens, ids, first line)
+                                                               // each pass: n tokens of the sequence current then
+    let mut recorded: Vec<Pass> = Vec::with_capacity(passes.len());
     let mut last_was_prefill = false;
     for pass in &passes {
         let line = pass[0].1;
@@ -85,6 +89,17 @@ pub fn parse_llama_moe_trace(
         if sequences.is_empty() || (prefill && !last_was_prefill) {
             sequences.push((0, Vec::new(), line));
         }
+        recorded.push(Pass {
+            runs: vec![PassRun {
+                sequence: (sequences.len() - 1) as u32,
+                tokens: u32::try_from(n).map_err(|_| {
+                    err(
+                        line,
+                        format!("a pass of {n} tokens, more than a trace records"),
+                    )
+                })?,
+            }],
+        });
         let seq = sequences.last_mut().expect("pushed above");
         if prefill {
             seq.0 += n as u64;
@@ -118,7 +133,12 @@ pub fn parse_llama_moe_trace(
         ));
     }
     let placement: Vec<usize> = layers.iter().map(|&l| l as usize).collect();
-    build_from_requests(requests, file, "llama-moe-trace", Some(&placement), opts)
+    let mut trace = build_from_requests(requests, file, "llama-moe-trace", Some(&placement), opts)?;
+    // with one MoE layer the passes cannot be told apart: none is recorded
+    if layers.len() > 1 {
+        trace.header.passes = Some(recorded);
+    }
+    Ok(trace)
 }
 
 /// Read the rows, grouping consecutive rows of one layer into runs.

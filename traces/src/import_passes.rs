@@ -213,10 +213,17 @@ fn drop_warmup_passes(
         dropped_rows += p.slots.len();
     }
     let note = format!(
-        "--drop-warmup dropped {dropped_rows} rows of each of the {layers} recorded layers in {} forward passes: {before} before the first real pass (the profiling and CUDA-graph capture passes), {uniform_later} later passes whose rows all select one expert set",
-        before + uniform_later
+        "--drop-warmup dropped {} of each of the {layers} recorded layers in {}: {before} before the first real pass (the profiling and CUDA-graph capture passes), {} whose rows all select one expert set",
+        counted(dropped_rows, "row", "rows"),
+        counted(before + uniform_later, "forward pass", "forward passes"),
+        counted(uniform_later, "later pass", "later passes"),
     );
     Ok((kept, note))
+}
+
+/// `n` and the noun in its number: `1 forward pass`, `4 forward passes`.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Without a phase field: a sequence's rows are prefill up to and including its last pass
@@ -466,13 +473,24 @@ mod tests {
         assert_eq!(t.header.sequences.len(), 3);
         let note = crate::import_rows::warmup_note(&t.header.provenance).unwrap();
         assert!(
-            note.contains("16 rows") && note.contains("1 later passes"),
+            note.contains("16 rows")
+                && note.contains("in 5 forward passes")
+                && note.contains(", 1 later pass whose rows"),
             "{note}"
         );
         let only = import(&log(&warmup_then_real()[..4]), true).unwrap_err();
         assert!(
             only.to_string().contains("none of the 4 forward passes"),
             "{only}"
+        );
+        // one warm-up pass before the real ones: counted in the singular
+        let t = import(&log(&warmup_then_real()[3..]), true).unwrap();
+        let note = crate::import_rows::warmup_note(&t.header.provenance).unwrap();
+        assert!(
+            note.contains(
+                "dropped 1 row of each of the 2 recorded layers in 1 forward pass: 1 before"
+            ),
+            "{note}"
         );
     }
 

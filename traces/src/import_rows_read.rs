@@ -302,16 +302,32 @@ pub(crate) fn read_csv(
 /// Read JSON Lines: one object per line, blank lines skipped.
 pub(crate) fn read_jsonl(input: impl BufRead, sink: &mut RowSink<'_>) -> Result<(), TraceError> {
     let file = sink.file;
-    let input = std::io::BufReader::new(LineLimit::new(input));
-    for (i, line) in input.lines().enumerate() {
-        let line_no = i as u64 + 1;
-        let text = line.map_err(|e| {
+    let mut input = std::io::BufReader::new(LineLimit::new(input));
+    // each line's bytes, and its first byte's offset in the file
+    let (mut buf, mut offset) = (Vec::new(), 0u64);
+    for line_no in 1u64.. {
+        buf.clear();
+        let n = input.read_until(b'\n', &mut buf).map_err(|e| {
             line_too_long(file, &e).unwrap_or_else(|| TraceError::io(file, "reading", e))
         })?;
-        let text = if i == 0 {
+        if n == 0 {
+            break;
+        }
+        let start = offset;
+        offset += n as u64;
+        let text = std::str::from_utf8(&buf).map_err(|e| {
+            let place = crate::utf8_text::where_invalid(&buf, start, line_no, &e);
+            sink.err(
+                line_no,
+                format!("not UTF-8 text: {place}; a JSON Lines file is UTF-8 text, one JSON object per line (is it a binary file?)"),
+            )
+        })?;
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        let text = if line_no == 1 {
             text.trim_start_matches(BOM)
         } else {
-            &text
+            text
         };
         if text.trim().is_empty() {
             continue;

@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod config_geometry;
 pub mod error;
 pub mod export;
+mod export_passes;
 pub mod file_mode;
 pub mod format;
 mod format_layouts;
@@ -28,6 +29,7 @@ pub mod import_rows;
 mod import_rows_check;
 mod import_rows_read;
 pub mod import_sglang;
+pub mod import_strata;
 pub mod import_vllm;
 mod import_warmup;
 pub mod model;
@@ -36,6 +38,7 @@ pub mod reader;
 pub mod resources;
 pub mod stats;
 pub mod trace;
+pub mod utf8_text;
 pub mod writer;
 
 pub use model::{

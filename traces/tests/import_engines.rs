@@ -262,6 +262,28 @@ fn llama_rows_rebuild_tokens_from_layer_order() {
     let s1 = &t.header.sequences[1];
     assert_eq!((s1.prefill_tokens, s1.decode_tokens), (4, 0));
     assert_eq!(t.sequences[1].prefill.ids[..4], [5, 4, 1, 0]);
+    // the passes as llama.cpp evaluated them: (sequence, tokens) of each
+    let passes: Vec<Vec<(u32, u32)>> = t
+        .header
+        .passes
+        .as_ref()
+        .expect("llama.cpp passes are recorded")
+        .iter()
+        .map(|p| p.runs.iter().map(|r| (r.sequence, r.tokens)).collect())
+        .collect();
+    assert_eq!(
+        passes,
+        [
+            vec![(0, 2)],
+            vec![(0, 1)],
+            vec![(0, 1)],
+            vec![(1, 2)],
+            vec![(1, 2)]
+        ]
+    );
+    // one MoE layer: passes cannot be told apart, so none is recorded
+    let one = parse_llama_moe_trace("1,0\n1,1\n1,2\n1,3\n".as_bytes(), "l.csv", &o).unwrap();
+    assert!(one.header.passes.is_none());
     let e = parse_llama_moe_trace(rows.as_bytes(), "l.csv", &Default::default())
         .unwrap_err()
         .to_string();

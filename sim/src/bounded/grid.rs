@@ -1,5 +1,5 @@
 //! A grid of runs on one trace file, sharing its passes: the runs of one mechanism share the
-//! profile and streaming passes, and those that also share a batch size share one replay
+//! profile and streaming passes, and those that also step alike (one batch size, one source of steps: round-robin or forward passes) share one replay
 //! pass (and one next-use computation), which decodes the file once and feeds every run's
 //! simulator, block by block, the runs of a block in parallel (rayon), each run's policy on
 //! its concrete type where that matters (`cell_of`). Each run's report is
@@ -62,26 +62,20 @@ pub fn sweep_file(
                 continue;
             }
         };
-        let mut batches: Vec<usize> = Vec::new();
+        // the runs that step alike: one batch size and one source of steps
+        let mut batches: Vec<(usize, cache::StepSource)> = Vec::new();
         for &i in &g {
             match &cfgs[i].retention {
                 None => out[i] = Some(Ok(stream.report(&cfgs[i], &f, None))),
-                Some(rc) if !batches.contains(&rc.batching.batch) => {
-                    batches.push(rc.batching.batch)
-                }
+                Some(rc) if !batches.contains(&steps_of(rc)) => batches.push(steps_of(rc)),
                 Some(_) => {}
             }
         }
-        for batch in batches {
+        for steps in batches {
             let runs: Vec<usize> = g
                 .iter()
                 .copied()
-                .filter(|&i| {
-                    cfgs[i]
-                        .retention
-                        .as_ref()
-                        .is_some_and(|r| r.batching.batch == batch)
-                })
+                .filter(|&i| cfgs[i].retention.as_ref().map(steps_of) == Some(steps))
                 .collect();
             for (i, r) in replay_runs(cfgs, &runs, &f, &stream)? {
                 out[i] = Some(r);
@@ -116,13 +110,9 @@ fn replay_runs(
         return Ok(results);
     }
     let cfg0 = &cfgs[live[0].0];
-    // the runs of one batch size: FIFO batches of round-robin requests, as the grid's
-    let batch = cfg0
-        .retention
-        .as_ref()
-        .expect("a retention run")
-        .batching
-        .batch;
+    // the runs of one batch size and source: FIFO batches of round-robin requests, or the
+    // forward passes (recorded or scheduled), as the grid's
+    let (batch, source) = steps_of(cfg0.retention.as_ref().expect("a retention run"));
     let replay = Passes {
         trace: f.trace,
         ks: &f.ks,
@@ -130,6 +120,7 @@ fn replay_runs(
         phases: cfg0.phase,
         batching: crate::cache::Batching {
             batch,
+            source,
             ..Default::default()
         },
         tick: &|_| {},
@@ -168,6 +159,12 @@ fn replay_runs(
         }
     }
     Ok(results)
+}
+
+/// How a retention run steps: its batch size and where its steps come from; the runs that
+/// step alike share one replay pass.
+fn steps_of(rc: &cache::RetentionConfig) -> (usize, cache::StepSource) {
+    (rc.batching.batch, rc.batching.source)
 }
 
 /// Step every simulator of `sims` over the stream of `replay`, block by block, in parallel;

@@ -88,7 +88,8 @@ pub struct CacheArgs {
     /// exactly its rows; the default for a trace with passes), continuous (the passes of a
     /// continuous-batching scheduler with chunked prefill, as vLLM's: give --max-seqs and
     /// --max-batched-tokens) or fixed (round-robin batches of --batch; the default
-    /// otherwise). recorded and continuous are `sim run`'s.
+    /// otherwise, and with --batch, --queue, --admission-cap or several tokens per step).
+    /// Timed runs and `sim sweep` and `sim compare` grids step the same way.
     #[arg(long, value_name = "MODE",
           value_parser = PossibleValuesParser::new(["recorded", "continuous", "fixed"]))]
     pub batching: Option<String>,
@@ -343,10 +344,11 @@ impl CacheArgs {
     }
 
     /// Where `sim run`'s steps come from: `--batching` as given (recorded refused on a trace
-    /// without passes; recorded and continuous refused with --batch or --queue and with
-    /// timing or multi-token steps), else recorded passes when the trace has them and none of
-    /// those is given, else round-robin batches.
-    pub fn source(&self, has_passes: bool, timed_or_stepped: bool) -> Result<StepSource> {
+    /// without passes; recorded and continuous refused with --batch, --queue or
+    /// --admission-cap (`capped`), which size round-robin batches, and with several tokens per
+    /// step (`stepped`), which the passes fix), else recorded passes when the trace has them
+    /// and none of those is given, timed or not, else round-robin batches.
+    pub fn source(&self, has_passes: bool, stepped: bool, capped: bool) -> Result<StepSource> {
         let mode = self.batching.as_deref();
         let limits = (self.max_seqs, self.max_batched_tokens);
         if mode != Some("continuous") && limits != (None, None) {
@@ -357,8 +359,11 @@ impl CacheArgs {
             if fixed_flags {
                 bail!("--batching {m} forms its own passes: leave out --batch and --queue, or give --batching fixed");
             }
-            if timed_or_stepped {
-                bail!("--batching {m} replays retention only: leave out the timing (--hw) and step (--verify, --prefill-chunk) flags, or give --batching fixed");
+            if capped {
+                bail!("--batching {m} forms its own passes, and --admission-cap searches the batch size of round-robin batches: leave out --admission-cap, or give --batching fixed");
+            }
+            if stepped {
+                bail!("--batching {m} forms its own passes, each row one token: leave out the step flags (--verify, --prefill-chunk), or give --batching fixed");
             }
         }
         Ok(match mode {
@@ -376,7 +381,7 @@ impl CacheArgs {
                 _ => bail!("--batching continuous needs --max-seqs N and --max-batched-tokens T (e.g. vLLM's max_num_seqs and max_num_batched_tokens)"),
             },
             Some(_) => StepSource::Fixed,
-            None if has_passes && !fixed_flags && !timed_or_stepped => StepSource::Recorded,
+            None if has_passes && !fixed_flags && !stepped && !capped => StepSource::Recorded,
             None => StepSource::Fixed,
         })
     }
@@ -388,9 +393,6 @@ impl CacheArgs {
         self.check_common()?;
         if self.target_tokens_per_s.is_some() {
             bail!("--target-tokens-per-s is a `sim run` option");
-        }
-        if let Some(b) = self.batching.as_deref().filter(|&b| b != "fixed") {
-            bail!("--batching {b} is a `sim run` option; `sim sweep` and `sim compare` replay round-robin batches (--batch)");
         }
         if !self.wants_cache() {
             return Ok(None);

@@ -339,7 +339,7 @@ impl TimingArgs {
             return Ok(None);
         };
         let what = || format!("--model-config {}", path.display());
-        let text = std::fs::read_to_string(path).with_context(what)?;
+        let text = traces::utf8_text::read(path, "a JSON config.json").with_context(what)?;
         let name = path
             .file_stem()
             .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());

@@ -382,11 +382,14 @@ fn run_points(
         }
         let mut cells: Vec<Option<Result<Cell>>> = (0..points.len()).map(|_| None).collect();
         for ((t, p), ks) in pairs {
-            let cfgs: Vec<RunConfig> = ks
+            let mut cfgs: Vec<RunConfig> = ks
                 .iter()
                 .map(|&k| config(args, points[k].1, timing))
                 .collect();
             let trace = args.traces[t].as_path();
+            // the trace's own steps: its recorded passes where it has them
+            let capped = args.timing.admission_cap.is_some();
+            super::grid_passes::resolve(&mut cfgs, &args.cache, Some(trace), capped)?;
             let profile = (p != t).then(|| args.traces[p].as_path());
             let input = cells::Input::File { trace, profile };
             let results = cells::run_cells(&cfgs, &input, &|n| bar.inc(n))?;

@@ -11,6 +11,7 @@ pub mod compare;
 pub mod compare_curves;
 pub mod curve;
 pub mod errors;
+pub mod grid_passes;
 pub mod plan;
 pub mod profile;
 pub mod report;

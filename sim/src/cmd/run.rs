@@ -141,22 +141,44 @@ fn resolve_batching(args: &RunArgs, cfg: &mut RunConfig, trace: Option<&Path>) -
     let has_passes = trace
         .and_then(|p| traces::read_header(p).ok())
         .is_some_and(|h| h.passes.is_some());
-    let timed_or_stepped = cfg.timing.is_some() || !cfg.stepping.is_off();
+    let stepped = !cfg.stepping.is_off();
+    let capped = cfg
+        .timing
+        .as_ref()
+        .is_some_and(|t| t.admission_cap.is_some());
     if let Some(rc) = cfg.retention.as_mut() {
-        rc.batching.source = args.cache.source(has_passes, timed_or_stepped)?;
+        rc.batching.source = args.cache.source(has_passes, stepped, capped)?;
         if has_passes && args.cache.batching.is_none() && rc.batching.source.is_fixed() {
             eprintln!("{PASSES_NOT_REPLAYED}");
         }
+    } else if has_passes && cfg.timing.is_some() {
+        eprintln!("{STREAMING_ROUND_ROBIN}");
+    }
+    if has_passes {
+        eprintln!("{STREAMING_PER_TOKEN}");
     }
     Ok(())
 }
 
-/// Said when a trace records forward passes but the run steps it round-robin: the recorded
-/// passes are replayed by untimed one-token runs only, so the figures are not the passes as
-/// served.
-const PASSES_NOT_REPLAYED: &str = "note: the trace records its forward passes, but a timed or \
-    multi-token run (or one with --batch or --queue) replays its sequences round-robin \
-    (--batching fixed), not the passes as served";
+/// Said of a trace with passes: the streaming block's figures are per token (a row of a pass
+/// on its own), as on any trace, not per forward pass.
+pub const STREAMING_PER_TOKEN: &str = "note: the streaming block counts per token (each row of \
+    a forward pass on its own, a step being one token), not per forward pass; the cache \
+    regime (--evict POLICY --budget B) steps the recorded passes";
+
+/// Said when a timed run in the streaming regime (no retention) is on a trace with passes:
+/// its steps are one token of one sequence, round-robin, not the passes.
+pub const STREAMING_ROUND_ROBIN: &str = "note: the trace records its forward passes, but a \
+    timed run in the streaming regime (no --evict) steps one token of one sequence at a time, \
+    round-robin; add --evict POLICY --budget B to replay the passes as served";
+
+/// Said when a trace records forward passes but the run steps it round-robin: the flags that
+/// size round-robin batches or take several tokens per step leave the recorded passes aside,
+/// so the figures are not the passes as served.
+pub const PASSES_NOT_REPLAYED: &str = "note: the trace records its forward passes, but a run \
+    with --batch, --queue, --admission-cap or several tokens per step (--verify, \
+    --prefill-chunk) replays its sequences round-robin (--batching fixed), not the passes as \
+    served";
 
 /// Where the VRAM goes at the run's peak, when the run sizes the model's weights itself
 /// (`--model-config` or `--nonexpert-dtype`, on a hardware profile): the experts resident at

@@ -213,7 +213,12 @@ fn trace_cells(
     tick: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Vec<Result<Cell>>>> {
     let profile = args.input.profile_trace.as_deref();
+    let capped = args.timing.admission_cap.is_some();
     let cells_of = |path: &Option<&Path>| -> Result<Vec<Result<Cell>>> {
+        // the trace's own steps: its recorded passes where it has them
+        let mut configs = configs.to_vec();
+        super::grid_passes::resolve(&mut configs, &args.cache, *path, capped)?;
+        let configs = &configs[..];
         match (*path, profile) {
             (Some(trace), _) => {
                 cells::run_cells(configs, &cells::Input::File { trace, profile }, tick)

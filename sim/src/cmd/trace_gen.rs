@@ -224,7 +224,7 @@ fn fitted_of(a: &GenArgs) -> anyhow::Result<Option<Fitted>> {
 fn model_of(a: &GenArgs, fitted: Option<&Fitted>) -> anyhow::Result<ModelSpec> {
     if let Some(path) = &a.model_config {
         let what = || format!("--model-config {}", path.display());
-        let text = std::fs::read_to_string(path).with_context(what)?;
+        let text = traces::utf8_text::read(path, "a JSON config.json").with_context(what)?;
         let name = path
             .file_stem()
             .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());

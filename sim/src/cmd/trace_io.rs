@@ -162,7 +162,7 @@ fn out_help() -> String {
         parts.push(format!("{one} {} `<FILE stem>.bin`", verb(n)));
     }
     format!(
-        "Output directory (created if missing). {}",
+        "Output directory (created if missing; a file, or a name ending in .bin, is refused). {}",
         parts.join("; ")
     )
 }
@@ -200,6 +200,7 @@ fn check_format_flags(a: &ImportArgs) -> anyhow::Result<()> {
 
 pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     check_format_flags(&a)?;
+    check_out_dir(&a.out)?;
     sim::runner::require_file(
         &a.file.display().to_string(),
         &a.file,
@@ -313,6 +314,7 @@ pub fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     }
     if let Some((_, all)) = outputs.last() {
         print_inferred(&a, all);
+        print_size_unknown(all);
     }
     if a.json {
         let files: Vec<_> = outputs
@@ -330,7 +332,7 @@ fn model_config(a: &ImportArgs) -> anyhow::Result<Option<traces::hf_config::Mode
         return Ok(None);
     };
     let what = || format!("--model-config {}", path.display());
-    let text = std::fs::read_to_string(path).with_context(what)?;
+    let text = traces::utf8_text::read(path, "a JSON config.json").with_context(what)?;
     Ok(Some(
         traces::hf_config::parse(&text, "model").with_context(what)?,
     ))
@@ -379,6 +381,36 @@ fn print_inferred(a: &ImportArgs, t: &traces::Trace) {
             "layers: {}, inferred as the largest layer index seen + 1 ({recorded} with selections); give --num-layers if the model has more",
             layers.len()
         );
+    }
+}
+
+/// `--out` is the directory the traces are written into: a path that is a file, or that is
+/// named like a trace (`x.bin`, which would become a directory holding `x.bin/NAME.bin`), is
+/// refused before anything is read or created.
+fn check_out_dir(out: &Path) -> anyhow::Result<()> {
+    let shown = out.display();
+    if out.exists() && !out.is_dir() {
+        bail!("--out {shown} is a file, but trace import writes into a directory (one `<name>.bin` per trace, named after the input): give a directory, e.g. --out traces");
+    }
+    if out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("bin"))
+    {
+        let made = if out.is_dir() {
+            "is a directory (an earlier import made it?)"
+        } else {
+            "would be made a directory"
+        };
+        bail!("--out {shown} {made}: trace import writes into a directory, one `<name>.bin` per trace named after the input, so --out names that directory, not the file; give e.g. --out traces to get traces/<name>.bin");
+    }
+    Ok(())
+}
+
+/// Said after an import whose header lacks the hidden and expert FFN sizes: `sim run` then
+/// cannot size an expert by itself.
+fn print_size_unknown(t: &traces::Trace) {
+    if t.header.model.expert_params().is_none() {
+        eprintln!("expert size: unknown (the trace records no hidden and expert FFN sizes), so `sim run` on it needs --expert-mib X (MiB per expert); give --hidden-size and --expert-ffn (or --model-config config.json) to this import to record it");
     }
 }
 

@@ -184,14 +184,23 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
         fixed
     );
     assert!(!fixed.contains("\"batching\""));
-    // a timed run steps round-robin, and says so rather than pass for the passes as served
+    // a timed run replays the passes too (the decode phase by default)
     let mut timed = vec!["run", "--trace", &trace as &str, "--policy", "e1"];
     timed.extend(["--evict", "lru", "--budget", "10", "--hw", "h200-linux"]);
-    let o = sim(&timed);
+    let o = sim(&[&timed[..], &["--json"]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["cache"]["page_ins"].as_u64(),
+        Some(lru_page_ins(&real, &["decode"], 10).0)
+    );
+    // by hand: 4 of the 6 passes hold decode rows
+    assert_eq!(v["timing_detail"]["steps"], 4);
+    // --batch sizes round-robin batches: said, since they are not the passes as served
     let note = "replays its sequences round-robin (--batching fixed), not the passes as served";
+    let o = sim(&[&timed[..], &["--batch", "2"]].concat());
     assert!(String::from_utf8_lossy(&o.stderr).contains(note));
-    let o = sim(&[&timed[..], &["--batching", "fixed"]].concat());
+    let o = sim(&[&timed[..], &["--batching", "fixed", "--batch", "2"]].concat());
     assert!(!String::from_utf8_lossy(&o.stderr).contains(note));
     // a curve, and LRU against MIN, step one token per sequence: never mixed with the passes
     let o = sim(&["curve", "--trace", &trace, "--policy", "e1"]);
@@ -280,7 +289,7 @@ fn a_hook_log_with_warm_up_passes_imports_and_replays_as_served() {
 }
 
 #[test]
-fn recorded_batching_needs_a_trace_with_passes_and_is_sim_runs_alone() {
+fn recorded_batching_needs_a_trace_with_passes() {
     let d = tempfile::tempdir().unwrap();
     let p = |n: &str| d.path().join(n).to_str().unwrap().to_string();
     let (_, real) = passes();
@@ -320,7 +329,8 @@ fn recorded_batching_needs_a_trace_with_passes_and_is_sim_runs_alone() {
         "recorded",
     ]);
     assert!(!e.status.success());
-    assert!(String::from_utf8_lossy(&e.stderr).contains("is a `sim run` option"));
+    // a grid replays passes too, but this trace has none
+    assert!(String::from_utf8_lossy(&e.stderr).contains("records no forward passes"));
     // continuous batching needs both limits, each at least 1, and only with continuous
     let cases: [(&[&str], &str); 5] = [
         (
