@@ -143,6 +143,10 @@ pub struct PrefetchReport {
     /// The cap on prefetch bytes in flight, MiB (`--prefetch-cap`); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap_mib: Option<f64>,
+    /// The staging buffer of started prefetches, units (`--prefetch-buffer`); absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_units: Option<usize>,
     /// The confidence cut (`--prefetch-min-score`): predictions below this fraction of their
     /// prediction's best score were not issued, so precision and recall are against the cut.
     /// Absent without one.

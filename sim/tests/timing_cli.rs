@@ -414,6 +414,62 @@ fn the_issue_policy_and_the_cap_are_flags_of_run() {
     }
 }
 
+/// `--prefetch-issue idle-only` never blocks demand work (the block reports 0 ms waited) and
+/// `--prefetch-buffer N` is reported as `buffer_units`; with one slot no more than one
+/// prefetch is held at once, so fewer start than without a bound. Both are refused where
+/// they cannot apply.
+#[test]
+fn idle_only_issue_and_a_staging_buffer_are_flags_of_run() {
+    let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+    let fates = |p: &serde_json::Value| {
+        n(p, "used") + n(p, "late") + n(p, "wasted") + n(p, "cancelled")
+    };
+    let idle = prefetch_run(&["--predictor", "next-layer", "--prefetch-issue", "idle-only"]);
+    let p = &idle["prefetch"];
+    assert_eq!(p["issue"], "idle-only");
+    assert_eq!(p["blocked_ms_per_step"], 0.0);
+    assert_eq!(n(p, "issued"), fates(p));
+    let free = prefetch_run(&["--predictor", "oracle"]);
+    let one = prefetch_run(&["--predictor", "oracle", "--prefetch-buffer", "1"]);
+    let (f, o) = (&free["prefetch"], &one["prefetch"]);
+    assert_eq!(o["buffer_units"], 1);
+    assert!(f.get("buffer_units").is_none());
+    assert_eq!(n(o, "issued"), fates(o));
+    assert!(n(o, "cancelled") > n(f, "cancelled"), "{o} {f}");
+    let (ok, out, err) = sim(&granite_lru(
+        "run",
+        &["--predictor", "oracle", "--prefetch-buffer", "2"],
+    ));
+    assert!(ok, "{err}");
+    assert!(out.contains("staged in a buffer of 2 units"), "{out}");
+    for (flags, says) in [
+        (
+            vec!["--predictor", "oracle", "--prefetch-buffer", "0"],
+            "positive number of unit slots",
+        ),
+        (
+            vec!["--predictor", "oracle", "--prefetch-buffer", "-1"],
+            "--prefetch-buffer",
+        ),
+        (vec!["--prefetch-buffer", "4"], "add a --predictor"),
+        (
+            vec![
+                "--predictor",
+                "oracle",
+                "--prefetch-buffer",
+                "4",
+                "--prefetch-issue",
+                "legacy",
+            ],
+            "idle-only",
+        ),
+    ] {
+        let (ok, _, err) = sim(&granite_lru("run", &flags));
+        assert!(!ok && err.contains(says), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 /// `--prefetch-min-score` cuts a scoring predictor's predictions (fewer issued, the block says
 /// the cut and its precision is the cut run's own), leaves the oracle (every unit scores 1)
 /// whole, and is refused without a predictor or outside (0, 1].

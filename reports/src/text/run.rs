@@ -424,11 +424,14 @@ fn issue_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
     let cap = p
         .cap_mib
         .map_or(String::new(), |c| format!(", at most {c:.1} MiB in flight"));
+    let buffer = p
+        .buffer_units
+        .map_or(String::new(), |n| format!(", staged in a buffer of {n} units"));
     Some((
         "issue",
         issue.clone(),
         format!(
-            "{} of the issued cancelled before they started{cap}; demand work waited {:.3} ms per step for started prefetches",
+            "{} of the issued cancelled before they started{cap}{buffer}; demand work waited {:.3} ms per step for started prefetches",
             p.cancelled.unwrap_or(0),
             p.blocked_ms_per_step.unwrap_or(0.0)
         ),

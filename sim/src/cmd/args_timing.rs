@@ -151,6 +151,17 @@ pub struct TimingArgs {
     )]
     pub prefetch_cap: Option<f64>,
 
+    /// A staging buffer of N units for started prefetches, as mixtral-offloading's
+    /// `buffer_size` (demand-first or idle-only): a prefetch starts only into a free slot,
+    /// freed when a group pages its unit in or it is unmapped unused. Default: no bound.
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
+    pub prefetch_buffer: Option<usize>,
+
     /// Confidence cut: a predictor issues only the experts scoring at least this fraction of
     /// its prediction's best score, in (0, 1] (scores per predictor: DESIGN.md, "Prefetch
     /// predictors"); precision and recall are then against the cut. Default: no cut.
@@ -297,6 +308,7 @@ impl TimingArgs {
         }
         let prefetch_cap = self.prefetch_cap_bytes()?;
         let prefetch_min_score = self.prefetch_min_score()?;
+        let prefetch_buffer = self.prefetch_buffer_units()?;
         if self.predicts() && self.window.contains(&0) {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
@@ -322,6 +334,7 @@ impl TimingArgs {
             window,
             prefetch_issue: self.prefetch_issue,
             prefetch_cap,
+            prefetch_buffer,
             prefetch_min_score,
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
@@ -359,9 +372,26 @@ impl TimingArgs {
             bail!("--prefetch-cap limits prefetches: add a --predictor (e.g. next-layer)");
         }
         if self.prefetch_issue == PrefetchIssue::Legacy {
-            bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first, not legacy");
+            bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first or idle-only, not legacy");
         }
         Ok(Some((mib * sim::MIB).round() as u64))
+    }
+
+    /// `--prefetch-buffer`: a positive unit count, with a predictor, not under legacy.
+    fn prefetch_buffer_units(&self) -> Result<Option<usize>> {
+        let Some(n) = self.prefetch_buffer else {
+            return Ok(None);
+        };
+        if n == 0 {
+            bail!("--prefetch-buffer {n}: give a positive number of unit slots (e.g. 4)");
+        }
+        if !self.predicts() {
+            bail!("--prefetch-buffer stages prefetches: add a --predictor (e.g. next-layer)");
+        }
+        if self.prefetch_issue == PrefetchIssue::Legacy {
+            bail!("--prefetch-buffer applies to queued prefetches: use it with --prefetch-issue demand-first or idle-only, not legacy");
+        }
+        Ok(Some(n))
     }
 
     /// `--prefetch-min-score`: a fraction in (0, 1], with a predictor.

@@ -21,6 +21,10 @@ pub enum PrefetchIssue {
     /// finishes; a queued one is dropped once its target group's router is reached or a
     /// demand page-in takes its unit (DESIGN.md, "Prefetch issue policies").
     DemandFirst,
+    /// Demand first, and a queued prefetch starts only when its commit and its copy end
+    /// before the next demand work could claim the driver or the copy engine, so a prefetch
+    /// never delays demand work (DESIGN.md, "Prefetch issue policies").
+    IdleOnly,
 }
 
 impl PrefetchIssue {
@@ -38,6 +42,7 @@ impl PrefetchIssue {
         match self {
             PrefetchIssue::Legacy => "legacy",
             PrefetchIssue::DemandFirst => "demand-first",
+            PrefetchIssue::IdleOnly => "idle-only",
         }
     }
 }
@@ -62,7 +67,8 @@ pub struct PrefetchCounts {
 }
 
 /// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
-/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight, cut at
+/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight and a
+/// staging buffer of `buffer` units, cut at
 /// `min_score`) as
 /// `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
@@ -72,6 +78,7 @@ pub fn report<E>(
     window: usize,
     issue: PrefetchIssue,
     cap: Option<u64>,
+    buffer: Option<usize>,
     min_score: Option<f64>,
     learning: &Learning<'_>,
     run: &Replay,
@@ -108,6 +115,7 @@ pub fn report<E>(
         // legacy leaves these out, so its reports read as they did before the policies
         issue: (issue != PrefetchIssue::Legacy).then(|| issue.name().to_string()),
         cap_mib: cap.map(|b| b as f64 / crate::MIB),
+        buffer_units: buffer,
         min_score,
         cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
         blocked_ms_per_step: (issue != PrefetchIssue::Legacy)

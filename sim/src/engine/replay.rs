@@ -59,6 +59,9 @@ pub struct EngineOptions {
     /// At most this many committed bytes of started prefetches unfinished at once
     /// (`--prefetch-cap`; demand-first only); `None`: no cap.
     pub prefetch_cap: Option<u64>,
+    /// A staging buffer of this many unit slots for started prefetches
+    /// (`--prefetch-buffer`; demand-first and idle-only); `None`: no bound.
+    pub prefetch_buffer: Option<usize>,
     /// The predictors' confidence cut (`--prefetch-min-score`): a fraction of each
     /// prediction's best score; `None`: no cut.
     pub min_score: Option<f64>,
@@ -976,6 +979,7 @@ impl<'p> Prefetcher<'p> {
                 st.cancel_prefetch(u);
             } else if st.inflight[u as usize] {
                 st.inflight[u as usize] = false;
+                st.issue.free_slot(st.compute_free.max(st.ready_at[u as usize]));
                 st.prefetch_wasted += 1;
                 st.prefetch_wasted_bytes += st.units.units[u as usize].useful_bytes;
                 let at = st.ready_at[u as usize];
@@ -1035,7 +1039,12 @@ impl<'a> State<'a> {
             prefetch_late: 0,
             prefetch_wasted: 0,
             prefetch_wasted_bytes: 0,
-            issue: issue::IssueQueue::new(n),
+            issue: issue::IssueQueue::new(
+                n,
+                // a buffer bounds queued prefetches only (the legacy path has no queue)
+                opts.prefetch_buffer
+                    .filter(|_| opts.issue != PrefetchIssue::Legacy && cost.paging == Paging::Vmm),
+            ),
             timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
             step: 0,
             layer: 0,
@@ -1134,6 +1143,7 @@ impl<'a> State<'a> {
             }
             if self.inflight[ui] {
                 self.inflight[ui] = false;
+                self.issue.free_slot(router.max(self.ready_at[ui]));
                 self.prefetch_used += 1;
                 if self.ready_at[ui] > router {
                     self.prefetch_late += 1;

@@ -167,6 +167,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--policies", &["e1,e2"]),
     ("--policy", &["e1"]),
     ("--prefill-chunk", &["2"]),
+    ("--prefetch-buffer", &["4"]),
     ("--prefetch-cap", &["4"]),
     ("--prefetch-min-score", &["0.5"]),
     ("--preset", &["granite-3.0-1b-a400m"]),
