@@ -567,6 +567,36 @@ fn predictor_and_window_lists_are_a_sweep_axis_and_one_value_in_run() {
     assert_eq!(table.matches("\ne1         lru").count(), 1, "{table}");
     assert_eq!(table.matches(" eam ").count(), 4, "{table}"); // Belady and LRU, w 1 and 2
     assert!(table.contains(" online "), "{table}");
+    // the cancelled column: its count per run under demand first, absent under legacy
+    let header = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("mechanism / retention") && l.contains("prec%"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(header(&table).contains(" wasted  cancel "), "{table}");
+    let json = |extra: &[&str]| {
+        let mut flags = axis.to_vec();
+        flags.extend_from_slice(extra);
+        flags.extend(["--format", "json"]);
+        let (ok, out, err) = sim(&granite_lru("sweep", &flags));
+        assert!(ok, "{err}");
+        serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
+    };
+    let cancelled: Vec<u64> = json(&[])
+        .iter()
+        .filter_map(|r| r["prefetch"]["cancelled"].as_u64())
+        .collect();
+    let row = table.lines().find(|l| l.contains(" eam ")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let at = cells.iter().position(|&c| c == "eam").unwrap();
+    // predictor, w, learns, issued, used, late, wasted, cancel
+    assert_eq!(cells[at + 7], cancelled[0].to_string(), "{row}");
+    let mut legacy = axis.to_vec();
+    legacy.extend(["--prefetch-issue", "legacy"]);
+    let (ok, table, err) = sim(&granite_lru("sweep", &legacy));
+    assert!(ok, "{err}");
+    assert!(!header(&table).contains("cancel"), "{table}");
 }
 
 #[test]
