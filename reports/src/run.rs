@@ -161,6 +161,25 @@ pub struct PrefetchReport {
     /// `legacy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_ms_per_step: Option<f64>,
+    /// Precision and recall against the confidence cut: per cut (0.1, 0.2, ..., 1 of the
+    /// prediction's best score), the issued prefetches scoring at least it and the
+    /// precision and recall of those alone, the rest of the run as it was. Absent under
+    /// `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_curve: Option<Vec<CutPoint>>,
+}
+
+/// One point of [`PrefetchReport::cut_curve`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CutPoint {
+    /// The cut, a fraction of the prediction's best score.
+    pub min_score: f64,
+    /// Issued prefetches scoring at least the cut.
+    pub issued: u64,
+    /// Of those, the fraction a group paged in (used or late); `None` when none.
+    pub precision: Option<f64>,
+    /// Of the plan's page-ins, the fraction those caught; `None` without page-ins.
+    pub recall: Option<f64>,
 }
 
 /// Details of a timed replay beyond the `timing` block.

@@ -309,7 +309,7 @@ const PREFETCH_KEYS: [&str; 16] = [
 ];
 
 /// The keys the demand-first issue policy adds to the `prefetch` block.
-const ISSUE_KEYS: [&str; 3] = ["issue", "cancelled", "blocked_ms_per_step"];
+const ISSUE_KEYS: [&str; 4] = ["issue", "cancelled", "blocked_ms_per_step", "cut_curve"];
 
 #[test]
 fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_oracle() {
@@ -488,6 +488,17 @@ fn a_confidence_cut_is_a_flag_of_run() {
         caught / n(c, "issued") as f64
     );
     assert_eq!(c["stall_ms_per_step_oracle"], f["stall_ms_per_step_oracle"]);
+    // the curve: ten cuts, fewer issued at higher cuts, each point's precision its own
+    let curve = f["cut_curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 10);
+    let issued: Vec<u64> = curve.iter().map(|p| n(p, "issued")).collect();
+    assert!(issued.windows(2).all(|w| w[0] >= w[1]), "{issued:?}");
+    assert!(issued[0] <= n(f, "issued") && issued[9] < issued[0], "{issued:?}");
+    for p in curve {
+        let (prec, rec) = (p["precision"].as_f64().unwrap(), p["recall"].as_f64().unwrap());
+        let caught = rec * n(f, "page_ins") as f64;
+        assert!((prec * n(p, "issued") as f64 - caught).abs() < 1e-6, "{p}");
+    }
     let oracle = |extra: &[&str]| {
         let mut flags = vec!["--predictor", "oracle"];
         flags.extend_from_slice(extra);
@@ -500,6 +511,7 @@ fn a_confidence_cut_is_a_flag_of_run() {
     ));
     assert!(ok, "{err}");
     assert!(out.contains("cut ") && out.contains("0.5"), "{out}");
+    assert!(out.contains("by cut") && out.contains(" 1: "), "{out}");
     for (flags, says) in [
         (vec!["--prefetch-min-score", "0.5"], "add a --predictor"),
         (

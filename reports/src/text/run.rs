@@ -402,7 +402,8 @@ pub fn prefetch_summary(p: &PrefetchReport, profile: &str) -> String {
             ),
         ),
     ];
-    for (k, v, note) in rows.into_iter().chain(issue_row(p)).chain(cut_row(p)) {
+    let rows = rows.into_iter().chain(issue_row(p)).chain(cut_row(p));
+    for (k, v, note) in rows.chain(curve_row(p)) {
         let _ = writeln!(s, "    {k:<15} {v:>12}   {note}");
     }
     s
@@ -415,6 +416,25 @@ fn cut_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
         "cut",
         format!("{min}"),
         "predictions scoring below this fraction of their prediction's best were not issued; precision and recall above are against the cut".to_string(),
+    ))
+}
+
+/// The cut curve's row of the prefetch lines (none under `legacy`): precision / recall, %,
+/// of the issued prefetches scoring at least each cut.
+fn curve_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
+    let curve = p.cut_curve.as_ref()?;
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.0}", v * 100.0));
+    let points: Vec<String> = curve
+        .iter()
+        .map(|c| format!("{}: {}/{}", c.min_score, pct(c.precision), pct(c.recall)))
+        .collect();
+    Some((
+        "by cut",
+        "prec/rec %".to_string(),
+        format!(
+            "of the issued scoring at least each cut: {}",
+            points.join(", ")
+        ),
     ))
 }
 

@@ -4,7 +4,7 @@
 
 use super::predict::{Learning, PredictorKind};
 use super::replay::Replay;
-use reports::run::PrefetchReport;
+use reports::run::{CutPoint, PrefetchReport};
 use serde::Serialize;
 
 /// How the engine issues prefetches on the driver and copy engine (`--prefetch-issue`).
@@ -64,6 +64,9 @@ pub struct PrefetchCounts {
     /// Time demand work waited, past its issue, for prefetches already started on the
     /// driver or the copy engine (which cannot be preempted), µs; demand-first only.
     pub blocked_us: f64,
+    /// Per cut of [`super::replay::cut_curve::CUTS`], the issued prefetches scoring at
+    /// least it and the caught (used or late) among them.
+    pub curve: super::replay::cut_curve::CutCurve,
 }
 
 /// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
@@ -120,5 +123,22 @@ pub fn report<E>(
         cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
         blocked_ms_per_step: (issue != PrefetchIssue::Legacy)
             .then(|| c.blocked_us / run.detail.steps.max(1) as f64 / 1e3),
+        cut_curve: (issue != PrefetchIssue::Legacy).then(|| cut_points(&c, page_ins)),
     })
+}
+
+/// The run's precision and recall at each cut of the curve (against the plan's `page_ins`).
+fn cut_points(c: &PrefetchCounts, page_ins: u64) -> Vec<CutPoint> {
+    use super::replay::cut_curve::CUTS;
+    (0..CUTS.len())
+        .map(|i| {
+            let (issued, caught) = (c.curve.issued[i], c.curve.caught[i] as f64);
+            CutPoint {
+                min_score: CUTS[i],
+                issued,
+                precision: (issued > 0).then(|| caught / issued as f64),
+                recall: (page_ins > 0).then(|| caught / page_ins as f64),
+            }
+        })
+        .collect()
 }

@@ -39,6 +39,7 @@ use rand_pcg::Pcg64;
 use traces::KeySpace;
 
 mod cpu_lane;
+pub mod cut_curve;
 mod issue;
 mod tiers;
 pub use cpu_lane::CpuCounts;
@@ -174,6 +175,9 @@ struct State<'a> {
     /// Demand-first issue: the queued prefetches, their per-unit state, the started ones
     /// the cap counts, and the counts ([`issue`]).
     issue: issue::IssueQueue,
+    /// Each unit's score when last prefetched, and the cut curve ([`cut_curve`]).
+    score_of: Vec<f64>,
+    curve: cut_curve::CutCurve,
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
@@ -957,7 +961,7 @@ impl<'p> Prefetcher<'p> {
         let slots = self.targets.len();
         let slot = &mut self.targets[gt % slots];
         slot.clear();
-        st.prefetch(&self.predicted, slot, router)
+        st.prefetch(&self.predicted, self.predictor.scores(), slot, router)
     }
 
     /// At group `gi`'s router (demand-first): its prefetches that have not started are
@@ -1016,6 +1020,8 @@ impl<'a> State<'a> {
             stall: 0.0,
             resident: vec![false; n],
             inflight: vec![false; n],
+            score_of: vec![1.0; n],
+            curve: cut_curve::CutCurve::default(),
             ready_at: vec![0.0; n],
             mapped_units: 0.0,
             released_granules: 0,
@@ -1144,6 +1150,7 @@ impl<'a> State<'a> {
             if self.inflight[ui] {
                 self.inflight[ui] = false;
                 self.issue.free_slot(router.max(self.ready_at[ui]));
+                self.curve.catch(self.score_of[ui]);
                 self.prefetch_used += 1;
                 if self.ready_at[ui] > router {
                     self.prefetch_late += 1;
@@ -1183,16 +1190,19 @@ impl<'a> State<'a> {
     fn prefetch(
         &mut self,
         predicted: &[u32],
+        scores: Option<&[f64]>,
         slot: &mut Vec<u32>,
         router: f64,
     ) -> Result<(), EngineError> {
         let mut os_bytes = 0u64;
-        for &u in predicted {
+        for (i, &u) in predicted.iter().enumerate() {
             let ui = u as usize;
             if self.resident[ui] || self.inflight[ui] {
                 continue;
             }
             self.inflight[ui] = true;
+            self.score_of[ui] = scores.and_then(|s| s.get(i).copied()).unwrap_or(1.0);
+            self.curve.issue(self.score_of[ui]);
             slot.push(u);
             self.prefetch_issued += 1;
             match self.cost.paging {
@@ -1338,6 +1348,7 @@ impl<'a> State<'a> {
                 wasted: self.prefetch_wasted,
                 wasted_bytes: self.prefetch_wasted_bytes,
                 cancelled: self.issue.cancelled,
+                curve: self.curve,
                 blocked_us: self.issue.blocked_us,
             },
             cpu: self.cpu,
