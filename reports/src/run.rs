@@ -152,6 +152,10 @@ pub struct PrefetchReport {
     /// Absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
+    /// With `--prefetch-min-score auto`: which cut was chosen on the profile trace and why
+    /// (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score_auto: Option<String>,
     /// Prefetches queued and dropped before they started (their target group's router came,
     /// or a demand page-in took the unit); they count in `issued`. Absent under `legacy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

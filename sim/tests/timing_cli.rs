@@ -527,14 +527,63 @@ fn a_confidence_cut_is_a_flag_of_run() {
             "above 0 and at most 1",
         ),
         (
+            vec!["--predictor", "static", "--prefetch-min-score", "most"],
+            "nor `auto`",
+        ),
+        (
             vec!["--predictor", "static", "--prefetch-min-score", "auto"],
-            "invalid value",
+            "add --profile-trace",
         ),
     ] {
         let (ok, _, err) = sim(&granite_lru("run", &flags));
         assert!(!ok && err.contains(says), "{flags:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// `--prefetch-min-score auto` chooses, among no cut and 0.1 .. 1, the cut whose run of the
+/// profile trace (as the evaluated trace, learning from itself) is fastest: checked
+/// against those eleven runs made separately; the run then equals one at that cut, and a
+/// note says the choice. A sweep refuses `auto`.
+#[test]
+fn an_auto_cut_is_the_fastest_on_the_profile_trace() {
+    let tps = |trace: &str, cut: Option<&str>| {
+        let mut flags = vec!["--predictor", "next-layer", "--window", "2"];
+        flags.extend(["--profile-trace", GRANITE_PROSE, "--json"]);
+        if let Some(c) = cut {
+            flags.extend(["--prefetch-min-score", c]);
+        }
+        let mut args = granite_lru("run", &flags);
+        args[2] = trace;
+        let (ok, out, err) = sim(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let cuts = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1"];
+    let speed = |v: &serde_json::Value| v["timing"]["tokens_per_s"].as_f64().unwrap();
+    let mut best = (None, speed(&tps(GRANITE_PROSE, None)));
+    for c in cuts {
+        let t = speed(&tps(GRANITE_PROSE, Some(c)));
+        if t > best.1 {
+            best = (Some(c), t);
+        }
+    }
+    let auto = tps(GRANITE_CODE, Some("auto"));
+    let chosen = best.0.expect("a cut beats none on this profile");
+    let mut p = auto["prefetch"].clone();
+    let why = p.as_object_mut().unwrap().remove("min_score_auto").unwrap();
+    let why = why.as_str().unwrap();
+    assert!(
+        why.starts_with(&format!("--prefetch-min-score auto chose {chosen}:")),
+        "{why}"
+    );
+    let fixed = tps(GRANITE_CODE, Some(chosen));
+    assert_eq!(auto["timing"], fixed["timing"]);
+    assert_eq!(p, fixed["prefetch"]);
+    let mut flags = vec!["--predictor", "next-layer", "--prefetch-min-score", "auto"];
+    flags.extend(["--profile-trace", GRANITE_PROSE]);
+    let (ok, _, err) = sim(&granite_lru("sweep", &flags));
+    assert!(!ok && err.contains("one `sim run`"), "{err}");
 }
 
 #[test]

@@ -120,6 +120,7 @@ pub fn report<E>(
         cap_mib: cap.map(|b| b as f64 / crate::MIB),
         buffer_units: buffer,
         min_score,
+        min_score_auto: None,
         cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
         blocked_ms_per_step: (issue != PrefetchIssue::Legacy)
             .then(|| c.blocked_us / run.detail.steps.max(1) as f64 / 1e3),

@@ -169,7 +169,7 @@ const VALID: &[(&str, &[&str])] = &[
     ("--prefill-chunk", &["2"]),
     ("--prefetch-buffer", &["4"]),
     ("--prefetch-cap", &["4"]),
-    ("--prefetch-min-score", &["0.5"]),
+    ("--prefetch-min-score", &["0.5", "auto"]),
     ("--preset", &["granite-3.0-1b-a400m"]),
     ("--preset-tokens", &["4"]),
     ("--profile-trace", &[TRACE]),
