@@ -421,9 +421,8 @@ fn the_issue_policy_and_the_cap_are_flags_of_run() {
 #[test]
 fn idle_only_issue_and_a_staging_buffer_are_flags_of_run() {
     let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
-    let fates = |p: &serde_json::Value| {
-        n(p, "used") + n(p, "late") + n(p, "wasted") + n(p, "cancelled")
-    };
+    let fates =
+        |p: &serde_json::Value| n(p, "used") + n(p, "late") + n(p, "wasted") + n(p, "cancelled");
     let idle = prefetch_run(&["--predictor", "next-layer", "--prefetch-issue", "idle-only"]);
     let p = &idle["prefetch"];
     assert_eq!(p["issue"], "idle-only");
@@ -493,9 +492,15 @@ fn a_confidence_cut_is_a_flag_of_run() {
     assert_eq!(curve.len(), 10);
     let issued: Vec<u64> = curve.iter().map(|p| n(p, "issued")).collect();
     assert!(issued.windows(2).all(|w| w[0] >= w[1]), "{issued:?}");
-    assert!(issued[0] <= n(f, "issued") && issued[9] < issued[0], "{issued:?}");
+    assert!(
+        issued[0] <= n(f, "issued") && issued[9] < issued[0],
+        "{issued:?}"
+    );
     for p in curve {
-        let (prec, rec) = (p["precision"].as_f64().unwrap(), p["recall"].as_f64().unwrap());
+        let (prec, rec) = (
+            p["precision"].as_f64().unwrap(),
+            p["recall"].as_f64().unwrap(),
+        );
         let caught = rec * n(f, "page_ins") as f64;
         assert!((prec * n(p, "issued") as f64 - caught).abs() < 1e-6, "{p}");
     }
@@ -559,7 +564,9 @@ fn an_auto_cut_is_the_fastest_on_the_profile_trace() {
         assert!(ok, "{err}");
         serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
-    let cuts = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1"];
+    let cuts = [
+        "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1",
+    ];
     let speed = |v: &serde_json::Value| v["timing"]["tokens_per_s"].as_f64().unwrap();
     let mut best = (None, speed(&tps(GRANITE_PROSE, None)));
     for c in cuts {

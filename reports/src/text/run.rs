@@ -444,9 +444,9 @@ fn issue_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
     let cap = p
         .cap_mib
         .map_or(String::new(), |c| format!(", at most {c:.1} MiB in flight"));
-    let buffer = p
-        .buffer_units
-        .map_or(String::new(), |n| format!(", staged in a buffer of {n} units"));
+    let buffer = p.buffer_units.map_or(String::new(), |n| {
+        format!(", staged in a buffer of {n} units")
+    });
     Some((
         "issue",
         issue.clone(),

@@ -163,7 +163,10 @@ fn idle_only_never_delays_demand_work_where_demand_first_does() {
     let f = idle.prefetch;
     assert_eq!((f.issued, f.used, f.late, f.cancelled), (2, 0, 0, 2));
     assert_eq!(f.blocked_us, 0.0);
-    assert_eq!(idle.timing.map_calls, 4, "the cancelled prefetches mapped nothing");
+    assert_eq!(
+        idle.timing.map_calls, 4,
+        "the cancelled prefetches mapped nothing"
+    );
 }
 
 /// A staging buffer of one unit, n = 1500: prefetch 8 takes the slot at layer 1's router as

@@ -983,7 +983,8 @@ impl<'p> Prefetcher<'p> {
                 st.cancel_prefetch(u);
             } else if st.inflight[u as usize] {
                 st.inflight[u as usize] = false;
-                st.issue.free_slot(st.compute_free.max(st.ready_at[u as usize]));
+                st.issue
+                    .free_slot(st.compute_free.max(st.ready_at[u as usize]));
                 st.prefetch_wasted += 1;
                 st.prefetch_wasted_bytes += st.units.units[u as usize].useful_bytes;
                 let at = st.ready_at[u as usize];

@@ -1175,6 +1175,9 @@ fn the_cut_curve_of_one_run_equals_runs_at_each_cut_when_timing_does_not_interfe
     assert_eq!(curve.caught, [9; 10]);
     for (i, &cut) in super::replay::cut_curve::CUTS.iter().enumerate() {
         let f = run(Some(cut));
-        assert_eq!((curve.issued[i], curve.caught[i]), (f.issued, f.used + f.late));
+        assert_eq!(
+            (curve.issued[i], curve.caught[i]),
+            (f.issued, f.used + f.late)
+        );
     }
 }

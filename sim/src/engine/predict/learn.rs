@@ -167,4 +167,3 @@ pub fn push_scored(
         rel.extend(std::iter::repeat_n(r, out.len() - before));
     }
 }
-

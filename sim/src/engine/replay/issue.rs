@@ -87,10 +87,7 @@ impl IssueQueue {
         let Some(free) = &self.free_slots else {
             return Some((s, None));
         };
-        let (i, &at) = free
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))?;
+        let (i, &at) = free.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1))?;
         Some((s.max(at), Some(i)))
     }
 
