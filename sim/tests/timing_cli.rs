@@ -723,6 +723,22 @@ fn compare_runs_the_prefetch_axis_and_cross_traces_only_the_learning_predictors(
         "{md}"
     );
     assert!(md.contains("| e1 + static w1 |"));
+    // the verdict of code learning from prose: static's hidden stall (runs[4]) says whether
+    // it pays off; the oracle's bound is code's own (runs[0])
+    let hidden =
+        |r: &serde_json::Value| r["prefetch"]["stall_hidden_ms_per_step"].as_f64().unwrap();
+    let (learned, bound) = (hidden(&runs[4]), hidden(&runs[0]));
+    let head = if learned > 0.0 {
+        "Pays off here: `static` at window 1; the best, `static` at window 1, hides"
+    } else {
+        "No learned predictor pays off here: the best, `static` at window 1, hides"
+    };
+    assert!(
+        md.contains(&format!("{head} {learned:.3} ms of the ")),
+        "{md}"
+    );
+    let oracle = format!("The oracle (the bound) would hide {bound:.3} ms per step at window 1");
+    assert!(md.contains(&oracle), "{md}");
 }
 
 /// A budget below one token's units misses every access, so `prev-token` prefetches the
