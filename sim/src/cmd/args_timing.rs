@@ -129,8 +129,9 @@ pub struct TimingArgs {
     /// How prefetches share the driver and the copy engine with demand page-ins (VMM
     /// paging): `demand-first` (as MoE-Infinity) queues them behind demand work, lets a
     /// started one finish and drops a queued one once its target layer is reached;
-    /// `legacy` issues every prediction at once and never cancels (the engine before these
-    /// policies). See docs/DESIGN.md, "Prefetch issue policies".
+    /// `idle-only` also starts one only when it ends before the next demand work, so it
+    /// never delays demand; `legacy` issues every prediction at once and never cancels (the
+    /// engine before these policies). See docs/DESIGN.md, "Prefetch issue policies".
     #[arg(
         long,
         value_enum,
