@@ -143,11 +143,19 @@ pub struct PrefetchReport {
     /// The cap on prefetch bytes in flight, MiB (`--prefetch-cap`); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap_mib: Option<f64>,
+    /// The staging buffer of started prefetches, units (`--prefetch-buffer`); absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_units: Option<usize>,
     /// The confidence cut (`--prefetch-min-score`): predictions below this fraction of their
     /// prediction's best score were not issued, so precision and recall are against the cut.
     /// Absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
+    /// With `--prefetch-min-score auto`: which cut was chosen on the profile trace and why
+    /// (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score_auto: Option<String>,
     /// Prefetches queued and dropped before they started (their target group's router came,
     /// or a demand page-in took the unit); they count in `issued`. Absent under `legacy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +165,25 @@ pub struct PrefetchReport {
     /// `legacy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_ms_per_step: Option<f64>,
+    /// Precision and recall against the confidence cut: per cut (0.1, 0.2, ..., 1 of the
+    /// prediction's best score), the issued prefetches scoring at least it and the
+    /// precision and recall of those alone, the rest of the run as it was. Absent under
+    /// `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_curve: Option<Vec<CutPoint>>,
+}
+
+/// One point of [`PrefetchReport::cut_curve`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CutPoint {
+    /// The cut, a fraction of the prediction's best score.
+    pub min_score: f64,
+    /// Issued prefetches scoring at least the cut.
+    pub issued: u64,
+    /// Of those, the fraction a group paged in (used or late); `None` when none.
+    pub precision: Option<f64>,
+    /// Of the plan's page-ins, the fraction those caught; `None` without page-ins.
+    pub recall: Option<f64>,
 }
 
 /// Details of a timed replay beyond the `timing` block.

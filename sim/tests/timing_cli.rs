@@ -309,7 +309,7 @@ const PREFETCH_KEYS: [&str; 16] = [
 ];
 
 /// The keys the demand-first issue policy adds to the `prefetch` block.
-const ISSUE_KEYS: [&str; 3] = ["issue", "cancelled", "blocked_ms_per_step"];
+const ISSUE_KEYS: [&str; 4] = ["issue", "cancelled", "blocked_ms_per_step", "cut_curve"];
 
 #[test]
 fn the_prefetch_block_agrees_with_separate_runs_without_prefetch_and_with_the_oracle() {
@@ -414,6 +414,61 @@ fn the_issue_policy_and_the_cap_are_flags_of_run() {
     }
 }
 
+/// `--prefetch-issue idle-only` never blocks demand work (the block reports 0 ms waited) and
+/// `--prefetch-buffer N` is reported as `buffer_units`; with one slot no more than one
+/// prefetch is held at once, so fewer start than without a bound. Both are refused where
+/// they cannot apply.
+#[test]
+fn idle_only_issue_and_a_staging_buffer_are_flags_of_run() {
+    let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+    let fates =
+        |p: &serde_json::Value| n(p, "used") + n(p, "late") + n(p, "wasted") + n(p, "cancelled");
+    let idle = prefetch_run(&["--predictor", "next-layer", "--prefetch-issue", "idle-only"]);
+    let p = &idle["prefetch"];
+    assert_eq!(p["issue"], "idle-only");
+    assert_eq!(p["blocked_ms_per_step"], 0.0);
+    assert_eq!(n(p, "issued"), fates(p));
+    let free = prefetch_run(&["--predictor", "oracle"]);
+    let one = prefetch_run(&["--predictor", "oracle", "--prefetch-buffer", "1"]);
+    let (f, o) = (&free["prefetch"], &one["prefetch"]);
+    assert_eq!(o["buffer_units"], 1);
+    assert!(f.get("buffer_units").is_none());
+    assert_eq!(n(o, "issued"), fates(o));
+    assert!(n(o, "cancelled") > n(f, "cancelled"), "{o} {f}");
+    let (ok, out, err) = sim(&granite_lru(
+        "run",
+        &["--predictor", "oracle", "--prefetch-buffer", "2"],
+    ));
+    assert!(ok, "{err}");
+    assert!(out.contains("staged in a buffer of 2 units"), "{out}");
+    for (flags, says) in [
+        (
+            vec!["--predictor", "oracle", "--prefetch-buffer", "0"],
+            "positive number of unit slots",
+        ),
+        (
+            vec!["--predictor", "oracle", "--prefetch-buffer", "-1"],
+            "--prefetch-buffer",
+        ),
+        (vec!["--prefetch-buffer", "4"], "add a --predictor"),
+        (
+            vec![
+                "--predictor",
+                "oracle",
+                "--prefetch-buffer",
+                "4",
+                "--prefetch-issue",
+                "legacy",
+            ],
+            "idle-only",
+        ),
+    ] {
+        let (ok, _, err) = sim(&granite_lru("run", &flags));
+        assert!(!ok && err.contains(says), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 /// `--prefetch-min-score` cuts a scoring predictor's predictions (fewer issued, the block says
 /// the cut and its precision is the cut run's own), leaves the oracle (every unit scores 1)
 /// whole, and is refused without a predictor or outside (0, 1].
@@ -432,6 +487,23 @@ fn a_confidence_cut_is_a_flag_of_run() {
         caught / n(c, "issued") as f64
     );
     assert_eq!(c["stall_ms_per_step_oracle"], f["stall_ms_per_step_oracle"]);
+    // the curve: ten cuts, fewer issued at higher cuts, each point's precision its own
+    let curve = f["cut_curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 10);
+    let issued: Vec<u64> = curve.iter().map(|p| n(p, "issued")).collect();
+    assert!(issued.windows(2).all(|w| w[0] >= w[1]), "{issued:?}");
+    assert!(
+        issued[0] <= n(f, "issued") && issued[9] < issued[0],
+        "{issued:?}"
+    );
+    for p in curve {
+        let (prec, rec) = (
+            p["precision"].as_f64().unwrap(),
+            p["recall"].as_f64().unwrap(),
+        );
+        let caught = rec * n(f, "page_ins") as f64;
+        assert!((prec * n(p, "issued") as f64 - caught).abs() < 1e-6, "{p}");
+    }
     let oracle = |extra: &[&str]| {
         let mut flags = vec!["--predictor", "oracle"];
         flags.extend_from_slice(extra);
@@ -444,6 +516,7 @@ fn a_confidence_cut_is_a_flag_of_run() {
     ));
     assert!(ok, "{err}");
     assert!(out.contains("cut ") && out.contains("0.5"), "{out}");
+    assert!(out.contains("by cut") && out.contains(" 1: "), "{out}");
     for (flags, says) in [
         (vec!["--prefetch-min-score", "0.5"], "add a --predictor"),
         (
@@ -459,14 +532,65 @@ fn a_confidence_cut_is_a_flag_of_run() {
             "above 0 and at most 1",
         ),
         (
+            vec!["--predictor", "static", "--prefetch-min-score", "most"],
+            "nor `auto`",
+        ),
+        (
             vec!["--predictor", "static", "--prefetch-min-score", "auto"],
-            "invalid value",
+            "add --profile-trace",
         ),
     ] {
         let (ok, _, err) = sim(&granite_lru("run", &flags));
         assert!(!ok && err.contains(says), "{flags:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// `--prefetch-min-score auto` chooses, among no cut and 0.1 .. 1, the cut whose run of the
+/// profile trace (as the evaluated trace, learning from itself) is fastest: checked
+/// against those eleven runs made separately; the run then equals one at that cut, and a
+/// note says the choice. A sweep refuses `auto`.
+#[test]
+fn an_auto_cut_is_the_fastest_on_the_profile_trace() {
+    let tps = |trace: &str, cut: Option<&str>| {
+        let mut flags = vec!["--predictor", "next-layer", "--window", "2"];
+        flags.extend(["--profile-trace", GRANITE_PROSE, "--json"]);
+        if let Some(c) = cut {
+            flags.extend(["--prefetch-min-score", c]);
+        }
+        let mut args = granite_lru("run", &flags);
+        args[2] = trace;
+        let (ok, out, err) = sim(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let cuts = [
+        "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1",
+    ];
+    let speed = |v: &serde_json::Value| v["timing"]["tokens_per_s"].as_f64().unwrap();
+    let mut best = (None, speed(&tps(GRANITE_PROSE, None)));
+    for c in cuts {
+        let t = speed(&tps(GRANITE_PROSE, Some(c)));
+        if t > best.1 {
+            best = (Some(c), t);
+        }
+    }
+    let auto = tps(GRANITE_CODE, Some("auto"));
+    let chosen = best.0.expect("a cut beats none on this profile");
+    let mut p = auto["prefetch"].clone();
+    let why = p.as_object_mut().unwrap().remove("min_score_auto").unwrap();
+    let why = why.as_str().unwrap();
+    assert!(
+        why.starts_with(&format!("--prefetch-min-score auto chose {chosen}:")),
+        "{why}"
+    );
+    let fixed = tps(GRANITE_CODE, Some(chosen));
+    assert_eq!(auto["timing"], fixed["timing"]);
+    assert_eq!(p, fixed["prefetch"]);
+    let mut flags = vec!["--predictor", "next-layer", "--prefetch-min-score", "auto"];
+    flags.extend(["--profile-trace", GRANITE_PROSE]);
+    let (ok, _, err) = sim(&granite_lru("sweep", &flags));
+    assert!(!ok && err.contains("one `sim run`"), "{err}");
 }
 
 #[test]
@@ -511,6 +635,36 @@ fn predictor_and_window_lists_are_a_sweep_axis_and_one_value_in_run() {
     assert_eq!(table.matches("\ne1         lru").count(), 1, "{table}");
     assert_eq!(table.matches(" eam ").count(), 4, "{table}"); // Belady and LRU, w 1 and 2
     assert!(table.contains(" online "), "{table}");
+    // the cancelled column: its count per run under demand first, absent under legacy
+    let header = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("mechanism / retention") && l.contains("prec%"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(header(&table).contains(" wasted  cancel "), "{table}");
+    let json = |extra: &[&str]| {
+        let mut flags = axis.to_vec();
+        flags.extend_from_slice(extra);
+        flags.extend(["--format", "json"]);
+        let (ok, out, err) = sim(&granite_lru("sweep", &flags));
+        assert!(ok, "{err}");
+        serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
+    };
+    let cancelled: Vec<u64> = json(&[])
+        .iter()
+        .filter_map(|r| r["prefetch"]["cancelled"].as_u64())
+        .collect();
+    let row = table.lines().find(|l| l.contains(" eam ")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let at = cells.iter().position(|&c| c == "eam").unwrap();
+    // predictor, w, learns, issued, used, late, wasted, cancel
+    assert_eq!(cells[at + 7], cancelled[0].to_string(), "{row}");
+    let mut legacy = axis.to_vec();
+    legacy.extend(["--prefetch-issue", "legacy"]);
+    let (ok, table, err) = sim(&granite_lru("sweep", &legacy));
+    assert!(ok, "{err}");
+    assert!(!header(&table).contains("cancel"), "{table}");
 }
 
 #[test]
@@ -569,6 +723,22 @@ fn compare_runs_the_prefetch_axis_and_cross_traces_only_the_learning_predictors(
         "{md}"
     );
     assert!(md.contains("| e1 + static w1 |"));
+    // the verdict of code learning from prose: static's hidden stall (runs[4]) says whether
+    // it pays off; the oracle's bound is code's own (runs[0])
+    let hidden =
+        |r: &serde_json::Value| r["prefetch"]["stall_hidden_ms_per_step"].as_f64().unwrap();
+    let (learned, bound) = (hidden(&runs[4]), hidden(&runs[0]));
+    let head = if learned > 0.0 {
+        "Pays off here: `static` at window 1; the best, `static` at window 1, hides"
+    } else {
+        "No learned predictor pays off here: the best, `static` at window 1, hides"
+    };
+    assert!(
+        md.contains(&format!("{head} {learned:.3} ms of the ")),
+        "{md}"
+    );
+    let oracle = format!("The oracle (the bound) would hide {bound:.3} ms per step at window 1");
+    assert!(md.contains(&oracle), "{md}");
 }
 
 /// A budget below one token's units misses every access, so `prev-token` prefetches the

@@ -118,9 +118,59 @@ pub(super) fn prefetch(doc: &mut Doc, res: &Results) -> anyhow::Result<()> {
         let setting = setting.split(" + ").next().unwrap_or(&setting).to_string();
         doc.h(3, format!("`{trace}`, {setting}, learning from {source}"));
         metric_table(doc, &group, PREFETCH, None);
+        doc.p(verdict(&group));
         hidden_vs_window(doc, &group, trace, &setting, &source)?;
     }
     Ok(())
+}
+
+/// Which predictor and window of `group` (one setting) pay off (hide stall: the same plan's
+/// stall without prefetch minus the run's is above 0), the best of them, and what the oracle
+/// would gain at its best window.
+fn verdict(group: &[&RunEntry]) -> String {
+    let runs = || {
+        group
+            .iter()
+            .filter_map(|r| Some((block(&r.result)?, &r.result)))
+    };
+    let best = |oracle: bool| {
+        runs()
+            .filter(|(b, _)| (b.predictor == "oracle") == oracle)
+            .max_by(|a, b| {
+                a.0.stall_hidden_ms_per_step
+                    .total_cmp(&b.0.stall_hidden_ms_per_step)
+            })
+    };
+    let tps = |r: &RunReport| {
+        r.timing.as_ref().map_or(String::new(), |t| {
+            format!(", {:.1} tokens/s", t.tokens_per_s)
+        })
+    };
+    let mut s = String::new();
+    let paying: Vec<String> = runs()
+        .filter(|(b, _)| b.predictor != "oracle" && b.stall_hidden_ms_per_step > 0.0)
+        .map(|(b, _)| format!("`{}` at window {}", b.predictor, b.window))
+        .collect();
+    match best(false) {
+        None => {}
+        Some((b, r)) if paying.is_empty() => s.push_str(&format!(
+            "No learned predictor pays off here: the best, `{}` at window {}, hides {:.3} ms of the {:.3} ms stall per step without prefetch{}. ",
+            b.predictor, b.window, b.stall_hidden_ms_per_step, b.stall_ms_per_step_none, tps(r)
+        )),
+        Some((b, r)) => s.push_str(&format!(
+            "Pays off here: {}; the best, `{}` at window {}, hides {:.3} ms of the {:.3} ms stall per step without prefetch{}. ",
+            paying.join(", "), b.predictor, b.window, b.stall_hidden_ms_per_step, b.stall_ms_per_step_none, tps(r)
+        )),
+    }
+    if let Some((b, r)) = best(true) {
+        s.push_str(&format!(
+            "The oracle (the bound) would hide {:.3} ms per step at window {}{}.",
+            b.stall_hidden_ms_per_step,
+            b.window,
+            tps(r)
+        ));
+    }
+    s
 }
 
 /// Stall hidden against the window, one line per predictor of `group` (one setting).

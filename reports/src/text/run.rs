@@ -404,7 +404,8 @@ pub fn prefetch_summary(p: &PrefetchReport, profile: &str) -> String {
             ),
         ),
     ];
-    for (k, v, note) in rows.into_iter().chain(issue_row(p)).chain(cut_row(p)) {
+    let rows = rows.into_iter().chain(issue_row(p)).chain(cut_row(p));
+    for (k, v, note) in rows.chain(curve_row(p)) {
         let _ = writeln!(s, "    {k:<15} {v:>12}   {note}");
     }
     s
@@ -420,17 +421,39 @@ fn cut_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
     ))
 }
 
+/// The cut curve's row of the prefetch lines (none under `legacy`): precision / recall, %,
+/// of the issued prefetches scoring at least each cut.
+fn curve_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
+    let curve = p.cut_curve.as_ref()?;
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.0}", v * 100.0));
+    let points: Vec<String> = curve
+        .iter()
+        .map(|c| format!("{}: {}/{}", c.min_score, pct(c.precision), pct(c.recall)))
+        .collect();
+    Some((
+        "by cut",
+        "prec/rec %".to_string(),
+        format!(
+            "of the issued scoring at least each cut: {}",
+            points.join(", ")
+        ),
+    ))
+}
+
 /// The issue policy's row of the prefetch lines; none under `legacy` (absent from the block).
 fn issue_row(p: &PrefetchReport) -> Option<(&'static str, String, String)> {
     let issue = p.issue.as_ref()?;
     let cap = p
         .cap_mib
         .map_or(String::new(), |c| format!(", at most {c:.1} MiB in flight"));
+    let buffer = p.buffer_units.map_or(String::new(), |n| {
+        format!(", staged in a buffer of {n} units")
+    });
     Some((
         "issue",
         issue.clone(),
         format!(
-            "{} of the issued cancelled before they started{cap}; demand work waited {:.3} ms per step for started prefetches",
+            "{} of the issued cancelled before they started{cap}{buffer}; demand work waited {:.3} ms per step for started prefetches",
             p.cancelled.unwrap_or(0),
             p.blocked_ms_per_step.unwrap_or(0.0)
         ),

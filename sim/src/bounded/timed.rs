@@ -426,6 +426,7 @@ impl<'a> Timed<'a> {
                     self.tc.window,
                     self.tc.prefetch_issue.under(self.map.paging),
                     self.tc.prefetch_cap,
+                    self.tc.prefetch_buffer,
                     self.tc.prefetch_min_score,
                     &self.learning,
                     &run,

@@ -129,8 +129,9 @@ pub struct TimingArgs {
     /// How prefetches share the driver and the copy engine with demand page-ins (VMM
     /// paging): `demand-first` (as MoE-Infinity) queues them behind demand work, lets a
     /// started one finish and drops a queued one once its target layer is reached;
-    /// `legacy` issues every prediction at once and never cancels (the engine before these
-    /// policies). See docs/DESIGN.md, "Prefetch issue policies".
+    /// `idle-only` also starts one only when it ends before the next demand work, so it
+    /// never delays demand; `legacy` issues every prediction at once and never cancels (the
+    /// engine before these policies). See docs/DESIGN.md, "Prefetch issue policies".
     #[arg(
         long,
         value_enum,
@@ -151,16 +152,29 @@ pub struct TimingArgs {
     )]
     pub prefetch_cap: Option<f64>,
 
-    /// Confidence cut: a predictor issues only the experts scoring at least this fraction of
-    /// its prediction's best score, in (0, 1] (scores per predictor: DESIGN.md, "Prefetch
-    /// predictors"); precision and recall are then against the cut. Default: no cut.
+    /// A staging buffer of N units for started prefetches, as mixtral-offloading's
+    /// `buffer_size` (demand-first or idle-only): a prefetch starts only into a free slot,
+    /// freed when a group pages its unit in or it is unmapped unused. Default: no bound.
     #[arg(
         long,
-        value_name = "FRACTION",
+        value_name = "N",
         help_heading = "Timing",
         allow_negative_numbers = true
     )]
-    pub prefetch_min_score: Option<f64>,
+    pub prefetch_buffer: Option<usize>,
+
+    /// Confidence cut: a predictor issues only the experts scoring at least this fraction of
+    /// its prediction's best score, in (0, 1] (scores per predictor: DESIGN.md, "Prefetch
+    /// predictors"); precision and recall are then against the cut. `auto` (`sim run`, with
+    /// --profile-trace): the cut among none and 0.1, 0.2, ..., 1 whose run of the profile
+    /// trace is fastest, never read from the evaluated run. Default: no cut.
+    #[arg(
+        long,
+        value_name = "FRACTION|auto",
+        help_heading = "Timing",
+        allow_negative_numbers = true
+    )]
+    pub prefetch_min_score: Option<MinScore>,
 
     /// Admission cap as a fraction of usable VRAM (e.g. 0.90): sequences of the batch that
     /// would push mapped memory past cap x usable are refused.
@@ -255,13 +269,27 @@ impl TimingArgs {
         if self.cpu_experts.len() > 1 {
             bail!("--cpu-experts takes one placement in `sim run`; give a list to `sim sweep` or `sim compare`, which run every placement");
         }
-        self.for_grid(seed)
+        self.timing_config(seed, true)
+    }
+
+    /// Whether `--prefetch-min-score auto` asks `sim run` to choose the cut.
+    pub fn min_score_auto(&self) -> bool {
+        self.prefetch_min_score == Some(MinScore::Auto)
     }
 
     /// The timing configuration shared by a grid's runs (predictor and window from the first
     /// prefetch point; [`with_prefetch`] sets each run's); `None` without `--hw`. `seed`
     /// (the run's `--seed`) drives the oversubscription jitter.
     pub fn for_grid(&self, seed: u64) -> Result<Option<TimingConfig>> {
+        self.timing_config(seed, false)
+    }
+
+    /// [`TimingArgs::for_run`] (`run`: `--prefetch-min-score auto` is left to the caller,
+    /// as no cut) or [`TimingArgs::for_grid`] (which refuses `auto`).
+    fn timing_config(&self, seed: u64, run: bool) -> Result<Option<TimingConfig>> {
+        if !run && self.min_score_auto() {
+            bail!("--prefetch-min-score auto chooses one cut for one `sim run` from its --profile-trace; give a sweep or comparison a fraction (e.g. 0.5)");
+        }
         let Some(hw) = &self.hw else {
             let used = self.handle_pool
                 || self.deferred_unmap
@@ -297,6 +325,7 @@ impl TimingArgs {
         }
         let prefetch_cap = self.prefetch_cap_bytes()?;
         let prefetch_min_score = self.prefetch_min_score()?;
+        let prefetch_buffer = self.prefetch_buffer_units()?;
         if self.predicts() && self.window.contains(&0) {
             bail!("--window 0: a prefetch needs a lead of at least one MoE layer");
         }
@@ -322,6 +351,7 @@ impl TimingArgs {
             window,
             prefetch_issue: self.prefetch_issue,
             prefetch_cap,
+            prefetch_buffer,
             prefetch_min_score,
             admission_cap: self.admission_cap,
             timeline: self.timeline.clone(),
@@ -359,15 +389,40 @@ impl TimingArgs {
             bail!("--prefetch-cap limits prefetches: add a --predictor (e.g. next-layer)");
         }
         if self.prefetch_issue == PrefetchIssue::Legacy {
-            bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first, not legacy");
+            bail!("--prefetch-cap applies to queued prefetches: use it with --prefetch-issue demand-first or idle-only, not legacy");
         }
         Ok(Some((mib * sim::MIB).round() as u64))
     }
 
-    /// `--prefetch-min-score`: a fraction in (0, 1], with a predictor.
-    fn prefetch_min_score(&self) -> Result<Option<f64>> {
-        let Some(min) = self.prefetch_min_score else {
+    /// `--prefetch-buffer`: a positive unit count, with a predictor, not under legacy.
+    fn prefetch_buffer_units(&self) -> Result<Option<usize>> {
+        let Some(n) = self.prefetch_buffer else {
             return Ok(None);
+        };
+        if n == 0 {
+            bail!("--prefetch-buffer {n}: give a positive number of unit slots (e.g. 4)");
+        }
+        if !self.predicts() {
+            bail!("--prefetch-buffer stages prefetches: add a --predictor (e.g. next-layer)");
+        }
+        if self.prefetch_issue == PrefetchIssue::Legacy {
+            bail!("--prefetch-buffer applies to queued prefetches: use it with --prefetch-issue demand-first or idle-only, not legacy");
+        }
+        Ok(Some(n))
+    }
+
+    /// `--prefetch-min-score`: a fraction in (0, 1], with a predictor (`auto`: no cut here;
+    /// `sim run` chooses one).
+    fn prefetch_min_score(&self) -> Result<Option<f64>> {
+        let min = match self.prefetch_min_score {
+            None => return Ok(None),
+            Some(MinScore::Auto) => {
+                if !self.predicts() {
+                    bail!("--prefetch-min-score auto cuts a predictor's predictions: add a --predictor (e.g. next-layer)");
+                }
+                return Ok(None);
+            }
+            Some(MinScore::Cut(x)) => x,
         };
         if !(min > 0.0 && min <= 1.0) {
             bail!("--prefetch-min-score {min}: give a fraction of the prediction's best score, above 0 and at most 1 (e.g. 0.5)");
@@ -510,4 +565,24 @@ pub fn warn_over_vram<'a>(
         named.join(", "),
         mib(usable)
     );
+}
+
+/// A `--prefetch-min-score` value: a fraction, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MinScore {
+    Cut(f64),
+    /// Chosen from the profile trace by `sim run` ([`super::auto_cut`]).
+    Auto,
+}
+
+impl std::str::FromStr for MinScore {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(MinScore::Auto);
+        }
+        s.parse::<f64>().map(MinScore::Cut).map_err(|_| {
+            format!("`{s}` is neither a fraction of the best score (e.g. 0.5) nor `auto`")
+        })
+    }
 }

@@ -6,6 +6,7 @@ pub mod args_progress;
 pub mod args_steps;
 pub mod args_threads;
 pub mod args_timing;
+pub mod auto_cut;
 pub mod calibrate;
 pub mod compare;
 pub mod compare_curves;

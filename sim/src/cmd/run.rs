@@ -75,8 +75,23 @@ pub fn run(args: RunArgs) -> Result<()> {
     let trace = args.input.one_trace()?;
     let mut cfg = config(&args)?;
     resolve_batching(&args, &mut cfg, trace)?;
+    let auto_cut = args
+        .timing
+        .min_score_auto()
+        .then(|| super::auto_cut::choose(&cfg, args.input.profile_trace.as_deref()))
+        .transpose()?
+        .map(|(cut, why)| {
+            if let Some(t) = &mut cfg.timing {
+                t.prefetch_min_score = cut;
+            }
+            why
+        });
     let report = run_report(&args, &cfg, trace)?;
     let mut report = report;
+    if let (Some(why), Some(p)) = (&auto_cut, &mut report.prefetch) {
+        p.min_score_auto = Some(why.clone());
+    }
+    report.notes.extend(auto_cut);
     if args.vs_belady {
         report.vs_belady = Some(vs_belady(&args, &cfg, &report)?);
     }

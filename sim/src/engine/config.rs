@@ -47,6 +47,10 @@ pub struct TimingConfig {
     /// Cap on prefetch bytes in flight (`--prefetch-cap`); the `prefetch` block reports it.
     #[serde(skip)]
     pub prefetch_cap: Option<u64>,
+    /// A staging buffer of this many units for started prefetches (`--prefetch-buffer`);
+    /// the `prefetch` block reports it.
+    #[serde(skip)]
+    pub prefetch_buffer: Option<usize>,
     /// The predictors' confidence cut (`--prefetch-min-score`); the `prefetch` block
     /// reports it.
     #[serde(skip)]
@@ -99,6 +103,7 @@ impl TimingConfig {
             window: 1,
             prefetch_issue: PrefetchIssue::DemandFirst,
             prefetch_cap: None,
+            prefetch_buffer: None,
             prefetch_min_score: None,
             admission_cap: None,
             timeline: None,
@@ -219,6 +224,7 @@ pub fn run_timing(
                 cfg.window,
                 issue,
                 cap,
+                cfg.prefetch_buffer,
                 cfg.prefetch_min_score,
                 &learning,
                 &r,
@@ -257,6 +263,9 @@ pub(crate) fn models(
     let hw = &*cfg.profile;
     if cfg.prefetch_cap.is_some() && map.paging == crate::cost::Paging::Os {
         anyhow::bail!("--prefetch-cap limits VMM prefetches on the driver; an OS-paged policy (os*) prefetches on the copy engine without a queue: drop --prefetch-cap or use a VMM policy (e1, e2, ...)");
+    }
+    if cfg.prefetch_buffer.is_some() && map.paging == crate::cost::Paging::Os {
+        anyhow::bail!("--prefetch-buffer stages queued VMM prefetches; an OS-paged policy (os*) prefetches on the copy engine without a queue: drop --prefetch-buffer or use a VMM policy (e1, e2, ...)");
     }
     let mut cost = CostModel::new(
         hw,
@@ -297,6 +306,7 @@ pub(crate) fn engine_options(cfg: &TimingConfig) -> EngineOptions {
         window: cfg.window,
         issue: cfg.prefetch_issue,
         prefetch_cap: cfg.prefetch_cap,
+        prefetch_buffer: cfg.prefetch_buffer,
         min_score: cfg.prefetch_min_score,
         seed: cfg.seed,
         timeline_cap: if cfg.timeline.is_some() {

@@ -83,6 +83,13 @@ pub trait Predict {
 
     /// Append to `out` the units predicted for `target`, predicting at `h.current()`.
     fn predict(&mut self, h: &History<'_>, target: Target, out: &mut Vec<u32>);
+
+    /// The score of each unit the last [`Predict::predict`] appended, as a fraction of that
+    /// prediction's best (the score the confidence cut compares); `None`: every unit scores
+    /// 1 (the oracle, `prev-token`: unranked).
+    fn scores(&self) -> Option<&[f64]> {
+        None
+    }
 }
 
 /// Every predictor, in the order `--help` lists them.
@@ -306,6 +313,11 @@ impl<'a> Predictor<'a> {
     /// See [`Predict::predict`].
     pub fn predict(&mut self, h: &History<'_>, target: Target, out: &mut Vec<u32>) {
         self.inner.predict(h, target, out)
+    }
+
+    /// See [`Predict::scores`].
+    pub fn scores(&self) -> Option<&[f64]> {
+        self.inner.scores()
     }
 }
 

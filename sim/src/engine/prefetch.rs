@@ -4,7 +4,7 @@
 
 use super::predict::{Learning, PredictorKind};
 use super::replay::Replay;
-use reports::run::PrefetchReport;
+use reports::run::{CutPoint, PrefetchReport};
 use serde::Serialize;
 
 /// How the engine issues prefetches on the driver and copy engine (`--prefetch-issue`).
@@ -21,6 +21,10 @@ pub enum PrefetchIssue {
     /// finishes; a queued one is dropped once its target group's router is reached or a
     /// demand page-in takes its unit (DESIGN.md, "Prefetch issue policies").
     DemandFirst,
+    /// Demand first, and a queued prefetch starts only when its commit and its copy end
+    /// before the next demand work could claim the driver or the copy engine, so a prefetch
+    /// never delays demand work (DESIGN.md, "Prefetch issue policies").
+    IdleOnly,
 }
 
 impl PrefetchIssue {
@@ -38,6 +42,7 @@ impl PrefetchIssue {
         match self {
             PrefetchIssue::Legacy => "legacy",
             PrefetchIssue::DemandFirst => "demand-first",
+            PrefetchIssue::IdleOnly => "idle-only",
         }
     }
 }
@@ -59,10 +64,14 @@ pub struct PrefetchCounts {
     /// Time demand work waited, past its issue, for prefetches already started on the
     /// driver or the copy engine (which cannot be preempted), µs; demand-first only.
     pub blocked_us: f64,
+    /// Per cut of [`super::replay::cut_curve::CUTS`], the issued prefetches scoring at
+    /// least it and the caught (used or late) among them.
+    pub curve: super::replay::cut_curve::CutCurve,
 }
 
 /// The `prefetch` block of a run that replayed a plan with predictor `kind` at `window`
-/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight, cut at
+/// (learning from `learning`, issued per `issue` with at most `cap` bytes in flight and a
+/// staging buffer of `buffer` units, cut at
 /// `min_score`) as
 /// `run`; `price(k)` replays the same plan with predictor `k`
 /// (`none`, and `oracle` unless `kind` is the oracle).
@@ -72,6 +81,7 @@ pub fn report<E>(
     window: usize,
     issue: PrefetchIssue,
     cap: Option<u64>,
+    buffer: Option<usize>,
     min_score: Option<f64>,
     learning: &Learning<'_>,
     run: &Replay,
@@ -108,9 +118,28 @@ pub fn report<E>(
         // legacy leaves these out, so its reports read as they did before the policies
         issue: (issue != PrefetchIssue::Legacy).then(|| issue.name().to_string()),
         cap_mib: cap.map(|b| b as f64 / crate::MIB),
+        buffer_units: buffer,
         min_score,
+        min_score_auto: None,
         cancelled: (issue != PrefetchIssue::Legacy).then_some(c.cancelled),
         blocked_ms_per_step: (issue != PrefetchIssue::Legacy)
             .then(|| c.blocked_us / run.detail.steps.max(1) as f64 / 1e3),
+        cut_curve: (issue != PrefetchIssue::Legacy).then(|| cut_points(&c, page_ins)),
     })
+}
+
+/// The run's precision and recall at each cut of the curve (against the plan's `page_ins`).
+fn cut_points(c: &PrefetchCounts, page_ins: u64) -> Vec<CutPoint> {
+    use super::replay::cut_curve::CUTS;
+    (0..CUTS.len())
+        .map(|i| {
+            let (issued, caught) = (c.curve.issued[i], c.curve.caught[i] as f64);
+            CutPoint {
+                min_score: CUTS[i],
+                issued,
+                precision: (issued > 0).then(|| caught / issued as f64),
+                recall: (page_ins > 0).then(|| caught / page_ins as f64),
+            }
+        })
+        .collect()
 }

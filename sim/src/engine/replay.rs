@@ -39,6 +39,7 @@ use rand_pcg::Pcg64;
 use traces::KeySpace;
 
 mod cpu_lane;
+pub mod cut_curve;
 mod issue;
 mod tiers;
 pub use cpu_lane::CpuCounts;
@@ -59,6 +60,9 @@ pub struct EngineOptions {
     /// At most this many committed bytes of started prefetches unfinished at once
     /// (`--prefetch-cap`; demand-first only); `None`: no cap.
     pub prefetch_cap: Option<u64>,
+    /// A staging buffer of this many unit slots for started prefetches
+    /// (`--prefetch-buffer`; demand-first and idle-only); `None`: no bound.
+    pub prefetch_buffer: Option<usize>,
     /// The predictors' confidence cut (`--prefetch-min-score`): a fraction of each
     /// prediction's best score; `None`: no cut.
     pub min_score: Option<f64>,
@@ -171,6 +175,9 @@ struct State<'a> {
     /// Demand-first issue: the queued prefetches, their per-unit state, the started ones
     /// the cap counts, and the counts ([`issue`]).
     issue: issue::IssueQueue,
+    /// Each unit's score when last prefetched, and the cut curve ([`cut_curve`]).
+    score_of: Vec<f64>,
+    curve: cut_curve::CutCurve,
     timeline: Option<Timeline>,
     step: u32,
     layer: u32,
@@ -954,7 +961,7 @@ impl<'p> Prefetcher<'p> {
         let slots = self.targets.len();
         let slot = &mut self.targets[gt % slots];
         slot.clear();
-        st.prefetch(&self.predicted, slot, router)
+        st.prefetch(&self.predicted, self.predictor.scores(), slot, router)
     }
 
     /// At group `gi`'s router (demand-first): its prefetches that have not started are
@@ -976,6 +983,8 @@ impl<'p> Prefetcher<'p> {
                 st.cancel_prefetch(u);
             } else if st.inflight[u as usize] {
                 st.inflight[u as usize] = false;
+                st.issue
+                    .free_slot(st.compute_free.max(st.ready_at[u as usize]));
                 st.prefetch_wasted += 1;
                 st.prefetch_wasted_bytes += st.units.units[u as usize].useful_bytes;
                 let at = st.ready_at[u as usize];
@@ -1012,6 +1021,8 @@ impl<'a> State<'a> {
             stall: 0.0,
             resident: vec![false; n],
             inflight: vec![false; n],
+            score_of: vec![1.0; n],
+            curve: cut_curve::CutCurve::default(),
             ready_at: vec![0.0; n],
             mapped_units: 0.0,
             released_granules: 0,
@@ -1035,7 +1046,12 @@ impl<'a> State<'a> {
             prefetch_late: 0,
             prefetch_wasted: 0,
             prefetch_wasted_bytes: 0,
-            issue: issue::IssueQueue::new(n),
+            issue: issue::IssueQueue::new(
+                n,
+                // a buffer bounds queued prefetches only (the legacy path has no queue)
+                opts.prefetch_buffer
+                    .filter(|_| opts.issue != PrefetchIssue::Legacy && cost.paging == Paging::Vmm),
+            ),
             timeline: (opts.timeline_cap > 0).then(|| Timeline::with_cap(opts.timeline_cap)),
             step: 0,
             layer: 0,
@@ -1134,6 +1150,8 @@ impl<'a> State<'a> {
             }
             if self.inflight[ui] {
                 self.inflight[ui] = false;
+                self.issue.free_slot(router.max(self.ready_at[ui]));
+                self.curve.catch(self.score_of[ui]);
                 self.prefetch_used += 1;
                 if self.ready_at[ui] > router {
                     self.prefetch_late += 1;
@@ -1173,16 +1191,19 @@ impl<'a> State<'a> {
     fn prefetch(
         &mut self,
         predicted: &[u32],
+        scores: Option<&[f64]>,
         slot: &mut Vec<u32>,
         router: f64,
     ) -> Result<(), EngineError> {
         let mut os_bytes = 0u64;
-        for &u in predicted {
+        for (i, &u) in predicted.iter().enumerate() {
             let ui = u as usize;
             if self.resident[ui] || self.inflight[ui] {
                 continue;
             }
             self.inflight[ui] = true;
+            self.score_of[ui] = scores.and_then(|s| s.get(i).copied()).unwrap_or(1.0);
+            self.curve.issue(self.score_of[ui]);
             slot.push(u);
             self.prefetch_issued += 1;
             match self.cost.paging {
@@ -1328,6 +1349,7 @@ impl<'a> State<'a> {
                 wasted: self.prefetch_wasted,
                 wasted_bytes: self.prefetch_wasted_bytes,
                 cancelled: self.issue.cancelled,
+                curve: self.curve,
                 blocked_us: self.issue.blocked_us,
             },
             cpu: self.cpu,

@@ -297,6 +297,7 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
         PrefetchIssue::Legacy,
         None,
         None,
+        None,
         &learning,
         &r,
         price,
@@ -318,6 +319,7 @@ fn prefetches_that_cannot_finish_in_a_layer_are_late_and_the_report_says_how_muc
         PredictorKind::PrevToken,
         1,
         PrefetchIssue::Legacy,
+        None,
         None,
         None,
         &learning,
@@ -1134,6 +1136,7 @@ fn a_confidence_cut_drops_the_predictions_below_it_by_hand() {
         1,
         PrefetchIssue::Legacy,
         None,
+        None,
         Some(0.6),
         &Learning::Online,
         &r,
@@ -1146,4 +1149,35 @@ fn a_confidence_cut_drops_the_predictions_below_it_by_hand() {
         (rep.precision, rep.recall),
         (Some(9.0 / 11.0), Some(9.0 / 16.0))
     );
+}
+
+/// The cut curve of one run without a cut, on [`cut_plans`] as the test above prices them
+/// by hand (issued scores: six 1s and 1, 1 | 1, 0.5 | 1, 2/3 of layer 1; caught: the 1s but
+/// s1's second): 12 issued, 9 caught at cuts to 0.5; 11 at 0.6; 10 at 0.7 to 1. Here every
+/// prefetch is resident in time, so each point equals a separate run at that cut.
+#[test]
+fn the_cut_curve_of_one_run_equals_runs_at_each_cut_when_timing_does_not_interfere() {
+    let (plans, map, ks) = cut_plans([[0, 1], [0, 2], [0, 2], [0, 1]]);
+    let p = test_profile(None);
+    let (c, cost) = (compute(20_000.0, 0.0), vmm_cost(&p));
+    let run = |min_score| {
+        let o = EngineOptions {
+            predictor: PredictorKind::Static,
+            window: 1,
+            min_score,
+            ..Default::default()
+        };
+        replay(&plans, &map, &ks, &cost, &c, o).unwrap().prefetch
+    };
+    let curve = run(None).curve;
+    let by_hand = [12, 12, 12, 12, 12, 11, 10, 10, 10, 10];
+    assert_eq!(curve.issued, by_hand);
+    assert_eq!(curve.caught, [9; 10]);
+    for (i, &cut) in super::replay::cut_curve::CUTS.iter().enumerate() {
+        let f = run(Some(cut));
+        assert_eq!(
+            (curve.issued[i], curve.caught[i]),
+            (f.issued, f.used + f.late)
+        );
+    }
 }

@@ -12,7 +12,7 @@
 //! sequence of the step counts that union, and a prediction adds the sequences' best-match
 //! rows, each normalised to sum 1.
 
-use super::learn::{cut, push_units, top_experts, wanted, Learning, ProfileGroups};
+use super::learn::{cut, push_scored, top_experts, wanted, Learning, ProfileGroups};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::HashMap;
@@ -89,6 +89,8 @@ pub struct Eam<'a> {
     scores: Vec<f64>,
     /// The confidence cut ([`PredictInputs::min_score`]).
     min_score: Option<f64>,
+    /// The last prediction's unit scores ([`Predict::scores`]).
+    rel: Vec<f64>,
 }
 
 impl<'a> Eam<'a> {
@@ -103,6 +105,7 @@ impl<'a> Eam<'a> {
             live: Vec::new(),
             scores: Vec::new(),
             min_score: i.min_score,
+            rel: Vec::new(),
         }
     }
 
@@ -210,7 +213,19 @@ impl Predict for Eam<'_> {
         }
         let mut top = top_experts(&scores, wanted(ks, &cur, l));
         cut(&mut top, |e| scores[e as usize], self.min_score);
-        push_units(self.units, ks, l, &top, out);
+        push_scored(
+            self.units,
+            ks,
+            l,
+            &top,
+            |e| scores[e as usize],
+            out,
+            &mut self.rel,
+        );
         self.scores = scores;
+    }
+
+    fn scores(&self) -> Option<&[f64]> {
+        Some(&self.rel)
     }
 }

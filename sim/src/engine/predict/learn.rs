@@ -142,15 +142,28 @@ pub fn cut(top: &mut Vec<u16>, score: impl Fn(u16) -> f64, min: Option<f64>) {
 }
 
 /// Append the units holding experts `experts` of MoE layer `layer` (a unit holding several
-/// of them is named more than once; the engine prefetches it once).
-pub fn push_units(
+/// of them is named more than once; the engine prefetches it once), and to `rel` each
+/// appended unit's score as a fraction of the first (best) expert's: the scores the
+/// confidence cut compares, for the run's cut curve.
+#[allow(clippy::too_many_arguments)]
+pub fn push_scored(
     units: &UnitMap,
     ks: &KeySpace,
     layer: usize,
     experts: &[u16],
+    score: impl Fn(u16) -> f64,
     out: &mut Vec<u32>,
+    rel: &mut Vec<f64>,
 ) {
+    rel.clear();
+    let Some(&best) = experts.first() else {
+        return;
+    };
+    let best = score(best);
     for &e in experts {
+        let before = out.len();
         out.extend(units.units_of(ks.key(layer, e)));
+        let r = if best > 0.0 { score(e) / best } else { 1.0 };
+        rel.extend(std::iter::repeat_n(r, out.len() - before));
     }
 }

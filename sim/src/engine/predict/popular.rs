@@ -1,6 +1,6 @@
 //! `static`: the target layer's most selected experts in what the predictor learned from.
 
-use super::learn::{cut, push_units, top_experts, wanted, Learning};
+use super::learn::{cut, push_scored, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use traces::KeySpace;
@@ -15,6 +15,8 @@ pub struct Static<'a> {
     online: bool,
     /// The confidence cut ([`PredictInputs::min_score`]).
     min_score: Option<f64>,
+    /// The last prediction's unit scores ([`Predict::scores`]).
+    rel: Vec<f64>,
 }
 
 impl<'a> Static<'a> {
@@ -25,6 +27,7 @@ impl<'a> Static<'a> {
             counts: vec![0; i.ks.num_keys()],
             online: matches!(i.learning, Learning::Online),
             min_score: i.min_score,
+            rel: Vec::new(),
         };
         i.learning.each_profile_group(|g| s.learn(g));
         s
@@ -50,6 +53,18 @@ impl Predict for Static<'_> {
         let layer = &self.counts[first..first + self.ks.experts[l] as usize];
         let mut top = top_experts(layer, wanted(self.ks, &h.current(), l));
         cut(&mut top, |e| layer[e as usize] as f64, self.min_score);
-        push_units(self.units, self.ks, l, &top, out);
+        push_scored(
+            self.units,
+            self.ks,
+            l,
+            &top,
+            |e| layer[e as usize] as f64,
+            out,
+            &mut self.rel,
+        );
+    }
+
+    fn scores(&self) -> Option<&[f64]> {
+        Some(&self.rel)
     }
 }

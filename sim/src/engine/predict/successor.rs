@@ -5,7 +5,7 @@
 //! for w = 1). A prediction sums the rows of the current group's experts and names the
 //! [`wanted`] experts with the highest totals.
 
-use super::learn::{cut, push_units, top_experts, wanted, Learning};
+use super::learn::{cut, push_scored, top_experts, wanted, Learning};
 use super::{History, Predict, PredictInputs, Seen, Target};
 use policies::UnitMap;
 use std::collections::VecDeque;
@@ -26,6 +26,8 @@ pub struct NextLayer<'a> {
     min_score: Option<f64>,
     /// Summed rows of a prediction (one per target expert).
     scores: Vec<u64>,
+    /// The last prediction's unit scores ([`Predict::scores`]).
+    rel: Vec<f64>,
 }
 
 impl<'a> NextLayer<'a> {
@@ -44,6 +46,7 @@ impl<'a> NextLayer<'a> {
             online: matches!(i.learning, Learning::Online),
             min_score: i.min_score,
             scores: Vec::new(),
+            rel: Vec::new(),
         };
         i.learning.each_profile_group(|g| s.learn(g));
         s
@@ -77,6 +80,19 @@ impl Predict for NextLayer<'_> {
         }
         let mut top = top_experts(&self.scores, wanted(self.ks, &cur, t.moe_layer));
         cut(&mut top, |e| self.scores[e as usize] as f64, self.min_score);
-        push_units(self.units, self.ks, t.moe_layer, &top, out);
+        let scores = &self.scores;
+        push_scored(
+            self.units,
+            self.ks,
+            t.moe_layer,
+            &top,
+            |e| scores[e as usize] as f64,
+            out,
+            &mut self.rel,
+        );
+    }
+
+    fn scores(&self) -> Option<&[f64]> {
+        Some(&self.rel)
     }
 }

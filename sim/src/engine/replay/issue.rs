@@ -11,6 +11,13 @@
 //! commit and then its copy to the end (a driver call or a copy cannot be preempted). What
 //! could not start by then waits for the next idle time, and is dropped (cancelled, nothing
 //! mapped) when its target group's router comes or a demand page-in takes its unit.
+//!
+//! `--prefetch-issue idle-only` adds one condition to a start: the prefetch's commit and copy
+//! must both end by `t`, so it fits the idle time before the demand work and never delays it.
+//! `--prefetch-buffer N` holds started prefetches in a staging buffer of `N` unit slots
+//! (mixtral-offloading's `buffer_size`): a prefetch starts only into a free slot, which a
+//! prefetch frees when a group pages its unit in (the unit joins the resident set once
+//! resident) or when it is unmapped unused after its target group.
 
 use super::{EngineError, State};
 use std::collections::VecDeque;
@@ -30,11 +37,14 @@ pub(super) struct IssueQueue {
     started_bytes: u64,
     pub(super) cancelled: u64,
     pub(super) blocked_us: f64,
+    /// With a staging buffer (`--prefetch-buffer`): when each free slot became free (µs).
+    free_slots: Option<Vec<f64>>,
 }
 
 impl IssueQueue {
-    pub(super) fn new(units: usize) -> Self {
+    pub(super) fn new(units: usize, buffer: Option<usize>) -> Self {
         IssueQueue {
+            free_slots: buffer.map(|n| vec![0.0; n]),
             queue: VecDeque::new(),
             generation: vec![0; units],
             queued: vec![false; units],
@@ -71,6 +81,24 @@ impl IssueQueue {
         s
     }
 
+    /// The earliest time from `s` on at which a staging-buffer slot is free, and its index
+    /// (`Some((s, None))` without a buffer; `None` when every slot is taken).
+    fn slot_from(&self, s: f64) -> Option<(f64, Option<usize>)> {
+        let Some(free) = &self.free_slots else {
+            return Some((s, None));
+        };
+        let (i, &at) = free.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1))?;
+        Some((s.max(at), Some(i)))
+    }
+
+    /// Free a staging-buffer slot at `at` (no-op without a buffer).
+    #[inline]
+    pub(super) fn free_slot(&mut self, at: f64) {
+        if let Some(free) = &mut self.free_slots {
+            free.push(at);
+        }
+    }
+
     /// Forget the started prefetches finished by `s`.
     fn retire(&mut self, s: f64) {
         while let Some(&(ready, b)) = self.started.front() {
@@ -84,11 +112,12 @@ impl IssueQueue {
 }
 
 impl State<'_> {
-    /// Whether prefetches are queued behind demand work (VMM paging; OS-paged prefetches
-    /// use the copy engine, which demand faults do not, and keep the legacy path).
+    /// Whether prefetches are queued behind demand work (demand-first or idle-only, VMM
+    /// paging; OS-paged prefetches use the copy engine, which demand faults do not, and keep
+    /// the legacy path).
     #[inline]
     pub(super) fn demand_first(&self) -> bool {
-        self.opts.issue == super::PrefetchIssue::DemandFirst
+        self.opts.issue != super::PrefetchIssue::Legacy
             && self.cost.paging == crate::cost::Paging::Vmm
     }
 
@@ -128,8 +157,10 @@ impl State<'_> {
     }
 
     /// Start, oldest first, the queued prefetches whose start (driver free, issue time
-    /// reached, under the cap) comes before `t`.
+    /// reached, under the cap, a staging slot free) comes before `t` (idle-only: whose copy
+    /// also ends by `t`).
     fn drain_prefetches(&mut self, t: f64) -> Result<(), EngineError> {
+        let idle_only = self.opts.issue == super::PrefetchIssue::IdleOnly;
         while let Some(&(at, u, gen)) = self.issue.queue.front() {
             let ui = u as usize;
             if !self.issue.queued[ui] || self.issue.generation[ui] != gen {
@@ -137,20 +168,79 @@ impl State<'_> {
                 continue;
             }
             let bytes = self.units.units[ui].committed_bytes;
-            let s = self.driver_free.max(at);
-            let s = self.issue.under_cap(s, bytes, self.opts.prefetch_cap);
+            let Some((mut s, mut slot)) = self.start_at(at, bytes) else {
+                break;
+            };
             if s >= t {
                 break;
             }
+            let mut expected = None;
+            if idle_only {
+                (s, slot) = match self.settle_idle_start(u, at, bytes, s) {
+                    Some(start) => start,
+                    None => break,
+                };
+                match self.page_in_end(u, s) {
+                    Some(end) if end <= t && s < t => expected = Some(end),
+                    _ => break,
+                }
+            }
             self.issue.queue.pop_front();
             self.issue.queued[ui] = false;
+            if let (Some(free), Some(i)) = (&mut self.issue.free_slots, slot) {
+                free.swap_remove(i);
+            }
             self.issue.retire(s);
             let ready = self.vmm_page_in(u, s, "prefetch")?;
+            debug_assert!(expected.is_none_or(|e| (e - ready).abs() <= 1e-9 * e.max(1.0)));
             self.ready_at[ui] = ready;
             self.issue.started.push_back((ready, bytes));
             self.issue.started_bytes += bytes;
         }
         Ok(())
+    }
+
+    /// When a prefetch of `bytes` issued at `at` could start: the driver free, under the cap,
+    /// a staging slot free (and that slot); `None` when every slot is taken.
+    fn start_at(&self, at: f64, bytes: u64) -> Option<(f64, Option<usize>)> {
+        let s = self.driver_free.max(at);
+        let s = self.issue.under_cap(s, bytes, self.opts.prefetch_cap);
+        self.issue.slot_from(s)
+    }
+
+    /// Idle-only: run the background work a page-in of `u` from `s` would run first (queued
+    /// decommits that start before it, `u`'s own old mapping), which the next demand work
+    /// would run anyway, until the start no longer moves; returns the settled start.
+    fn settle_idle_start(
+        &mut self,
+        u: u32,
+        at: f64,
+        bytes: u64,
+        mut s: f64,
+    ) -> Option<(f64, Option<usize>)> {
+        loop {
+            self.drain_deferred(s);
+            self.release_pending(u, s);
+            let next = self.start_at(at, bytes)?;
+            if next.0 <= s {
+                return Some(next);
+            }
+            s = next.0;
+        }
+    }
+
+    /// When a page-in of VMM unit `u` started at `s` would be resident, priced as
+    /// [`State::vmm_page_in`] prices it with no background work left before it; `None` when
+    /// it would map up to the oversubscription curve (its price would then be drawn with
+    /// jitter and background decommits would run first: idle-only does not start it).
+    fn page_in_end(&self, u: u32, s: f64) -> Option<f64> {
+        let committed = self.units.units[u as usize].committed_bytes as f64;
+        if self.mapped_base + self.mapped_units + committed >= self.cost.curve_start_bytes() {
+            return None;
+        }
+        let (c, x) = self.page_in_prices(u, self.live_granules(), 1.0);
+        let commit_end = self.driver_free.max(s) + c;
+        Some(self.copy_free.max(commit_end) + x)
     }
 }
 
