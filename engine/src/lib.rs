@@ -1,0 +1,24 @@
+//! The simulation library behind the `sim` binary: the simulation drivers (streaming regime,
+//! cache regime), the discrete-event engine, the cost model and metrics. CUDA-free and without
+//! a command line: `sim` turns its flags into calls of this crate and prints what they return.
+
+pub mod bounded;
+pub mod cache;
+pub mod cost;
+pub mod curve;
+pub mod engine;
+pub mod grid;
+pub mod host_cost;
+pub mod kernel_surface;
+pub mod model_profile;
+pub mod output;
+pub mod plan;
+pub mod plan_engine;
+pub mod runner;
+pub mod streaming;
+pub mod verify;
+pub mod verify_report;
+
+/// Bytes in one MiB (2^20, the unit of every `*_mib` report field), as `f64` for byte-to-MiB
+/// conversions; the same value as [`policies::mechanisms::MIB`].
+pub const MIB: f64 = policies::mechanisms::MIB as f64;
