@@ -9,5 +9,6 @@ extern crate self as sim;
 pub use ::engine::*;
 
 pub mod cli;
+pub mod cli_reference;
 pub mod cmd;
 pub mod validation;

@@ -4,6 +4,8 @@
 mod common;
 #[path = "cli/flag_tree.rs"]
 mod flag_tree;
+#[path = "cli/reference.rs"]
+mod reference;
 
 use serde_json::Value;
 use std::path::PathBuf;

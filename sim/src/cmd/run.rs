@@ -10,6 +10,7 @@ use reports::run::VsBelady;
 use reports::text::run as text;
 use sim::bounded::curve::{curve_file, CurveConfig};
 use sim::runner::{self, RunConfig, RunReport};
+use sim::TraceSource;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `sim run`.
@@ -67,23 +68,19 @@ pub fn run(args: RunArgs) -> Result<()> {
     let trace = args.input.one_trace()?;
     let mut cfg = config(&args)?;
     resolve_batching(&args, &mut cfg, trace)?;
-    let report = match trace {
+    let source = match trace {
         // a trace file: streamed in bounded memory
-        Some(path) => run_bounded(&args, &cfg, path)?,
-        // the embedded trace beside a profile file: both streamed
-        None if args.input.profile_trace.is_some() => {
-            let profile = args
-                .input
-                .profile_trace
-                .as_deref()
-                .expect("a profile is given");
-            let embedded = super::args_input::EmbeddedFile::write(profile)?;
-            let mut report = run_bounded(&args, &cfg, embedded.path())?;
-            embedded.relabel(&mut report);
-            report
+        Some(path) => TraceSource::File(path.to_path_buf()),
+        // the embedded trace: loaded, or streamed beside a profile file (checked here, so
+        // that its errors name the flag)
+        None => {
+            if let Some(profile) = args.input.profile_trace.as_deref() {
+                super::args_input::EmbeddedFile::check(profile)?;
+            }
+            TraceSource::Bundled
         }
-        None => runner::run(&cfg, &args.input.workload()?)?,
     };
+    let report = run_source(&args, &cfg, source, trace)?;
     let mut report = report;
     if args.vs_belady {
         report.vs_belady = Some(vs_belady(&args, &cfg, &report)?);
@@ -223,18 +220,24 @@ fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBe
     )?)
 }
 
-/// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.
-fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport> {
-    let tokens = super::args_progress::header_tokens(path, cfg.phase);
-    let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
+/// The front door ([`sim::run_with`]) behind a progress bar over its passes' tokens (of the
+/// trace file `path`, when there is one).
+fn run_source(
+    args: &RunArgs,
+    cfg: &RunConfig,
+    source: TraceSource,
+    path: Option<&Path>,
+) -> Result<RunReport> {
+    let profile = args.input.profile_trace.as_deref();
+    let tokens = path.map_or(0, |p| super::args_progress::header_tokens(p, cfg.phase));
+    let passes = sim::bounded::passes(cfg, profile.is_some());
     let bar = args
         .progress
         .bar("sim run", passes * tokens, "tokens read, all passes")
         .growing_by(tokens);
-    let profile = args.input.profile_trace.as_deref();
-    let report = sim::bounded::run_file(cfg, path, profile, &|n| bar.inc(n));
+    let report = sim::run_with(cfg, source, profile, &|n| bar.inc(n));
     bar.finish();
-    report
+    report.map_err(super::errors::from_engine)
 }
 
 /// Print a run's notes (files written, what was left out, warnings) to stderr, one line
