@@ -13,8 +13,10 @@ fn commits_priced_from_the_same_size_cycles_when_calibrated() {
     // profile it was shipped as (sim/tests/fixtures/h200-linux-p8.json, read as JSON)
     let old = validate::to_profile::to_profile(&c, "h200-linux");
     let m = CostModel::new(&old, Paging::Vmm, CostOptions::default()).unwrap();
-    let p8: serde_json::Value =
-        serde_json::from_str(include_str!("../../tests/fixtures/h200-linux-p8.json")).unwrap();
+    let p8: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../sim/tests/fixtures/h200-linux-p8.json"
+    ))
+    .unwrap();
     let p8 = |name: &str| p8["constants"][name]["value"].as_f64().unwrap();
     let want = p8("vmm_commit_fixed") + 2.0 * p8("vmm_commit");
     assert!((m.commit_us(2) - want).abs() < 1e-9);
