@@ -28,12 +28,14 @@ pub mod output;
 pub mod plan;
 pub mod plan_engine;
 pub mod runner;
+pub mod spec;
 pub mod streaming;
 pub mod verify;
 pub mod verify_report;
 
 pub use front::{run, run_with, RunError, TraceSource};
 pub use runner::{RunConfig, RunReport};
+pub use spec::{run_spec, RetentionSpec, RunSpec, SpecGap};
 
 /// Bytes in one MiB (2^20, the unit of every `*_mib` report field), as `f64` for byte-to-MiB
 /// conversions; the same value as [`policies::mechanisms::MIB`].

@@ -6,6 +6,8 @@ mod common;
 mod flag_tree;
 #[path = "cli/reference.rs"]
 mod reference;
+#[path = "cli/spec.rs"]
+mod spec;
 
 use serde_json::Value;
 use std::path::PathBuf;

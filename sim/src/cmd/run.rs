@@ -49,6 +49,18 @@ pub struct RunArgs {
     /// sequence (no --batch above 1, --queue, --verify or --prefill-chunk).
     #[arg(long)]
     pub vs_belady: bool,
+
+    /// Read the run from FILE, a JSON run spec (as --dump-spec prints it) instead of the flags
+    /// that describe it (--policy, --phase, --evict, --budget, ...: refused beside it); the
+    /// trace, output and progress flags go beside it.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+
+    /// Print the run spec (JSON) that the flags (or --spec) describe, without running; a run
+    /// with settings a spec does not hold yet (timing, several tokens per step, sizes,
+    /// batching, a DRAM tier, a tokens/s target) is refused.
+    #[arg(long)]
+    pub dump_spec: bool,
 }
 
 /// The run configuration `sim run`'s flags describe (the trace aside); an error naming the
@@ -66,7 +78,10 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let trace = args.input.one_trace()?;
-    let mut cfg = config(&args)?;
+    let mut cfg = super::run_spec::config(&args)?;
+    if args.dump_spec {
+        return emit(args.out.as_deref(), &super::run_spec::dump(&cfg)?);
+    }
     resolve_batching(&args, &mut cfg, trace)?;
     let source = match trace {
         // a trace file: streamed in bounded memory
