@@ -4,6 +4,10 @@
 mod common;
 #[path = "cli/flag_tree.rs"]
 mod flag_tree;
+#[path = "cli/reference.rs"]
+mod reference;
+#[path = "cli/spec.rs"]
+mod spec;
 
 use serde_json::Value;
 use std::path::PathBuf;

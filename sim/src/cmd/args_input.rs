@@ -142,6 +142,13 @@ impl EmbeddedFile {
     /// in the temporary directory. Errors: the profile's header or model, or the file cannot
     /// be created or written (naming the directory and TMPDIR).
     pub fn write(profile: &Path) -> Result<EmbeddedFile> {
+        Self::check(profile)?;
+        Self::create()
+    }
+
+    /// Check the profile trace at `profile` against the embedded trace, as the in-memory path
+    /// does (so its errors name `embedded:prose` and the flag).
+    pub fn check(profile: &Path) -> Result<()> {
         let embedded = TraceInput::load(None)?;
         sim::runner::require_trace_file(profile).context("--profile-trace")?;
         let header = traces::read_header(profile).context("--profile-trace")?;
@@ -151,8 +158,7 @@ impl EmbeddedFile {
                 &profile.display().to_string(),
                 &traces::KeySpace::new(&header.model),
             )),
-        )?;
-        Self::create()
+        )
     }
 
     /// Write the embedded trace to a new file in the temporary directory, for a command that

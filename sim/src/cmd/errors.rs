@@ -98,6 +98,15 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// A front-door error ([`sim::run_with`]) as the `anyhow` chain the commands return: a run's
+/// own error unwrapped (so that [`message`] still words its typed causes with their flags).
+pub fn from_engine(e: sim::RunError) -> anyhow::Error {
+    match e {
+        sim::RunError::Run(e) => e,
+        other => anyhow::Error::new(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

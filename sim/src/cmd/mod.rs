@@ -17,6 +17,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod run;
+pub mod run_spec;
 pub mod sweep;
 pub mod trace;
 pub mod trace_gen;

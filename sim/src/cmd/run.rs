@@ -10,6 +10,7 @@ use reports::run::VsBelady;
 use reports::text::run as text;
 use sim::bounded::curve::{curve_file, CurveConfig};
 use sim::runner::{self, RunConfig, RunReport};
+use sim::TraceSource;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `sim run`.
@@ -56,6 +57,18 @@ pub struct RunArgs {
     /// (docs/DESIGN.md, "Intervals on a run"). 0: none.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub intervals: u32,
+
+    /// Read the run from FILE, a JSON run spec (as --dump-spec prints it) instead of the flags
+    /// that describe it (--policy, --phase, --evict, --budget, ...: refused beside it); the
+    /// trace, output and progress flags go beside it.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+
+    /// Print the run spec (JSON) that the flags (or --spec) describe, without running; a run
+    /// with settings a spec does not hold yet (timing, several tokens per step, sizes,
+    /// batching, a DRAM tier, a tokens/s target) is refused.
+    #[arg(long)]
+    pub dump_spec: bool,
 }
 
 /// The run configuration `sim run`'s flags describe (the trace aside); an error naming the
@@ -73,7 +86,10 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let trace = args.input.one_trace()?;
-    let mut cfg = config(&args)?;
+    let mut cfg = super::run_spec::config(&args)?;
+    if args.dump_spec {
+        return emit(args.out.as_deref(), &super::run_spec::dump(&cfg)?);
+    }
     resolve_batching(&args, &mut cfg, trace)?;
     let auto_cut = args
         .timing
@@ -131,23 +147,19 @@ pub fn run(args: RunArgs) -> Result<()> {
 /// The report of `cfg` on the command's trace (a file, the embedded trace beside a profile
 /// file, or the embedded trace).
 fn run_report(args: &RunArgs, cfg: &RunConfig, trace: Option<&Path>) -> Result<RunReport> {
-    Ok(match trace {
+    let source = match trace {
         // a trace file: streamed in bounded memory
-        Some(path) => run_bounded(args, cfg, path)?,
-        // the embedded trace beside a profile file: both streamed
-        None if args.input.profile_trace.is_some() => {
-            let profile = args
-                .input
-                .profile_trace
-                .as_deref()
-                .expect("a profile is given");
-            let embedded = super::args_input::EmbeddedFile::write(profile)?;
-            let mut report = run_bounded(args, cfg, embedded.path())?;
-            embedded.relabel(&mut report);
-            report
+        Some(path) => TraceSource::File(path.to_path_buf()),
+        // the embedded trace: loaded, or streamed beside a profile file (checked here, so
+        // that its errors name the flag)
+        None => {
+            if let Some(profile) = args.input.profile_trace.as_deref() {
+                super::args_input::EmbeddedFile::check(profile)?;
+            }
+            TraceSource::Bundled
         }
-        None => runner::run(cfg, &args.input.workload()?)?,
-    })
+    };
+    run_source(args, cfg, source, trace)
 }
 
 /// Set where the run's steps come from ([`super::args_cache::CacheArgs::source`]). A trace whose header does not read is left
@@ -304,18 +316,24 @@ fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBe
     })
 }
 
-/// [`sim::bounded::run_file`] behind a progress bar over its passes' tokens.
-fn run_bounded(args: &RunArgs, cfg: &RunConfig, path: &Path) -> Result<RunReport> {
-    let tokens = super::args_progress::header_tokens(path, cfg.phase);
-    let passes = sim::bounded::passes(cfg, args.input.profile_trace.is_some());
+/// The front door ([`sim::run_with`]) behind a progress bar over its passes' tokens (of the
+/// trace file `path`, when there is one).
+fn run_source(
+    args: &RunArgs,
+    cfg: &RunConfig,
+    source: TraceSource,
+    path: Option<&Path>,
+) -> Result<RunReport> {
+    let profile = args.input.profile_trace.as_deref();
+    let tokens = path.map_or(0, |p| super::args_progress::header_tokens(p, cfg.phase));
+    let passes = sim::bounded::passes(cfg, profile.is_some());
     let bar = args
         .progress
         .bar("sim run", passes * tokens, "tokens read, all passes")
         .growing_by(tokens);
-    let profile = args.input.profile_trace.as_deref();
-    let report = sim::bounded::run_file(cfg, path, profile, &|n| bar.inc(n));
+    let report = sim::run_with(cfg, source, profile, &|n| bar.inc(n));
     bar.finish();
-    report
+    report.map_err(super::errors::from_engine)
 }
 
 /// Print a run's notes (files written, what was left out, warnings) to stderr, one line

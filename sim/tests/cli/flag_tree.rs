@@ -194,6 +194,8 @@ const VALID: &[(&str, &[&str])] = &[
     ("--revision", &["abc123"]),
     ("--seed", &["3"]),
     ("--sequences", &["2"]),
+    // a run spec (sim/src/cmd/run_spec.rs), as `sim run --dump-spec` prints one
+    ("run --spec", &["{root}/sim/tests/fixtures/run-spec.json"]),
     ("--shard", &["0/2"]),
     ("--shared-experts", &["1"]),
     ("--shared-expert-ffn", &["5632"]),

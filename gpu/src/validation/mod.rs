@@ -30,4 +30,6 @@ pub use settings::{parse_retention_echo, retention_echo, same_trace, RetentionSe
 #[cfg(test)]
 mod composed_tests;
 #[cfg(test)]
+mod cost_tests;
+#[cfg(test)]
 mod tests;

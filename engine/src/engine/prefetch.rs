@@ -8,7 +8,8 @@ use reports::run::{CutPoint, PrefetchReport};
 use serde::Serialize;
 
 /// How the engine issues prefetches on the driver and copy engine (`--prefetch-issue`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum PrefetchIssue {
     /// Every prediction is paged in at once, in order with the demand page-ins, never
