@@ -5,8 +5,9 @@
 //! modelling code lays the weights out.
 //!
 //! Each family reads a typed struct (serde): a field the counts need and the config lacks is
-//! an error naming it (never a default), and a `model_type` this module does not know is an
-//! error listing the ones it does. Fields that do not change the weights (RoPE, dropout, token
+//! an error naming it (never a default; the one exception is Qwen-MoE's `mlp_only_layers`,
+//! absent in Qwen1.5-MoE's config.json, which Transformers itself reads as empty), and a
+//! `model_type` this module does not know is an error listing the ones it does. Fields that do not change the weights (RoPE, dropout, token
 //! ids) are not read. Multi-token-prediction layers (`num_nextn_predict_layers`) are not
 //! counted: Transformers does not load them and the inference engines skip them in decode.
 
@@ -153,6 +154,10 @@ struct QwenMoe {
     moe_intermediate_size: u64,
     intermediate_size: u64,
     decoder_sparse_step: u64,
+    /// Absent: no layer is forced dense, as Transformers reads it (`Qwen2MoeConfig`,
+    /// `Qwen3MoeConfig`: `mlp_only_layers = [] if mlp_only_layers is None`). Qwen1.5-MoE's
+    /// config.json predates the field and has no `mlp_only_layers`.
+    #[serde(default)]
     mlp_only_layers: Vec<u64>,
     /// Qwen2-MoE's one shared expert (absent in Qwen3-MoE).
     #[serde(default)]
@@ -546,6 +551,89 @@ mod tests {
         assert!(m.spec.layers[3..]
             .iter()
             .all(|l| l.experts == 256 && l.top_k == 8 && l.shared_experts == 1));
+    }
+
+    /// OLMoE-1B-7B-0924 from its config.json: 16 layers, hidden 2,048, 16 query and 16 KV
+    /// heads of 128 with q and k norms over the whole projection (`q_norm` of the hidden
+    /// size, `k_norm` of KV heads x head size), 64 experts of FFN 1,024, top-8, vocabulary
+    /// 50,304 untied. The OLMoE paper (arXiv 2409.02060): 6.9 B total, 1.3 B active, both
+    /// with the embeddings. The Hub's model.safetensors.index.json (copied with the config,
+    /// see data/configs/README.md) holds 13,838,323,712 bytes of bf16 weights: 6,919,161,856
+    /// parameters, this count exactly.
+    #[test]
+    fn olmoe_1b_7b_counts_by_hand() {
+        let m = shipped("olmoe-1b-7b-0924.json");
+        let h = 2048u64;
+        let attention = 16 * (4 * h * h + h + 16 * 128);
+        let expert = 3 * h * 1024;
+        let embeddings = 50_304 * h;
+        let nonexpert = attention + 16 * h * 64 + (2 * 16 + 1) * h + 2 * embeddings;
+        assert_eq!(m.nonexpert.attention, attention);
+        assert_eq!(m.nonexpert.lm_head, embeddings);
+        assert_eq!(m.nonexpert.total(), nonexpert);
+        assert_eq!(m.expert_params(), expert);
+        assert_eq!(m.total_params(), nonexpert + 16 * 64 * expert);
+        assert_eq!(m.total_params(), 13_838_323_712 / 2);
+        assert_eq!((m.total_params() + 50_000_000) / 100_000_000, 69, "6.9 B");
+        assert_eq!(m.active_params(), nonexpert + 16 * 8 * expert);
+        assert_eq!((m.active_params() + 50_000_000) / 100_000_000, 13, "1.3 B");
+        assert_eq!(m.kv_bytes_per_token(), 2 * 16 * 128 * 16 * 2);
+        assert_eq!(m.spec.layers.len(), 16);
+        assert!(m.spec.layers.iter().all(|l| l.experts == 64 && l.top_k == 8));
+    }
+
+    /// Qwen1.5-MoE-A2.7B from its config.json: 24 layers, hidden 2,048, 16 query and 16 KV
+    /// heads of 128 with q, k, v biases, 60 routed experts of FFN 1,408, top-4, one shared
+    /// expert of FFN 5,632 with its gate (hidden x 1), vocabulary 151,936 untied. The model
+    /// card (https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B): 14.3 B total, 2.7 B activated,
+    /// both with the embeddings (without them, 2.07 B activated). The Hub's
+    /// model.safetensors.index.json holds 28,631,568,384 bytes of bf16 weights: this count
+    /// exactly. The config has no `mlp_only_layers` (Transformers reads it as empty): every
+    /// layer is MoE; given `[0]`, layer 0 becomes a dense MLP of `intermediate_size`.
+    #[test]
+    fn qwen1_5_moe_a2_7b_counts_by_hand() {
+        let m = shipped("qwen1.5-moe-a2.7b.json");
+        let h = 2048u64;
+        let attention = 24 * (4 * h * h + 3 * h);
+        let expert = 3 * h * 1408;
+        let shared = 3 * h * 5632;
+        let embeddings = 151_936 * h;
+        let nonexpert =
+            attention + 24 * (h * 60 + h) + 24 * shared + (2 * 24 + 1) * h + 2 * embeddings;
+        assert_eq!(m.nonexpert.attention, attention);
+        assert_eq!(m.nonexpert.shared_experts, 24 * shared);
+        assert_eq!(m.nonexpert.dense_mlps, 0);
+        assert_eq!(m.nonexpert.total(), nonexpert);
+        assert_eq!(m.expert_params(), expert);
+        assert_eq!(m.total_params(), nonexpert + 24 * 60 * expert);
+        assert_eq!(m.total_params(), 28_631_568_384 / 2);
+        assert_eq!((m.total_params() + 50_000_000) / 100_000_000, 143, "14.3 B");
+        assert_eq!(m.active_params(), nonexpert + 24 * 4 * expert);
+        assert_eq!((m.active_params() + 50_000_000) / 100_000_000, 27, "2.7 B");
+        let without = m.active_params() - 2 * embeddings;
+        assert_eq!(without / 10_000_000, 206, "2.07 B");
+        assert_eq!(m.kv_bytes_per_token(), 2 * 16 * 128 * 24 * 2);
+        assert_eq!(m.spec.shared_expert_ffn, Some(5632));
+        assert!(m
+            .spec
+            .layers
+            .iter()
+            .all(|l| l.experts == 60 && l.top_k == 4 && l.shared_experts == 1));
+        let path = format!(
+            "{}/data/configs/qwen1.5-moe-a2.7b.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let first_dense = text.replace(
+            "\"decoder_sparse_step\": 1,",
+            "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [0],",
+        );
+        let d = parse(&first_dense, "x").unwrap();
+        assert_eq!(d.spec.layers[0].experts, 0);
+        assert_eq!(d.nonexpert.dense_mlps, 3 * h * 5632);
+        // layer 0 loses its 60 experts, router and shared-expert gate; its dense MLP has
+        // the shared expert's size
+        assert_eq!(d.total_params(), m.total_params() - 60 * expert - 61 * h);
     }
 
     #[test]

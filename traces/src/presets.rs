@@ -186,7 +186,7 @@ pub const PRESETS: &[Preset] = &[
         vocab_size: 50304,
         tied_embeddings: false,
         dense_ffn: 0,
-        config: None,
+        config: Some("olmoe-1b-7b-0924.json"),
     },
     Preset {
         name: "gpt-oss-20b",
@@ -367,7 +367,7 @@ mod tests {
             assert_eq!(c.nonexpert.dense_mlps, p.dense_mlp_params(), "{}", p.name);
             assert_eq!(c.kv_bytes_per_token(), p.kv_bytes_per_token(), "{}", p.name);
         }
-        assert_eq!(backed, 4);
+        assert_eq!(backed, 5);
     }
 
     #[test]
