@@ -943,7 +943,10 @@ fn presets_name_their_configs_and_llama4_generates() {
         "{text}"
     );
     assert!(line("gpt-oss-20b").ends_with("gpt-oss-20b.json"), "{text}");
-    assert!(line("olmoe-1b-7b").ends_with("olmoe-1b-7b-0924.json"), "{text}");
+    assert!(
+        line("olmoe-1b-7b").ends_with("olmoe-1b-7b-0924.json"),
+        "{text}"
+    );
     assert!(
         !line("granite-3.0-1b-a400m").contains("--model-config"),
         "{text}"

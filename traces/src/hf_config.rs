@@ -579,7 +579,11 @@ mod tests {
         assert_eq!((m.active_params() + 50_000_000) / 100_000_000, 13, "1.3 B");
         assert_eq!(m.kv_bytes_per_token(), 2 * 16 * 128 * 16 * 2);
         assert_eq!(m.spec.layers.len(), 16);
-        assert!(m.spec.layers.iter().all(|l| l.experts == 64 && l.top_k == 8));
+        assert!(m
+            .spec
+            .layers
+            .iter()
+            .all(|l| l.experts == 64 && l.top_k == 8));
     }
 
     /// Qwen1.5-MoE-A2.7B from its config.json: 24 layers, hidden 2,048, 16 query and 16 KV
