@@ -92,7 +92,7 @@ impl RunSpec {
 
 /// What of a [`RunConfig`] a [`RunSpec`] cannot hold (yet), named in the engine's terms.
 #[derive(Debug, PartialEq, thiserror::Error)]
-#[error("a run spec does not hold {0} yet; describe this run in Rust (a RunConfig)")]
+#[error("a run spec does not hold {0} yet; give this run as flags instead of a spec")]
 pub struct SpecGap(pub String);
 
 impl RunSpec {

@@ -219,7 +219,15 @@ impl Cell<'_> {
             u16::try_from(v).map_err(|_| format!("experts entry {s:?} is out of range: {range}"))
         };
         match self {
-            Cell::Text(s) => list_entries(s).map(to_id).collect(),
+            Cell::Text(s) => list_entries(s)
+                .map(to_id)
+                .collect::<Result<_, _>>()
+                .map_err(|e| match s.contains(',') {
+                    true => format!(
+                        "{e}: the ids of one row are separated by spaces or `;`, not commas"
+                    ),
+                    false => e,
+                }),
             Cell::Json(Value::Array(a)) => a
                 .iter()
                 .map(|v| match v {

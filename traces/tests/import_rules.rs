@@ -388,3 +388,16 @@ fn the_largest_layer_index_is_refused_not_overflowed() {
         &["line 2", "18446744073709551615 is not a layer index"],
     );
 }
+
+#[test]
+fn comma_separated_ids_are_refused_with_the_separators_named() {
+    let c = "sequence,layer,experts\na,0,\"0,1\"\n";
+    let m = csv(c, &opts()).unwrap_err().to_string();
+    assert!(m.contains("\"0,1\" is not a valid number"), "{m}");
+    assert!(m.contains("separated by spaces or `;`, not commas"), "{m}");
+    // Without a comma the hint would mislead, so it is absent.
+    let m = csv("sequence,layer,experts\na,0,0 x\n", &opts())
+        .unwrap_err()
+        .to_string();
+    assert!(!m.contains("not commas"), "{m}");
+}
