@@ -21,6 +21,8 @@ pub struct RunSetting {
     /// The retention as the table writes it (`lru, budget 50%`, `streaming`).
     pub retention: String,
     pub batch: usize,
+    /// The model geometry's name (only to prefer a region of the same model as the nearest).
+    pub model: String,
     /// Most VMM granules live at once (absent: none live).
     pub live_granules: Option<f64>,
 }
@@ -149,7 +151,7 @@ fn place(r: &Region, run: &RunSetting) -> Place {
 }
 
 /// Where `run` lies against `regions`: its best place over them, and the nearest region
-/// (best place, then same GPU, mechanism, retention, batch, then least live-set stretch;
+/// (best place, then same GPU, mechanism, retention, batch, then least live-set stretch, then the run's model;
 /// the table's order breaks ties).
 pub fn classify(regions: &[Region], run: &RunSetting) -> Checked {
     let key = |r: &Region| {
@@ -167,6 +169,7 @@ pub fn classify(regions: &[Region], run: &RunSetting) -> Checked {
             key(a)
                 .cmp(&key(b))
                 .then(stretch(a, run).total_cmp(&stretch(b, run)))
+                .then((a.model != run.model).cmp(&(b.model != run.model)))
         })
         .cloned();
     Checked {
@@ -185,6 +188,7 @@ mod tests {
 | h200-linux | m | t.bin | e1 | lru, budget 50% | 1 | 400–6000 | 19 | -0.8% | 4 / 0 / 15 |\n\
 | h200-linux | m | t.bin | e1 | streaming | 1 | — | 21 | -2.7% | 1 / 3 / 17 |\n\
 | h200-linux | m | t.bin | os4k | streaming | 1 | — | 21 | +2.3% | 2 / 2 / 17 |\n\
+| h200-linux | m2 | t2.bin | e1 | lru, budget 50% | 1 | 700–3000 | 2 | +4.1% | 2 / 0 / 0 |\n\
 | h100-linux | m | t.bin | e1 | lru, budget 10% | 1 | 16000–16300 | 1 | -0.1% | 1 / 0 / 0 |\n";
 
     fn run(gpu: &str, mech: &str, ret: &str, batch: usize, live: Option<f64>) -> RunSetting {
@@ -193,6 +197,7 @@ mod tests {
             mechanism: mech.into(),
             retention: ret.into(),
             batch,
+            model: "m2".into(),
             live_granules: live,
         }
     }
@@ -206,7 +211,7 @@ mod tests {
     #[test]
     fn the_table_reads_back() {
         let r = parse(PAGE).unwrap();
-        assert_eq!(r.len(), 4);
+        assert_eq!(r.len(), 5);
         assert_eq!(r[0].live_granules, Some([400.0, 6000.0]));
         assert_eq!((r[0].rows, r[0].median_error_pct), (19, -0.8));
         assert_eq!((r[1].pass, r[1].fail, r[1].undecided), (1, 3, 17));
@@ -220,6 +225,11 @@ mod tests {
         let p = at(&r);
         assert_eq!(p.0, Place::Inside);
         assert_eq!(p.2, "lru, budget 50%");
+        // inside two regions: the nearest is the one of the run's model (m2, +4.1%)
+        let r = run("h200-linux", "e1", "lru, budget 50%", 1, Some(2000.0));
+        let c = classify(&parse(PAGE).unwrap(), &r);
+        assert_eq!(c.place, Place::Inside);
+        assert_eq!(c.nearest.unwrap().median_error_pct, 4.1);
         // a streaming region maps none between steps: any live peak is inside
         let s = run("h200-linux", "e1", "streaming", 1, Some(90.0));
         assert_eq!(at(&s), (Place::Inside, "h200-linux".into(), "streaming".into()));
