@@ -232,7 +232,10 @@ mod tests {
         assert_eq!(c.nearest.unwrap().median_error_pct, 4.1);
         // a streaming region maps none between steps: any live peak is inside
         let s = run("h200-linux", "e1", "streaming", 1, Some(90.0));
-        assert_eq!(at(&s), (Place::Inside, "h200-linux".into(), "streaming".into()));
+        assert_eq!(
+            at(&s),
+            (Place::Inside, "h200-linux".into(), "streaming".into())
+        );
     }
 
     #[test]
@@ -247,12 +250,21 @@ mod tests {
         assert_eq!(at(&r).0, Place::Near);
         // another budget in range: near the LRU region (streaming's checked no retained set)
         let r = run("h200-linux", "e1", "lru, budget 25%", 1, Some(3000.0));
-        assert_eq!(at(&r), (Place::Near, "h200-linux".into(), "lru, budget 50%".into()));
+        assert_eq!(
+            at(&r),
+            (Place::Near, "h200-linux".into(), "lru, budget 50%".into())
+        );
         // OS paging maps no granule: the OS-paged region's settings, another retention
         let r = run("h200-linux", "os4k", "lru, budget 50%", 1, None);
-        assert_eq!(at(&r), (Place::Near, "h200-linux".into(), "streaming".into()));
+        assert_eq!(
+            at(&r),
+            (Place::Near, "h200-linux".into(), "streaming".into())
+        );
         let r = run("h200-linux", "e1", "streaming", 4, Some(3000.0));
-        assert_eq!(at(&r), (Place::Near, "h200-linux".into(), "streaming".into()));
+        assert_eq!(
+            at(&r),
+            (Place::Near, "h200-linux".into(), "streaming".into())
+        );
     }
 
     #[test]
@@ -262,8 +274,17 @@ mod tests {
         let c = classify(&parse(PAGE).unwrap(), &r);
         assert_eq!(c.place, Place::Outside);
         let n = c.nearest.unwrap();
-        assert_eq!((n.gpu.as_str(), n.live_granules), ("h200-linux", Some([400.0, 6000.0])));
-        let r = run("rtx4060-laptop-wddm", "e1", "lru, budget 50%", 1, Some(5000.0));
+        assert_eq!(
+            (n.gpu.as_str(), n.live_granules),
+            ("h200-linux", Some([400.0, 6000.0]))
+        );
+        let r = run(
+            "rtx4060-laptop-wddm",
+            "e1",
+            "lru, budget 50%",
+            1,
+            Some(5000.0),
+        );
         assert_eq!(at(&r).0, Place::Outside);
         let r = run("h200-linux", "e2", "lru, budget 50%", 1, Some(5000.0));
         assert_eq!(at(&r).0, Place::Outside);

@@ -13,9 +13,10 @@ pub fn setting(cfg: &RunConfig, r: &RunReport) -> Option<RunSetting> {
     Some(RunSetting {
         gpu: timing.hw.clone(),
         mechanism: cfg.policy.clone(),
-        retention: cfg.retention.as_ref().map_or("streaming".into(), |c| {
-            RetentionSettings::of(c).text()
-        }),
+        retention: cfg
+            .retention
+            .as_ref()
+            .map_or("streaming".into(), |c| RetentionSettings::of(c).text()),
         batch: cfg.retention.as_ref().map_or(1, |c| c.batching.batch),
         model: r.inputs.model.clone(),
         live_granules: detail.peak_live_granules,
