@@ -216,6 +216,11 @@ pub struct TimingDetail {
     /// the JSON) when every price lay inside.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_range: Vec<OutsideRange>,
+    /// Most VMM granules live at once (absent: none, or OS paging). In-process only (not
+    /// written, so result files stay as they were): `sim run` places the run against the
+    /// validated regions with it (`gpu::validation::checked`).
+    #[serde(skip)]
+    pub peak_live_granules: Option<f64>,
 }
 
 /// One constant a timed run used outside the range its fit was measured over.

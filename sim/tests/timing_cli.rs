@@ -1081,3 +1081,49 @@ fn run_intervals_are_the_band_of_runs_under_drawn_profiles() {
     let (ok, _, err) = sim(&["run", "--trace", trace, "--intervals", "2"]);
     assert!(!ok && err.contains("--hw"), "{err}");
 }
+
+/// A timed run says where it lies against docs/VALIDATION.md's regions (on stderr; stdout
+/// unchanged): the stored granite replays' own settings on h200-linux are inside the granite
+/// region (`e1 | lru, budget 50% | 1 | 736–3069 | 21 | +4.1%`), a GPU with no stored replay is
+/// outside, and an untimed run says nothing.
+#[test]
+fn a_timed_run_says_where_the_model_was_checked() {
+    let granite = |hw: Option<&str>| {
+        let mut a = vec![
+            "run",
+            "--trace",
+            "traces/data/granite/prose.bin",
+            "--policy",
+            "e1",
+            "--evict",
+            "lru",
+            "--budget",
+            "50%",
+        ];
+        if let Some(hw) = hw {
+            a.extend(["--hw", hw]);
+        }
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let o = Command::new(env!("CARGO_BIN_EXE_sim"))
+            .current_dir(root)
+            .args(&a)
+            .output()
+            .expect("the sim binary runs");
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let inside = granite(Some("h200-linux"));
+    assert!(
+        inside.contains(
+            "validated region: inside (nearest: h200-linux e1 lru, budget 50%, batch 1, live \
+             granules 736–3069, granite-3.0-1b-a400m-instruct: median error +4.1% over 21 replays"
+        ),
+        "{inside}"
+    );
+    let outside = granite(Some("rtx4060-laptop-wddm"));
+    assert!(
+        outside.contains("validated region: outside (nearest: "),
+        "{outside}"
+    );
+    assert!(!granite(None).contains("validated region"));
+}

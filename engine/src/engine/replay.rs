@@ -152,6 +152,8 @@ struct State<'a> {
     /// Non-expert weights + the current step's KV cache, bytes.
     mapped_base: f64,
     peak_mapped: f64,
+    /// Most granules live at once (`live_granules` at its peak), for the validated-region check.
+    peak_live: f64,
     /// Queued decommits: (unit, generation); an entry whose generation is stale was
     /// already run early (the unit was paged in again first) and is skipped.
     deferred: EventQueue<(u32, u32)>,
@@ -293,6 +295,7 @@ impl State<'_> {
         if m > self.peak_mapped {
             self.peak_mapped = m;
         }
+        self.peak_live = self.peak_live.max(self.live_granules());
     }
 
     /// Run queued background decommits that can start before `t` (a started one finishes).
@@ -1032,6 +1035,7 @@ impl<'a> State<'a> {
             track_reads: cost.paging == Paging::Vmm && cost.prices_reads(),
             mapped_base: compute.nonexpert_bytes,
             peak_mapped: 0.0,
+            peak_live: 0.0,
             deferred: EventQueue::default(),
             generation: vec![0; n],
             pending: vec![false; n],
@@ -1323,6 +1327,8 @@ impl<'a> State<'a> {
             }),
             step_latency: None,
             outside_range: outside_range(&self.outside, self.cost, total_us),
+            peak_live_granules: (self.cost.paging == Paging::Vmm && self.peak_live > 0.0)
+                .then_some(self.peak_live),
         };
         if self.cost.outside_range == OutsideRange::Refuse && !detail.outside_range.is_empty() {
             let lines: Vec<String> = detail.outside_range.iter().map(|o| o.line()).collect();

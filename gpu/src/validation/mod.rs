@@ -9,10 +9,11 @@
 //! Owned here: the prediction (with a retention row's warm-up), the `validation` block's types
 //! ([`Validation`]) and how repetitions combine, the verdicts and component table
 //! ([`analysis`]), the composition check ([`composition`]), the re-pricing summary of many
-//! stored replays ([`reprice`]) and where they checked the model ([`coverage`]), and the text tables ([`text`]). Not here: the GPU replay
+//! stored replays ([`reprice`]) and where they checked the model ([`coverage`]) and where a run lies against that ([`checked`]), and the text tables ([`text`]). Not here: the GPU replay
 //! (`validate`), reading and checking a stored `--measured` file (the `sim` binary).
 
 pub mod analysis;
+pub mod checked;
 pub mod composition;
 pub mod coverage;
 pub mod cpu_lane;

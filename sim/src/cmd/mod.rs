@@ -8,6 +8,7 @@ pub mod args_threads;
 pub mod args_timing;
 pub mod auto_cut;
 pub mod calibrate;
+pub mod checked;
 pub mod compare;
 pub mod compare_curves;
 pub mod curve;

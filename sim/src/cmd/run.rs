@@ -119,6 +119,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         })
         .transpose()?;
     print_notes(&report);
+    if let Some(c) = super::checked::check(&cfg, &report)? {
+        eprintln!("{}", c.line());
+    }
     super::args_timing::warn_over_vram(std::iter::once(&report), args.timing.admission_cap);
     let memory = memory(&args, &cfg, &report)?;
     let text = if args.json {
