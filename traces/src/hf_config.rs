@@ -475,10 +475,11 @@ pub(crate) fn build(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn shipped(file: &str) -> ModelConfig {
+    /// The shipped config `file` of `data/configs/`, parsed.
+    pub(crate) fn shipped(file: &str) -> ModelConfig {
         let path = format!("{}/data/configs/{file}", env!("CARGO_MANIFEST_DIR"));
         parse(&std::fs::read_to_string(path).unwrap(), file).unwrap()
     }

@@ -222,12 +222,8 @@ pub(crate) fn llama4_wrapper(json: &str, name: &str) -> Result<ModelConfig, Conf
 
 #[cfg(test)]
 mod tests {
-    use crate::hf_config::{parse, ModelConfig};
-
-    fn shipped(file: &str) -> ModelConfig {
-        let path = format!("{}/data/configs/{file}", env!("CARGO_MANIFEST_DIR"));
-        parse(&std::fs::read_to_string(path).unwrap(), file).unwrap()
-    }
+    use crate::hf_config::parse;
+    use crate::hf_config::tests::shipped;
 
     /// Mixtral-8x7B: 32 layers, hidden 4,096, 32 query and 8 KV heads of 128, 8 experts of
     /// FFN 14,336, top-2, vocabulary 32,000 untied. Mistral's announcement: 46.7 B parameters,
