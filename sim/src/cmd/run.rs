@@ -102,8 +102,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             why
         });
-    let report = run_report(&args, &cfg, trace)?;
-    let mut report = report;
+    let mut report = run_report(&args, &cfg, trace)?;
     if let (Some(why), Some(p)) = (&auto_cut, &mut report.prefetch) {
         p.min_score_auto = Some(why.clone());
     }
@@ -276,13 +275,12 @@ fn vs_belady(args: &RunArgs, cfg: &RunConfig, report: &RunReport) -> Result<VsBe
         split: rc.cache.split,
         semantics: rc.cache.semantics,
     };
-    let embedded = match args.input.one_trace()? {
+    let trace = args.input.one_trace()?;
+    let embedded = match trace {
         Some(_) => None,
         None => Some(super::args_input::EmbeddedFile::create()?),
     };
-    let path = args
-        .input
-        .one_trace()?
+    let path = trace
         .or(embedded.as_ref().map(|e| e.path()))
         .expect("a trace file or the embedded one");
     let profile = args.input.profile_trace.as_deref();
